@@ -70,7 +70,7 @@ def bench_systolic(out_dir, *, sizes=(4, 8, 16), ks=(64, 768), tiles=16, emit_on
                ("emit s", opt("emit_seconds", "{:.2f}"))]
     write_results(out_dir, "systolic", rows, columns, "bertforge bench systolic", notes=[
         "cycles: measured in Verilator on the emitted Verilog, first input handshake to last output handshake",
-        "model: bertforge.sim.cycles.systolic_cycles; ideal: tiles x K",
+        "model: bertforge.sim.systolic_cycles.systolic_cycles; ideal: tiles x K",
         "sim cycles/s: simulated cycles per wall second of the cocotb run (build excluded)",
         "emit s: seconds to elaborate and emit the Verilog"])
     return rows

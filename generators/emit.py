@@ -7,14 +7,9 @@ from amaranth.back import verilog
 from amaranth.hdl import Value
 from amaranth.lib.wiring import In
 
-from bertforge.rtl.systolic import SystolicArray, SystolicConfig
+from .blocks import BLOCKS
 
-__all__ = ["BLOCKS", "component_for", "emit_verilog", "port_list", "write_design"]
-
-#: Block name -> (config class, component class).
-BLOCKS = {
-    "systolic": (SystolicConfig, SystolicArray),
-}
+__all__ = ["component_for", "emit_verilog", "port_list", "write_design"]
 
 
 def component_for(config):

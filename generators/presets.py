@@ -1,4 +1,4 @@
-"""Named presets and TOML loading for block configs.
+"""Presets and TOML files -> block configs.
 
 A TOML config file holds the block's fields, either at top level or in a
 table named after the block::
@@ -15,29 +15,13 @@ import dataclasses
 import tomllib
 from pathlib import Path
 
-from bertforge.rtl.systolic import SystolicConfig
+from .blocks import PRESETS
 
-__all__ = ["ConfigError", "PRESETS", "preset", "load_toml", "make_config"]
+__all__ = ["ConfigError", "preset", "load_toml", "make_config"]
 
 
 class ConfigError(ValueError):
     """A config file, preset or field that cannot be used."""
-
-
-_systolic = SystolicConfig()
-
-#: Block -> preset name -> config.
-PRESETS = {
-    "systolic": {
-        "default": _systolic,
-        "tiny": dataclasses.replace(_systolic, rows=2, cols=2),
-        "os-8x8": dataclasses.replace(_systolic, rows=8, cols=8),
-        "ws-8x8": dataclasses.replace(_systolic, rows=8, cols=8, dataflow="ws"),
-        "os-16x16": dataclasses.replace(_systolic, rows=16, cols=16),
-        "ws-16x16": dataclasses.replace(_systolic, rows=16, cols=16, dataflow="ws"),
-        "int16-4x4": dataclasses.replace(_systolic, width=16),
-    },
-}
 
 
 def preset(block, name):

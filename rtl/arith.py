@@ -26,7 +26,7 @@ class SaturatingIntArith:
     """Signed integer operands, exact products, saturating accumulation.
 
     ``accumulate(m, acc, p)`` is ``clamp(acc + p)`` to ``signed(acc_width)``, the
-    overflow rule the golden model (:func:`bertforge.sim.golden.saturating_matmul`)
+    overflow rule the golden model (:func:`bertforge.sim.systolic_golden.saturating_matmul`)
     reproduces step by step.
     """
 

@@ -106,7 +106,7 @@ class SystolicArray(wiring.Component):
     bubble. The last result row leaves ``R + C + 3 + QUEUE_LATENCY`` cycles
     (OS) or ``R + C + 1 + QUEUE_LATENCY`` cycles (WS) after the last beat of
     a tile is accepted; WS needs R weight beats before the first
-    activation. :func:`bertforge.sim.cycles.systolic_cycles` is the exact model.
+    activation. :func:`bertforge.sim.systolic_cycles.systolic_cycles` is the exact model.
 
     Streams obey :mod:`amaranth.lib.stream` rules; ``ready`` may depend on
     ``valid``. A full output queue stops new input, never data in flight.

@@ -3,7 +3,7 @@
 Parameters come from the JSON spec (see :mod:`bertforge.sim.runner`):
 ``config`` (a :class:`SystolicConfig` as a dict), ``data`` (an ``.npz`` with
 ``a_0, b_0, a_1, b_1, ...``, one pair per tile, shaped as
-:func:`bertforge.sim.golden.systolic_golden` takes them), ``seed``,
+:func:`bertforge.sim.systolic_golden.systolic_golden` takes them), ``seed``,
 ``a_gap``/``b_gap`` (idle probability per beat) and ``c_stall`` (probability
 of ``ready`` low per cycle).
 
@@ -21,8 +21,8 @@ import cocotb
 import numpy as np
 
 from bertforge.rtl.systolic import SystolicConfig
-from bertforge.sim.cycles import systolic_cycles
-from bertforge.sim.golden import systolic_golden
+from bertforge.sim.systolic_cycles import systolic_cycles
+from bertforge.sim.systolic_golden import systolic_golden
 from bertforge.sim.streams import StreamDriver, StreamMonitor, StreamTB, pack_vector, unpack_vector
 
 

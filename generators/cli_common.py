@@ -1,0 +1,150 @@
+"""Pieces every block's command-line module uses: errors, argument types,
+config flags, .npy input/output, result reports."""
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .blocks import BLOCKS, PRESETS
+from .presets import make_config
+
+__all__ = ["CliError", "positive_int", "probability", "add_config_flags", "config_from_args",
+           "add_sim_flags", "load_int_matrix", "save_npy_atomic", "report", "check_result"]
+
+
+class CliError(Exception):
+    """Bad input from the user: printed as one line, exit code 2."""
+
+
+def probability(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), not {value}")
+    return value
+
+
+def positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
+    return value
+
+
+def add_config_flags(parser, block):
+    """``--preset``, ``--config`` and one flag per config field
+    (``acc_width`` -> ``--acc-width``)."""
+    config_class = BLOCKS[block][0]
+    group = parser.add_argument_group(f"{block} config (defaults from the preset)")
+    group.add_argument("--preset", help=f"named preset: {', '.join(PRESETS[block])}")
+    group.add_argument("--config", metavar="FILE.toml", help="TOML file with config fields")
+    defaults = PRESETS[block]["default"]
+    for field in dataclasses.fields(config_class):
+        value = getattr(defaults, field.name)
+        kind = type(value)
+        if kind is bool:
+            kind = _boolean
+        group.add_argument("--" + field.name.replace("_", "-"), dest=f"cfg_{field.name}", type=kind,
+                           metavar=field.name.upper(), help=f"default {value!r}")
+
+
+def _boolean(text):
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {text!r} (use true or false)")
+
+
+def config_from_args(block, args):
+    overrides = {key[4:]: value for key, value in vars(args).items() if key.startswith("cfg_")}
+    return make_config(block, preset_name=args.preset, toml_path=args.config, overrides=overrides)
+
+
+def add_sim_flags(parser):
+    """Flags every ``bertforge sim BLOCK`` has."""
+    parser.add_argument("--seed", type=int, default=0, help="seed of data and stalls (default 0)")
+    parser.add_argument("--gap", type=probability, default=0.0,
+                        help="probability of an idle cycle before each input beat (default 0)")
+    parser.add_argument("--stall", type=probability, default=0.0,
+                        help="probability of output ready low per cycle (default 0)")
+    parser.add_argument("--waves", action="store_true", help="write an FST waveform")
+    parser.add_argument("--json", action="store_true", help="print results as JSON")
+
+
+def load_int_matrix(path, label, width, *, ndim=2):
+    """An integer array from ``path`` whose values fit ``signed(width)``."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            if f.read(6) != b"\x93NUMPY":
+                raise CliError(f"{label} file {path} is not a .npy file (no NumPy header); "
+                               "write it with numpy.save")
+        array = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise CliError(f"{label} file {path} does not exist") from None
+    except IsADirectoryError:
+        raise CliError(f"{label} file {path} is a directory") from None
+    except (ValueError, OSError, EOFError) as error:
+        raise CliError(f"{label} file {path} is not a readable .npy file ({error})") from None
+    if array.dtype.kind not in "iu":
+        raise CliError(f"{label} file {path} holds {array.dtype} values; it must hold integers "
+                       f"(int{width})")
+    if array.ndim != ndim:
+        raise CliError(f"{label} file {path} has shape {array.shape}; it must have {ndim} dimensions")
+    lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
+    if array.size and (array.min() < lo or array.max() > hi):
+        raise CliError(f"{label} file {path} holds values in [{array.min()}, {array.max()}]; "
+                       f"int{width} values must lie in [{lo}, {hi}]")
+    return array.astype(np.int64)
+
+
+def save_npy_atomic(path, array):
+    """``numpy.save`` through a temporary file, so no half-written file is left."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.save(f, array)
+    tmp.replace(path)
+
+
+def report(result, as_json, title, keys=("cycles", "model_cycles", "ideal_cycles")):
+    """Print ``result`` as JSON or as a short aligned list."""
+    if as_json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+        return
+    print(title)
+    for key in keys:
+        print(f"  {key:<13} {result[key]}")
+    if "utilization" in result:
+        print(f"  {'utilization':<13} {result['utilization']:.2%}")
+    print(f"  {'match':<13} {'yes' if result['match'] else 'NO'}")
+    for key in ("out", "waves"):
+        if result.get(key):
+            print(f"  {key:<13} {result[key]}")
+
+
+def check_result(result):
+    """Exit code of a simulation: 1, with a line on stderr, if the output
+    differs from the golden model or (without stalls) the cycles from the
+    cycle model."""
+    if not result["match"]:
+        where = f"; waveform: {result['waves']}" if result.get("waves") else ""
+        print(f"bertforge: error: the hardware's output differs from the golden model in "
+              f"{result.get('mismatches', '?')} values{where}", file=sys.stderr)
+        return 1
+    if not result.get("stalls") and result["cycles"] != result["model_cycles"]:
+        print(f"bertforge: error: measured {result['cycles']} cycles, the cycle model says "
+              f"{result['model_cycles']}", file=sys.stderr)
+        return 1
+    return 0
