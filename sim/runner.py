@@ -97,7 +97,9 @@ def build(verilog, toplevel, *, waves=False):
         source.write_text(verilog)
         from cocotb_tools.runner import get_runner
         runner = get_runner("verilator")
-        args = list(_BUILD_ARGS) + (["--trace-fst", "--trace-structs"] if waves else [])
+        args = list(_BUILD_ARGS)
+        if waves:
+            args += ["--trace-fst", "--trace-structs"] + _lz4_shim_args(directory)
         log = directory / "build.log"
         try:
             runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=directory,
@@ -108,6 +110,23 @@ def build(verilog, toplevel, *, waves=False):
                                   f"log: {log}\n{tail}") from None
         (directory / "done").write_text("ok\n")
     return directory
+
+
+def _lz4_shim_args(directory):
+    """Verilator flags that build and link the LZ4 shim (``sim/lz4_shim``)
+    that the FST writer needs, compiled into ``directory``."""
+    import subprocess
+    shim = Path(__file__).parent / "lz4_shim"
+    library = directory / "liblz4.a"
+    obj = directory / "lz4_shim.o"
+    try:
+        subprocess.run(["cc", "-O2", "-fPIC", "-c", str(shim / "lz4.c"), "-o", str(obj)],
+                       check=True, capture_output=True)
+        subprocess.run(["ar", "rcs", str(library), str(obj)], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise SimulationError(f"cannot build the LZ4 shim for FST waveforms ({error}); "
+                              "a C compiler (cc) and ar are needed") from None
+    return ["-CFLAGS", f"-I{shim}", "-LDFLAGS", f"-L{directory}"]
 
 
 def run(verilog, toplevel, test_module, spec, *, waves=False, workdir=None):
@@ -141,8 +160,13 @@ def _run_once(verilog, toplevel, test_module, spec, *, waves, workdir):
                     test_dir=work, extra_env={"BERTFORGE_SPEC": str(spec_path)},
                     waves=waves, results_xml=str(results_xml), log_file=log,
                     test_args=["--trace-file", str(work / "dump.fst")] if waves else [])
+    except SystemExit:
+        pass  # under pytest the runner exits on a failed test; the results say which
+    except Exception as error:
+        raise SimulationError(f"simulation of {toplevel} did not start ({error}); log: {log}") from None
+    try:
         total, failed = get_results(results_xml)
-    except (SystemExit, Exception) as error:
+    except (RuntimeError, OSError) as error:
         raise SimulationError(f"simulation of {toplevel} did not finish ({error}); log: {log}") from None
     result_path = Path(spec["result_path"])
     if not result_path.exists():
