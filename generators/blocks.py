@@ -7,18 +7,53 @@ one module name in :data:`bertforge.generators.cli.BLOCK_COMMANDS`.
 import dataclasses
 
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
+from bertforge.rtl.butterfly import ButterflyConfig, ButterflyEngine
+from bertforge.rtl.gelu import Gelu, GeluConfig
+from bertforge.rtl.layernorm import LayerNorm, LayerNormConfig
+from bertforge.rtl.softmax import Softmax, SoftmaxConfig
 
 __all__ = ["BLOCKS", "PRESETS"]
 
 #: Block name -> (config class, component class).
 BLOCKS = {
     "systolic": (SystolicConfig, SystolicArray),
+    "butterfly": (ButterflyConfig, ButterflyEngine),
+    "gelu": (GeluConfig, Gelu),
+    "layernorm": (LayerNormConfig, LayerNorm),
+    "softmax": (SoftmaxConfig, Softmax),
 }
 
 _systolic = SystolicConfig()
 
 #: Block name -> preset name -> config ("default" is the fallback).
 PRESETS = {
+    "butterfly": {
+        "default": ButterflyConfig(),
+        "n256-l2": ButterflyConfig(n_max=256, lanes=2),
+        "n256-l8": ButterflyConfig(n_max=256, lanes=8),
+        "n1024-l16": ButterflyConfig(n_max=1024, lanes=16),
+        "int8": ButterflyConfig(width=8, weight_width=8),
+    },
+    "softmax": {
+        "default": SoftmaxConfig(),
+        "lanes1": SoftmaxConfig(lanes=1),
+        "lanes16": SoftmaxConfig(lanes=16),
+        "int16": SoftmaxConfig(in_width=16, out_width=16),
+        "seq512": SoftmaxConfig(lanes=16, l_max=512),
+    },
+    "layernorm": {
+        "default": LayerNormConfig(),
+        "lanes4": LayerNormConfig(lanes=4),
+        "lanes16": LayerNormConfig(lanes=16),
+        "int32": LayerNormConfig(lanes=16, in_width=32, h_max=1024),
+        "no-residual": LayerNormConfig(add_residual=False),
+    },
+    "gelu": {
+        "default": GeluConfig(),
+        "lanes4": GeluConfig(lanes=4),
+        "lanes16": GeluConfig(lanes=16),
+        "int16": GeluConfig(in_width=16, out_width=16, in_mult=1, out_shift=3),
+    },
     "systolic": {
         "default": _systolic,
         "tiny": dataclasses.replace(_systolic, rows=2, cols=2),

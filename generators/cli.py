@@ -13,8 +13,8 @@ differs from the golden model ends with exit code 1. ``BERTFORGE_DEBUG=1``
 shows the traceback instead.
 
 ``sim`` and ``bench`` sub-commands come from one module per block (listed in
-``BLOCK_COMMANDS``), each with ``add_sim_parser``, ``run_sim``,
-``add_bench_parser`` and ``run_bench``.
+``BLOCK_COMMANDS``), each with ``add_bench_parser`` and ``run_bench`` and,
+for blocks that simulate, ``add_sim_parser`` and ``run_sim``.
 """
 
 import argparse
@@ -22,7 +22,10 @@ import importlib
 import os
 import sys
 
+from bertforge.boards.build import BuildError
+from bertforge.boards.targets import ToolchainError
 from bertforge.sim.runner import SimulationError
+from . import board_cli
 from .blocks import BLOCKS, PRESETS
 from .cli_common import CliError, add_config_flags, config_from_args
 from .emit import write_design
@@ -33,6 +36,12 @@ __all__ = ["main", "build_parser", "BLOCK_COMMANDS"]
 #: Modules (in this package) that add ``sim BLOCK`` and ``bench BLOCK``.
 BLOCK_COMMANDS = [
     "systolic_cli",
+    "butterfly_cli",
+    "gelu_cli",
+    "layernorm_cli",
+    "softmax_cli",
+    "norm_bench",
+    "boards_bench",
 ]
 
 
@@ -68,7 +77,8 @@ def build_parser():
     bench = commands.add_parser("bench", help="benchmark a block; writes bench.json + bench.md")
     bench_blocks = _subcommands(bench, "block")
     for module in _block_modules():
-        module.add_sim_parser(sim_blocks)
+        if hasattr(module, "add_sim_parser"):
+            module.add_sim_parser(sim_blocks)
         module.add_bench_parser(bench_blocks)
 
     demo = commands.add_parser("demo", help="generate, simulate and report a default 4x4 OS array")
@@ -76,6 +86,7 @@ def build_parser():
                       help="where to write the Verilog (default bertforge-demo)")
 
     commands.add_parser("presets", help="list the named presets of every block")
+    board_cli.add_parsers(commands)
     return parser
 
 
@@ -111,11 +122,14 @@ def main(argv=None):
             return cmd_generate(args)
         if args.command in ("sim", "bench"):
             return _handler(args.command, args.block)(args)
+        if args.command in ("boards", "build", "flash", "run"):
+            return getattr(board_cli, f"run_{args.command}")(args)
         if args.command == "demo":
             from .demo import run_demo
             return run_demo(args.out)
         return cmd_presets(args)
-    except (CliError, ConfigError, TypeError, ValueError, SimulationError, OSError) as error:
+    except (CliError, ConfigError, TypeError, ValueError, SimulationError, BuildError,
+            ToolchainError, OSError) as error:
         if os.environ.get("BERTFORGE_DEBUG"):
             raise
         message = str(error).splitlines()[0] if str(error) else type(error).__name__

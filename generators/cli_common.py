@@ -13,7 +13,7 @@ from .blocks import BLOCKS, PRESETS
 from .presets import make_config
 
 __all__ = ["CliError", "positive_int", "probability", "add_config_flags", "config_from_args",
-           "add_sim_flags", "load_int_matrix", "save_npy_atomic", "report", "check_result"]
+           "add_sim_flags", "positive_float", "load_int_matrix", "save_npy_atomic", "report", "check_result"]
 
 
 class CliError(Exception):
@@ -28,6 +28,18 @@ def probability(text):
     if not 0.0 <= value < 1.0:
         raise argparse.ArgumentTypeError(f"must be in [0, 1), not {value}")
     return value
+
+
+def positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (value > 0 and np.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a positive number, not {text}")
+    return value
+
+
 
 
 def positive_int(text):
@@ -50,7 +62,7 @@ def add_config_flags(parser, block):
     defaults = PRESETS[block]["default"]
     for field in dataclasses.fields(config_class):
         value = getattr(defaults, field.name)
-        kind = type(value)
+        kind = int if value is None else type(value)
         if kind is bool:
             kind = _boolean
         group.add_argument("--" + field.name.replace("_", "-"), dest=f"cfg_{field.name}", type=kind,

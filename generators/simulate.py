@@ -11,7 +11,7 @@ import numpy as np
 from bertforge.sim import runner
 from .emit import emit_verilog
 
-__all__ = ["cached_verilog", "random_systolic_tiles", "systolic_operand_shapes", "simulate_systolic"]
+__all__ = ["build_design", "cached_verilog", "random_systolic_tiles", "systolic_operand_shapes", "simulate_systolic"]
 
 
 @functools.lru_cache(maxsize=32)
@@ -39,7 +39,8 @@ def _progress(message, quiet):
         print(message, file=sys.stderr, flush=True)
 
 
-def _build(config, waves, quiet):
+def build_design(config, waves=False, quiet=True):
+    """Emit (cached) and Verilator-build ``config``'s design; returns the Verilog text."""
     verilog = cached_verilog(config)
     if not runner.is_built(verilog, config.name, waves=waves):
         _progress(f"building the Verilator model of {config.name} "
@@ -57,7 +58,7 @@ def simulate_systolic(config, tiles, *, seed=0, a_gap=0.0, b_gap=0.0, c_stall=0.
     ``ideal_cycles``, ``utilization``, ``match``, ...) with ``outputs``, the
     list of result matrices read from the hardware.
     """
-    verilog = _build(config, waves, quiet)
+    verilog = build_design(config, waves, quiet)
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{config.name}-"))
     work.mkdir(parents=True, exist_ok=True)
     data = work / "tiles.npz"
@@ -70,3 +71,4 @@ def simulate_systolic(config, tiles, *, seed=0, a_gap=0.0, b_gap=0.0, c_stall=0.
     with np.load(result["outputs"]) as saved:
         result["outputs"] = [saved[f"arr_{t}"] for t in range(len(saved.files))]
     return result
+

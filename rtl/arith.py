@@ -25,20 +25,32 @@ def saturate(value, width):
 class SaturatingIntArith:
     """Signed integer operands, exact products, saturating accumulation.
 
+    ``multiply(a, b)`` is exact (a DSP ``*``, or with ``logic_multiplier`` a
+    sum of partial products that synthesis keeps out of DSP blocks).
     ``accumulate(m, acc, p)`` is ``clamp(acc + p)`` to ``signed(acc_width)``, the
     overflow rule the golden model (:func:`bertforge.sim.systolic_golden.saturating_matmul`)
     reproduces step by step.
     """
 
-    def __init__(self, width, acc_width):
+    def __init__(self, width, acc_width, *, logic_multiplier=False):
         self.width = width
         self.acc_width = acc_width
+        self.logic_multiplier = logic_multiplier
         self.operand_shape = signed(width)
         self.product_shape = signed(2 * width)
         self.acc_shape = signed(acc_width)
 
     def multiply(self, a, b):
-        return a * b
+        """``a * b``; with ``logic_multiplier`` as a sum of partial products,
+        which synthesis keeps in logic instead of a DSP block."""
+        if not self.logic_multiplier:
+            return a * b
+        top = self.width - 1
+        terms = [Mux(b[i], a, 0) << i for i in range(top)]
+        positive = terms[0]
+        for term in terms[1:]:
+            positive = positive + term
+        return (positive - (Mux(b[top], a, 0) << top))[:2 * self.width].as_signed()
 
     def accumulate(self, m, acc, product):
         """``clamp(acc + product)``; adds the sum's signal to module ``m``."""

@@ -3,7 +3,7 @@
 from dataclasses import dataclass, asdict
 from functools import reduce
 
-from amaranth.hdl import Cat, Module, Mux, Shape, Signal, signed
+from amaranth.hdl import Module, Mux, Shape, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -32,6 +32,10 @@ class SystolicConfig:
         Signed operand width.
     acc_width : int
         Signed accumulator width, ``2 * width`` to 48. Accumulation saturates.
+    max_dsp : int or None
+        At most this many PEs (in row-major order) multiply with ``*``, which
+        synthesis maps to DSP blocks; the others build the product from logic.
+        ``None``: all use ``*``. Set it to the FPGA's DSP count.
     """
 
     rows: int = 4
@@ -39,6 +43,7 @@ class SystolicConfig:
     dataflow: str = "os"
     width: int = 8
     acc_width: int = 32
+    max_dsp: int = None
 
     def __post_init__(self):
         check_int("rows", self.rows, maximum=256)
@@ -46,6 +51,8 @@ class SystolicConfig:
         check_choice("dataflow", self.dataflow, ("os", "ws"))
         check_choice("width", self.width, (8, 16))
         check_int("acc_width", self.acc_width, minimum=2 * self.width, maximum=48)
+        if self.max_dsp is not None:
+            check_int("max_dsp", self.max_dsp, minimum=0)
 
     @property
     def name(self):
@@ -60,7 +67,10 @@ class SystolicConfig:
         return self.rows + self.cols + 8
 
     def to_dict(self):
-        return asdict(self)
+        fields = asdict(self)
+        if fields["max_dsp"] is None:
+            del fields["max_dsp"]  # keeps the default's sidecar and header unchanged
+        return fields
 
 
 def _delay(m, value, cycles, name):
@@ -103,7 +113,7 @@ class SystolicArray(wiring.Component):
     Throughput and latency (ready consumer, operands always valid): a tile
     (OS) or weight block (WS) of K beats occupies ``max(K, R)`` cycles
     (``max(K, 2)`` for a 1-row WS array), so for K >= R tiles stream with no
-    bubble. The last result row leaves ``R + C + 3 + QUEUE_LATENCY`` cycles
+    bubble. The last result row leaves ``R + C + 2 + QUEUE_LATENCY`` cycles
     (OS) or ``R + C + 1 + QUEUE_LATENCY`` cycles (WS) after the last beat of
     a tile is accepted; WS needs R weight beats before the first
     activation. :func:`bertforge.sim.systolic_cycles.systolic_cycles` is the exact model.
@@ -136,9 +146,12 @@ class SystolicArray(wiring.Component):
         m = Module()
         cfg = self.config
         rows, cols = cfg.rows, cfg.cols
-        arith = SaturatingIntArith(cfg.width, cfg.acc_width)
+        dsp = SaturatingIntArith(cfg.width, cfg.acc_width)
+        logic = SaturatingIntArith(cfg.width, cfg.acc_width, logic_multiplier=True)
+        limit = rows * cols if cfg.max_dsp is None else cfg.max_dsp
         pe_class = OutputStationaryPE if cfg.dataflow == "os" else WeightStationaryPE
-        pes = [[pe_class(arith, f"pe_{i}_{j}") for j in range(cols)] for i in range(rows)]
+        pes = [[pe_class(dsp if i * cols + j < limit else logic, f"pe_{i}_{j}")
+                for j in range(cols)] for i in range(rows)]
         for pe_row in pes:
             for pe in pe_row:
                 pe.add_to(m)

@@ -3,7 +3,7 @@ arithmetic checked in amaranth.sim against the golden rule."""
 
 import numpy as np
 import pytest
-from amaranth.hdl import Module, Signal, signed
+from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 from bertforge.rtl.arith import SaturatingIntArith
@@ -89,6 +89,29 @@ def test_saturating_accumulate_matches_golden_rule(width, acc_width):
             ctx.set(acc, a)
             ctx.set(product, p)
             assert ctx.get(out) == min(max(a + p, lo), hi), (a, p)
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+@pytest.mark.parametrize("width", [8, 16])
+def test_logic_multiplier_is_exact(width):
+    arith = SaturatingIntArith(width, 2 * width, logic_multiplier=True)
+    m = Module()
+    a, b = Signal(arith.operand_shape), Signal(arith.operand_shape)
+    out = Signal(arith.product_shape)
+    m.d.comb += out.eq(arith.multiply(a, b))
+    lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
+    rng = np.random.default_rng(width)
+    cases = [(lo, lo), (lo, hi), (hi, hi), (0, lo), (-1, -1), (1, lo)]
+    cases += [tuple(int(x) for x in rng.integers(lo, hi + 1, 2)) for _ in range(300)]
+
+    async def bench(ctx):
+        for x, y in cases:
+            ctx.set(a, x)
+            ctx.set(b, y)
+            assert ctx.get(out) == x * y, (x, y)
 
     sim = Simulator(m)
     sim.add_testbench(bench)

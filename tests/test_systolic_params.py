@@ -20,6 +20,8 @@ from bertforge.rtl.systolic import SystolicArray, SystolicConfig
     ({"acc_width": 15}, ValueError, r"^acc_width must be an integer >= 16, not 15$"),
     ({"width": 16, "acc_width": 24}, ValueError, r"^acc_width must be an integer >= 32, not 24$"),
     ({"acc_width": 49}, ValueError, r"^acc_width must be an integer <= 48, not 49$"),
+    ({"max_dsp": -1}, ValueError, r"^max_dsp must be a non-negative integer, not -1$"),
+    ({"max_dsp": 2.5}, TypeError, r"^max_dsp must be an integer, not 2\.5$"),
 ])
 def test_bad_config_fails_at_construction(fields, error, message):
     with pytest.raises(error, match=message):

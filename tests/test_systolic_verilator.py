@@ -21,11 +21,15 @@ DESIGNS = [
 ] + [
     # int8 with a 16-bit accumulator: -128 * -128 saturates after two steps.
     SystolicConfig(rows=2, cols=2, dataflow=df, width=8, acc_width=16) for df in ("os", "ws")
+] + [
+    # 4 of 15 PEs multiply with *, the rest with logic (boards with few DSPs).
+    SystolicConfig(rows=3, cols=5, dataflow="ws", max_dsp=4),
 ]
 
 
 def design_id(config):
-    return f"{config.rows}x{config.cols}-{config.dataflow}-w{config.width}-acc{config.acc_width}"
+    dsp = "" if config.max_dsp is None else f"-dsp{config.max_dsp}"
+    return f"{config.rows}x{config.cols}-{config.dataflow}-w{config.width}-acc{config.acc_width}{dsp}"
 
 
 def extreme_tiles(config, k):

@@ -1,0 +1,143 @@
+"""Build a board top-level with yosys + nextpnr + the packer (YoWASP, from
+PyPI), and report resources, Fmax and peak GOPS."""
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from amaranth.hdl import Cat
+from amaranth.lib import io
+
+from .clocking import ClockShell
+from .targets import board, toolchain_environment
+
+__all__ = ["BuildError", "build_board", "connect_uart_top", "parse_report", "RESOURCE_KINDS"]
+
+
+class BuildError(RuntimeError):
+    """A build step failed, or the design does not fit or meet timing."""
+
+
+#: Family -> report row -> nextpnr cell types counted in it.
+RESOURCE_KINDS = {
+    "ice40": {"LUTs": ["ICESTORM_LC"], "DSPs": ["ICESTORM_DSP"], "block RAMs": ["ICESTORM_RAM"]},
+    "ecp5": {"LUTs": ["TRELLIS_COMB"], "FFs": ["TRELLIS_FF"], "DSPs": ["MULT18X18D"],
+             "block RAMs": ["DP16KD"]},
+    "machxo2": {"LUTs": ["TRELLIS_COMB"], "FFs": ["TRELLIS_FF"], "block RAMs": ["DP8KC"]},
+}
+
+
+def connect_uart_top(target):
+    """``connect(m, platform)`` for a top with ``uart_rx``, ``uart_tx`` and
+    ``leds`` ports (the bertforge board tops)."""
+    def connect(m, platform):
+        top = m.submodules.top
+        uart = platform.request("uart", 0, dir="-")
+        m.submodules.uart_rx_buffer = rx = io.Buffer("i", uart.rx)
+        m.submodules.uart_tx_buffer = tx = io.Buffer("o", uart.tx)
+        m.d.comb += [top.uart_rx.eq(rx.i), tx.o.eq(top.uart_tx)]
+        ports = []
+        for name, number in target.leds:
+            resource = platform.request(name, number, dir="-")
+            ports += [resource.r, resource.g, resource.b] if name == "rgb_led" else [resource]
+        leds = []
+        for index, port in enumerate(ports):
+            buffer = io.Buffer("o", port)
+            m.submodules[f"led_buffer_{index}"] = buffer
+            leds.append(buffer.o)
+        m.d.comb += Cat(*leds).eq(top.leds)
+    return connect
+
+
+def _count(utilization, kinds):
+    used = sum(utilization.get(k, {}).get("used", 0) for k in kinds)
+    available = sum(utilization.get(k, {}).get("available", 0) for k in kinds)
+    return used, available
+
+
+def parse_report(path, family, requested_mhz):
+    """nextpnr's ``--report`` JSON -> resources used/available and Fmax."""
+    report = json.loads(Path(path).read_text())
+    utilization = report.get("utilization", {})
+    resources = {}
+    for row, kinds in RESOURCE_KINDS[family].items():
+        used, available = _count(utilization, kinds)
+        resources[row] = {"used": used, "available": available,
+                          "percent": 100.0 * used / available if available else 0.0}
+    fmax = report.get("fmax", {})
+    achieved = min((v["achieved"] for v in fmax.values()), default=None)
+    return {"resources": resources, "fmax_mhz": achieved, "requested_mhz": requested_mhz,
+            "timing_met": achieved is not None and achieved >= requested_mhz * 0.999}
+
+
+def _progress(message, quiet):
+    if not quiet:
+        print(message, file=sys.stderr, flush=True)
+
+
+def build_board(board_name, top, *, macs_per_cycle, clock_mhz=None, out_dir="build",
+                name="top", quiet=False):
+    """Synthesize, place, route and pack ``top`` for ``board_name``.
+
+    Returns the report dict (also written to ``out_dir/report.json``):
+    resources used/available, achieved Fmax against the requested clock,
+    ``peak_gops`` = 2 * ``macs_per_cycle`` * clock, ``fits``, ``timing_met``.
+    Raises :class:`BuildError` if a step fails; a design that does not fit
+    or misses timing is reported (``fits``/``timing_met`` false), not raised.
+    """
+    target = board(board_name)
+    env = dict(os.environ, **toolchain_environment(target))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    shell = ClockShell(top, target.family, target.clock_mhz, clock_mhz, connect_uart_top(target))
+    platform = target.make_platform()
+    start = time.perf_counter()
+    _progress(f"elaborating for {target.description}...", quiet)
+    options = {"nextpnr_opts": f"--report {name}.report.json"}
+    if target.family == "ice40":
+        options["synth_opts"] = "-dsp"   # multipliers into SB_MAC16
+    plan = platform.build(shell, name=name, do_build=False, **options)
+    plan.extract(out)
+    script = (out / f"build_{name}.sh").read_text().splitlines()
+    steps = [line for line in script if line.startswith('"$')]
+    log_path = out / "build.log"
+    with open(log_path, "w") as log:
+        for index, line in enumerate(steps, 1):
+            tool = re.match(r'"\$(\w+)"', line).group(1)
+            _progress(f"[{index}/{len(steps)}] {env[tool].rsplit('/', 1)[-1]}", quiet)
+            command = [env[tool]] + shlex.split(line.split(" ", 1)[1]) if " " in line else [env[tool]]
+            log.write(f"$ {' '.join(command)}\n")
+            log.flush()
+            result = subprocess.run(command, cwd=out, env=env, stdout=log, stderr=subprocess.STDOUT)
+            if result.returncode != 0:
+                tail = log_path.read_text().splitlines()[-15:]
+                reason = _failure_reason(tail)
+                raise BuildError(f"{tool.lower()} failed{reason}; log: {log_path}")
+    requested = shell.achieved_mhz
+    report = parse_report(out / f"{name}.report.json", target.family, requested)
+    report.update({
+        "board": target.name, "device": target.device, "description": target.description,
+        "requested_clock_mhz": clock_mhz or target.clock_mhz, "clock_mhz": requested,
+        "macs_per_cycle": macs_per_cycle,
+        "peak_gops": 2 * macs_per_cycle * requested / 1000.0,
+        "peak_gops_at_fmax": 2 * macs_per_cycle * (report["fmax_mhz"] or 0) / 1000.0,
+        "fits": True, "seconds": time.perf_counter() - start,
+        "bitstream": str(next((p for p in out.glob(f"{name}.*") if p.suffix in (".bin", ".bit")),
+                              "")),
+    })
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def _failure_reason(tail):
+    text = "\n".join(tail)
+    match = re.search(r"(Design uses \d+ \w+ cells?, but device contains only \d+.*)", text)
+    if match:
+        return f": the design does not fit ({match.group(1).strip()})"
+    match = re.search(r"ERROR: (.*)", text)
+    return f": {match.group(1).strip()}" if match else ""

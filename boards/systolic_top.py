@@ -1,0 +1,186 @@
+"""Board top-level for a :class:`~bertforge.rtl.systolic.SystolicArray`:
+UART host link, block RAM for operands and results, a sequencer, LEDs.
+
+Memories (host byte addresses; a word is ``ceil(bits / 8)`` bytes, little
+endian, element 0 in the low bits, as :mod:`bertforge.sim.streams` packs):
+
+- ``0`` A: word k = beat k of the ``a`` stream (R elements), ``k_max`` words.
+- ``1`` B: word k = beat k of the ``b`` stream (C elements): OS ``k_max``
+  words (rows of B), WS R words (the weight block).
+- ``2`` C: word i = result row i (C accumulators): OS R words, WS ``k_max``.
+  Only C can be read back.
+
+``RUN`` takes K (2 bytes, 1 to ``k_max``; else ``BAD_ARGUMENT``), streams A and B through the array at full speed
+and writes the result rows to C; the reply carries the cycles from start to
+the last result row. LEDs: 0 busy, 1 done at least once, 2 a bad frame seen.
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Cat, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from bertforge.rtl.host_link import HostLink
+from bertforge.rtl.params import check_int
+from bertforge.rtl.systolic import SystolicArray, SystolicConfig
+from bertforge.rtl.uart import Uart, UartConfig
+
+__all__ = ["SystolicTopConfig", "SystolicBoardTop", "DESIGN_ID"]
+
+DESIGN_ID = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class SystolicTopConfig:
+    """The array, the UART divisor (clock / baud) and the longest K."""
+
+    array: SystolicConfig = SystolicConfig()
+    divisor: int = 104
+    k_max: int = 256
+
+    def __post_init__(self):
+        if not isinstance(self.array, SystolicConfig):
+            raise TypeError(f"array must be a SystolicConfig, not {self.array!r}")
+        UartConfig(divisor=self.divisor)
+        check_int("k_max", self.k_max, maximum=1 << 15)
+
+    @property
+    def name(self):
+        return f"board_{self.array.name}"
+
+    def to_dict(self):
+        return {"array": self.array.to_dict(), "divisor": self.divisor, "k_max": self.k_max}
+
+    def word_bytes(self):
+        """Bytes per word of memories A, B, C."""
+        a = self.array
+        return ((a.rows * a.width + 7) // 8, (a.cols * a.width + 7) // 8,
+                (a.cols * a.acc_width + 7) // 8)
+
+    def depths(self):
+        a = self.array
+        if a.dataflow == "os":
+            return self.k_max, self.k_max, a.rows
+        return self.k_max, a.rows, self.k_max
+
+
+class _MemoryToStream:
+    """Reads words ``0 .. count-1`` of a memory read port into a stream,
+    one word per cycle while the stream is ready."""
+
+    def __init__(self, m, port, stream, count, start, name):
+        pointer = Signal(len(port.addr) + 1, name=f"{name}_ptr")
+        remaining = Signal(17, name=f"{name}_remaining")
+        valid = Signal(name=f"{name}_valid")
+        advance = ~valid | stream.ready
+        m.d.comb += [port.addr.eq(pointer), port.en.eq(advance), stream.valid.eq(valid)]
+        with m.If(start):
+            m.d.sync += [pointer.eq(0), remaining.eq(count), valid.eq(0)]
+        with m.Elif(advance):
+            m.d.sync += valid.eq(remaining != 0)
+            with m.If(remaining != 0):
+                m.d.sync += [pointer.eq(pointer + 1), remaining.eq(remaining - 1)]
+        self.data = port.data
+        self.last = Signal(name=f"{name}_last")
+        self.index = Signal.like(pointer, name=f"{name}_index")
+        with m.If(advance):
+            m.d.sync += [self.index.eq(pointer), self.last.eq(remaining == 1)]
+
+
+class SystolicBoardTop(wiring.Component):
+    """Host link + memories + sequencer around one systolic array."""
+
+    def __init__(self, config):
+        if not isinstance(config, SystolicTopConfig):
+            raise TypeError(f"config must be a SystolicTopConfig, not {config!r}")
+        self.config = config
+        super().__init__({
+            "uart_rx": In(1, init=1),
+            "uart_tx": Out(1, init=1),
+            "leds": Out(3),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        array_cfg = cfg.array
+        m.submodules.uart = uart = Uart(UartConfig(divisor=cfg.divisor))
+        m.submodules.link = link = HostLink(design_id=DESIGN_ID)
+        m.submodules.array = array = SystolicArray(array_cfg)
+        wiring.connect(m, uart.rx, link.rx)
+        wiring.connect(m, link.tx, uart.tx)
+        m.d.comb += [uart.rx_pin.eq(self.uart_rx), self.uart_tx.eq(uart.tx_pin)]
+
+        word_bytes = cfg.word_bytes()
+        depths = cfg.depths()
+        mems = []
+        for index, (nbytes, depth) in enumerate(zip(word_bytes, depths)):
+            mem = Memory(shape=8 * nbytes, depth=depth, init=[])
+            m.submodules[f"mem_{'abc'[index]}"] = mem
+            mems.append(mem)
+        mem_a, mem_b, mem_c = mems
+
+        # Host writes into A and B, byte lanes of a word.
+        for index, mem in enumerate((mem_a, mem_b)):
+            port = mem.write_port(granularity=8)
+            nbytes = word_bytes[index]
+            m.d.comb += [port.addr.eq(link.mem_addr // nbytes),
+                         port.data.eq(link.mem_wdata.replicate(nbytes))]
+            with m.If(link.mem_we & (link.mem_sel == index)):
+                m.d.comb += port.en.eq(1 << (link.mem_addr % nbytes))
+
+        # Host reads from C (A and B read as 0), READ_LATENCY = 2.
+        c_host = mem_c.read_port()
+        lane = Signal(range(word_bytes[2]))
+        is_c = Signal()
+        m.d.comb += [c_host.addr.eq(link.mem_addr // word_bytes[2]), c_host.en.eq(link.mem_re)]
+        with m.If(link.mem_re):
+            m.d.sync += [lane.eq(link.mem_addr % word_bytes[2]), is_c.eq(link.mem_sel == 2)]
+        rdata = Signal(8)
+        m.d.sync += rdata.eq(c_host.data.word_select(lane, 8) & is_c.replicate(8))
+        m.d.comb += link.mem_rdata.eq(rdata)
+
+        # Sequencer.
+        k = Signal(16)
+        busy = Signal()
+        cycles = Signal(32)
+        rows_left = Signal(17)
+        start = Signal()
+        bad_k = (link.run_args[:16] == 0) | (link.run_args[:16] > cfg.k_max)
+        m.d.comb += start.eq(link.run_start & ~busy & ~bad_k)
+        m.d.sync += link.run_error.eq(link.run_start & bad_k)
+        with m.If(start):
+            m.d.sync += [k.eq(link.run_args[:16]), busy.eq(1), cycles.eq(0),
+                         rows_left.eq(array_cfg.rows if array_cfg.dataflow == "os"
+                                      else link.run_args[:16])]
+        with m.Elif(busy):
+            m.d.sync += cycles.eq(cycles + 1)
+        count = link.run_args[:16]
+        a_reader = _MemoryToStream(m, mem_a.read_port(), array.a, count, start, "a_rd")
+        b_count = count if array_cfg.dataflow == "os" else array_cfg.rows
+        b_reader = _MemoryToStream(m, mem_b.read_port(), array.b, b_count, start, "b_rd")
+        m.d.comb += [array.a.payload.data.as_value().eq(a_reader.data),
+                     array.a.payload.last.eq(a_reader.last),
+                     array.b.payload.as_value().eq(b_reader.data)]
+
+        c_write = mem_c.write_port()
+        row = Signal(range(max(depths[2], 2)))
+        m.d.comb += [array.c.ready.eq(1), c_write.addr.eq(row),
+                     c_write.data.eq(array.c.payload.data.as_value())]
+        with m.If(start):
+            m.d.sync += row.eq(0)
+        with m.Elif(array.c.valid & busy):
+            m.d.comb += c_write.en.eq(1)
+            m.d.sync += [row.eq(row + 1), rows_left.eq(rows_left - 1)]
+            with m.If(rows_left == 1):
+                m.d.sync += busy.eq(0)
+                m.d.comb += link.run_done.eq(1)
+        m.d.comb += link.run_cycles.eq(cycles + 1)
+
+        done_once = Signal()
+        with m.If(link.run_done):
+            m.d.sync += done_once.eq(1)
+        m.d.comb += self.leds.eq(Cat(busy, done_once, link.bad_frames != 0))
+        return m

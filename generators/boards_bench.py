@@ -1,0 +1,78 @@
+"""``bertforge bench boards``: what fits on a board, how fast, how many GOPS."""
+
+import sys
+from pathlib import Path
+
+from bertforge.boards.build import BuildError, build_board
+from bertforge.boards.systolic_top import SystolicBoardTop, SystolicTopConfig
+from bertforge.boards.targets import board
+from bertforge.rtl.systolic import SystolicConfig
+from .bench import write_results
+
+BLOCK = "boards"
+
+#: Board -> (clock MHz to close, array sizes tried, accumulator width).
+SWEEPS = {
+    "icebreaker": (24.0, (2, 3, 4, 5, 6), 24),
+    "ulx3s-85f": (100.0, (2, 4, 8, 12, 16), 32),
+}
+
+
+def add_bench_parser(blocks):
+    sub = blocks.add_parser(BLOCK, help="largest systolic array per board; sizes 2x2..16x16 on ULX3S")
+    sub.add_argument("--out", default="bench-boards", metavar="DIR")
+    sub.add_argument("--boards", default=",".join(SWEEPS), help="comma-separated boards")
+    sub.add_argument("--sizes", help="comma-separated array sizes (default per board)")
+
+
+def bench_boards(out_dir, boards=tuple(SWEEPS), sizes=None):
+    rows = []
+    for name in boards:
+        target = board(name)
+        clock, default_sizes, acc_width = SWEEPS.get(name, (target.clock_mhz, (2, 4), 32))
+        for n in sizes or default_sizes:
+            array = SystolicConfig(rows=n, cols=n, acc_width=acc_width, max_dsp=target.dsp_count)
+            top = SystolicTopConfig(array=array, divisor=round(clock * 1e6 / 115200), k_max=256)
+            print(f"{name}: {n}x{n} at {clock} MHz", file=sys.stderr, flush=True)
+            row = {"board": name, "size": f"{n}x{n}", "macs": n * n, "clock_mhz": clock,
+                   "acc_width": acc_width}
+            try:
+                report = build_board(name, SystolicBoardTop(top), macs_per_cycle=n * n,
+                                     clock_mhz=clock, out_dir=Path(out_dir) / f"{name}-{n}x{n}")
+            except BuildError as error:
+                row.update(fits=False, timing_met=False, error=str(error))
+                rows.append(row)
+                continue
+            row.update(fits=True, timing_met=report["timing_met"], fmax_mhz=report["fmax_mhz"],
+                       peak_gops=report["peak_gops"], resources=report["resources"],
+                       seconds=report["seconds"])
+            rows.append(row)
+    for name in boards:
+        good = [r for r in rows if r["board"] == name and r["fits"] and r["timing_met"]]
+        if good:
+            max(good, key=lambda r: r["macs"])["largest"] = True
+
+    def res(kind):
+        def fmt(row):
+            r = row.get("resources", {}).get(kind)
+            return f"{r['used']}/{r['available']} ({r['percent']:.0f}%)" if r else "-"
+        return fmt
+    columns = [("board", lambda r: r["board"]), ("array", lambda r: r["size"]),
+               ("fits", lambda r: "yes" if r["fits"] else "no"),
+               ("Fmax MHz", lambda r: f"{r['fmax_mhz']:.1f}" if r.get("fmax_mhz") else "-"),
+               ("clock MHz", lambda r: f"{r['clock_mhz']:.0f}"),
+               ("timing", lambda r: "met" if r["timing_met"] else "missed"),
+               ("peak GOPS", lambda r: f"{r['peak_gops']:.2f}" if r.get("peak_gops") else "-"),
+               ("LUTs", res("LUTs")), ("DSPs", res("DSPs")), ("block RAMs", res("block RAMs")),
+               ("largest", lambda r: "<-" if r.get("largest") else "")]
+    write_results(out_dir, "boards", rows, columns, "bertforge bench boards", notes=[
+        "int8 output-stationary SystolicArray behind the UART host link, k_max 256",
+        "peak GOPS = 2 x MACs per cycle x clock; multipliers beyond the board's DSP count use logic",
+        "iCEBreaker uses 24-bit accumulators (exact for K <= 256 at int8) to fit its 5280 LCs"])
+    return rows
+
+
+def run_bench(args):
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
+    bench_boards(args.out, boards=args.boards.split(","), sizes=sizes)
+    return 0

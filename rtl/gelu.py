@@ -1,0 +1,206 @@
+"""GELU unit: elementwise ``x * Phi(x)``, table with linear interpolation."""
+
+import math
+from dataclasses import asdict, dataclass
+
+from amaranth.hdl import Array, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .fixed import Q, requantize
+from .params import check_choice, check_int
+
+__all__ = ["GeluConfig", "Gelu", "GELU_X", "GELU_Y", "GELU_SEGMENT_BITS", "GELU_SEGMENTS",
+           "GELU_LATENCY", "gelu_tables"]
+
+#: Internal input format: x after the input scale (range [-128, 128)).
+GELU_X = Q(8, 10)
+#: Internal output format of GELU(x) before the output scale.
+GELU_Y = Q(8, 14)
+#: Fraction bits of ``|x|`` inside one table segment (segments of 1/8).
+GELU_SEGMENT_BITS = 7
+#: Table segments over ``|x|`` in [0, 4); beyond 4 the correction is 0.
+GELU_SEGMENTS = 32
+#: Register stages from input handshake to output register.
+GELU_LATENCY = 6
+
+
+def _correction(t):
+    """``h(t) = t * Phi(-t) = relu(t) - gelu(t)`` for ``t >= 0`` (real)."""
+    return t * 0.5 * math.erfc(t / math.sqrt(2.0))
+
+
+def gelu_tables():
+    """``(base, slope)``: per segment ``i`` of ``|x|``, ``base[i]`` is
+    ``h(i/8)`` in :data:`GELU_Y` raw units and ``slope[i] = base[i+1] -
+    base[i]``; ``GELU(x) = relu(x) - h(|x|)`` with ``h(t) = t Phi(-t)``."""
+    step = 2.0 ** (GELU_SEGMENT_BITS - GELU_X.frac_bits)
+    knots = [int(math.floor(_correction(i * step) * (1 << GELU_Y.frac_bits) + 0.5))
+             for i in range(GELU_SEGMENTS + 1)]
+    return knots[:-1], [knots[i + 1] - knots[i] for i in range(GELU_SEGMENTS)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GeluConfig:
+    """Parameters of a :class:`Gelu`.
+
+    Parameters
+    ----------
+    lanes : int
+        Elements per beat (1 to 64).
+    in_width : 8, 16 or 32
+        Signed input width.
+    out_width : 8 or 16
+        Signed output width.
+    in_mult, in_shift : int
+        Input scale: ``x = requantize(raw, in_mult, in_shift)`` in
+        :data:`GELU_X` (Q8.10), i.e. one input LSB is
+        ``in_mult * 2**-(in_shift + 10)`` in real units.
+    out_mult, out_shift : int
+        Output scale: ``out = requantize(y, out_mult, out_shift)`` from
+        ``y`` in :data:`GELU_Y` (Q8.14), i.e. one output LSB is
+        ``2**(out_shift - 14) / out_mult``.
+
+    The defaults take int8 with LSB 1/16 (range [-8, 8)) and give int8 with
+    LSB 1/16.
+    """
+
+    lanes: int = 1
+    in_width: int = 8
+    out_width: int = 8
+    in_mult: int = 64
+    in_shift: int = 0
+    out_mult: int = 1
+    out_shift: int = 10
+
+    def __post_init__(self):
+        check_int("lanes", self.lanes, maximum=64)
+        check_choice("in_width", self.in_width, (8, 16, 32))
+        check_choice("out_width", self.out_width, (8, 16))
+        check_int("in_mult", self.in_mult, maximum=(1 << 24) - 1)
+        check_int("in_shift", self.in_shift, minimum=0, maximum=62)
+        check_int("out_mult", self.out_mult, maximum=(1 << 24) - 1)
+        check_int("out_shift", self.out_shift, minimum=0, maximum=62)
+
+    @property
+    def name(self):
+        return f"gelu_l{self.lanes}_i{self.in_width}_o{self.out_width}"
+
+    @property
+    def in_scale(self):
+        """Real value of one input LSB."""
+        return self.in_mult * 2.0 ** -(self.in_shift + GELU_X.frac_bits)
+
+    @property
+    def out_scale(self):
+        """Real value of one output LSB."""
+        return 2.0 ** (self.out_shift - GELU_Y.frac_bits) / self.out_mult
+
+    def to_dict(self):
+        return asdict(self)
+
+
+class Gelu(wiring.Component):
+    """Elementwise GELU over ``lanes`` elements per beat.
+
+    Each element: ``x = requantize(raw, in_mult, in_shift)`` (Q8.10,
+    saturating), ``y = relu(x) - h(|x|)`` in Q8.14 where ``h(t) = t Phi(-t)``
+    is read from a 32-segment table over [0, 4) with linear interpolation
+    (``h = base[i] + round(slope[i] * f / 128)``, ``f`` the 7 fraction bits
+    of ``|x|`` inside segment ``i``; ``h = 0`` for ``|x| >= 4``), then
+    ``out = requantize(y, out_mult, out_shift)``.
+
+    Error bound (before the output rounding): ``|y - GELU(x)| <= 0.0018``
+    for every ``x`` (interpolation error ``max|h''| / 8 * (1/8)**2 =
+    0.0016``, table and product rounding ``3 * 2**-15``, ``h(4) = 1.3e-4``
+    dropped); the output adds at most half an output LSB, and the input
+    rounding to Q8.10 at most ``1.13 * 2**-11``.
+
+    ``last`` passes through with its beat. Throughput: one beat per cycle
+    (a stall-all pipeline: every stage moves when the output register is
+    empty or being read). Latency: :data:`GELU_LATENCY` (6) cycles from
+    input to output handshake with a ready consumer, so ``N`` beats back to
+    back take ``N + 6`` cycles (first input to last output handshake).
+
+    Parameters
+    ----------
+    config : GeluConfig
+    """
+
+    def __init__(self, config):
+        if not isinstance(config, GeluConfig):
+            raise TypeError(f"config must be a GeluConfig, not {config!r}")
+        self.config = config
+        in_layout = data.StructLayout({
+            "data": data.ArrayLayout(signed(config.in_width), config.lanes), "last": 1})
+        out_layout = data.StructLayout({
+            "data": data.ArrayLayout(signed(config.out_width), config.lanes), "last": 1})
+        super().__init__({
+            "x": In(stream.Signature(in_layout)),
+            "y": Out(stream.Signature(out_layout)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        seg_bits = GELU_SEGMENT_BITS
+        idx_bits = (GELU_SEGMENTS - 1).bit_length()
+        limit = GELU_SEGMENTS << seg_bits          # |x| >= 4.0 in Q8.10 raw units
+        base_table, slope_table = gelu_tables()
+        y_shift = GELU_Y.frac_bits - GELU_X.frac_bits
+
+        # Stall-all pipeline: stage k's valid bit; all stages move on ``advance``.
+        valid = [Signal(name=f"valid{k}") for k in range(1, GELU_LATENCY + 1)]
+        last = [Signal(name=f"last{k}") for k in range(1, GELU_LATENCY + 1)]
+        advance = Signal()
+        m.d.comb += [
+            advance.eq(~valid[-1] | self.y.ready),
+            self.x.ready.eq(advance),
+            self.y.valid.eq(valid[-1]),
+            self.y.payload.last.eq(last[-1]),
+        ]
+        with m.If(advance):
+            m.d.sync += [valid[0].eq(self.x.valid), last[0].eq(self.x.payload.last)]
+            for k in range(1, GELU_LATENCY):
+                m.d.sync += [valid[k].eq(valid[k - 1]), last[k].eq(last[k - 1])]
+
+        for lane in range(cfg.lanes):
+            def reg(name, shape):
+                return Signal(shape, name=f"l{lane}_{name}", reset_less=True)
+
+            raw = self.x.payload.data[lane]
+            product = reg("in_product", signed(cfg.in_width + cfg.in_mult.bit_length() + 1))
+            x = reg("x", GELU_X.shape)
+            mag = Signal(unsigned(GELU_X.width), name=f"l{lane}_mag")
+            base = reg("base", signed(GELU_Y.width))
+            slope = reg("slope", signed(GELU_Y.width))
+            frac = reg("frac", unsigned(seg_bits))
+            beyond = reg("beyond", 1)
+            relu = reg("relu", signed(GELU_Y.width + 1))
+            h = Signal(signed(GELU_Y.width + seg_bits + 2), name=f"l{lane}_h")
+            y = reg("y", signed(GELU_Y.width + 2))
+            out_product = reg("out_product", signed(GELU_Y.width + 2 + cfg.out_mult.bit_length() + 1))
+            out = reg("out", signed(cfg.out_width))
+
+            m.d.comb += [
+                mag.eq(Mux(x < 0, -x, x)),
+                h.eq(base + ((slope * frac + (1 << (seg_bits - 1))) >> seg_bits)),
+                self.y.payload.data[lane].eq(out),
+            ]
+            bases = Array(Const(v, signed(GELU_Y.width)) for v in base_table)
+            slopes = Array(Const(v, signed(GELU_Y.width)) for v in slope_table)
+            index = mag[seg_bits:seg_bits + idx_bits]
+            with m.If(advance):
+                m.d.sync += [
+                    product.eq(raw * cfg.in_mult),
+                    x.eq(requantize(product, 1, cfg.in_shift, GELU_X.shape)),
+                    base.eq(bases[index]),
+                    slope.eq(slopes[index]),
+                    frac.eq(mag[:seg_bits]),
+                    beyond.eq(mag >= limit),
+                    relu.eq(Mux(x < 0, 0, x) << y_shift),
+                    y.eq(relu - Mux(beyond, 0, h)),
+                    out_product.eq(y * cfg.out_mult),
+                    out.eq(requantize(out_product, 1, cfg.out_shift, signed(cfg.out_width))),
+                ]
+        return m

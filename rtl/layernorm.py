@@ -1,0 +1,374 @@
+"""LayerNorm unit: exact integer statistics, integer rsqrt, fused residual
+add, per-channel gamma/beta, int8 output, vectors back to back."""
+
+from dataclasses import asdict, dataclass
+
+from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .fixed import requantize
+from .params import check_choice, check_int
+from .rsqrt import RSQRT_FRAC, RSQRT_STAGES, RsqrtPipeline
+
+__all__ = ["LayerNormConfig", "LayerNorm", "LN_Z_FRAC", "LN_Z_WIDTH", "LN_STATS_LATENCY",
+           "LN_OUT_LATENCY"]
+
+#: Fraction bits of the normalized value ``z = (v - mean) / std``.
+LN_Z_FRAC = 14
+#: Width of ``z`` (signed): ``|z| <= sqrt(H - 1) < 64`` fits with margin.
+LN_Z_WIDTH = LN_Z_FRAC + 8
+#: Cycles from the handshake of a vector's last beat to the first cycle its
+#: normalize pass may read it: 3 (sum, square, lane sum) + 1 (accumulate) +
+#: 2 (H*S2, S1*S1; D) + RSQRT_STAGES + 2 (statistics queue).
+LN_STATS_LATENCY = 3 + 1 + 2 + RSQRT_STAGES + 2
+#: Register stages of the normalize pass, read to output register.
+LN_OUT_LATENCY = 6
+
+
+def _tree_sum(values):
+    values = list(values)
+    while len(values) > 1:
+        values = [values[i] + values[i + 1] if i + 1 < len(values) else values[i]
+                  for i in range(0, len(values), 2)]
+    return values[0]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerNormConfig:
+    """Parameters of a :class:`LayerNorm`.
+
+    Parameters
+    ----------
+    lanes : int
+        Elements per beat (1 to 64).
+    h_max : int
+        Longest vector (a multiple of ``lanes``, at most 4096). The vector
+        length ``H`` is set at run time by ``last``; it must be a multiple
+        of ``lanes`` and at most ``h_max``.
+    in_width : 16 or 32
+        Signed input width (``x`` and the residual ``r``).
+    add_residual : bool
+        Add a second input stream ``r`` (LayerNorm(x + r)).
+    param_width : 8 or 16
+        Signed width of gamma and beta.
+    gamma_frac, beta_frac : int
+        Fraction bits of gamma and beta (real gamma = ``gamma * 2**-gamma_frac``;
+        ``beta_frac <= 14 + gamma_frac``).
+    out_mult, out_shift : int
+        Output scale: ``out = requantize(acc, out_mult, out_shift)`` with
+        ``acc = z * gamma + (beta << (14 + gamma_frac - beta_frac))`` in units
+        of ``2**-(14 + gamma_frac)``; one output LSB is
+        ``2**(out_shift - 14 - gamma_frac) / out_mult`` in real units.
+
+    The defaults (int8 gamma Q2.6, beta Q4.4, output LSB 1/16) suit BERT.
+    """
+
+    lanes: int = 1
+    h_max: int = 768
+    in_width: int = 16
+    add_residual: bool = True
+    param_width: int = 8
+    gamma_frac: int = 6
+    beta_frac: int = 4
+    out_mult: int = 1
+    out_shift: int = 16
+
+    def __post_init__(self):
+        check_int("lanes", self.lanes, maximum=64)
+        check_int("h_max", self.h_max, maximum=4096)
+        if self.h_max % self.lanes:
+            raise ValueError(f"h_max must be a multiple of lanes ({self.lanes}), not {self.h_max}")
+        check_choice("in_width", self.in_width, (16, 32))
+        if not isinstance(self.add_residual, bool):
+            raise TypeError(f"add_residual must be a bool, not {self.add_residual!r}")
+        check_choice("param_width", self.param_width, (8, 16))
+        check_int("gamma_frac", self.gamma_frac, minimum=0, maximum=self.param_width - 1)
+        check_int("beta_frac", self.beta_frac, minimum=0, maximum=LN_Z_FRAC + self.gamma_frac)
+        check_int("out_mult", self.out_mult, maximum=(1 << 24) - 1)
+        check_int("out_shift", self.out_shift, minimum=0, maximum=62)
+
+    @property
+    def name(self):
+        return (f"layernorm_l{self.lanes}_h{self.h_max}_i{self.in_width}_p{self.param_width}"
+                + ("_res" if self.add_residual else ""))
+
+    @property
+    def beats_max(self):
+        return self.h_max // self.lanes
+
+    @property
+    def value_width(self):
+        """Width of ``v = x + r`` (signed)."""
+        return self.in_width + int(self.add_residual)
+
+    @property
+    def beta_shift(self):
+        return LN_Z_FRAC + self.gamma_frac - self.beta_frac
+
+    @property
+    def out_scale(self):
+        """Real value of one output LSB."""
+        return 2.0 ** (self.out_shift - LN_Z_FRAC - self.gamma_frac) / self.out_mult
+
+    @property
+    def gamma_scale(self):
+        return 2.0 ** -self.gamma_frac
+
+    @property
+    def beta_scale(self):
+        return 2.0 ** -self.beta_frac
+
+    @property
+    def stats_depth(self):
+        """Vectors in flight between ingest and normalize (statistics queue)."""
+        return LN_STATS_LATENCY + 8
+
+    @property
+    def buffer_depth(self):
+        """Beats the vector buffer holds: two longest vectors plus the
+        statistics latency, so that ingest never waits on a ready consumer."""
+        return 2 * self.beats_max + LN_STATS_LATENCY + 8
+
+    def to_dict(self):
+        return asdict(self)
+
+
+class LayerNorm(wiring.Component):
+    """LayerNorm over vectors of run-time length ``H``, ``lanes`` elements
+    per beat, with exact integer statistics.
+
+    For a vector ``v = x + r`` (``r = 0`` without ``add_residual``) the unit
+    computes ``S1 = sum v``, ``S2 = sum v**2`` and ``D = H*S2 - S1**2``
+    (``H**2`` times the variance) exactly, ``(R, e) = rsqrt(D)``
+    (:mod:`bertforge.rtl.rsqrt`, ``1/sqrt(D) ~ R * 2**-(20 + e)``), then per
+    element ``z = requantize((H*v - S1) * R, 1, 20 + e - 14)`` (Q.14, equal
+    to ``(v - mean) / std`` to 2e-6 relative), ``acc = z * gamma[i] +
+    (beta[i] << beta_shift)`` and ``out = requantize(acc, out_mult,
+    out_shift)`` (int8). No epsilon: a constant vector (``D = 0``) gives
+    ``z = 0``, so the output is beta. The input scale does not enter (the
+    result does not depend on it).
+
+    Ports: ``x`` (``data``: lanes x int, ``last`` on the vector's final
+    beat), ``r`` (lanes x int, taken with ``x``, only with ``add_residual``),
+    ``params`` (``gamma``, ``beta``: lanes each, ``last``: loads channels
+    0, 1, ... of gamma and beta in order; load before the vectors that use
+    them), ``y`` (``data``: lanes x int8, ``last``).
+
+    Two passes per vector overlap across vectors: while vector k is
+    normalized from the vector buffer (a FIFO of ``buffer_depth`` beats),
+    vector k+1 streams in and its statistics are computed. With a ready
+    consumer and back-to-back input, vector k (``n_k = H_k / lanes`` beats)
+    starts leaving at ``max(a_k + LN_STATS_LATENCY, f_{k-1} + 1) +
+    LN_OUT_LATENCY`` where ``a_k`` is the cycle its last beat is taken and
+    ``f_{k-1}`` the cycle the previous vector's last beat was read; one beat
+    per cycle after that. So throughput is one beat per cycle for any mix of
+    lengths, and the latency of a vector is ``LN_STATS_LATENCY +
+    LN_OUT_LATENCY`` (22) cycles after its last beat.
+    :func:`bertforge.sim.layernorm_cycles.layernorm_cycles` is the exact model.
+
+    Parameters
+    ----------
+    config : LayerNormConfig
+    """
+
+    def __init__(self, config):
+        if not isinstance(config, LayerNormConfig):
+            raise TypeError(f"config must be a LayerNormConfig, not {config!r}")
+        self.config = config
+        lanes = config.lanes
+        value = signed(config.in_width)
+        param = signed(config.param_width)
+        ports = {
+            "x": In(stream.Signature(data.StructLayout({
+                "data": data.ArrayLayout(value, lanes), "last": 1}))),
+            "params": In(stream.Signature(data.StructLayout({
+                "gamma": data.ArrayLayout(param, lanes), "beta": data.ArrayLayout(param, lanes),
+                "last": 1}))),
+            "y": Out(stream.Signature(data.StructLayout({
+                "data": data.ArrayLayout(signed(8), lanes), "last": 1}))),
+        }
+        if config.add_residual:
+            ports["r"] = In(stream.Signature(data.ArrayLayout(value, lanes)))
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        lanes = cfg.lanes
+        vw = cfg.value_width
+        hbits = cfg.h_max.bit_length()
+        s1_shape = signed(vw + hbits)
+        s2_shape = unsigned(2 * vw + hbits)
+        d_width = max(hbits + 2 * vw + hbits, 2 * (vw + hbits)) + 1
+        rsqrt = RsqrtPipeline(d_width)
+
+        # ---- gamma / beta memory -------------------------------------------
+        pw = cfg.param_width
+        m.submodules.params_mem = params_mem = Memory(
+            shape=unsigned(2 * pw * lanes), depth=cfg.beats_max, init=[])
+        write = params_mem.write_port()
+        read = params_mem.read_port(domain="sync")
+        load_addr = Signal(range(cfg.beats_max), name="load_addr")
+        m.d.comb += [
+            self.params.ready.eq(1),
+            write.addr.eq(load_addr),
+            write.en.eq(self.params.valid),
+        ]
+        for lane in range(lanes):
+            m.d.comb += write.data[2 * pw * lane:2 * pw * (lane + 1)].eq(
+                (self.params.payload.gamma[lane].as_unsigned()
+                 | (self.params.payload.beta[lane].as_unsigned() << pw)))
+        with m.If(self.params.valid):
+            with m.If(self.params.payload.last | (load_addr == cfg.beats_max - 1)):
+                m.d.sync += load_addr.eq(0)
+            with m.Else():
+                m.d.sync += load_addr.eq(load_addr + 1)
+
+        # ---- queues ----------------------------------------------------------
+        beat_layout = data.StructLayout({"v": data.ArrayLayout(signed(vw), lanes), "last": 1})
+        stats_layout = data.StructLayout({
+            "s1": s1_shape, "h": unsigned(hbits), "r": unsigned(len(rsqrt.r)),
+            "e": unsigned(len(rsqrt.e))})
+        m.submodules.buffer = buffer = SyncFIFOBuffered(
+            width=beat_layout.size, depth=cfg.buffer_depth)
+        m.submodules.stats = stats = SyncFIFOBuffered(
+            width=stats_layout.size, depth=cfg.stats_depth)
+
+        # ---- ingest: sum, buffer, statistics ---------------------------------
+        pending = Signal(range(cfg.stats_depth + 1), name="pending")
+        pop = Signal(name="pop_stats")
+        take = Signal(name="take")
+        inputs_valid = self.x.valid & (self.r.valid if cfg.add_residual else 1)
+        last_ok = ~self.x.payload.last | (pending < cfg.stats_depth)
+        m.d.comb += [take.eq(inputs_valid & buffer.w_rdy & last_ok), self.x.ready.eq(take)]
+        if cfg.add_residual:
+            m.d.comb += self.r.ready.eq(take)
+        m.d.sync += pending.eq(pending + (take & self.x.payload.last) - pop)
+
+        beat_in = Signal(beat_layout, name="beat_in")
+        for lane in range(lanes):
+            total = self.x.payload.data[lane]
+            if cfg.add_residual:
+                total = total + self.r.payload[lane]
+            m.d.comb += beat_in.v[lane].eq(total)
+        m.d.comb += [beat_in.last.eq(self.x.payload.last), buffer.w_data.eq(beat_in),
+                     buffer.w_en.eq(take)]
+
+        def reg(name, shape):
+            return Signal(shape, name=name, reset_less=True)
+
+        valid1, last1 = Signal(name="valid1"), Signal(name="last1")
+        valid2, last2 = Signal(name="valid2"), Signal(name="last2")
+        valid3, last3 = Signal(name="valid3"), Signal(name="last3")
+        m.d.sync += [valid1.eq(take), last1.eq(take & self.x.payload.last),
+                     valid2.eq(valid1), last2.eq(last1), valid3.eq(valid2), last3.eq(last2)]
+        v1 = [reg(f"v1_{lane}", signed(vw)) for lane in range(lanes)]
+        v2 = [reg(f"v2_{lane}", signed(vw)) for lane in range(lanes)]
+        sq2 = [reg(f"sq2_{lane}", unsigned(2 * vw)) for lane in range(lanes)]
+        for lane in range(lanes):
+            m.d.sync += [v1[lane].eq(beat_in.v[lane]), v2[lane].eq(v1[lane]),
+                         sq2[lane].eq(v1[lane] * v1[lane])]
+        lane_sum = reg("lane_sum", s1_shape)
+        lane_sq = reg("lane_sq", s2_shape)
+        m.d.sync += [lane_sum.eq(_tree_sum(v2)), lane_sq.eq(_tree_sum(sq2))]
+
+        acc1 = Signal(s1_shape, name="acc_s1")
+        acc2 = Signal(s2_shape, name="acc_s2")
+        count = Signal(range(cfg.beats_max + 1), name="acc_beats")
+        sum1 = Signal(s1_shape, name="sum_s1")
+        sum2 = Signal(s2_shape, name="sum_s2")
+        m.d.comb += [sum1.eq(acc1 + lane_sum), sum2.eq(acc2 + lane_sq)]
+        with m.If(valid3):
+            with m.If(last3):
+                m.d.sync += [acc1.eq(0), acc2.eq(0), count.eq(0)]
+            with m.Else():
+                m.d.sync += [acc1.eq(sum1), acc2.eq(sum2), count.eq(count + 1)]
+        s1_4, s2_4 = reg("s1_4", s1_shape), reg("s2_4", s2_shape)
+        h_4 = reg("h_4", unsigned(hbits))
+        valid4 = Signal(name="valid4")
+        m.d.sync += [s1_4.eq(sum1), s2_4.eq(sum2), h_4.eq((count + 1) * lanes),
+                     valid4.eq(valid3 & last3)]
+
+        # D = H*S2 - S1**2, then rsqrt; S1 and H ride along.
+        hs2, s1sq = reg("hs2", unsigned(d_width)), reg("s1sq", unsigned(d_width))
+        s1_5, h_5 = reg("s1_5", s1_shape), reg("h_5", unsigned(hbits))
+        d6 = reg("d6", unsigned(d_width))
+        s1_6, h_6 = reg("s1_6", s1_shape), reg("h_6", unsigned(hbits))
+        valid5, valid6 = Signal(name="valid5"), Signal(name="valid6")
+        m.d.sync += [hs2.eq(h_4 * s2_4), s1sq.eq((s1_4 * s1_4).as_unsigned()), s1_5.eq(s1_4),
+                     h_5.eq(h_4), valid5.eq(valid4),
+                     d6.eq(hs2 - s1sq), s1_6.eq(s1_5), h_6.eq(h_5), valid6.eq(valid5)]
+        rsqrt.add_to(m)
+        m.d.comb += rsqrt.d.eq(d6)
+        s1_c, h_c, valid_c = s1_6, h_6, valid6
+        for stage in range(RSQRT_STAGES):
+            s1_n, h_n = reg(f"s1_r{stage}", s1_shape), reg(f"h_r{stage}", unsigned(hbits))
+            valid_n = Signal(name=f"valid_r{stage}")
+            m.d.sync += [s1_n.eq(s1_c), h_n.eq(h_c), valid_n.eq(valid_c)]
+            s1_c, h_c, valid_c = s1_n, h_n, valid_n
+        stats_in = Signal(stats_layout, name="stats_in")
+        m.d.comb += [stats_in.s1.eq(s1_c), stats_in.h.eq(h_c), stats_in.r.eq(rsqrt.r),
+                     stats_in.e.eq(rsqrt.e), stats.w_data.eq(stats_in), stats.w_en.eq(valid_c)]
+
+        # ---- normalize: stall-all pipeline of LN_OUT_LATENCY stages -----------
+        head = data.View(stats_layout, stats.r_data)
+        beat = data.View(beat_layout, buffer.r_data)
+        valid = [Signal(name=f"out_valid{k}") for k in range(1, LN_OUT_LATENCY + 1)]
+        last = [Signal(name=f"out_last{k}") for k in range(1, LN_OUT_LATENCY + 1)]
+        advance = Signal(name="advance")
+        go = Signal(name="go")
+        m.d.comb += [
+            advance.eq(~valid[-1] | self.y.ready),
+            go.eq(advance & stats.r_rdy & buffer.r_rdy),
+            buffer.r_en.eq(go),
+            pop.eq(go & beat.last),
+            stats.r_en.eq(pop),
+            self.y.valid.eq(valid[-1]),
+            self.y.payload.last.eq(last[-1]),
+        ]
+        read_addr = Signal(range(cfg.beats_max), name="read_addr")
+        m.d.comb += [read.addr.eq(read_addr), read.en.eq(advance)]
+        with m.If(go):
+            m.d.sync += read_addr.eq(Mux(beat.last | (read_addr == cfg.beats_max - 1), 0, read_addr + 1))
+        with m.If(advance):
+            m.d.sync += [valid[0].eq(go), last[0].eq(beat.last)]
+            for k in range(1, LN_OUT_LATENCY):
+                m.d.sync += [valid[k].eq(valid[k - 1]), last[k].eq(last[k - 1])]
+
+        r1 = reg("n_r1", unsigned(len(rsqrt.r)))
+        sh1 = reg("n_sh1", unsigned(len(rsqrt.e) + 2))
+        sh2 = reg("n_sh2", unsigned(len(rsqrt.e) + 2))
+        with m.If(advance):
+            m.d.sync += [r1.eq(head.r), sh1.eq(head.e + (RSQRT_FRAC - LN_Z_FRAC)), sh2.eq(sh1)]
+        num_width = hbits + 1 + vw + 1
+        acc_width = max(LN_Z_WIDTH + pw, pw + cfg.beta_shift) + 2
+        for lane in range(lanes):
+            def lreg(name, shape):
+                return reg(f"l{lane}_{name}", shape)
+            num = lreg("num", signed(num_width))
+            product = lreg("product", signed(num_width + len(rsqrt.r) + 1))
+            z = lreg("z", signed(LN_Z_WIDTH))
+            gamma = [lreg(f"gamma{k}", signed(pw)) for k in (2, 3)]
+            beta = [lreg(f"beta{k}", signed(pw)) for k in (2, 3)]
+            acc = lreg("acc", signed(acc_width))
+            out_product = lreg("out_product", signed(acc_width + cfg.out_mult.bit_length() + 1))
+            out = lreg("out", signed(8))
+            gamma1 = read.data[2 * pw * lane:2 * pw * lane + pw].as_signed()
+            beta1 = read.data[2 * pw * lane + pw:2 * pw * (lane + 1)].as_signed()
+            with m.If(advance):
+                m.d.sync += [
+                    num.eq(head.h * beat.v[lane] - head.s1),
+                    product.eq(num * r1),
+                    gamma[0].eq(gamma1), beta[0].eq(beta1),
+                    z.eq(requantize(product, 1, sh2, signed(LN_Z_WIDTH))),
+                    gamma[1].eq(gamma[0]), beta[1].eq(beta[0]),
+                    acc.eq(z * gamma[1] + (beta[1] << cfg.beta_shift)),
+                    out_product.eq(acc * cfg.out_mult),
+                    out.eq(requantize(out_product, 1, cfg.out_shift, signed(8))),
+                ]
+            m.d.comb += self.y.payload.data[lane].eq(out)
+        return m
+

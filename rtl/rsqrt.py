@@ -1,0 +1,125 @@
+"""Integer reciprocal square root: table seed + two Newton steps, pipelined.
+
+For an integer ``D > 0`` let ``e = (bit_length(D) - 1) // 2`` so that
+``4**e <= D < 4**(e+1)``, and ``m = floor(D * 2**MF / 4**e)`` the mantissa
+in Q2.MF (``m / 2**MF`` in [1, 4)). Then ``1/sqrt(D) ~ R * 2**-(RF + e)``
+with ``R ~ 2**RF / sqrt(m / 2**MF)`` in Q.RF:
+
+- seed: ``y0 = SEED[m >> (MF - 4)]`` (1/sqrt of the middle of each of 48
+  intervals of width 1/16 in [1, 4); relative error <= 1.6%);
+- two Newton steps ``y <- y (3 - m y**2) / 2``, each rounded as
+  ``y2 = (y*y + 2**(RF-1)) >> RF``, ``my = (m*y2 + 2**(MF-1)) >> MF``,
+  ``y = (y * (3*2**RF - my) + 2**RF) >> (RF+1)``.
+
+Relative error of ``R`` after two steps: below 2e-6 (quadratic convergence
+from 1.6% gives 2e-7; the rest is rounding). ``D = 0`` gives ``e = 0``,
+``R = 0``.
+
+:func:`rsqrt_reference` is the integer definition (plain Python), shared by
+the RTL's table and the golden model.
+"""
+
+import math
+
+from amaranth.hdl import Array, Const, Mux, Signal, unsigned
+
+__all__ = ["RSQRT_FRAC", "RSQRT_MANT", "RSQRT_STAGES", "rsqrt_seed_table", "rsqrt_reference",
+           "RsqrtPipeline"]
+
+#: Fraction bits of the result ``R`` (Q.20, value in (0.5, 1]).
+RSQRT_FRAC = 20
+#: Fraction bits of the mantissa ``m`` (Q2.22).
+RSQRT_MANT = 22
+#: Register stages of :class:`RsqrtPipeline`: normalize, seed, 2 x 3 Newton.
+RSQRT_STAGES = 8
+
+
+def rsqrt_seed_table():
+    """64 seeds in Q.RF indexed by the top 6 bits of ``m`` (index 16..63;
+    0..15 never occur for ``D > 0`` and hold 0)."""
+    table = [0] * 16
+    for index in range(16, 64):
+        # round(2**RF / sqrt((index + 0.5) / 16)) = round(sqrt(2**(2RF) * 32 / (2 index + 1)))
+        twice = math.isqrt((1 << (2 * RSQRT_FRAC + 7)) // (2 * index + 1))
+        table.append((twice + 1) >> 1)
+    return table
+
+
+def rsqrt_reference(d):
+    """``(R, e)`` for the integer ``d >= 0``, bit-exact with the RTL."""
+    if d < 0:
+        raise ValueError(f"d must be non-negative, not {d}")
+    rf, mf = RSQRT_FRAC, RSQRT_MANT
+    e = max(d.bit_length() - 1, 0) >> 1
+    m = (d << mf) >> (2 * e)
+    y = rsqrt_seed_table()[m >> (mf - 4)] if d else 0
+    for _ in range(2):
+        y2 = (y * y + (1 << (rf - 1))) >> rf
+        my = (m * y2 + (1 << (mf - 1))) >> mf
+        y = (y * ((3 << rf) - my) + (1 << rf)) >> (rf + 1)
+    return y, e
+
+
+class RsqrtPipeline:
+    """The pipelined ``(R, e)`` of :func:`rsqrt_reference` for an unsigned
+    ``d`` of ``d_width`` bits; a new ``d`` every cycle, result
+    :data:`RSQRT_STAGES` cycles later. Not an ``Elaboratable``: ``add_to(m)``
+    adds its registers (named ``rsqrt_*``, free-running, no reset) to ``m``.
+
+    Attributes: ``d`` (input), ``r`` (``unsigned(RF + 2)``), ``e``.
+    """
+
+    def __init__(self, d_width):
+        self.d_width = d_width
+        self.d = Signal(unsigned(d_width), name="rsqrt_d")
+        self.e_width = max(d_width - 1, 1).bit_length()
+        self.r = Signal(unsigned(RSQRT_FRAC + 2), name="rsqrt_r")
+        self.e = Signal(unsigned(self.e_width), name="rsqrt_e")
+
+    def add_to(self, m):
+        rf, mf = RSQRT_FRAC, RSQRT_MANT
+        width = self.d_width
+
+        def reg(name, shape):
+            return Signal(shape, name=f"rsqrt_{name}", reset_less=True)
+
+        # Stage 1: normalize (bit length -> e, mantissa m in Q2.MF).
+        length = Signal(range(width + 1), name="rsqrt_length")
+        for bit in range(width):
+            with m.If(self.d[bit]):
+                m.d.comb += length.eq(bit + 1)
+        e_now = Signal(unsigned(self.e_width), name="rsqrt_e_now")
+        m.d.comb += e_now.eq(Mux(length == 0, 0, (length - 1) >> 1))
+        mant = reg("m1", unsigned(mf + 2))
+        e = reg("e1", unsigned(self.e_width))
+        m.d.sync += [mant.eq(((self.d << mf) >> (e_now << 1))[:mf + 2]), e.eq(e_now)]
+
+        # Stage 2: seed.
+        seeds = Array(Const(v, unsigned(rf + 2)) for v in rsqrt_seed_table())
+        y = reg("y0", unsigned(rf + 2))
+        mant2 = reg("m2", unsigned(mf + 2))
+        e2 = reg("e2", unsigned(self.e_width))
+        m.d.sync += [y.eq(seeds[mant[mf - 4:mf + 2]]), mant2.eq(mant), e2.eq(e)]
+        mant, e = mant2, e2
+
+        # Stages 3-8: two Newton steps of three registered products each.
+        for step in range(2):
+            y2 = reg(f"n{step}_y2", unsigned(rf + 3))
+            ya = reg(f"n{step}_ya", unsigned(rf + 2))
+            ma = reg(f"n{step}_ma", unsigned(mf + 2))
+            ea = reg(f"n{step}_ea", unsigned(self.e_width))
+            m.d.sync += [y2.eq((y * y + (1 << (rf - 1))) >> rf), ya.eq(y), ma.eq(mant), ea.eq(e)]
+            my = reg(f"n{step}_my", unsigned(rf + 4))
+            yb = reg(f"n{step}_yb", unsigned(rf + 2))
+            mb = reg(f"n{step}_mb", unsigned(mf + 2))
+            eb = reg(f"n{step}_eb", unsigned(self.e_width))
+            m.d.sync += [my.eq((ma * y2 + (1 << (mf - 1))) >> mf), yb.eq(ya), mb.eq(ma), eb.eq(ea)]
+            yc = reg(f"n{step}_yc", unsigned(rf + 2))
+            mc = reg(f"n{step}_mc", unsigned(mf + 2))
+            ec = reg(f"n{step}_ec", unsigned(self.e_width))
+            t = Signal(unsigned(rf + 3), name=f"rsqrt_n{step}_t")
+            m.d.comb += t.eq((3 << rf) - my)
+            m.d.sync += [yc.eq((yb * t + (1 << rf)) >> (rf + 1)), mc.eq(mb), ec.eq(eb)]
+            y, mant, e = yc, mc, ec
+        m.d.comb += [self.r.eq(y), self.e.eq(e)]
+

@@ -1,0 +1,254 @@
+"""cocotb testbench of the emitted ``ButterflyEngine`` Verilog.
+
+The JSON spec (see :mod:`bertforge.sim.runner`) holds ``config`` (a
+:class:`ButterflyConfig` dict), ``jobs`` (commands in order), ``data`` (an
+``.npz`` with ``x_re_<j>``, ``x_im_<j>`` (batch x n) for compute job ``j`` and
+``w_<j>`` (log2 n x n/2 x 4) for weight job ``j``), ``seed`` and the stall
+knobs ``cmd_gap``, ``x_gap``, ``w_gap`` (idle probability per beat) and
+``y_stall`` (probability of ``ready`` low per cycle).
+
+A job is ``{"mode": "linear"|"fft"|"ifft"|"weights", "n": n, "batch": B,
+"mult": M, "shift": S}``; a job the hardware must reject (bad ``n`` or zero
+``groups``) is sent as is and checked through the ``error`` flag.
+
+The three input streams are driven independently (the engine pulls ``w``
+and ``x`` beats as its commands ask). Every output value and ``last`` flag is
+checked against the golden model; with a single compute job and no stalls,
+the cycles from its first ``x`` beat to its last ``y`` beat must equal the
+cycle model; so must those of every job marked ``"isolate": true`` (its
+command is held back until all earlier outputs have left). Results go to ``result_path`` (JSON) and the outputs to
+``result_path + ".npz"`` (``y_re_<j>``, ``y_im_<j>``).
+"""
+
+import json
+import os
+import time
+
+import cocotb
+import numpy as np
+from cocotb.triggers import RisingEdge
+
+from bertforge.rtl.butterfly import MODES, ButterflyConfig, command_is_valid
+from bertforge.sim.butterfly_cycles import butterfly_cycles, butterfly_groups, butterfly_ideal_cycles
+from bertforge.sim.butterfly_golden import butterfly_fft, butterfly_linear, sqnr_db
+from bertforge.sim.streams import StreamDriver, StreamMonitor, StreamTB, unpack_vector
+
+
+def pack_command(mode, n, groups, shift=0, mult=1):
+    """``cmd`` payload: mode[1:0], n[17:2], groups[33:18], shift[39:34], mult[55:40]."""
+    return (mode & 3) | (n & 0xFFFF) << 2 | (groups & 0xFFFF) << 18 | (shift & 63) << 34 \
+        | (mult & 0xFFFF) << 40
+
+
+def pack_rows(values, width):
+    """Rows of signed ints -> one payload int per row, element 0 lowest."""
+    values = np.asarray(values, dtype=np.int64)
+    mask = (1 << width) - 1
+    if width in (8, 16):
+        raw = values.astype(f"<i{width // 8}")
+        return [int.from_bytes(row.tobytes(), "little") for row in raw]
+    beats = []
+    for row in values.tolist():
+        packed = 0
+        for index, value in enumerate(row):
+            packed |= (value & mask) << (index * width)
+        beats.append(packed)
+    return beats
+
+
+def x_beats(config, re, im):
+    """Beat ``k`` of group ``g``: element ``k`` of vectors ``gL .. gL+L-1``,
+    ``(re, im)`` per lane; a batch not filling its last group is padded with
+    zero vectors."""
+    lanes = config.lanes
+    batch, n = re.shape
+    groups = butterfly_groups(config, batch)
+    full = np.zeros((groups * lanes, n, 2), dtype=np.int64)
+    full[:batch, :, 0] = re
+    full[:batch, :, 1] = im
+    # (groups, lanes, n, 2) -> (groups, n, lanes, 2) -> one row per beat.
+    rows = full.reshape(groups, lanes, n, 2).transpose(0, 2, 1, 3).reshape(groups * n, 2 * lanes)
+    return pack_rows(rows, config.width)
+
+
+def y_vectors(config, payloads, batch, n):
+    """Output beats of one job -> ``(re, im, last_flags)`` (batch x n arrays)."""
+    lanes, width = config.lanes, config.width
+    values = np.array([unpack_vector(p, width, 2 * lanes) for p in payloads], dtype=np.int64)
+    groups = len(payloads) // n
+    values = values.reshape(groups, n, lanes, 2).transpose(0, 2, 1, 3).reshape(groups * lanes, n, 2)
+    last = [bool((p >> (2 * lanes * width)) & 1) for p in payloads]
+    return values[:batch, :, 0], values[:batch, :, 1], last
+
+
+def plan(config, jobs, arrays):
+    """Beats of the three streams, and per compute job the golden result."""
+    cmd_beats, w_beats, x_all, expected = [], [], [], []
+    memory = np.zeros((config.log_n_max, config.n_max // 2, 4), dtype=np.int64)
+    for j, job in enumerate(jobs):
+        mode, n = job["mode"], job["n"]
+        m = n.bit_length() - 1
+        batch = job.get("batch", 0)
+        groups = job.get("groups", butterfly_groups(config, batch) if batch else 0)
+        ok = command_is_valid(config, MODES[mode], n, groups)
+        cmd_beats.append(pack_command(MODES[mode], n, groups, job.get("shift", 0), job.get("mult", 1)))
+        if not ok:
+            expected.append({"job": j, "rejected": True})
+            continue
+        if mode == "weights":
+            weights = arrays[f"w_{j}"]
+            memory[:m, : n // 2] = weights
+            w_beats += pack_rows(weights.reshape(-1, 4), config.weight_width)
+            expected.append({"job": j, "weights": True})
+            continue
+        re, im = arrays[f"x_re_{j}"], arrays[f"x_im_{j}"]
+        lo, hi = -(1 << (config.width - 1)), (1 << (config.width - 1)) - 1
+        if re.shape != im.shape or re.shape != (batch, n) or min(re.min(), im.min()) < lo \
+                or max(re.max(), im.max()) > hi:
+            raise ValueError(f"job {j}: x must be {batch} x {n} values in [{lo}, {hi}]")
+        x_all += x_beats(config, re, im)
+        if mode == "linear":
+            out_re = butterfly_linear(config, re, memory[:m, : n // 2], job.get("mult", 1),
+                                      job.get("shift", 0))
+            out_im = np.zeros_like(out_re)
+        else:
+            out_re, out_im = butterfly_fft(config, re, im, inverse=mode == "ifft")
+        expected.append({"job": j, "mode": mode, "n": n, "batch": batch, "re": out_re,
+                         "im": out_im, "beats": groups * n, "x_re": re, "x_im": im})
+    return cmd_beats, w_beats, x_all, expected
+
+
+@cocotb.test()
+async def butterfly_jobs(dut):
+    with open(os.environ["BERTFORGE_SPEC"]) as f:
+        spec = json.load(f)
+    config = ButterflyConfig(**spec["config"])
+    jobs = spec["jobs"]
+    with np.load(spec["data"]) as saved:
+        arrays = {key: saved[key] for key in saved.files}
+    cmd_beats, w_beats, x_all, expected = plan(config, jobs, arrays)
+    computes = [e for e in expected if "beats" in e]
+    total_out = sum(e["beats"] for e in computes)
+
+    tb = StreamTB(dut, spec.get("seed", 0))
+    await tb.reset()
+    cmd = StreamDriver(dut, "cmd", cmd_beats, tb.rng, spec.get("cmd_gap", 0.0))
+    wdrv = StreamDriver(dut, "w", w_beats, tb.rng, spec.get("w_gap", 0.0))
+    xdrv = StreamDriver(dut, "x", x_all, tb.rng, spec.get("x_gap", 0.0))
+    ymon = StreamMonitor(dut, "y", tb.rng, spec.get("y_stall", 0.0))
+    drivers = [cmd, wdrv, xdrv]
+    ideal = sum(butterfly_ideal_cycles(config, e["n"], e["batch"]) for e in computes)
+    single = len(computes) == 1
+    model = butterfly_cycles(config, computes[0]["n"], computes[0]["batch"]) if single else None
+    if not computes:
+        raise AssertionError("the spec has no compute job")
+    timeout = 40 * (ideal + sum(2 * e["n"] for e in computes)) + 2000 * len(jobs) + 2000
+
+    # A job with "isolate" waits (its command is held back) until every
+    # earlier output has left, so its own cycles can be measured.
+    outputs_before, x_start, running_x, running_y = [], [], 0, 0
+    for job, e in zip(jobs, expected):
+        outputs_before.append(running_y)
+        x_start.append(running_x)
+        if "beats" in e:
+            running_x += e["beats"]
+            running_y += e["beats"]
+    x_cycles, y_cycles = [], []
+    error_checks = []   # (job index, cycle at which to read error)
+    error_seen = []
+    cycle = 0
+    start = time.perf_counter()
+
+    def drive_all():
+        j = cmd.sent
+        held = (not cmd.done and not cmd.offering and jobs[j].get("isolate")
+                and len(ymon.received) < outputs_before[j])
+        if held:
+            cmd.valid.value = 0
+        else:
+            cmd.drive()
+        wdrv.drive()
+        xdrv.drive()
+        ymon.drive()
+
+    drive_all()
+    while not (all(d.done for d in drivers) and len(ymon.received) >= total_out
+               and not error_checks):
+        if cycle >= timeout:
+            raise AssertionError(
+                f"timeout after {cycle} cycles: sent cmd {cmd.sent}/{len(cmd_beats)}, "
+                f"w {wdrv.sent}/{len(w_beats)}, x {xdrv.sent}/{len(x_all)}, "
+                f"received {len(ymon.received)}/{total_out}")
+        await RisingEdge(dut.clk)
+        while error_checks and error_checks[0][1] == cycle:
+            error_seen.append((error_checks.pop(0)[0], int(dut.error.value)))
+        index = cmd.sent
+        if cmd.sample():
+            error_checks.append((index, cycle + 1))
+        if xdrv.sample():
+            x_cycles.append(cycle)
+        wdrv.sample()
+        if ymon.sample():
+            y_cycles.append(cycle)
+        drive_all()
+        cycle += 1
+    for _ in range(64):
+        ymon.drive(force_ready=True)
+        await RisingEdge(dut.clk)
+        ymon.sample()
+    seconds = time.perf_counter() - start
+    stalls = any(spec.get(key, 0.0) for key in ("cmd_gap", "x_gap", "w_gap", "y_stall"))
+
+    problems = []
+    if len(ymon.received) != total_out:
+        problems.append(f"expected {total_out} output beats, got {len(ymon.received)}")
+    for j, value in error_seen:
+        want = int(bool(expected[j].get("rejected")))
+        if value != want:
+            problems.append(f"job {j}: error flag {value} after its command, expected {want}")
+    mismatches, offset, outputs, per_job = 0, 0, {}, []
+    for e in computes:
+        payloads = ymon.received[offset:offset + e["beats"]]
+        offset += e["beats"]
+        if len(payloads) < e["beats"]:
+            mismatches += e["beats"] - len(payloads)
+            continue
+        re, im, last = y_vectors(config, payloads, e["batch"], e["n"])
+        bad = int(np.sum(re != e["re"]) + np.sum(im != e["im"]))
+        bad += sum(flag != (k == len(last) - 1) for k, flag in enumerate(last))
+        mismatches += bad
+        outputs[f"y_re_{e['job']}"], outputs[f"y_im_{e['job']}"] = re, im
+        j = e["job"]
+        info = {"job": j, "mode": e["mode"], "n": e["n"], "batch": e["batch"],
+                "mismatches": bad,
+                "cycles": y_cycles[outputs_before[j] + e["beats"] - 1] - x_cycles[x_start[j]] + 1,
+                "ideal_cycles": butterfly_ideal_cycles(config, e["n"], e["batch"])}
+        if jobs[j].get("isolate") or len(computes) == 1:
+            info["model_cycles"] = butterfly_cycles(config, e["n"], e["batch"])
+            if not stalls and info["cycles"] != info["model_cycles"]:
+                problems.append(f"job {j}: measured {info['cycles']} cycles, cycle model says "
+                                f"{info['model_cycles']}")
+        if e["mode"] != "linear":
+            info["sqnr_db"] = sqnr_db(config, e["x_re"], e["x_im"], re, im, e["mode"] == "ifft")
+        per_job.append(info)
+    np.savez(spec["result_path"] + ".npz", **outputs)
+    cycles = y_cycles[-1] - x_cycles[0] + 1 if x_cycles and y_cycles else None
+    result = {
+        "cycles": cycles,
+        "model_cycles": model,
+        "model_checked": sum("model_cycles" in info for info in per_job) if not stalls else 0,
+        "ideal_cycles": ideal,
+        "utilization": ideal / cycles if cycles else None,
+        "match": mismatches == 0 and not problems,
+        "mismatches": mismatches,
+        "problems": problems,
+        "errors_checked": len(error_seen),
+        "stalls": bool(stalls),
+        "jobs": per_job,
+        "sim_cycles_per_second": cycle / seconds,
+        "outputs": spec["result_path"] + ".npz",
+    }
+    with open(spec["result_path"], "w") as f:
+        json.dump(result, f)
+    assert not problems, "; ".join(problems)
+    assert mismatches == 0, f"{mismatches} output values or last flags differ from the golden model"

@@ -1,0 +1,71 @@
+"""Bit-exact numpy model of :class:`bertforge.rtl.gelu.Gelu`, its float
+reference, and the scale helper the GELU and LayerNorm command lines use."""
+
+import math
+
+import numpy as np
+
+from bertforge.rtl.gelu import (GELU_SEGMENT_BITS, GELU_SEGMENTS, GELU_X, GELU_Y,
+                                gelu_tables)
+from .fixed_golden import requantize
+
+__all__ = ["ratio_to_mult_shift", "gelu_config_for_scales", "gelu_internal", "gelu_golden",
+           "gelu_float"]
+
+
+def ratio_to_mult_shift(ratio, mult_bits=16):
+    """``(mult, shift)`` with ``mult / 2**shift`` closest to ``ratio`` for
+    ``mult < 2**mult_bits`` (trailing zero bits of ``mult`` dropped, so
+    powers of two stay small). ``ValueError`` if ``ratio`` is not positive or
+    needs a shift outside [0, 62]."""
+    if not (isinstance(ratio, (int, float)) and math.isfinite(ratio) and ratio > 0):
+        raise ValueError(f"scale ratio must be a positive finite number, not {ratio!r}")
+    shift = mult_bits - 1 - math.floor(math.log2(ratio))
+    if shift < 0:
+        raise ValueError(f"scale ratio {ratio!r} is too large (needs a negative shift)")
+    mult = int(round(ratio * 2.0 ** shift))
+    if mult >= 1 << mult_bits:
+        mult, shift = (mult + 1) >> 1, shift - 1
+    while mult % 2 == 0 and shift > 0:
+        mult, shift = mult >> 1, shift - 1
+    if shift > 62 or mult < 1:
+        raise ValueError(f"scale ratio {ratio!r} is too small to represent")
+    return mult, shift
+
+
+def gelu_config_for_scales(config, in_scale, out_scale):
+    """``config`` with ``in_mult/in_shift`` and ``out_mult/out_shift`` set
+    for real input and output LSBs ``in_scale`` and ``out_scale``."""
+    import dataclasses
+    in_mult, in_shift = ratio_to_mult_shift(in_scale * 2.0 ** GELU_X.frac_bits)
+    out_mult, out_shift = ratio_to_mult_shift(2.0 ** -GELU_Y.frac_bits / out_scale)
+    return dataclasses.replace(config, in_mult=in_mult, in_shift=in_shift,
+                               out_mult=out_mult, out_shift=out_shift)
+
+
+def gelu_internal(config, raw):
+    """``(x, y)``: the input in Q8.10 and GELU(x) in Q8.14, as the hardware
+    computes them before the output scale (int64 arrays, shape of ``raw``)."""
+    raw = np.asarray(raw, dtype=np.int64)
+    x = requantize(raw, config.in_mult, config.in_shift, GELU_X.width)
+    mag = np.abs(x)
+    base, slope = (np.array(t, dtype=np.int64) for t in gelu_tables())
+    index = (mag >> GELU_SEGMENT_BITS) & (GELU_SEGMENTS - 1)
+    frac = mag & ((1 << GELU_SEGMENT_BITS) - 1)
+    h = base[index] + ((slope[index] * frac + (1 << (GELU_SEGMENT_BITS - 1))) >> GELU_SEGMENT_BITS)
+    h = np.where(mag >= GELU_SEGMENTS << GELU_SEGMENT_BITS, 0, h)
+    y = (np.maximum(x, 0) << (GELU_Y.frac_bits - GELU_X.frac_bits)) - h
+    return x, y
+
+
+def gelu_golden(config, raw):
+    """The unit's output for input integers ``raw`` (int64, shape of ``raw``)."""
+    _, y = gelu_internal(config, raw)
+    return requantize(y, config.out_mult, config.out_shift, config.out_width)
+
+
+def gelu_float(x):
+    """Exact GELU ``x * Phi(x)`` in float64."""
+    x = np.asarray(x, dtype=np.float64)
+    erf = np.vectorize(math.erf, otypes=[np.float64])
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))

@@ -1,0 +1,127 @@
+"""cocotb testbench of the emitted ``LayerNorm`` Verilog.
+
+Spec (see :mod:`bertforge.sim.runner`): ``config`` (a
+:class:`LayerNormConfig` as a dict), ``data`` (an ``.npz`` with ``gamma``
+and ``beta``, each of a length that is a multiple of ``lanes``, and vectors
+``x_0, x_1, ...`` (1-D, lengths multiples of ``lanes``, at most that of
+gamma) with ``r_0, r_1, ...`` when ``add_residual``), ``seed``, ``x_gap``
+(idle probability per ``x``/``r`` beat), ``y_stall`` (probability of
+``ready`` low per cycle).
+
+It loads gamma and beta on ``params``, then streams the vectors back to
+back (x and r from independent drivers), checks every output and ``last``
+flag against :func:`bertforge.sim.layernorm_golden.layernorm_golden` and,
+without gaps or stalls, the cycles against
+:func:`bertforge.sim.layernorm_cycles.layernorm_cycles`. It also compares
+with the float reference rounded to int8 (errors in output LSBs). Results
+go to ``result_path``, outputs (``y_0, y_1, ...``) to ``result_path`` +
+``.npz``.
+"""
+
+import json
+import os
+import time
+
+import cocotb
+import numpy as np
+
+from bertforge.rtl.layernorm import LayerNormConfig
+from bertforge.sim.layernorm_cycles import layernorm_cycles
+from bertforge.sim.layernorm_golden import (layernorm_float, layernorm_golden,
+                                            layernorm_reference_int8)
+from bertforge.sim.streams import StreamDriver, StreamMonitor, StreamTB, pack_vector, unpack_vector
+
+
+def load_vectors(path, residual):
+    with np.load(path) as saved:
+        count = len([key for key in saved.files if key.startswith("x_")])
+        xs = [saved[f"x_{k}"].astype(np.int64) for k in range(count)]
+        rs = [saved[f"r_{k}"].astype(np.int64) for k in range(count)] if residual else [None] * count
+        return xs, rs, saved["gamma"].astype(np.int64), saved["beta"].astype(np.int64)
+
+
+def vector_beats(config, vectors, with_last):
+    lanes, width = config.lanes, config.in_width
+    beats = []
+    for vector in vectors:
+        n = len(vector) // lanes
+        for b in range(n):
+            word = pack_vector(vector[b * lanes:(b + 1) * lanes], width)
+            if with_last:
+                word |= int(b == n - 1) << (lanes * width)
+            beats.append(word)
+    return beats
+
+
+def param_beats(config, gamma, beta):
+    lanes, width = config.lanes, config.param_width
+    n = len(gamma) // lanes
+    return [pack_vector(gamma[b * lanes:(b + 1) * lanes], width)
+            | (pack_vector(beta[b * lanes:(b + 1) * lanes], width) << (lanes * width))
+            | (int(b == n - 1) << (2 * lanes * width)) for b in range(n)]
+
+
+@cocotb.test()
+async def layernorm_vectors(dut):
+    spec = json.loads(open(os.environ["BERTFORGE_SPEC"]).read())
+    config = LayerNormConfig(**spec["config"])
+    xs, rs, gamma, beta = load_vectors(spec["data"], config.add_residual)
+    expected = [layernorm_golden(config, x, r, gamma, beta) for x, r in zip(xs, rs)]
+    lengths = [len(x) for x in xs]
+    total_beats = sum(lengths) // config.lanes
+
+    tb = StreamTB(dut, spec.get("seed", 0))
+    await tb.reset()
+    params = StreamDriver(dut, "params", param_beats(config, gamma, beta), tb.rng)
+    await tb.run([params], [], [], timeout=4 * len(gamma) + 100, drain=2)
+
+    gap = spec.get("x_gap", 0.0)
+    drivers = [StreamDriver(dut, "x", vector_beats(config, xs, True), tb.rng, gap)]
+    if config.add_residual:
+        drivers.append(StreamDriver(dut, "r", vector_beats(config, rs, False), tb.rng, gap))
+    monitor = StreamMonitor(dut, "y", tb.rng, spec.get("y_stall", 0.0))
+    model = layernorm_cycles(config, lengths)
+    start = time.perf_counter()
+    first, last = await tb.run(drivers, [monitor], [total_beats], timeout=20 * model + 1000)
+    seconds = time.perf_counter() - start
+    cycles = last - first + 1
+
+    lanes = config.lanes
+    values = [unpack_vector(p, 8, lanes) for p in monitor.received]
+    flags = [bool((p >> (8 * lanes)) & 1) for p in monitor.received]
+    outputs, mismatches, errors, real_errors, beat = [], 0, [], [], 0
+    for x, r, want in zip(xs, rs, expected):
+        n = len(x) // lanes
+        got = np.concatenate(values[beat:beat + n])
+        mismatches += int(np.sum(got != want))
+        mismatches += sum(flags[beat + b] != (b == n - 1) for b in range(n))
+        beat += n
+        outputs.append(got)
+        errors.append(np.abs(got - layernorm_reference_int8(config, x, r, gamma, beta)))
+        real_errors.append(np.abs(got * config.out_scale - np.clip(
+            layernorm_float(config, x, r, gamma, beta), -128 * config.out_scale,
+            127 * config.out_scale)))
+    errors = np.concatenate(errors)
+    real_errors = np.concatenate(real_errors)
+    np.savez(spec["result_path"] + ".npz", **{f"y_{k}": y for k, y in enumerate(outputs)})
+    stalls = bool(gap or spec.get("y_stall", 0.0))
+    result = {
+        "cycles": cycles,
+        "model_cycles": model,
+        "ideal_cycles": total_beats,
+        "utilization": total_beats / cycles,
+        "elements_per_cycle": sum(lengths) / cycles,
+        "match": mismatches == 0,
+        "mismatches": mismatches,
+        "stalls": stalls,
+        "max_abs_err": int(errors.max()),
+        "mean_abs_err": float(errors.mean()),
+        "max_abs_err_real": float(real_errors.max()),
+        "sim_cycles_per_second": cycles / seconds,
+        "outputs": spec["result_path"] + ".npz",
+    }
+    with open(spec["result_path"], "w") as f:
+        json.dump(result, f)
+    assert mismatches == 0, f"{mismatches} output values or last flags differ from the golden model"
+    if not stalls:
+        assert cycles == model, f"measured {cycles} cycles, cycle model says {model}"

@@ -1,0 +1,127 @@
+"""cocotb testbench of the emitted ``Softmax`` Verilog.
+
+The JSON spec (see :mod:`bertforge.sim.runner`) holds ``config`` (a
+:class:`SoftmaxConfig` as a dict), ``seed`` and ``scenarios``: a list of runs
+done one after another in the same simulation, each with ``data`` (an
+``.npz`` with ``x`` (R x L, padded), ``mask`` (R x L bools, True =
+excluded), ``lengths``, ``multipliers``, ``shifts``, ``scales``), ``x_gap``
+(idle probability before each input beat) and ``y_stall`` (probability of
+``ready`` low per cycle).
+
+Every run checks each output element and ``last`` flag against the golden
+model (padding lanes must be 0), measures the error against float softmax
+and, with no gaps or stalls, the cycles against the cycle model. Results go
+to ``result_path`` (``{"scenarios": [...]}``); outputs to
+``result_path`` + ``.<index>.npy``.
+"""
+
+import json
+import os
+import time
+
+import cocotb
+import numpy as np
+
+from bertforge.rtl.softmax import MULT_BITS, SHIFT_BITS, SoftmaxConfig
+from bertforge.sim.softmax_cycles import softmax_beats, softmax_cycles
+from bertforge.sim.softmax_golden import softmax_errors, softmax_golden
+from bertforge.sim.streams import StreamDriver, StreamMonitor, StreamTB, pack_vector, unpack_vector
+
+
+def load_rows(path):
+    with np.load(path) as data:
+        return {key: data[key] for key in data.files}
+
+
+def softmax_input_beats(config, rows):
+    """Payload ints for the ``x`` stream (padding lanes masked)."""
+    lanes, width = config.lanes, config.in_width
+    beats = softmax_beats(config, [int(n) for n in rows["lengths"]])
+    payloads = []
+    offset = lanes * width
+    for index, b in enumerate(beats):
+        length = int(rows["lengths"][index])
+        if not config.mask and length % lanes:
+            raise ValueError(f"without a mask, rows must fill whole beats of {lanes}")
+        padded = np.zeros(b * lanes, dtype=np.int64)
+        padded[:length] = rows["x"][index, :length]
+        masked = np.ones(b * lanes, dtype=bool)
+        masked[:length] = rows["mask"][index, :length]
+        scale = int(rows["multipliers"][index]) | (int(rows["shifts"][index]) << MULT_BITS)
+        for k in range(b):
+            word = pack_vector(padded[k * lanes:(k + 1) * lanes], width)
+            pos = offset
+            if config.mask:
+                bits = sum(1 << j for j in range(lanes) if masked[k * lanes + j])
+                word |= bits << pos
+                pos += lanes
+            word |= scale << pos
+            pos += MULT_BITS + SHIFT_BITS
+            word |= int(k == b - 1) << pos
+            payloads.append(word)
+    return payloads, beats
+
+
+def check_outputs(config, rows, beats, received):
+    """Output rows (R x L raw ints), mismatch count against the golden model."""
+    lanes, width = config.lanes, config.out_width
+    lengths = [int(n) for n in rows["lengths"]]
+    golden = softmax_golden(config, rows["x"], rows["mask"], rows["multipliers"], rows["shifts"])
+    out = np.zeros(golden.shape, dtype=np.int64)
+    mismatches, pos = 0, 0
+    for index, b in enumerate(beats):
+        words = received[pos:pos + b]
+        pos += b
+        values = np.concatenate([unpack_vector(w, width, lanes) for w in words]) & ((1 << width) - 1)
+        flags = [(w >> (lanes * width)) & 1 for w in words]
+        n = lengths[index]
+        out[index, :n] = values[:n]
+        mismatches += int(np.sum(values[:n] != golden[index, :n]))
+        mismatches += int(np.sum(values[n:] != 0))
+        mismatches += sum(flag != (k == b - 1) for k, flag in enumerate(flags))
+    return out, mismatches
+
+
+@cocotb.test()
+async def softmax_rows(dut):
+    spec = json.loads(open(os.environ["BERTFORGE_SPEC"]).read())
+    config = SoftmaxConfig(**spec["config"])
+    tb = StreamTB(dut, spec.get("seed", 0))
+    await tb.reset()
+    results, failures = [], []
+    for index, scenario in enumerate(spec["scenarios"]):
+        rows = load_rows(scenario["data"])
+        lengths = [int(n) for n in rows["lengths"]]
+        payloads, beats = softmax_input_beats(config, rows)
+        model = softmax_cycles(config, lengths)
+        driver = StreamDriver(dut, "x", payloads, tb.rng, scenario.get("x_gap", 0.0))
+        monitor = StreamMonitor(dut, "y", tb.rng, scenario.get("y_stall", 0.0))
+        start = time.perf_counter()
+        first, last = await tb.run([driver], [monitor], [len(payloads)],
+                                   timeout=20 * model + 1000, drain=config.b_to_c + 16)
+        seconds = time.perf_counter() - start
+        cycles = last - first + 1
+        out, mismatches = check_outputs(config, rows, beats, monitor.received)
+        valid = np.arange(out.shape[1])[None, :] < np.array(lengths)[:, None]
+        max_err, mean_err = softmax_errors(config, out, rows["x"], rows["mask"] | ~valid,
+                                           rows["scales"])
+        outputs = f"{spec['result_path']}.{index}.npy"
+        np.save(outputs, out)
+        stalls = bool(scenario.get("x_gap", 0.0) or scenario.get("y_stall", 0.0))
+        elements = sum(lengths)
+        ideal = -(-elements // config.lanes)
+        results.append({
+            "rows": len(lengths), "elements": elements, "cycles": cycles, "model_cycles": model,
+            "ideal_cycles": ideal, "utilization": ideal / cycles,
+            "elements_per_cycle": elements / cycles, "match": mismatches == 0,
+            "mismatches": mismatches, "stalls": stalls, "max_abs_err": max_err,
+            "mean_abs_err": mean_err, "sim_cycles_per_second": cycles / seconds,
+            "outputs": outputs})
+        if mismatches:
+            failures.append(f"scenario {index}: {mismatches} values or last flags differ "
+                            "from the golden model")
+        if not stalls and cycles != model:
+            failures.append(f"scenario {index}: measured {cycles} cycles, cycle model says {model}")
+    with open(spec["result_path"], "w") as f:
+        json.dump({"scenarios": results}, f)
+    assert not failures, "; ".join(failures)

@@ -1,0 +1,79 @@
+"""Bit-level UART model for cocotb (8N1), and a byte transport on top of it
+that the blocking :class:`~bertforge.boards.protocol.HostLink` can use from
+a ``bridge``-d thread."""
+
+import cocotb
+from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
+
+try:  # cocotb 2.x exports these when a simulation runs
+    from cocotb import bridge, resume
+except ImportError:  # pragma: no cover - older 2.x layouts
+    from cocotb._bridge import bridge, resume
+
+__all__ = ["UartModel", "bridge", "resume"]
+
+
+class UartModel:
+    """Drives ``rx_pin`` (host -> design) and samples ``tx_pin`` (design ->
+    host) with ``divisor`` clock cycles per bit."""
+
+    def __init__(self, clk, rx_pin, tx_pin, divisor):
+        self.clk = clk
+        self.rx_pin = rx_pin
+        self.tx_pin = tx_pin
+        self.divisor = divisor
+        self.received = bytearray()
+        self.rx_pin.value = 1
+        cocotb.start_soon(self._receive())
+
+    async def send(self, data):
+        for byte in data:
+            for bit in [0] + [(byte >> i) & 1 for i in range(8)] + [1]:
+                self.rx_pin.value = bit
+                await ClockCycles(self.clk, self.divisor)
+
+    async def send_raw_bits(self, bits):
+        """Arbitrary line levels, one per bit time (for corrupted frames)."""
+        for bit in bits:
+            self.rx_pin.value = bit
+            await ClockCycles(self.clk, self.divisor)
+        self.rx_pin.value = 1
+
+    async def _receive(self):
+        while True:
+            await FallingEdge(self.tx_pin)
+            await ClockCycles(self.clk, self.divisor // 2)
+            if int(self.tx_pin.value):
+                continue
+            byte = 0
+            for i in range(8):
+                await ClockCycles(self.clk, self.divisor)
+                byte |= int(self.tx_pin.value) << i
+            await ClockCycles(self.clk, self.divisor)
+            if int(self.tx_pin.value):
+                self.received += bytes([byte])
+
+    async def read(self, count, timeout_cycles):
+        waited = 0
+        while len(self.received) < count and waited < timeout_cycles:
+            await RisingEdge(self.clk)
+            waited += 1
+        data = bytes(self.received[:count])
+        del self.received[:count]
+        return data
+
+
+class SimTransport:
+    """``write``/``read`` for :class:`HostLink`, run from a bridged thread."""
+
+    def __init__(self, uart, timeout_cycles):
+        self.uart = uart
+        self.timeout_cycles = timeout_cycles
+        self.sent = 0
+
+    def write(self, data):
+        resume(self.uart.send)(data)
+        self.sent += len(data)
+
+    def read(self, count):
+        return resume(self.uart.read)(count, self.timeout_cycles)

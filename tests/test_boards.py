@@ -1,0 +1,221 @@
+"""FPGA boards: host protocol, UART and link RTL, the board top-level in
+Verilator over a bit-level UART, build plans for every board, the CLI."""
+
+import json
+
+import numpy as np
+import pytest
+from amaranth.back import verilog
+from amaranth.hdl import Module, Signal
+from amaranth.sim import Simulator
+
+from bertforge.boards import protocol
+from bertforge.boards.build import connect_uart_top, parse_report
+from bertforge.boards.clocking import ClockShell, ecp5_pll_params, ice40_pll_params
+from bertforge.boards.host import pack_words, systolic_result_from_bytes, systolic_tile_bytes, unpack_words
+from bertforge.boards.systolic_top import SystolicBoardTop, SystolicTopConfig
+from bertforge.boards.targets import BOARDS, board
+from bertforge.generators.cli import main
+from bertforge.rtl.host_link import crc8_step
+from bertforge.rtl.systolic import SystolicConfig
+from bertforge.rtl.uart import Uart, UartConfig
+from bertforge.sim import runner
+
+
+def test_crc8_check_value_and_frames():
+    assert protocol.crc8(b"123456789") == 0xF4  # CRC-8/SMBUS check value
+    frame = protocol.encode_frame(protocol.SYNC_HOST, protocol.WRITE, b"\x01\x02\x03")
+    parser = protocol.FrameParser(protocol.SYNC_HOST)
+    assert parser.feed(b"\x00\x11" + frame[:4]) == []
+    assert parser.feed(frame[4:]) == [(protocol.WRITE, b"\x01\x02\x03", True)]
+    bad = bytearray(frame)
+    bad[5] ^= 1
+    assert parser.feed(bytes(bad)) == [(protocol.WRITE, bytes(bad[4:7]), False)]
+    with pytest.raises(ValueError, match=r"^payload of 65536 bytes is longer than 65535$"):
+        protocol.encode_frame(protocol.SYNC_HOST, protocol.WRITE, bytes(65536))
+
+
+def test_crc8_step_rtl_matches_python():
+    m = Module()
+    crc, byte, out = Signal(8), Signal(8), Signal(8)
+    m.d.comb += out.eq(crc8_step(crc, byte))
+    rng = np.random.default_rng(0)
+    cases = [(0, 0), (0xFF, 0xFF), (0, 0x80)] + [tuple(rng.integers(0, 256, 2)) for _ in range(200)]
+
+    async def bench(ctx):
+        for c, b in cases:
+            ctx.set(crc, int(c))
+            ctx.set(byte, int(b))
+            assert ctx.get(out) == protocol.crc8(bytes([int(b)]), int(c))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def test_uart_loopback_in_amaranth_sim():
+    dut = Uart(UartConfig(divisor=5))
+    m = Module()
+    m.submodules.uart = dut
+    m.d.comb += dut.rx_pin.eq(dut.tx_pin)
+    sent = [0x00, 0xFF, 0xA5, 0x5A, 0x01, 0x80]
+    got = []
+
+    async def send(ctx):
+        for byte in sent:
+            ctx.set(dut.tx.payload, byte)
+            ctx.set(dut.tx.valid, 1)
+            await ctx.tick().until(dut.tx.ready)
+        ctx.set(dut.tx.valid, 0)
+
+    async def receive(ctx):
+        ctx.set(dut.rx.ready, 1)
+        while len(got) < len(sent):
+            _, _, valid, payload = await ctx.tick().sample(dut.rx.valid, dut.rx.payload)
+            if valid:
+                got.append(payload)
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(send)
+    sim.add_testbench(receive)
+    sim.run_until(1e-8 * 10 * 5 * (len(sent) + 2))
+    assert got == sent
+
+
+@pytest.mark.parametrize("fields, error, message", [
+    ({"divisor": 3}, ValueError, r"^divisor must be an integer >= 4, not 3$"),
+    ({"k_max": 0}, ValueError, r"^k_max must be a positive integer, not 0$"),
+    ({"array": {"rows": 2}}, TypeError, r"^array must be a SystolicConfig, not \{'rows': 2\}$"),
+])
+def test_top_config_validation(fields, error, message):
+    with pytest.raises(error, match=message):
+        SystolicTopConfig(**fields)
+
+
+@pytest.mark.parametrize("dataflow", ["os", "ws"])
+def test_memory_images_round_trip(dataflow):
+    config = SystolicTopConfig(array=SystolicConfig(rows=3, cols=5, dataflow=dataflow, width=16))
+    rng = np.random.default_rng(1)
+    a = rng.integers(-2**15, 2**15, (3, 7) if dataflow == "os" else (7, 3))
+    b = rng.integers(-2**15, 2**15, (7, 5) if dataflow == "os" else (3, 5))
+    mem_a, mem_b, k = systolic_tile_bytes(config, a, b)
+    assert k == 7
+    assert len(mem_a) == 7 * 6
+    words = unpack_words(mem_a, 16, 3, 6)
+    assert np.array_equal(words, a.T if dataflow == "os" else a)
+    c = rng.integers(-2**31, 2**31, (4, 5))
+    assert np.array_equal(systolic_result_from_bytes(config, pack_words(c, 32, 20), 4), c)
+    with pytest.raises(ValueError, match=r"^K = 300 does not fit this bitstream \(k_max 256\)$"):
+        systolic_tile_bytes(config, np.zeros((3, 300), int) if dataflow == "os" else
+                            np.zeros((300, 3), int), b)
+
+
+@pytest.mark.parametrize("dataflow", ["os", "ws"])
+def test_board_top_over_uart_in_verilator(dataflow, tmp_path):
+    """Several tiles, a corrupted frame before each (rejected, the link goes
+    on), back-to-back frames, and a RUN with K = 0 (rejected)."""
+    config = SystolicTopConfig(array=SystolicConfig(rows=2, cols=3, dataflow=dataflow),
+                               divisor=8, k_max=40)
+    rng = np.random.default_rng(7)
+    tiles = {}
+    for t, k in enumerate([5, 1, 40]):
+        shape_a, shape_b = ((2, k), (k, 3)) if dataflow == "os" else ((k, 2), (2, 3))
+        tiles[f"a_{t}"] = rng.integers(-128, 128, shape_a)
+        tiles[f"b_{t}"] = rng.integers(-128, 128, shape_b)
+    tiles["a_0"][:] = -128
+    tiles["b_0"][:] = -128
+    np.savez(tmp_path / "tiles.npz", **tiles)
+    text = verilog.convert(SystolicBoardTop(config), name=config.name, emit_src=False)
+    result = runner.run(text, config.name, "bertforge.sim.board_tb",
+                        {"config": config.to_dict(), "data": str(tmp_path / "tiles.npz"),
+                         "corrupt": True}, workdir=tmp_path / "sim")
+    assert result["passed"], result["log"]
+    assert result["match"] and result["corrupt_rejected"] == 3 and result["k0_rejected"]
+    assert result["design_id"] == 1
+    assert [t["match"] for t in result["tiles"]] == [True] * 3
+
+
+def test_pll_parameters():
+    divr, divf, divq, filt, mhz = ice40_pll_params(12, 24)
+    assert mhz == pytest.approx(12 / (divr + 1) * (divf + 1) / 2 ** divq)
+    assert abs(mhz - 24) < 0.3
+    clki, clkfb, clkop, mhz = ecp5_pll_params(25, 100)
+    assert mhz == pytest.approx(25 / clki * clkfb) and abs(mhz - 100) < 0.5
+    assert 400 <= mhz * clkop <= 800
+    with pytest.raises(ValueError, match=r"^no iCE40 PLL setting makes 2000 MHz from 12 MHz$"):
+        ice40_pll_params(12, 2000)
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+@pytest.mark.parametrize("clock", [None, "pll"])
+def test_every_board_passes_the_build_plan(name, clock):
+    target = board(name)
+    if clock == "pll" and target.family not in ("ice40", "ecp5"):
+        with pytest.raises(ValueError, match=r"--clock needs a PLL"):
+            ClockShell(None, target.family, target.clock_mhz, 10.0, None)
+        return
+    mhz = {"ice40": 24.0, "ecp5": 100.0}.get(target.family) if clock else None
+    config = SystolicTopConfig(array=SystolicConfig(rows=2, cols=2), divisor=16)
+    top = SystolicBoardTop(config)
+    shell = ClockShell(top, target.family, target.clock_mhz, mhz, connect_uart_top(target))
+    plan = target.make_platform().build(shell, name="top", do_build=False)
+    files = plan.files
+    assert "build_top.sh" in files
+    netlist = files.get("top.il") or files.get("top.v")
+    assert netlist and "SystolicArray" not in netlist[:0]
+    if clock:
+        assert ("SB_PLL40_PAD" if target.family == "ice40" else "EHXPLLL") in netlist
+
+
+def test_parse_nextpnr_report(tmp_path):
+    report = {"utilization": {"ICESTORM_LC": {"used": 2000, "available": 5280},
+                              "ICESTORM_DSP": {"used": 8, "available": 8},
+                              "ICESTORM_RAM": {"used": 4, "available": 30}},
+              "fmax": {"clk": {"achieved": 31.5, "constraint": 24.0}}}
+    (tmp_path / "r.json").write_text(json.dumps(report))
+    parsed = parse_report(tmp_path / "r.json", "ice40", 24.0)
+    assert parsed["resources"]["DSPs"] == {"used": 8, "available": 8, "percent": 100.0}
+    assert parsed["fmax_mhz"] == 31.5 and parsed["timing_met"]
+    assert not parse_report(tmp_path / "r.json", "ice40", 40.0)["timing_met"]
+
+
+def test_board_cli_lists_and_rejects(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["boards"]) == 0
+    out = capsys.readouterr().out
+    for name in BOARDS:
+        assert name in out
+    assert main(["build", "--board", "nosuch"]) == 2
+    assert "unknown board 'nosuch'" in capsys.readouterr().err
+    assert main(["build", "--board", "icebreaker", "--clock", "0"]) == 2
+    assert "--clock must be between 1 and 500 MHz" in capsys.readouterr().err
+    assert main(["flash", "--board", "icebreaker"]) == 2
+    assert "no --bitstream given and no build" in capsys.readouterr().err
+    assert main(["flash", "--board", "icebreaker", "--bitstream", "none.bin"]) == 2
+    assert "bitstream none.bin does not exist" in capsys.readouterr().err
+    np.save(tmp_path / "a.npy", np.zeros((4, 4), np.int8))
+    assert main(["run", "--board", "icebreaker", "--port", "/dev/null", "systolic", "--a", "a.npy",
+                 "--b", "a.npy", "--out", "c.npy"]) == 2
+    assert "no build report at build-icebreaker-systolic/report.json" in capsys.readouterr().err
+    assert not (tmp_path / "c.npy").exists()
+
+
+def test_flash_without_a_board_says_so(capsys, tmp_path):
+    bitstream = tmp_path / "top.bin"
+    bitstream.write_bytes(b"\x00" * 64)
+    assert main(["flash", "--board", "icebreaker", "--bitstream", str(bitstream)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bertforge: error: ") and len(err.splitlines()) == 1
+    assert "libusb" in err or "no board found" in err or "openFPGALoader" in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, rows, mhz", [("icebreaker", 4, 24.0), ("ulx3s-85f", 4, 100.0)])
+def test_full_build(name, rows, mhz, tmp_path, capsys):
+    assert main(["build", "--board", name, "--rows", str(rows), "--cols", str(rows),
+                 "--clock", str(mhz), "-o", str(tmp_path), "--json"]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["timing_met"] and report["fmax_mhz"] >= mhz
+    assert report["resources"]["DSPs"]["used"] > 0
+    assert (tmp_path / report["bitstream"].rsplit("/", 1)[-1]).exists()
