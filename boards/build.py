@@ -71,7 +71,13 @@ def parse_report(path, family, requested_mhz):
                           "percent": 100.0 * used / available if available else 0.0}
     fmax = report.get("fmax", {})
     achieved = min((v["achieved"] for v in fmax.values()), default=None)
+    paths = report.get("critical_paths", [])
+    critical = None
+    if paths:
+        worst = paths[0]
+        critical = {"from": worst.get("from"), "to": worst.get("to")}
     return {"resources": resources, "fmax_mhz": achieved, "requested_mhz": requested_mhz,
+            "critical_path": critical,
             "timing_met": achieved is not None and achieved >= requested_mhz * 0.999}
 
 
@@ -98,7 +104,7 @@ def build_board(board_name, top, *, macs_per_cycle, clock_mhz=None, out_dir="bui
     platform = target.make_platform()
     start = time.perf_counter()
     _progress(f"elaborating for {target.description}...", quiet)
-    options = {"nextpnr_opts": f"--report {name}.report.json"}
+    options = {"nextpnr_opts": f"--report {name}.report.json --timing-allow-fail"}
     if target.family == "ice40":
         options["synth_opts"] = "-dsp"   # multipliers into SB_MAC16
     plan = platform.build(shell, name=name, do_build=False, **options)

@@ -1,8 +1,8 @@
 """Board top-level for a :class:`~bertforge.rtl.systolic.SystolicArray`:
 UART host link, block RAM for operands and results, a sequencer, LEDs.
 
-Memories (host byte addresses; a word is ``ceil(bits / 8)`` bytes, little
-endian, element 0 in the low bits, as :mod:`bertforge.sim.streams` packs):
+Memories (host byte addresses; a word is ``ceil(bits / 8)`` bytes rounded
+up to a power of two, little endian, element 0 in the low bits, as :mod:`bertforge.sim.streams` packs):
 
 - ``0`` A: word k = beat k of the ``a`` stream (R elements), ``k_max`` words.
 - ``1`` B: word k = beat k of the ``b`` stream (C elements): OS ``k_max``
@@ -54,10 +54,14 @@ class SystolicTopConfig:
         return {"array": self.array.to_dict(), "divisor": self.divisor, "k_max": self.k_max}
 
     def word_bytes(self):
-        """Bytes per word of memories A, B, C."""
+        """Bytes per word of memories A, B, C: a power of two, so that byte
+        addresses split into word and lane with wires, not dividers."""
         a = self.array
-        return ((a.rows * a.width + 7) // 8, (a.cols * a.width + 7) // 8,
-                (a.cols * a.acc_width + 7) // 8)
+
+        def bytes_for(bits):
+            return 1 << (((bits + 7) // 8) - 1).bit_length()
+        return (bytes_for(a.rows * a.width), bytes_for(a.cols * a.width),
+                bytes_for(a.cols * a.acc_width))
 
     def depths(self):
         a = self.array

@@ -11,10 +11,10 @@ from .bench import write_results
 
 BLOCK = "boards"
 
-#: Board -> (clock MHz to close, array sizes tried, accumulator width).
+#: Board -> (clock MHz to close, array sizes tried, accumulator width, dataflow).
 SWEEPS = {
-    "icebreaker": (24.0, (2, 3, 4, 5, 6), 24),
-    "ulx3s-85f": (100.0, (2, 4, 8, 12, 16), 32),
+    "icebreaker": (24.0, (2, 3, 4, 5), 24, "ws"),
+    "ulx3s-85f": (100.0, (2, 4, 8, 12, 16), 32, "os"),
 }
 
 
@@ -29,13 +29,15 @@ def bench_boards(out_dir, boards=tuple(SWEEPS), sizes=None):
     rows = []
     for name in boards:
         target = board(name)
-        clock, default_sizes, acc_width = SWEEPS.get(name, (target.clock_mhz, (2, 4), 32))
+        clock, default_sizes, acc_width, dataflow = SWEEPS.get(
+            name, (target.clock_mhz, (2, 4), 32, "os"))
         for n in sizes or default_sizes:
-            array = SystolicConfig(rows=n, cols=n, acc_width=acc_width, max_dsp=target.dsp_count)
+            array = SystolicConfig(rows=n, cols=n, dataflow=dataflow, acc_width=acc_width,
+                                   max_dsp=target.dsp_count)
             top = SystolicTopConfig(array=array, divisor=round(clock * 1e6 / 115200), k_max=256)
             print(f"{name}: {n}x{n} at {clock} MHz", file=sys.stderr, flush=True)
             row = {"board": name, "size": f"{n}x{n}", "macs": n * n, "clock_mhz": clock,
-                   "acc_width": acc_width}
+                   "acc_width": acc_width, "dataflow": dataflow}
             try:
                 report = build_board(name, SystolicBoardTop(top), macs_per_cycle=n * n,
                                      clock_mhz=clock, out_dir=Path(out_dir) / f"{name}-{n}x{n}")
@@ -66,7 +68,7 @@ def bench_boards(out_dir, boards=tuple(SWEEPS), sizes=None):
                ("LUTs", res("LUTs")), ("DSPs", res("DSPs")), ("block RAMs", res("block RAMs")),
                ("largest", lambda r: "<-" if r.get("largest") else "")]
     write_results(out_dir, "boards", rows, columns, "bertforge bench boards", notes=[
-        "int8 output-stationary SystolicArray behind the UART host link, k_max 256",
+        "int8 SystolicArray behind the UART host link, k_max 256 (WS on iCEBreaker: smaller PEs)",
         "peak GOPS = 2 x MACs per cycle x clock; multipliers beyond the board's DSP count use logic",
         "iCEBreaker uses 24-bit accumulators (exact for K <= 256 at int8) to fit its 5280 LCs"])
     return rows

@@ -46,11 +46,11 @@ class SaturatingIntArith:
         if not self.logic_multiplier:
             return a * b
         top = self.width - 1
-        terms = [Mux(b[i], a, 0) << i for i in range(top)]
-        positive = terms[0]
-        for term in terms[1:]:
-            positive = positive + term
-        return (positive - (Mux(b[top], a, 0) << top))[:2 * self.width].as_signed()
+        terms = [Mux(b[i], a, 0) << i for i in range(top)] + [-(Mux(b[top], a, 0) << top)]
+        while len(terms) > 1:  # a balanced adder tree: log2(width) adders deep
+            pairs = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
+            terms = pairs + ([terms[-1]] if len(terms) % 2 else [])
+        return terms[0][:2 * self.width].as_signed()
 
     def accumulate(self, m, acc, product):
         """``clamp(acc + product)``; adds the sum's signal to module ``m``."""

@@ -101,11 +101,12 @@ def test_memory_images_round_trip(dataflow):
     b = rng.integers(-2**15, 2**15, (7, 5) if dataflow == "os" else (3, 5))
     mem_a, mem_b, k = systolic_tile_bytes(config, a, b)
     assert k == 7
-    assert len(mem_a) == 7 * 6
-    words = unpack_words(mem_a, 16, 3, 6)
+    assert config.word_bytes() == (8, 16, 32)
+    assert len(mem_a) == 7 * 8
+    words = unpack_words(mem_a, 16, 3, 8)
     assert np.array_equal(words, a.T if dataflow == "os" else a)
     c = rng.integers(-2**31, 2**31, (4, 5))
-    assert np.array_equal(systolic_result_from_bytes(config, pack_words(c, 32, 20), 4), c)
+    assert np.array_equal(systolic_result_from_bytes(config, pack_words(c, 32, 32), 4), c)
     with pytest.raises(ValueError, match=r"^K = 300 does not fit this bitstream \(k_max 256\)$"):
         systolic_tile_bytes(config, np.zeros((3, 300), int) if dataflow == "os" else
                             np.zeros((300, 3), int), b)
