@@ -7,6 +7,7 @@ one module name in :data:`bertforge.generators.cli.BLOCK_COMMANDS`.
 import dataclasses
 
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
+from bertforge.rtl.gemm_engine import GemmConfig, GemmEngine
 from bertforge.rtl.butterfly import ButterflyConfig, ButterflyEngine
 from bertforge.rtl.gelu import Gelu, GeluConfig
 from bertforge.rtl.layernorm import LayerNorm, LayerNormConfig
@@ -17,6 +18,7 @@ __all__ = ["BLOCKS", "PRESETS"]
 #: Block name -> (config class, component class).
 BLOCKS = {
     "systolic": (SystolicConfig, SystolicArray),
+    "gemm": (GemmConfig, GemmEngine),
     "butterfly": (ButterflyConfig, ButterflyEngine),
     "gelu": (GeluConfig, Gelu),
     "layernorm": (LayerNormConfig, LayerNorm),
@@ -27,6 +29,14 @@ _systolic = SystolicConfig()
 
 #: Block name -> preset name -> config ("default" is the fallback).
 PRESETS = {
+    "gemm": {
+        "default": GemmConfig(),
+        "tiny": GemmConfig(rows=2, cols=2, mem_width=64, k_chunk=32, m_tile=16),
+        "os-8x8": GemmConfig(rows=8, cols=8),
+        "ws-8x8": GemmConfig(rows=8, cols=8, dataflow="ws"),
+        "os-16x16": GemmConfig(rows=16, cols=16),
+        "ws-16x16": GemmConfig(rows=16, cols=16, dataflow="ws"),
+    },
     "butterfly": {
         "default": ButterflyConfig(),
         "n256-l2": ButterflyConfig(n_max=256, lanes=2),

@@ -25,7 +25,7 @@ import sys
 from bertforge.boards.build import BuildError
 from bertforge.boards.targets import ToolchainError
 from bertforge.sim.runner import SimulationError
-from . import board_cli
+from . import analyze_cli, board_cli
 from .blocks import BLOCKS, PRESETS
 from .cli_common import CliError, add_config_flags, config_from_args
 from .emit import write_design
@@ -36,6 +36,7 @@ __all__ = ["main", "build_parser", "BLOCK_COMMANDS"]
 #: Modules (in this package) that add ``sim BLOCK`` and ``bench BLOCK``.
 BLOCK_COMMANDS = [
     "systolic_cli",
+    "gemm_cli",
     "butterfly_cli",
     "gelu_cli",
     "layernorm_cli",
@@ -87,6 +88,7 @@ def build_parser():
 
     commands.add_parser("presets", help="list the named presets of every block")
     board_cli.add_parsers(commands)
+    analyze_cli.add_parser(commands)
     return parser
 
 
@@ -124,6 +126,8 @@ def main(argv=None):
             return _handler(args.command, args.block)(args)
         if args.command in ("boards", "build", "flash", "run"):
             return getattr(board_cli, f"run_{args.command}")(args)
+        if args.command == "analyze":
+            return analyze_cli.run_analyze(args)
         if args.command == "demo":
             from .demo import run_demo
             return run_demo(args.out)

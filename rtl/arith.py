@@ -19,7 +19,7 @@ def saturate(value, width):
     """
     top, sign = value[width], value[width - 1]
     bound = Mux(top, -(1 << (width - 1)), (1 << (width - 1)) - 1)
-    return Mux(top ^ sign, bound, value[:width]).as_signed()
+    return Mux(top ^ sign, bound, value[:width])[:width].as_signed()
 
 
 class SaturatingIntArith:

@@ -129,7 +129,7 @@ def _lz4_shim_args(directory):
     return ["-CFLAGS", f"-I{shim}", "-LDFLAGS", f"-L{directory}"]
 
 
-def run(verilog, toplevel, test_module, spec, *, waves=False, workdir=None):
+def run(verilog, toplevel, test_module, spec, *, waves=False, workdir=None, rerun_with_waves=True):
     """Run the cocotb ``test_module`` on ``verilog`` with parameters ``spec``.
 
     Returns the testbench's result dict, plus ``passed`` (every cocotb test
@@ -137,7 +137,7 @@ def run(verilog, toplevel, test_module, spec, *, waves=False, workdir=None):
     directory is a fresh temporary one unless ``workdir`` is given.
     """
     result = _run_once(verilog, toplevel, test_module, spec, waves=waves, workdir=workdir)
-    if not result["passed"] and not waves:
+    if not result["passed"] and not waves and rerun_with_waves:
         rerun = _run_once(verilog, toplevel, test_module, spec, waves=True, workdir=None)
         result["waves"] = rerun.get("waves")
     return result

@@ -1,0 +1,224 @@
+"""Map a BERT encoder layer onto a generated design and cost every operation
+with that unit's cycle model: where do the cycles go?
+
+A hardware config is a TOML file (examples in ``generators/configs/``)::
+
+    [hardware]
+    clock_mhz = 200            # to turn cycles into time
+    mem_bytes_per_cycle = 64   # external memory bandwidth
+    mem_latency = 8            # read latency, cycles
+    [gemm]                     # GemmConfig fields
+    rows = 16
+    cols = 16
+    [softmax]                  # SoftmaxConfig fields (l_max >= sequence)
+    lanes = 16
+    [layernorm]                # LayerNormConfig fields (h_max >= hidden)
+    lanes = 16
+    [gelu]                     # GeluConfig fields
+    lanes = 16
+
+Overlap model: none. Operations run one after another, each on its unit,
+so the total is the sum (what a simple sequencer achieves; overlapping e.g.
+the softmax of one head with the next head's GEMM would lower it).
+Elementwise work with no unit (``other``: dropout in training) costs its
+bytes over the memory bandwidth.
+"""
+
+import csv
+import dataclasses
+import json
+import math
+import tomllib
+from pathlib import Path
+
+from bertforge.rtl.gelu import GeluConfig
+from bertforge.rtl.gemm_engine import GemmConfig
+from bertforge.rtl.layernorm import LayerNormConfig
+from bertforge.rtl.softmax import SoftmaxConfig
+from bertforge.sim.gelu_cycles import gelu_cycles
+from bertforge.sim.gemm_cycles import gemm_cycles, ideal_cycles
+from bertforge.sim.layernorm_cycles import layernorm_cycles
+from bertforge.sim.softmax_cycles import softmax_cycles
+from .presets import ConfigError
+from .workload import encoder_layer
+
+__all__ = ["Hardware", "load_hardware", "analyze", "CLASSES", "format_table", "write_outputs"]
+
+CLASSES = ("gemm", "softmax", "layernorm", "gelu", "other")
+_UNITS = {"gemm": GemmConfig, "softmax": SoftmaxConfig, "layernorm": LayerNormConfig,
+          "gelu": GeluConfig}
+
+
+@dataclasses.dataclass(frozen=True)
+class Hardware:
+    name: str
+    gemm: GemmConfig
+    softmax: SoftmaxConfig
+    layernorm: LayerNormConfig
+    gelu: GeluConfig
+    clock_mhz: float = 200.0
+    mem_bytes_per_cycle: float = 64.0
+    mem_latency: int = 1
+
+
+def load_hardware(path):
+    """A :class:`Hardware` from a TOML file; one-line :class:`ConfigError`
+    for anything wrong in it."""
+    path = Path(path)
+    try:
+        table = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"hardware config {path} does not exist") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"hardware config {path} is not valid TOML: {error}") from None
+    unknown = sorted(set(table) - set(_UNITS) - {"hardware"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown section [{unknown[0]}]; sections: hardware, "
+                          f"{', '.join(_UNITS)}")
+    units = {}
+    for name, cls in _UNITS.items():
+        fields = table.get(name, {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        bad = sorted(set(fields) - known)
+        if bad:
+            raise ConfigError(f"{path}: unknown {name} field {bad[0]!r}; fields: {', '.join(sorted(known))}")
+        try:
+            units[name] = cls(**fields)
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"{path}: [{name}] {error}") from None
+    hw = table.get("hardware", {})
+    allowed = {"clock_mhz", "mem_bytes_per_cycle", "mem_latency", "name"}
+    bad = sorted(set(hw) - allowed)
+    if bad:
+        raise ConfigError(f"{path}: unknown hardware field {bad[0]!r}; fields: {', '.join(sorted(allowed))}")
+    for key in ("clock_mhz", "mem_bytes_per_cycle"):
+        if key in hw and not (isinstance(hw[key], (int, float)) and hw[key] > 0):
+            raise ConfigError(f"{path}: {key} must be a positive number, not {hw[key]!r}")
+    if "mem_latency" in hw and not (isinstance(hw["mem_latency"], int) and hw["mem_latency"] >= 1):
+        raise ConfigError(f"{path}: mem_latency must be a positive integer, not {hw['mem_latency']!r}")
+    return Hardware(name=hw.get("name", path.stem), clock_mhz=float(hw.get("clock_mhz", 200.0)),
+                    mem_bytes_per_cycle=float(hw.get("mem_bytes_per_cycle", 64.0)),
+                    mem_latency=int(hw.get("mem_latency", 1)), **units)
+
+
+def _gemm(hw, op):
+    command = {"m": op.m, "k": op.k, "n": op.n}
+    one = gemm_cycles(hw.gemm, [command], lat=hw.mem_latency, bw=hw.mem_bytes_per_cycle)["cycles"]
+    if op.count == 1:
+        return one, ideal_cycles(hw.gemm, command)
+    two = gemm_cycles(hw.gemm, [command] * 2, lat=hw.mem_latency, bw=hw.mem_bytes_per_cycle)["cycles"]
+    return one + (op.count - 1) * (two - one), op.count * ideal_cycles(hw.gemm, command)
+
+
+def _unit(hw, op, model):
+    cfg = getattr(hw, op.kind)
+    limit = cfg.l_max if op.kind == "softmax" else getattr(cfg, "h_max", None)
+    if limit is not None and op.length > limit:
+        field = "l_max" if op.kind == "softmax" else "h_max"
+        raise ConfigError(f"the {op.kind} unit takes rows up to {field} = {limit}, but "
+                          f"{op.name} has rows of {op.length}; raise [{op.kind}] {field}")
+    if op.kind == "gelu":
+        beats = -(-op.elements // cfg.lanes)
+        return gelu_cycles(cfg, beats), op.elements / cfg.lanes
+    rows = op.count * op.rows
+    return model(cfg, [op.length] * rows), op.elements / cfg.lanes
+
+
+def analyze(model, seq, hw, *, batch=1, training=False):
+    """Per-operation and per-class cycles of one encoder layer."""
+    ops = encoder_layer(model, seq, batch, training)
+    rows = []
+    for op in ops:
+        if op.kind == "gemm":
+            cycles, ideal = _gemm(hw, op)
+            work = op.macs
+        elif op.kind == "other":
+            cycles = math.ceil(op.elements * op.passes / hw.mem_bytes_per_cycle)
+            ideal, work = None, op.elements
+        else:
+            model_fn = {"softmax": softmax_cycles, "layernorm": layernorm_cycles}.get(op.kind)
+            cycles, ideal = _unit(hw, op, model_fn)
+            work = op.elements
+        rows.append({"operation": op.name, "class": op.kind, "count": op.count,
+                     "shape": f"{op.m}x{op.k}x{op.n}" if op.kind == "gemm" else f"{op.rows}x{op.length}",
+                     "work": work, "work_unit": "MACs" if op.kind == "gemm" else "elements",
+                     "cycles": int(cycles), "ideal_cycles": ideal,
+                     "utilization": (ideal / cycles) if ideal else None})
+    total = sum(r["cycles"] for r in rows)
+    for r in rows:
+        r["share"] = r["cycles"] / total
+    classes = []
+    for name in CLASSES:
+        members = [r for r in rows if r["class"] == name]
+        if not members:
+            continue
+        cycles = sum(r["cycles"] for r in members)
+        ideal = [r["ideal_cycles"] for r in members if r["ideal_cycles"] is not None]
+        classes.append({"class": name, "count": sum(r["count"] for r in members),
+                        "work": sum(r["work"] for r in members),
+                        "work_unit": members[0]["work_unit"], "cycles": cycles,
+                        "share": cycles / total,
+                        "utilization": sum(ideal) / cycles if ideal else None})
+    return {"model": model, "seq": seq, "batch": batch, "training": training,
+            "hardware": hw.name, "clock_mhz": hw.clock_mhz, "total_cycles": total,
+            "layer_ms": total / (hw.clock_mhz * 1e3), "classes": classes, "operations": rows,
+            "hardware_config": {k: (v.to_dict() if hasattr(v, "to_dict") else v)
+                                for k, v in dataclasses.asdict(hw).items()}}
+
+
+def format_table(result):
+    lines = [f"{result['model']}, seq {result['seq']}, batch {result['batch']}"
+             f"{', training' if result['training'] else ''} on {result['hardware']}: "
+             f"{result['total_cycles']:,} cycles per layer ({result['layer_ms']:.3f} ms at "
+             f"{result['clock_mhz']:g} MHz)",
+             f"{'class':<10} {'count':>6} {'work':>16} {'cycles':>14} {'share':>7} {'util':>6}"]
+    for c in result["classes"]:
+        util = f"{c['utilization']:.0%}" if c["utilization"] is not None else "-"
+        lines.append(f"{c['class']:<10} {c['count']:>6} {c['work']:>12,} {c['work_unit'][:3]:<3} "
+                     f"{c['cycles']:>14,} {c['share']:>7.1%} {util:>6}")
+    return "\n".join(lines)
+
+
+def write_outputs(results, out_dir):
+    """``analysis.json``, ``analysis.csv`` and ``breakdown.png`` (one stacked
+    bar per result)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "analysis.json.tmp"
+    tmp.write_text(json.dumps(results if len(results) > 1 else results[0], indent=2) + "\n")
+    tmp.replace(out / "analysis.json")
+    tmp = out / "analysis.csv.tmp"
+    with open(tmp, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["hardware", "operation", "class", "count", "shape", "work", "work_unit",
+                         "cycles", "share", "utilization"])
+        for result in results:
+            for r in result["operations"]:
+                writer.writerow([result["hardware"], r["operation"], r["class"], r["count"],
+                                 r["shape"], r["work"], r["work_unit"], r["cycles"],
+                                 f"{r['share']:.6f}",
+                                 "" if r["utilization"] is None else f"{r['utilization']:.6f}"])
+    tmp.replace(out / "analysis.csv")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(2.2 + 1.6 * len(results), 4.5))
+    colors = {"gemm": "#4c72b0", "softmax": "#dd8452", "layernorm": "#55a868", "gelu": "#c44e52",
+              "other": "#8c8c8c"}
+    labels = [r["hardware"] for r in results]
+    bottoms = [0.0] * len(results)
+    for name in CLASSES:
+        values = [next((c["cycles"] for c in r["classes"] if c["class"] == name), 0) / 1e6
+                  for r in results]
+        if any(values):
+            ax.bar(labels, values, bottom=bottoms, color=colors[name], label=name, width=0.6)
+            bottoms = [b + v for b, v in zip(bottoms, values)]
+    first = results[0]
+    ax.set_ylabel("cycles per encoder layer (millions)")
+    ax.set_title(f"{first['model']}, seq {first['seq']}, batch {first['batch']}"
+                 f"{' (training)' if first['training'] else ''}")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    fig.savefig(out / "breakdown.png.tmp.png", dpi=120)
+    plt.close(fig)
+    (out / "breakdown.png.tmp.png").replace(out / "breakdown.png")

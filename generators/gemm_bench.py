@@ -1,0 +1,89 @@
+"""``bertforge bench gemm``: BERT-base GEMMs at sequence length 128 on the
+engine's emitted Verilog (harness memory in HDL), against the cycle model."""
+
+import sys
+import time
+
+import numpy as np
+
+from bertforge.rtl.gemm_engine import GemmConfig
+from .bench import write_results
+from .gemm_sim import layout_problems, simulate_gemm
+
+__all__ = ["BERT_SHAPES", "bench_gemm"]
+
+#: (name, M, K, N) of BERT-base at sequence length 128.
+BERT_SHAPES = [
+    ("qkv/out proj", 128, 768, 768),
+    ("ffn up", 128, 768, 3072),
+    ("ffn down", 128, 3072, 768),
+    ("attn scores", 128, 64, 128),
+    ("attn context", 128, 128, 64),
+]
+
+
+#: One memory size for every shape (2**22 bytes holds the FFN GEMMs), so each
+#: array is built once.
+BENCH_ADDR_WIDTH = 22
+
+
+def bench_config(size, dataflow):
+    return GemmConfig(rows=size, cols=size, dataflow=dataflow, m_tile=16,
+                      addr_width=BENCH_ADDR_WIDTH)
+
+
+def bench_gemm(out_dir, *, quick=False, sizes=(16, 8), limited_bw=16, dataflows=("os", "ws")):
+    """Every shape on ``sizes`` x ``sizes`` arrays, both dataflows, with a
+    memory of one 64-byte beat per cycle (compute bound), plus the attention
+    and projection shapes on the largest array with ``limited_bw`` bytes per
+    cycle (memory bound)."""
+    shapes = [(name, 32 if quick else m, k, n) for name, m, k, n in BERT_SHAPES]
+    runs = []
+    for size in sizes:
+        for dataflow in dataflows:
+            for shape in shapes:
+                if size == 8 and shape[0].startswith("ffn"):
+                    continue   # see the note below: 8x8 FFN runs take 4.7M cycles each
+                runs.append((size, dataflow, shape, 0))
+    for dataflow in dataflows:
+        for shape in shapes:
+            if shape[0] in ("attn scores", "qkv/out proj"):
+                runs.append((max(sizes), dataflow, shape, limited_bw))
+    rows = []
+    for index, (size, dataflow, (name, m, k, n), bw) in enumerate(runs, 1):
+        config = bench_config(size, dataflow)
+        print(f"[{index}/{len(runs)}] {config.name} {name} {m}x{k}x{n}"
+              f"{f' bw={bw} B/cycle' if bw else ''}", file=sys.stderr, flush=True)
+        image, commands = layout_problems(config, [{"m": m, "k": k, "n": n}],
+                                          np.random.default_rng(index))
+        start = time.perf_counter()
+        result = simulate_gemm(config, image, commands, seed=index, bw=bw, quiet=False)
+        wall = time.perf_counter() - start
+        error = abs(result["cycles"] - result["model_cycles"]) / result["model_cycles"]
+        rows.append({
+            "design": config.name, "rows": size, "cols": size, "dataflow": dataflow,
+            "gemm": name, "m": m, "k": k, "n": n, "mem_bytes_per_cycle": bw or config.mem_bytes,
+            "cycles": result["cycles"], "model_cycles": result["model_cycles"],
+            "model_error": error, "model_exact": result["model_exact"], "bound": result["bound"],
+            "ideal_cycles": result["ideal_cycles"], "utilization": result["utilization"],
+            "match": result["match"], "sim_cycles_per_second": result["sim_cycles_per_second"],
+            "wall_seconds": wall})
+
+    def fmt(key, spec):
+        return lambda row: spec.format(row[key])
+    columns = [("design", fmt("design", "{}")), ("GEMM", fmt("gemm", "{}")),
+               ("M x K x N", lambda r: f"{r['m']}x{r['k']}x{r['n']}"),
+               ("mem B/cycle", fmt("mem_bytes_per_cycle", "{}")), ("bound", fmt("bound", "{}")),
+               ("cycles", fmt("cycles", "{}")), ("model", fmt("model_cycles", "{}")),
+               ("model err", fmt("model_error", "{:.2%}")), ("ideal", fmt("ideal_cycles", "{:.0f}")),
+               ("utilization", fmt("utilization", "{:.2%}")), ("match", fmt("match", "{}")),
+               ("sim cycles/s", fmt("sim_cycles_per_second", "{:,.0f}"))]
+    write_results(out_dir, "gemm", rows, columns, "bertforge bench gemm", notes=[
+        "cycles: measured in Verilator on the emitted GemmHarness (engine + HDL memory), first "
+        "command handshake to completion; memory latency 1, 64-byte beats",
+        "model: bertforge.sim.gemm_cycles.gemm_cycles (exact when compute bound)",
+        "ideal: M*K*N/(rows*cols); utilization = ideal / cycles",
+        "sim cycles/s: simulated cycles per wall second of the cocotb run (build excluded)",
+        "8x8 skips the two FFN GEMMs (4.7M cycles each) to keep the bench under 10 minutes; "
+        "their tiling is the same as the 768x768 projection's"])
+    return rows

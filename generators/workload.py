@@ -1,0 +1,106 @@
+"""BERT workloads: a model preset x sequence length x batch -> the
+operations of one encoder layer, with shapes and sizes.
+
+Forward (per layer, as Demystifying BERT profiles it): Q/K/V and output
+projections, per-head attention scores and context GEMMs, softmax with the
+padding mask, two residual + layernorm, the FFN with GELU. ``training``
+adds the backward pass: for every GEMM (M x K x N) its data-gradient GEMM
+(M x N x K) and weight-gradient GEMM (K x M x N), softmax / layernorm /
+GELU backward, and dropout (forward mask and backward) after attention
+probabilities, attention output and FFN output.
+"""
+
+from dataclasses import dataclass
+
+__all__ = ["BertModel", "MODELS", "Operation", "encoder_layer"]
+
+
+@dataclass(frozen=True)
+class BertModel:
+    name: str
+    hidden: int
+    heads: int
+    layers: int
+    ffn: int
+
+    @property
+    def head_dim(self):
+        return self.hidden // self.heads
+
+
+MODELS = {m.name: m for m in [
+    BertModel("bert-base", 768, 12, 12, 3072),
+    BertModel("bert-large", 1024, 16, 24, 4096),
+    BertModel("minilm-l6-h384", 384, 12, 6, 1536),
+    BertModel("tiny", 64, 2, 2, 256),
+]}
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation of a layer, ``count`` times (e.g. once per head).
+
+    ``kind`` is the unit class: ``gemm`` (``m, k, n``), ``softmax`` (``rows``
+    of ``length``), ``layernorm`` (``rows`` vectors of ``length``), ``gelu``
+    (``rows`` x ``length`` elements) or ``other`` (elementwise memory-bound
+    work: ``rows`` x ``length`` elements, ``passes`` reads+writes of each).
+    """
+
+    name: str
+    kind: str
+    count: int
+    m: int = 0
+    k: int = 0
+    n: int = 0
+    rows: int = 0
+    length: int = 0
+    passes: int = 0
+
+    @property
+    def macs(self):
+        return self.count * self.m * self.k * self.n
+
+    @property
+    def elements(self):
+        return self.count * self.rows * self.length
+
+
+def encoder_layer(model, seq, batch=1, training=False):
+    """Operations of one encoder layer of ``model`` (a name or BertModel)."""
+    if isinstance(model, str):
+        if model not in MODELS:
+            raise ValueError(f"unknown model {model!r}; models: {', '.join(MODELS)}")
+        model = MODELS[model]
+    if seq < 1 or batch < 1:
+        raise ValueError(f"seq and batch must be positive, not {seq} and {batch}")
+    tokens, h, d, heads = batch * seq, model.hidden, model.head_dim, model.heads
+    ops = [
+        Operation("qkv projections", "gemm", 3, m=tokens, k=h, n=h),
+        Operation("attention scores", "gemm", batch * heads, m=seq, k=d, n=seq),
+        Operation("softmax", "softmax", batch * heads, rows=seq, length=seq),
+        Operation("attention context", "gemm", batch * heads, m=seq, k=seq, n=d),
+        Operation("output projection", "gemm", 1, m=tokens, k=h, n=h),
+        Operation("residual + layernorm 1", "layernorm", 1, rows=tokens, length=h),
+        Operation("ffn 1", "gemm", 1, m=tokens, k=h, n=model.ffn),
+        Operation("gelu", "gelu", 1, rows=tokens, length=model.ffn),
+        Operation("ffn 2", "gemm", 1, m=tokens, k=model.ffn, n=h),
+        Operation("residual + layernorm 2", "layernorm", 1, rows=tokens, length=h),
+    ]
+    if not training:
+        return ops
+    backward = []
+    for op in ops:
+        if op.kind == "gemm":
+            backward.append(Operation(f"{op.name} data grad", "gemm", op.count, m=op.m, k=op.n, n=op.k))
+            backward.append(Operation(f"{op.name} weight grad", "gemm", op.count, m=op.k, k=op.m, n=op.n))
+        else:
+            # dX from Y and dY: one more pass over the same elements on the same unit.
+            backward.append(Operation(f"{op.name} backward", op.kind, op.count, rows=op.rows,
+                                      length=op.length))
+    dropouts = [("attention probabilities", batch * heads, seq, seq), ("attention output", 1, tokens, h),
+                ("ffn output", 1, tokens, h)]
+    for name, count, rows, length in dropouts:
+        backward.append(Operation(f"dropout {name}", "other", count, rows=rows, length=length, passes=2))
+        backward.append(Operation(f"dropout {name} backward", "other", count, rows=rows,
+                                  length=length, passes=2))
+    return ops + backward

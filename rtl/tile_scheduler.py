@@ -1,0 +1,179 @@
+"""Tile scheduler of the GEMM engine: commands -> chunk descriptors.
+
+A command asks for ``C = A @ B`` (A is M x K, B is K x N, all row-major in
+external memory at byte addresses with byte row strides). The scheduler
+checks it and cuts it into *chunks*, one descriptor each, in the order
+
+    for m0 in range(0, M, block_rows):        # block of output rows
+        for n0 in range(0, N, panel):         # panel of output columns
+            for k0 in range(0, K, k_chunk):   # chunk of the reduction
+                emit(m0, n0, k0)
+
+Every chunk of a (m0, n0) block accumulates into the same on-chip
+accumulator block; the chunk with ``last`` set ends the block, and the one
+with ``end`` set ends the command. A bad command (M, K or N = 0, a matrix
+that leaves the address space, accumulate with int8 output) gives one
+descriptor with ``error`` set and nothing else.
+"""
+
+from amaranth.hdl import Array, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["command_layout", "completion_layout", "chunk_layout", "TileScheduler"]
+
+
+def command_layout(config):
+    """One GEMM command.
+
+    ``m, k, n``: sizes; ``*_addr``: byte address of element [0, 0];
+    ``*_stride``: bytes between rows; ``accumulate``: C = C + A @ B (int32
+    output only); ``int8``: write ``requantize(acc, multiplier, shift)`` as
+    int8 instead of int32; ``tag``: echoed on the completion.
+    """
+    dim, addr = unsigned(config.dim_width), unsigned(config.addr_width)
+    return data.StructLayout({
+        "m": dim, "k": dim, "n": dim,
+        "a_addr": addr, "b_addr": addr, "c_addr": addr,
+        "a_stride": addr, "b_stride": addr, "c_stride": addr,
+        "accumulate": 1, "int8": 1,
+        "multiplier": unsigned(32), "shift": unsigned(6), "tag": unsigned(8),
+    })
+
+
+def completion_layout(config):
+    """One completion: the command's ``tag`` and ``error`` (rejected, not run)."""
+    return data.StructLayout({"tag": unsigned(8), "error": 1})
+
+
+def chunk_layout(config):
+    """One chunk: operand base addresses (element [m0, k0] of A, [k0, n0] of B,
+    [m0, n0] of C), valid sizes, per-chunk counts and the command's flags."""
+    addr = unsigned(config.addr_width)
+    return data.StructLayout({
+        "a_base": addr, "b_base": addr, "c_base": addr,
+        "a_stride": addr, "b_stride": addr, "c_stride": addr,
+        "m_len": range(config.block_rows + 1),
+        "n_len": range(config.panel + 1),
+        "k_len": range(config.k_chunk + 1),
+        "tiles": range(config.group + 1),
+        "kblocks": range(config.max_kblocks + 1),
+        "first": 1, "last": 1, "end": 1, "error": 1,
+        "accumulate": 1, "int8": 1,
+        "multiplier": unsigned(32), "shift": unsigned(6), "tag": unsigned(8),
+    })
+
+
+class TileScheduler(wiring.Component):
+    """Checks commands and emits their chunks (see the module docstring).
+
+    Throughput: one descriptor per cycle after a 2-cycle check per command;
+    chunks are long (at least ``max(k_len, rows)`` array cycles each), so the
+    scheduler never limits the engine.
+
+    Parameters
+    ----------
+    config : GemmConfig
+    """
+
+    def __init__(self, config):
+        self.config = config
+        super().__init__({
+            "cmd": In(stream.Signature(command_layout(config))),
+            "chunk": Out(stream.Signature(chunk_layout(config))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        aw = cfg.addr_width
+        cmd = Signal(command_layout(cfg))
+        bad = Signal()
+        m0 = Signal(cfg.dim_width)
+        n0 = Signal(cfg.dim_width)
+        k0 = Signal(cfg.dim_width)
+        a_row = Signal(aw)   # a_addr + m0 * a_stride
+        b_row = Signal(aw)   # b_addr + k0 * b_stride
+        c_row = Signal(aw)   # c_addr + m0 * c_stride
+
+        # Last byte touched by each matrix, in exact (wide) arithmetic.
+        esize, osize = cfg.width // 8, Mux(cmd.int8, 1, 4)
+        limit = 1 << aw
+        a_end = Signal(aw + cfg.dim_width + 2)
+        b_end = Signal(aw + cfg.dim_width + 2)
+        c_end = Signal(aw + cfg.dim_width + 2)
+        m.d.comb += [
+            a_end.eq(cmd.a_addr + (cmd.m - 1) * cmd.a_stride + cmd.k * esize),
+            b_end.eq(cmd.b_addr + (cmd.k - 1) * cmd.b_stride + cmd.n * esize),
+            c_end.eq(cmd.c_addr + (cmd.m - 1) * cmd.c_stride + cmd.n * osize),
+        ]
+        check = ((cmd.m == 0) | (cmd.k == 0) | (cmd.n == 0) | (a_end > limit) | (b_end > limit)
+                 | (c_end > limit) | (cmd.accumulate & cmd.int8))
+
+        rows_left = Signal(cfg.dim_width)
+        cols_left = Signal(cfg.dim_width)
+        red_left = Signal(cfg.dim_width)
+        m.d.comb += [rows_left.eq(cmd.m - m0), cols_left.eq(cmd.n - n0), red_left.eq(cmd.k - k0)]
+        last_m = rows_left <= cfg.block_rows
+        last_n = cols_left <= cfg.panel
+        last_k = red_left <= cfg.k_chunk
+
+        d = self.chunk.payload
+        n_len = Signal(range(cfg.panel + 1))
+        k_len = Signal(range(cfg.k_chunk + 1))
+        m.d.comb += [
+            n_len.eq(Mux(last_n, cols_left, cfg.panel)),
+            k_len.eq(Mux(last_k, red_left, cfg.k_chunk)),
+        ]
+        tiles_lut = Array(Const((n + cfg.cols - 1) // cfg.cols, range(cfg.group + 1))
+                          for n in range(cfg.panel + 1))
+        lanes = cfg.lanes
+        tail_lut = Array(Const((r + cfg.rows - 1) // cfg.rows, range(cfg.blocks_per_seg + 1))
+                         for r in range(lanes))
+        if cfg.dataflow == "ws":
+            kblocks = (k_len >> cfg.lane_bits) * cfg.blocks_per_seg + tail_lut[k_len[:cfg.lane_bits]]
+        else:
+            # Always 1; not a constant, since Verilator never runs an
+            # `always @*` block whose right-hand side is a constant.
+            kblocks = k_len != 0
+        m.d.comb += [
+            d.a_base.eq(a_row + (k0 << (esize - 1))),
+            d.b_base.eq(b_row + (n0 << (esize - 1))),
+            d.c_base.eq(c_row + Mux(cmd.int8, n0, n0 << 2)),
+            d.a_stride.eq(cmd.a_stride), d.b_stride.eq(cmd.b_stride), d.c_stride.eq(cmd.c_stride),
+            d.m_len.eq(Mux(last_m, rows_left, cfg.block_rows)),
+            d.n_len.eq(n_len), d.k_len.eq(k_len),
+            d.tiles.eq(tiles_lut[n_len]),
+            d.kblocks.eq(kblocks),
+            d.first.eq(k0 == 0), d.last.eq(last_k), d.end.eq(last_k & last_n & last_m),
+            d.accumulate.eq(cmd.accumulate), d.int8.eq(cmd.int8),
+            d.multiplier.eq(cmd.multiplier), d.shift.eq(cmd.shift), d.tag.eq(cmd.tag),
+        ]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    m.d.sync += cmd.eq(self.cmd.payload)
+                    m.next = "CHECK"
+            with m.State("CHECK"):
+                m.d.sync += [bad.eq(check), m0.eq(0), n0.eq(0), k0.eq(0),
+                             a_row.eq(cmd.a_addr), b_row.eq(cmd.b_addr), c_row.eq(cmd.c_addr)]
+                m.next = "RUN"
+            with m.State("RUN"):
+                m.d.comb += [self.chunk.valid.eq(1), d.error.eq(bad)]
+                with m.If(self.chunk.ready):
+                    with m.If(bad | d.end):
+                        m.next = "IDLE"
+                    with m.Elif(~last_k):
+                        m.d.sync += [k0.eq(k0 + cfg.k_chunk),
+                                     b_row.eq(b_row + cmd.b_stride * cfg.k_chunk)]
+                    with m.Else():
+                        m.d.sync += [k0.eq(0), b_row.eq(cmd.b_addr)]
+                        with m.If(~last_n):
+                            m.d.sync += n0.eq(n0 + cfg.panel)
+                        with m.Else():
+                            m.d.sync += [n0.eq(0), m0.eq(m0 + cfg.block_rows),
+                                         a_row.eq(a_row + cmd.a_stride * cfg.block_rows),
+                                         c_row.eq(c_row + cmd.c_stride * cfg.block_rows)]
+        return m

@@ -1,0 +1,96 @@
+"""Bit-exact golden model of the GEMM engine (:class:`~bertforge.rtl.gemm_engine.GemmEngine`)."""
+
+import numpy as np
+
+from .fixed_golden import requantize
+from .systolic_golden import saturating_matmul
+
+__all__ = ["gemm_golden", "command_error", "reduction_pieces", "run_commands"]
+
+
+def reduction_pieces(config, k):
+    """``(start, stop)`` ranges of K that the array reduces in one go (with
+    step-by-step saturation) before the sum is added to the accumulator: K
+    chunks of ``k_chunk`` (OS); in WS, weight blocks of ``rows``, each
+    memory beat of K (``mem_width // width`` elements) cut into blocks from
+    its start."""
+    lanes = config.lanes
+    if config.dataflow == "os":
+        return [(k0, min(k0 + config.k_chunk, k)) for k0 in range(0, k, config.k_chunk)]
+    return [(s + b, min(s + b + config.rows, s + lanes, k))
+            for s in range(0, k, lanes) for b in range(0, min(lanes, k - s), config.rows)]
+
+
+def gemm_golden(config, a, b, *, c_old=None, int8=False, multiplier=1, shift=0):
+    """``A @ B`` as the engine computes it.
+
+    ``acc = clamp(c_old)`` (accumulate) or 0; for each reduction piece ``p``
+    (:func:`reduction_pieces`: K chunks in OS, weight blocks in WS):
+    ``acc = clamp(acc + saturating_matmul(A[:, p], B[p]))``, clamping to
+    ``signed(acc_width)``. Returns ``acc`` (int64, the int32 output)
+    or, with ``int8``, ``requantize(acc, multiplier, shift)`` (round to nearest,
+    ties up, saturate to int8). When no sum saturates this is the plain product.
+    """
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"cannot multiply shapes {a.shape} and {b.shape}")
+    hi = (1 << (config.acc_width - 1)) - 1
+    lo = -hi - 1
+    acc = np.zeros((a.shape[0], b.shape[1]), dtype=np.int64)
+    if c_old is not None:
+        acc = np.clip(np.asarray(c_old, dtype=np.int64), lo, hi)
+    bound = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+    if c_old is None and float(np.max(bound, initial=0.0)) <= hi:
+        acc = a @ b     # no partial sum can saturate: order does not matter
+    else:
+        for start, stop in reduction_pieces(config, a.shape[1]):
+            part = saturating_matmul(a[:, start:stop], b[start:stop], config.acc_width)
+            acc = np.clip(acc + part, lo, hi)
+    if int8:
+        return requantize(acc, multiplier, shift, 8)
+    return acc
+
+
+def command_error(config, m, k, n, a_addr, b_addr, c_addr, a_stride, b_stride, c_stride,
+                  accumulate=False, int8=False):
+    """True if the engine rejects this command: a size of 0, a matrix that
+    leaves the ``2**addr_width`` byte address space, or accumulate with int8
+    output."""
+    if min(m, k, n) == 0 or (accumulate and int8):
+        return True
+    esize, osize, limit = config.width // 8, 1 if int8 else 4, 1 << config.addr_width
+    return (a_addr + (m - 1) * a_stride + k * esize > limit
+            or b_addr + (k - 1) * b_stride + n * esize > limit
+            or c_addr + (m - 1) * c_stride + n * osize > limit)
+
+
+def _view(image, addr, stride, rows, cols, dtype):
+    dtype = np.dtype(dtype)
+    return np.ndarray((rows, cols), dtype=dtype, buffer=image, offset=addr,
+                      strides=(stride, dtype.itemsize))
+
+
+def run_commands(config, image, commands):
+    """Run ``commands`` (dicts with the command fields) in order on a byte
+    image of memory (a ``uint8`` array, updated in place) as the engine does.
+    Returns the list of error flags."""
+    operand = f"<i{config.width // 8}"
+    errors = []
+    for cmd in commands:
+        c = {key: int(cmd.get(key, 0)) for key in (
+            "m", "k", "n", "a_addr", "b_addr", "c_addr", "a_stride", "b_stride", "c_stride",
+            "accumulate", "int8", "multiplier", "shift")}
+        bad = command_error(config, c["m"], c["k"], c["n"], c["a_addr"], c["b_addr"], c["c_addr"],
+                            c["a_stride"], c["b_stride"], c["c_stride"],
+                            bool(c["accumulate"]), bool(c["int8"]))
+        errors.append(bool(bad))
+        if bad:
+            continue
+        a = _view(image, c["a_addr"], c["a_stride"], c["m"], c["k"], operand).astype(np.int64)
+        b = _view(image, c["b_addr"], c["b_stride"], c["k"], c["n"], operand).astype(np.int64)
+        out = _view(image, c["c_addr"], c["c_stride"], c["m"], c["n"], "<i1" if c["int8"] else "<i4")
+        c_old = out.astype(np.int64) if c["accumulate"] else None
+        out[...] = gemm_golden(config, a, b, c_old=c_old, int8=bool(c["int8"]),
+                               multiplier=c["multiplier"], shift=c["shift"])
+    return errors

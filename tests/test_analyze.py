@@ -1,0 +1,73 @@
+"""Workload mapping and `bertforge analyze`."""
+
+import json
+
+import pytest
+
+from bertforge.generators.analyze import analyze, load_hardware
+from bertforge.generators.analyze_cli import DEFAULT_HW
+from bertforge.generators.cli import main
+from bertforge.generators.presets import ConfigError
+from bertforge.generators.workload import encoder_layer
+from bertforge.sim.softmax_cycles import softmax_cycles
+
+
+def test_bert_base_layer_operations():
+    ops = encoder_layer("bert-base", 128)
+    macs = sum(op.macs for op in ops if op.kind == "gemm")
+    assert macs == 4 * 128 * 768 * 768 + 2 * 128 * 768 * 3072 + 2 * 12 * 128 * 128 * 64
+    softmax = [op for op in ops if op.kind == "softmax"][0]
+    assert (softmax.count, softmax.rows, softmax.length) == (12, 128, 128)
+    assert sum(op.count for op in ops if op.kind == "layernorm") == 2
+    training = encoder_layer("bert-base", 128, training=True)
+    assert sum(op.macs for op in training if op.kind == "gemm") == 3 * macs
+    assert any(op.kind == "other" and "dropout" in op.name for op in training)
+    with pytest.raises(ValueError, match=r"^unknown model 'gpt'"):
+        encoder_layer("gpt", 128)
+
+
+def test_analysis_uses_the_unit_cycle_models():
+    hw = load_hardware(DEFAULT_HW)
+    result = analyze("bert-base", 128, hw, batch=2)
+    softmax = next(r for r in result["operations"] if r["class"] == "softmax")
+    assert softmax["cycles"] == softmax_cycles(hw.softmax, [128] * (2 * 12 * 128))
+    assert result["total_cycles"] == sum(c["cycles"] for c in result["classes"])
+    assert sum(c["share"] for c in result["classes"]) == pytest.approx(1.0)
+    gemm = next(c for c in result["classes"] if c["class"] == "gemm")
+    assert 0.5 < gemm["utilization"] <= 1.0
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[gemm]\nrows = 0\n", "[gemm] rows must be a positive integer, not 0"),
+    ("[gemmm]\n", "unknown section [gemmm]"),
+    ("[softmax]\nwidth = 3\n", "unknown softmax field 'width'"),
+    ("[hardware]\nclock_mhz = -5\n", "clock_mhz must be a positive number, not -5"),
+    ("x = [", "is not valid TOML"),
+])
+def test_bad_hardware_config(text, message, tmp_path):
+    path = tmp_path / "hw.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as error:
+        load_hardware(path)
+    assert message in str(error.value)
+
+
+def test_sequence_longer_than_the_softmax_unit(tmp_path, capsys):
+    path = tmp_path / "hw.toml"
+    path.write_text("[softmax]\nl_max = 64\n")
+    assert main(["analyze", "--seq", "128", "--hw", str(path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "l_max = 64" in err and len(err.strip().splitlines()) == 1
+
+
+def test_analyze_cli_writes_json_csv_png_and_compares(tmp_path, capsys):
+    compare = DEFAULT_HW.parent / "softmax_1lane.toml"
+    assert main(["analyze", "--model", "bert-large", "--seq", "512", "--compare", str(compare),
+                 "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "gemm" in out and "softmax" in out and "1-lane units" in out
+    results = json.loads((tmp_path / "analysis.json").read_text())
+    assert [r["hardware"] for r in results] == ["default-16x16", "1-lane units"]
+    assert results[1]["total_cycles"] > results[0]["total_cycles"]
+    assert (tmp_path / "analysis.csv").read_text().startswith("hardware,operation,class")
+    assert (tmp_path / "breakdown.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,116 @@
+"""GEMM engine on its emitted Verilog (harness with HDL memory) in Verilator.
+
+Three hardware configs by default (each costs a build): 2x2 OS, 3x5 WS and
+4x4 OS; 4x4 WS, 3x5 OS and 8x8 (both dataflows) are marked slow. Per config
+one run checks exact cycles on compute-bound commands back to back, one run
+puts the issue's shapes, accumulate, int8 saturation and bad commands in one
+queue behind a memory with random latency and random stalls on every stream.
+"""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from bertforge.generators.blocks import PRESETS
+from bertforge.generators.gemm_sim import layout_problems, read_matrix, simulate_gemm
+from bertforge.rtl.gemm_engine import GemmConfig
+
+TINY = dataclasses.replace(PRESETS["gemm"]["tiny"], addr_width=15)   # 2x2 OS, as the CLI test
+WS_3X5 = GemmConfig(rows=3, cols=5, dataflow="ws", mem_width=64, addr_width=15, k_chunk=16,
+                    m_tile=8)
+OS_4X4 = GemmConfig(rows=4, cols=4, mem_width=64, addr_width=15, k_chunk=16)
+SLOW = [
+    GemmConfig(rows=4, cols=4, dataflow="ws", mem_width=64, addr_width=15, k_chunk=16, m_tile=8),
+    GemmConfig(rows=3, cols=5, mem_width=64, addr_width=15, k_chunk=16),
+    GemmConfig(rows=8, cols=8, mem_width=128, addr_width=16, k_chunk=32, m_tile=16),
+    GemmConfig(rows=8, cols=8, dataflow="ws", mem_width=128, addr_width=16, k_chunk=32, m_tile=16),
+]
+
+STRESS = dict(lat_min=2, lat_mask=15, p_req=70, p_data=70, p_wr=70, p_cmd=90, p_done=90)
+
+
+def compute_bound(config):
+    """Commands whose loads hide under compute (panel-wide N, long K)."""
+    p, mt = config.panel, config.block_rows
+    return [dict(m=2 * mt, k=4 * config.k_chunk, n=2 * p),
+            dict(m=mt, k=3 * config.k_chunk, n=p, pad=3),
+            dict(m=mt, k=2 * config.k_chunk, n=p, int8=1, multiplier=5, shift=14)]
+
+
+def issue_shapes(config):
+    """The issue's shapes, accumulate, int8 at the limits and bad commands."""
+    top = 1 << config.addr_width
+    rng = np.random.default_rng(config.rows * 7 + config.cols)
+    random_shapes = [dict(m=int(m), k=int(k), n=int(n)) for m, k, n in rng.integers(1, 24, (2, 3))]
+    return random_shapes + [
+        dict(m=1, k=1, n=1),
+        dict(m=7, k=13, n=5),
+        dict(m=31, k=17, n=29, pad=1),
+        dict(m=9, k=1, n=6),                                    # K = 1
+        dict(m=20, k=3 * config.k_chunk + 5, n=2 * config.panel + 3),   # > every buffer
+        dict(m=16, k=48, n=48),                                 # BERT projection, scaled
+        dict(m=16, k=8, n=16), dict(m=16, k=16, n=8),           # attention, scaled
+        dict(m=5, k=6, n=7, accumulate=1),                      # C += A @ B, random old C
+        dict(m=7, k=13, n=5, accumulate=1, same_c_as=3),        # accumulate onto command 3
+        dict(m=6, k=40, n=9, extreme=True, int8=1, multiplier=1, shift=0),       # saturates
+        dict(m=6, k=40, n=9, extreme=True, int8=1, multiplier=3, shift=16),      # rounds
+        dict(m=4, k=40, n=4, extreme=True),                     # -128 * -128 sums
+        dict(raw=dict(m=0, k=3, n=3)), dict(raw=dict(m=3, k=0, n=3)), dict(raw=dict(m=3, k=3, n=0)),
+        dict(raw=dict(m=2, k=4, n=2, a_addr=top - 7, a_stride=4)),        # A leaves memory
+        dict(raw=dict(m=2, k=2, n=2, c_addr=top - 8, c_stride=16)),       # C leaves memory
+        dict(raw=dict(m=2, k=2, n=2, accumulate=1, int8=1)),              # not supported
+        dict(m=3, k=2, n=4, tag=200),
+    ]
+
+
+def check(result, commands, config):
+    assert result["match"], result
+    assert result["passed"], result["log"]
+    assert result["completions"] == len(commands)
+
+
+def run_exact(config, tmp_path):
+    image, commands = layout_problems(config, compute_bound(config), np.random.default_rng(5))
+    result = simulate_gemm(config, image, commands, seed=5, lat_min=3, workdir=tmp_path / "exact")
+    check(result, commands, config)
+    assert result["model_exact"], "the compute-bound commands should be compute bound"
+    assert result["cycles"] == result["model_cycles"]
+    return result
+
+
+def run_stress(config, tmp_path, seed):
+    image, commands = layout_problems(config, issue_shapes(config), np.random.default_rng(seed))
+    result = simulate_gemm(config, image, commands, seed=seed, workdir=tmp_path / "stress", **STRESS)
+    check(result, commands, config)
+    assert result["stalls"]
+    assert result["errors"] == ["raw" in p for p in issue_shapes(config)]
+    # Saturation really happened: the int8 outputs reach both limits.
+    saturated = read_matrix(config, result["image"], commands[12])
+    assert saturated.max() == 127 and saturated.min() == -128
+    return result
+
+
+@pytest.mark.parametrize("config", [TINY, WS_3X5, OS_4X4], ids=lambda c: c.name)
+def test_engine(config, tmp_path):
+    run_exact(config, tmp_path)
+    run_stress(config, tmp_path, seed=config.rows * 10 + config.cols)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", SLOW, ids=lambda c: c.name)
+def test_engine_slow(config, tmp_path):
+    run_exact(config, tmp_path)
+    run_stress(config, tmp_path, seed=config.rows * 10 + config.cols + 1)
+
+
+def test_memory_bound_model_within_two_percent(tmp_path):
+    """A slow memory (2 bytes per cycle): not exact, but the model's estimate
+    is within 2%."""
+    config = TINY
+    image, commands = layout_problems(config, [dict(m=16, k=96, n=16)], np.random.default_rng(9))
+    result = simulate_gemm(config, image, commands, seed=9, lat_min=4, bw=2,
+                           workdir=tmp_path / "slow")
+    check(result, commands, config)
+    assert result["bound"] == "memory" and not result["model_exact"]
+    assert abs(result["cycles"] - result["model_cycles"]) <= 0.02 * result["model_cycles"]
