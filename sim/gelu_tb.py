@@ -24,7 +24,7 @@ import numpy as np
 from bertforge.rtl.gelu import GeluConfig
 from bertforge.sim.gelu_cycles import gelu_cycles
 from bertforge.sim.gelu_golden import gelu_float, gelu_golden
-from bertforge.sim.streams import StreamDriver, StreamMonitor, StreamTB, pack_vector, unpack_vector
+from bertforge.sim.streams import finish, StreamDriver, StreamMonitor, StreamTB, pack_vector, unpack_vector
 
 
 def gelu_beats(config, x):
@@ -83,8 +83,4 @@ async def gelu_rows(dut):
         "sim_cycles_per_second": cycles / seconds,
         "outputs": spec["result_path"] + ".npz",
     }
-    with open(spec["result_path"], "w") as f:
-        json.dump(result, f)
-    assert mismatches == 0, f"{mismatches} output values or last flags differ from the golden model"
-    if not stalls:
-        assert cycles == model, f"measured {cycles} cycles, cycle model says {model}"
+    finish(spec, result)

@@ -29,7 +29,7 @@ from bertforge.rtl.layernorm import LayerNormConfig
 from bertforge.sim.layernorm_cycles import layernorm_cycles
 from bertforge.sim.layernorm_golden import (layernorm_float, layernorm_golden,
                                             layernorm_reference_int8)
-from bertforge.sim.streams import StreamDriver, StreamMonitor, StreamTB, pack_vector, unpack_vector
+from bertforge.sim.streams import finish, StreamDriver, StreamMonitor, StreamTB, pack_vector, unpack_vector
 
 
 def load_vectors(path, residual):
@@ -120,8 +120,4 @@ async def layernorm_vectors(dut):
         "sim_cycles_per_second": cycles / seconds,
         "outputs": spec["result_path"] + ".npz",
     }
-    with open(spec["result_path"], "w") as f:
-        json.dump(result, f)
-    assert mismatches == 0, f"{mismatches} output values or last flags differ from the golden model"
-    if not stalls:
-        assert cycles == model, f"measured {cycles} cycles, cycle model says {model}"
+    finish(spec, result)

@@ -10,6 +10,7 @@ the signals had at the edge, so ``valid and ready`` there is exactly the
 handshake the design saw.
 """
 
+import json
 import random
 
 import numpy as np
@@ -17,7 +18,7 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge
 
-__all__ = ["pack_vector", "unpack_vector", "StreamDriver", "StreamMonitor", "StreamTB"]
+__all__ = ["pack_vector", "unpack_vector", "StreamDriver", "StreamMonitor", "StreamTB", "finish"]
 
 
 def pack_vector(values, width):
@@ -168,3 +169,16 @@ class StreamTB:
             if len(monitor.received) != n:
                 raise AssertionError(f"expected {n} output beats, got {len(monitor.received)}")
         return first_in, last_out
+
+
+def finish(spec, result):
+    """Write ``result`` to ``spec["result_path"]``, then fail the test if
+    outputs differed from the golden model or, without stalls, the measured
+    cycles differ from the cycle model."""
+    with open(spec["result_path"], "w") as f:
+        json.dump(result, f)
+    mismatches = result["mismatches"]
+    assert mismatches == 0, f"{mismatches} output values or last flags differ from the golden model"
+    if not result["stalls"]:
+        assert result["cycles"] == result["model_cycles"], (
+            f"measured {result['cycles']} cycles, cycle model says {result['model_cycles']}")

@@ -23,7 +23,7 @@ import numpy as np
 from bertforge.rtl.systolic import SystolicConfig
 from bertforge.sim.systolic_cycles import systolic_cycles
 from bertforge.sim.systolic_golden import systolic_golden
-from bertforge.sim.streams import StreamDriver, StreamMonitor, StreamTB, pack_vector, unpack_vector
+from bertforge.sim.streams import finish, StreamDriver, StreamMonitor, StreamTB, pack_vector, unpack_vector
 
 
 def load_tiles(path):
@@ -97,8 +97,4 @@ async def systolic_tiles(dut):
         "sim_cycles_per_second": cycles / seconds,
         "outputs": spec["result_path"] + ".npz",
     }
-    with open(spec["result_path"], "w") as f:
-        json.dump(result, f)
-    assert mismatches == 0, f"{mismatches} output values or last flags differ from the golden model"
-    if not stalls:
-        assert cycles == model, f"measured {cycles} cycles, cycle model says {model}"
+    finish(spec, result)
