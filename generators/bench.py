@@ -15,7 +15,7 @@ from bertforge.rtl.systolic import SystolicConfig
 from .emit import emit_verilog
 from .simulate import random_systolic_tiles, simulate_systolic
 
-__all__ = ["bench_systolic", "write_results", "synth_ecp5_counts", "bert_base_gemm_cycles"]
+__all__ = ["bench_systolic", "column", "write_results", "synth_ecp5_counts", "bert_base_gemm_cycles"]
 
 
 def _plain(value):
@@ -23,6 +23,12 @@ def _plain(value):
     if hasattr(value, "tolist"):
         return value.tolist()
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def column(key, fmt):
+    """A table cell formatter: ``fmt.format(row[key])``, or "-" when the row
+    has no value for ``key``."""
+    return lambda row: fmt.format(row[key]) if row.get(key) is not None else "-"
 
 
 def write_results(out_dir, name, rows, columns, title, notes=()):
@@ -75,10 +81,8 @@ def bert_base_gemm_cycles(seq=128, rows=16, cols=16):
     """Cycles a ``rows`` x ``cols`` GEMM engine needs for the GEMMs of one
     BERT-base layer (hidden 768, 12 heads of 64, FFN 3072) at sequence
     length ``seq`` at 100% utilization: MACs / (rows * cols)."""
-    hidden, heads, head_dim, ffn = 768, 12, 64, 3072
-    macs = (4 * seq * hidden * hidden + 2 * seq * hidden * ffn
-            + 2 * heads * seq * seq * head_dim)
-    return macs // (rows * cols)
+    from .workload import encoder_layer
+    return sum(op.macs for op in encoder_layer("bert-base", seq)) // (rows * cols)
 
 
 
@@ -111,13 +115,11 @@ def bench_systolic(out_dir, *, sizes=(4, 8, 16), ks=(64, 768), tiles=16, emit_on
             rows.append({"design": config.name, "rows": n, "cols": n, "dataflow": dataflow,
                          "emit_seconds": time.perf_counter() - start})
 
-    def opt(key, fmt):
-        return lambda row: fmt.format(row[key]) if key in row else "-"
-    columns = [("design", opt("design", "{}")), ("K", opt("k", "{}")), ("tiles", opt("tiles", "{}")),
-               ("cycles", opt("cycles", "{}")), ("model", opt("model_cycles", "{}")),
-               ("ideal", opt("ideal_cycles", "{}")), ("utilization", opt("utilization", "{:.2%}")),
-               ("match", opt("match", "{}")), ("sim cycles/s", opt("sim_cycles_per_second", "{:,.0f}")),
-               ("emit s", opt("emit_seconds", "{:.2f}"))]
+    columns = [("design", column("design", "{}")), ("K", column("k", "{}")), ("tiles", column("tiles", "{}")),
+               ("cycles", column("cycles", "{}")), ("model", column("model_cycles", "{}")),
+               ("ideal", column("ideal_cycles", "{}")), ("utilization", column("utilization", "{:.2%}")),
+               ("match", column("match", "{}")), ("sim cycles/s", column("sim_cycles_per_second", "{:,.0f}")),
+               ("emit s", column("emit_seconds", "{:.2f}"))]
     write_results(out_dir, "systolic", rows, columns, "bertforge bench systolic", notes=[
         "cycles: measured in Verilator on the emitted Verilog, first input handshake to last output handshake",
         "model: bertforge.sim.systolic_cycles.systolic_cycles; ideal: tiles x K",

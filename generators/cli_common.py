@@ -20,33 +20,29 @@ class CliError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
 
 
-def probability(text):
+def _parse(text, convert, noun):
     try:
-        value = float(text)
+        return convert(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
+
+
+def probability(text):
+    value = _parse(text, float, "a number")
     if not 0.0 <= value < 1.0:
         raise argparse.ArgumentTypeError(f"must be in [0, 1), not {value}")
     return value
 
 
 def positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    value = _parse(text, float, "a number")
     if not (value > 0 and np.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be a positive number, not {text}")
     return value
 
 
-
-
 def positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    value = _parse(text, int, "an integer")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
     return value

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .bench import bert_base_gemm_cycles, synth_ecp5_counts
+from .bench import bert_base_gemm_cycles, column, synth_ecp5_counts
 from .cli_common import (CliError, add_config_flags, add_sim_flags, check_result, config_from_args,
                          load_int_matrix, positive_float, positive_int, report, save_npy_atomic)
 from .simulate import build_design
@@ -152,19 +152,17 @@ def bench_gelu(out_dir, *, lanes=(1, 4, 16), rows=128, length=3072, synth=True, 
     return results
 
 
-def _opt(key, fmt):
-    return lambda row: fmt.format(row[key]) if key in row else "-"
 
 
-_COLUMNS = [("design", _opt("design", "{}")), ("shape", _opt("shape", "{}")),
-            ("cycles", _opt("cycles", "{}")), ("model", _opt("model_cycles", "{}")),
-            ("ideal", _opt("ideal_cycles", "{}")), ("utilization", _opt("utilization", "{:.2%}")),
-            ("elem/cycle", _opt("elements_per_cycle", "{:.2f}")), ("latency", _opt("latency", "{}")),
-            ("match", _opt("match", "{}")), ("max err", _opt("max_abs_err", "{:.4f}")),
-            ("mean err", _opt("mean_abs_err", "{:.4f}")),
-            ("vs 16x16 GEMM", _opt("pace_ratio", "{:.2%}")), ("ECP5 cells", _opt("ecp5_cells", "{}")),
-            ("LUT4", _opt("ecp5_luts", "{}")), ("FF", _opt("ecp5_ffs", "{}")),
-            ("MULT18", _opt("ecp5_mults", "{}"))]
+_COLUMNS = [("design", column("design", "{}")), ("shape", column("shape", "{}")),
+            ("cycles", column("cycles", "{}")), ("model", column("model_cycles", "{}")),
+            ("ideal", column("ideal_cycles", "{}")), ("utilization", column("utilization", "{:.2%}")),
+            ("elem/cycle", column("elements_per_cycle", "{:.2f}")), ("latency", column("latency", "{}")),
+            ("match", column("match", "{}")), ("max err", column("max_abs_err", "{:.4f}")),
+            ("mean err", column("mean_abs_err", "{:.4f}")),
+            ("vs 16x16 GEMM", column("pace_ratio", "{:.2%}")), ("ECP5 cells", column("ecp5_cells", "{}")),
+            ("LUT4", column("ecp5_luts", "{}")), ("FF", column("ecp5_ffs", "{}")),
+            ("MULT18", column("ecp5_mults", "{}"))]
 
 _NOTES = [
     "cycles: measured in Verilator on the emitted Verilog, first input to last output handshake",

@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from bertforge.rtl.gemm_engine import GemmConfig
-from .bench import write_results
+from .bench import column, write_results
 from .gemm_sim import layout_problems, simulate_gemm
 
 __all__ = ["BERT_SHAPES", "bench_gemm"]
@@ -69,15 +69,13 @@ def bench_gemm(out_dir, *, quick=False, sizes=(16, 8), limited_bw=16, dataflows=
             "match": result["match"], "sim_cycles_per_second": result["sim_cycles_per_second"],
             "wall_seconds": wall})
 
-    def fmt(key, spec):
-        return lambda row: spec.format(row[key])
-    columns = [("design", fmt("design", "{}")), ("GEMM", fmt("gemm", "{}")),
+    columns = [("design", column("design", "{}")), ("GEMM", column("gemm", "{}")),
                ("M x K x N", lambda r: f"{r['m']}x{r['k']}x{r['n']}"),
-               ("mem B/cycle", fmt("mem_bytes_per_cycle", "{}")), ("bound", fmt("bound", "{}")),
-               ("cycles", fmt("cycles", "{}")), ("model", fmt("model_cycles", "{}")),
-               ("model err", fmt("model_error", "{:.2%}")), ("ideal", fmt("ideal_cycles", "{:.0f}")),
-               ("utilization", fmt("utilization", "{:.2%}")), ("match", fmt("match", "{}")),
-               ("sim cycles/s", fmt("sim_cycles_per_second", "{:,.0f}"))]
+               ("mem B/cycle", column("mem_bytes_per_cycle", "{}")), ("bound", column("bound", "{}")),
+               ("cycles", column("cycles", "{}")), ("model", column("model_cycles", "{}")),
+               ("model err", column("model_error", "{:.2%}")), ("ideal", column("ideal_cycles", "{:.0f}")),
+               ("utilization", column("utilization", "{:.2%}")), ("match", column("match", "{}")),
+               ("sim cycles/s", column("sim_cycles_per_second", "{:,.0f}"))]
     write_results(out_dir, "gemm", rows, columns, "bertforge bench gemm", notes=[
         "cycles: measured in Verilator on the emitted GemmHarness (engine + HDL memory), first "
         "command handshake to completion; memory latency 1, 64-byte beats",

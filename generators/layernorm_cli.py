@@ -9,9 +9,8 @@ import numpy as np
 
 from .cli_common import (CliError, add_config_flags, add_sim_flags, check_result, config_from_args,
                          load_int_matrix, positive_int, report, save_npy_atomic)
-from .bench import bert_base_gemm_cycles, synth_ecp5_counts
+from .bench import bert_base_gemm_cycles, column, synth_ecp5_counts
 from .cli_common import positive_float
-from .gelu_cli import _opt
 from .simulate import build_design
 
 BLOCK = "layernorm"
@@ -228,18 +227,18 @@ def bench_layernorm(out_dir, *, lanes=(1, 4, 16), vectors=128, length=768, in_wi
         results.append(row)
     if write:
         from .bench import write_results
-        columns = [("design", _opt("design", "{}")), ("shape", _opt("shape", "{}")),
-                   ("cycles", _opt("cycles", "{}")), ("model", _opt("model_cycles", "{}")),
-                   ("ideal", _opt("ideal_cycles", "{}")),
-                   ("utilization", _opt("utilization", "{:.2%}")),
-                   ("elem/cycle", _opt("elements_per_cycle", "{:.2f}")),
-                   ("latency", _opt("latency", "{}")), ("match", _opt("match", "{}")),
-                   ("max err (LSB)", _opt("max_abs_err", "{}")),
-                   ("mean err (LSB)", _opt("mean_abs_err", "{:.4f}")),
-                   ("vs 16x16 GEMM", _opt("pace_ratio", "{:.2%}")),
-                   ("ECP5 cells", _opt("ecp5_cells", "{}")), ("LUT4", _opt("ecp5_luts", "{}")),
-                   ("FF", _opt("ecp5_ffs", "{}")), ("MULT18", _opt("ecp5_mults", "{}")),
-                   ("DP16KD", _opt("ecp5_brams", "{}"))]
+        columns = [("design", column("design", "{}")), ("shape", column("shape", "{}")),
+                   ("cycles", column("cycles", "{}")), ("model", column("model_cycles", "{}")),
+                   ("ideal", column("ideal_cycles", "{}")),
+                   ("utilization", column("utilization", "{:.2%}")),
+                   ("elem/cycle", column("elements_per_cycle", "{:.2f}")),
+                   ("latency", column("latency", "{}")), ("match", column("match", "{}")),
+                   ("max err (LSB)", column("max_abs_err", "{}")),
+                   ("mean err (LSB)", column("mean_abs_err", "{:.4f}")),
+                   ("vs 16x16 GEMM", column("pace_ratio", "{:.2%}")),
+                   ("ECP5 cells", column("ecp5_cells", "{}")), ("LUT4", column("ecp5_luts", "{}")),
+                   ("FF", column("ecp5_ffs", "{}")), ("MULT18", column("ecp5_mults", "{}")),
+                   ("DP16KD", column("ecp5_brams", "{}"))]
         write_results(out_dir, "layernorm", results, columns, "bertforge bench layernorm", notes=[
             "cycles: measured in Verilator on the emitted Verilog, first input to last output "
             "handshake; vectors back to back, gamma/beta loaded before",

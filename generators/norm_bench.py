@@ -2,7 +2,7 @@
 (softmax rows of 128, layernorm width 768, GELU over 128 x 3072) with 1, 4
 and 16 lanes, in one table."""
 
-from .bench import write_results
+from .bench import column, write_results
 from .cli_common import positive_int
 
 BLOCK = "norm"
@@ -44,16 +44,14 @@ def bench_norm(out_dir, *, lanes=(1, 4, 16), synth=True, softmax_rows=512):
     rows += [_common(r, "gelu", "real units", "pace_ratio")
              for r in bench_gelu(None, lanes=lanes, synth=synth, write=False)]
 
-    def opt(key, fmt):
-        return lambda r: fmt.format(r[key]) if r.get(key) is not None else "-"
-    columns = [("block", opt("block", "{}")), ("lanes", opt("lanes", "{}")),
-               ("elements", opt("elements", "{}")), ("cycles", opt("cycles", "{}")),
-               ("model", opt("model_cycles", "{}")), ("utilization", opt("utilization", "{:.2%}")),
-               ("elem/cycle", opt("elements_per_cycle", "{:.2f}")), ("latency", opt("latency", "{}")),
-               ("max err", opt("max_abs_err", "{:.4g}")), ("mean err", opt("mean_abs_err", "{:.4g}")),
-               ("error unit", opt("error_unit", "{}")), ("match", opt("match", "{}")),
-               ("time vs 16x16 GEMM", opt("pace_vs_gemm16", "{:.2%}")),
-               ("ECP5 cells", opt("ecp5_cells", "{}")), ("ECP5 LUT4", opt("ecp5_luts", "{}"))]
+    columns = [("block", column("block", "{}")), ("lanes", column("lanes", "{}")),
+               ("elements", column("elements", "{}")), ("cycles", column("cycles", "{}")),
+               ("model", column("model_cycles", "{}")), ("utilization", column("utilization", "{:.2%}")),
+               ("elem/cycle", column("elements_per_cycle", "{:.2f}")), ("latency", column("latency", "{}")),
+               ("max err", column("max_abs_err", "{:.4g}")), ("mean err", column("mean_abs_err", "{:.4g}")),
+               ("error unit", column("error_unit", "{}")), ("match", column("match", "{}")),
+               ("time vs 16x16 GEMM", column("pace_vs_gemm16", "{:.2%}")),
+               ("ECP5 cells", column("ecp5_cells", "{}")), ("ECP5 LUT4", column("ecp5_luts", "{}"))]
     write_results(out_dir, "norm", rows, columns, "bertforge bench norm", notes=[
         "BERT-base, sequence 128: softmax rows of 128 (int32 in, uint8 out), LayerNorm(x + r) over "
         "128 x 768 (int16 in, int8 out), GELU over 128 x 3072 (int8 in/out)",

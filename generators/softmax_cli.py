@@ -160,18 +160,6 @@ def ecp5_stats(verilog, top):
 
 # ---- Benchmark.
 
-#: BERT-base layer at sequence length 128: GEMM multiply-accumulates.
-def _bert_base_layer_macs(seq=128, hidden=768, heads=12, ffn=3072):
-    head = hidden // heads
-    return {
-        "qkv": 3 * seq * hidden * hidden,
-        "scores": heads * seq * seq * head,
-        "context": heads * seq * seq * head,
-        "out_proj": seq * hidden * hidden,
-        "ffn": 2 * seq * hidden * ffn,
-    }
-
-
 def bench_softmax(out_dir=None, lanes=(1, 4, 16), *, rows=512, length=128, synth=True, seed=0,
                   write=True):
     """BERT-base softmax rows (``length`` = 128 per head) at each lane count:
@@ -182,10 +170,11 @@ def bench_softmax(out_dir=None, lanes=(1, 4, 16), *, rows=512, length=128, synth
     ``out_dir`` when ``write``.
     """
     from .simulate import cached_verilog
-    macs = _bert_base_layer_macs(seq=length)
-    gemm_layer_cycles = sum(macs.values()) / 256
-    gemm_scores_cycles = macs["scores"] / 256
-    layer_elements = 12 * length * length
+    from .workload import encoder_layer
+    ops = encoder_layer("bert-base", length)
+    gemm_layer_cycles = sum(op.macs for op in ops) / 256
+    gemm_scores_cycles = next(op.macs for op in ops if op.name == "attention scores") / 256
+    layer_elements = next(op.elements for op in ops if op.kind == "softmax")
     results = []
     for index, count in enumerate(lanes, 1):
         config = SoftmaxConfig(lanes=count, l_max=length)
@@ -216,22 +205,20 @@ def bench_softmax(out_dir=None, lanes=(1, 4, 16), *, rows=512, length=128, synth
                         for key, value in ecp5_stats(cached_verilog(config), config.name).items()})
         results.append(row)
     if write and out_dir is not None:
-        from .bench import write_results
+        from .bench import column, write_results
 
-        def opt(key, fmt):
-            return lambda r: fmt.format(r[key]) if key in r else "-"
-        columns = [("design", opt("design", "{}")), ("rows", opt("rows", "{}")),
-                   ("cycles", opt("cycles", "{}")), ("model", opt("model_cycles", "{}")),
-                   ("ideal", opt("ideal_cycles", "{}")), ("utilization", opt("utilization", "{:.2%}")),
-                   ("elem/cycle", opt("elements_per_cycle", "{:.2f}")),
-                   ("latency", opt("latency_cycles", "{}")), ("match", opt("match", "{}")),
-                   ("max err (LSB)", opt("max_abs_err_lsb", "{:.3f}")),
-                   ("mean err (LSB)", opt("mean_abs_err_lsb", "{:.4f}")),
-                   ("vs GEMM16 layer", opt("ratio_to_gemm16_layer", "{:.4f}")),
-                   ("vs GEMM16 QK^T", opt("ratio_to_gemm16_scores", "{:.3f}")),
-                   ("ECP5 cells", opt("ecp5_cells", "{}")), ("LUT4", opt("ecp5_luts", "{}")),
-                   ("FF", opt("ecp5_ffs", "{}")), ("DSP", opt("ecp5_dsps", "{}")),
-                   ("DP16KD", opt("ecp5_brams", "{}"))]
+        columns = [("design", column("design", "{}")), ("rows", column("rows", "{}")),
+                   ("cycles", column("cycles", "{}")), ("model", column("model_cycles", "{}")),
+                   ("ideal", column("ideal_cycles", "{}")), ("utilization", column("utilization", "{:.2%}")),
+                   ("elem/cycle", column("elements_per_cycle", "{:.2f}")),
+                   ("latency", column("latency_cycles", "{}")), ("match", column("match", "{}")),
+                   ("max err (LSB)", column("max_abs_err_lsb", "{:.3f}")),
+                   ("mean err (LSB)", column("mean_abs_err_lsb", "{:.4f}")),
+                   ("vs GEMM16 layer", column("ratio_to_gemm16_layer", "{:.4f}")),
+                   ("vs GEMM16 QK^T", column("ratio_to_gemm16_scores", "{:.3f}")),
+                   ("ECP5 cells", column("ecp5_cells", "{}")), ("LUT4", column("ecp5_luts", "{}")),
+                   ("FF", column("ecp5_ffs", "{}")), ("DSP", column("ecp5_dsps", "{}")),
+                   ("DP16KD", column("ecp5_brams", "{}"))]
         write_results(out_dir, "softmax", results, columns, "bertforge bench softmax", notes=[
             f"BERT-base attention rows: {rows} rows of {length} (int32 scores, per-row scale, "
             "30% of rows with a masked padding tail), uint8 output, back to back, no stalls",
