@@ -12,7 +12,7 @@ import numpy as np
 from .blocks import BLOCKS, PRESETS
 from .presets import make_config
 
-__all__ = ["CliError", "positive_int", "probability", "add_config_flags", "config_from_args",
+__all__ = ["CliError", "positive_int", "probability", "add_config_flags", "config_from_args", "config_overrides",
            "add_sim_flags", "positive_float", "load_int_matrix", "save_npy_atomic", "report", "check_result"]
 
 
@@ -48,21 +48,30 @@ def positive_int(text):
     return value
 
 
-def add_config_flags(parser, block):
+def add_config_flags(parser, block, *more_blocks):
     """``--preset``, ``--config`` and one flag per config field
-    (``acc_width`` -> ``--acc-width``)."""
-    config_class = BLOCKS[block][0]
-    group = parser.add_argument_group(f"{block} config (defaults from the preset)")
-    group.add_argument("--preset", help=f"named preset: {', '.join(PRESETS[block])}")
+    (``acc_width`` -> ``--acc-width``); with several blocks, the union of
+    their fields (defaults from the first block that has the field)."""
+    blocks = (block, *more_blocks)
+    title = f"{' / '.join(blocks)} config (defaults from the preset)"
+    group = parser.add_argument_group(title)
+    group.add_argument("--preset", help="named preset: " + "; ".join(
+        f"{b}: {', '.join(PRESETS[b])}" if more_blocks else ", ".join(PRESETS[b]) for b in blocks))
     group.add_argument("--config", metavar="FILE.toml", help="TOML file with config fields")
-    defaults = PRESETS[block]["default"]
-    for field in dataclasses.fields(config_class):
-        value = getattr(defaults, field.name)
-        kind = int if value is None else type(value)
-        if kind is bool:
-            kind = _boolean
-        group.add_argument("--" + field.name.replace("_", "-"), dest=f"cfg_{field.name}", type=kind,
-                           metavar=field.name.upper(), help=f"default {value!r}")
+    seen = set()
+    for name in blocks:
+        defaults = PRESETS[name]["default"]
+        for field in dataclasses.fields(BLOCKS[name][0]):
+            if field.name in seen:
+                continue
+            seen.add(field.name)
+            value = getattr(defaults, field.name)
+            kind = int if value is None else type(value)
+            if kind is bool:
+                kind = _boolean
+            group.add_argument("--" + field.name.replace("_", "-"), dest=f"cfg_{field.name}",
+                               type=kind, metavar=field.name.upper(),
+                               help=f"default {value!r}" + (f" ({name})" if more_blocks else ""))
 
 
 def _boolean(text):
@@ -73,8 +82,23 @@ def _boolean(text):
     raise argparse.ArgumentTypeError(f"not a boolean: {text!r} (use true or false)")
 
 
-def config_from_args(block, args):
+def config_overrides(block, args):
+    """The config fields given on the command line for ``block``; a flag
+    that belongs to another block's config is an error."""
+    fields = {field.name for field in dataclasses.fields(BLOCKS[block][0])}
     overrides = {key[4:]: value for key, value in vars(args).items() if key.startswith("cfg_")}
+    for key, value in overrides.items():
+        if value is not None and key not in fields:
+            raise CliError(f"--{key.replace('_', '-')} is not a {block} config field")
+    return {key: value for key, value in overrides.items() if key in fields}
+
+
+def config_from_args(block, args, defaults=None):
+    """``block``'s config from ``--preset``/``--config`` and the field flags;
+    ``defaults`` (field values) stand in for the preset when neither is given."""
+    overrides = config_overrides(block, args)
+    if defaults and not args.preset and not args.config:
+        overrides = {**defaults, **{k: v for k, v in overrides.items() if v is not None}}
     return make_config(block, preset_name=args.preset, toml_path=args.config, overrides=overrides)
 
 

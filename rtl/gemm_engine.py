@@ -1,6 +1,6 @@
 """GEMM engine: tile scheduler + double-buffered on-chip buffers + systolic array."""
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
@@ -204,12 +204,16 @@ class GemmEngine(wiring.Component):
     Parameters
     ----------
     config : GemmConfig
+    max_dsp : int or None
+        At most this many PEs multiply with ``*`` (DSP blocks on an FPGA);
+        the others build the product from logic (see :class:`SystolicConfig`).
     """
 
-    def __init__(self, config):
+    def __init__(self, config, *, max_dsp=None):
         if not isinstance(config, GemmConfig):
             raise TypeError(f"config must be a GemmConfig, not {config!r}")
         self.config = config
+        self.systolic = replace(config.systolic, max_dsp=max_dsp)
         super().__init__({
             "cmd": In(stream.Signature(command_layout(config))),
             "done": Out(stream.Signature(completion_layout(config))),
@@ -244,7 +248,7 @@ class GemmEngine(wiring.Component):
             sched.cmd.payload.eq(cmd_head), sched.cmd.valid.eq(cmd_q.r_rdy),
             cmd_q.r_en.eq(sched.cmd.ready),
         ]
-        array = m.submodules.array = SystolicArray(cfg.systolic)
+        array = m.submodules.array = SystolicArray(self.systolic)
 
         # Fan the chunk descriptors out to every stage's queue.
         layout = chunk_layout(cfg)

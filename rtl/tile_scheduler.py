@@ -16,11 +16,11 @@ that leaves the address space, accumulate with int8 output) gives one
 descriptor with ``error`` set and nothing else.
 """
 
-from amaranth.hdl import Array, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Const, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["command_layout", "completion_layout", "chunk_layout", "TileScheduler"]
+__all__ = ["command_layout", "pack_command", "completion_layout", "chunk_layout", "TileScheduler"]
 
 
 def command_layout(config):
@@ -39,6 +39,15 @@ def command_layout(config):
         "accumulate": 1, "int8": 1,
         "multiplier": unsigned(32), "shift": unsigned(6), "tag": unsigned(8),
     })
+
+
+def pack_command(config, cmd):
+    """A command dict -> the integer of its payload."""
+    value = 0
+    for name, field in command_layout(config):
+        raw = int(cmd.get(name, 0)) & ((1 << Shape.cast(field.shape).width) - 1)
+        value |= raw << field.offset
+    return value
 
 
 def completion_layout(config):

@@ -21,26 +21,16 @@ import time
 
 import cocotb
 import numpy as np
-from amaranth.hdl import Shape
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, Timer
 
 from bertforge.rtl.gemm_engine import GemmConfig
-from bertforge.rtl.tile_scheduler import command_layout
+from bertforge.rtl.tile_scheduler import pack_command
 from bertforge.sim.gemm_cycles import gemm_cycles, ideal_cycles
 from bertforge.sim.gemm_golden import run_commands
 from bertforge.sim.gemm_harness import MAX_COMMANDS
 
 KNOBS = ("lat_min", "lat_mask", "p_req", "p_data", "p_wr", "p_cmd", "p_done", "bw")
-
-
-def pack_command(config, cmd):
-    """A command dict -> the integer of its payload."""
-    value = 0
-    for name, field in command_layout(config):
-        raw = int(cmd.get(name, 0)) & ((1 << Shape.cast(field.shape).width) - 1)
-        value |= raw << field.offset
-    return value
 
 
 async def load_memory(dut, image, mem_bytes):

@@ -13,6 +13,8 @@ from bertforge.boards import protocol
 from bertforge.boards.build import connect_uart_top, parse_report
 from bertforge.boards.clocking import ClockShell, ecp5_pll_params, ice40_pll_params
 from bertforge.boards.host import pack_words, systolic_result_from_bytes, systolic_tile_bytes, unpack_words
+from bertforge.boards.gemm_top import GemmBoardTop, GemmTopConfig, board_engine_config
+from bertforge.boards.host import gemm_board_layout, gemm_result_from_bytes
 from bertforge.boards.systolic_top import SystolicBoardTop, SystolicTopConfig
 from bertforge.boards.targets import BOARDS, board
 from bertforge.generators.cli import main
@@ -149,16 +151,19 @@ def test_pll_parameters():
 
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
-@pytest.mark.parametrize("clock", [None, "pll"])
-def test_every_board_passes_the_build_plan(name, clock):
+@pytest.mark.parametrize("clock, design", [(None, "gemm"), ("pll", "systolic")])
+def test_every_board_passes_the_build_plan(name, clock, design):
     target = board(name)
     if clock == "pll" and target.family not in ("ice40", "ecp5"):
         with pytest.raises(ValueError, match=r"--clock needs a PLL"):
             ClockShell(None, target.family, target.clock_mhz, 10.0, None)
         return
     mhz = {"ice40": 24.0, "ecp5": 100.0}.get(target.family) if clock else None
-    config = SystolicTopConfig(array=SystolicConfig(rows=2, cols=2), divisor=16)
-    top = SystolicBoardTop(config)
+    if design == "gemm":
+        top = GemmBoardTop(GemmTopConfig(engine=board_engine_config(rows=2, cols=2, mem_kib=2),
+                                         divisor=16, max_dsp=target.dsp_count))
+    else:
+        top = SystolicBoardTop(SystolicTopConfig(array=SystolicConfig(rows=2, cols=2), divisor=16))
     shell = ClockShell(top, target.family, target.clock_mhz, mhz, connect_uart_top(target))
     plan = target.make_platform().build(shell, name="top", do_build=False)
     files = plan.files
@@ -196,10 +201,23 @@ def test_board_cli_lists_and_rejects(capsys, tmp_path, monkeypatch):
     assert main(["flash", "--board", "icebreaker", "--bitstream", "none.bin"]) == 2
     assert "bitstream none.bin does not exist" in capsys.readouterr().err
     np.save(tmp_path / "a.npy", np.zeros((4, 4), np.int8))
-    assert main(["run", "--board", "icebreaker", "--port", "/dev/null", "systolic", "--a", "a.npy",
-                 "--b", "a.npy", "--out", "c.npy"]) == 2
-    assert "no build report at build-icebreaker-systolic/report.json" in capsys.readouterr().err
+    for design in ("systolic", "gemm"):
+        assert main(["run", "--board", "icebreaker", "--port", "/dev/null", design, "--a", "a.npy",
+                     "--b", "a.npy", "--out", "c.npy"]) == 2
+        assert f"no build report at build-icebreaker-{design}/report.json" in capsys.readouterr().err
     assert not (tmp_path / "c.npy").exists()
+    assert main(["build", "--board", "icebreaker", "--design", "gemm", "--k-chunk", "7"]) == 2
+    assert "k_chunk must be a multiple of" in capsys.readouterr().err
+    assert main(["build", "--board", "icebreaker", "--design", "systolic", "--m-tile", "7"]) == 2
+    assert "--m-tile is not a systolic config field" in capsys.readouterr().err
+    assert main(["build", "--board", "icebreaker", "--mem-kib", "65"]) == 2
+    assert "--mem-kib must be between 1 and 64, not 65" in capsys.readouterr().err
+    build = tmp_path / "build-icebreaker-gemm"
+    build.mkdir()
+    (build / "report.json").write_text(json.dumps({"design": {"name": "systolic", "config": {}}}))
+    assert main(["run", "--board", "icebreaker", "--port", "/dev/null", "gemm", "--a", "a.npy",
+                 "--b", "a.npy", "--out", "c.npy"]) == 2
+    assert "is a build of design systolic, not gemm" in capsys.readouterr().err
 
 
 def test_flash_without_a_board_says_so(capsys, tmp_path):
@@ -212,11 +230,58 @@ def test_flash_without_a_board_says_so(capsys, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, rows, mhz", [("icebreaker", 4, 24.0), ("ulx3s-85f", 4, 100.0)])
-def test_full_build(name, rows, mhz, tmp_path, capsys):
-    assert main(["build", "--board", name, "--rows", str(rows), "--cols", str(rows),
-                 "--clock", str(mhz), "-o", str(tmp_path), "--json"]) == 0
+@pytest.mark.parametrize("name, design, rows, mhz", [("icebreaker", "systolic", 4, 24.0),
+                                                    ("icebreaker", "gemm", 2, 24.0),
+                                                    ("ulx3s-85f", "gemm", 4, 100.0)])
+def test_full_build(name, design, rows, mhz, tmp_path, capsys):
+    assert main(["build", "--board", name, "--design", design, "--rows", str(rows),
+                 "--cols", str(rows), "--clock", str(mhz), "-o", str(tmp_path), "--json"]) == 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["timing_met"] and report["fmax_mhz"] >= mhz
     assert report["resources"]["DSPs"]["used"] > 0
     assert (tmp_path / report["bitstream"].rsplit("/", 1)[-1]).exists()
+
+
+@pytest.mark.parametrize("dataflow, rows, cols", [("os", 2, 2), ("ws", 2, 3)])
+def test_gemm_board_top_over_uart_in_verilator(dataflow, rows, cols, tmp_path):
+    """GEMMs (edge tiles, int8 requantization at the saturation limits, K > k_chunk)
+    through the UART link, a corrupted frame before each (rejected, the link
+    goes on), then two bad commands rejected with BAD_ARGUMENT, then a good one."""
+    engine = board_engine_config(rows=rows, cols=cols, dataflow=dataflow, mem_kib=2,
+                                 k_chunk=8)
+    config = GemmTopConfig(engine=engine, divisor=4)
+    rng = np.random.default_rng(3)
+    shapes = [(3, 5, 4, {}), (1, 1, 1, {}), (5, 19, 3, {"int8": True, "multiplier": 3, "shift": 4})]
+    arrays, flags = {}, []
+    for index, (m, k, n, flag) in enumerate(shapes):
+        arrays[f"a_{index}"] = rng.integers(-128, 128, (m, k))
+        arrays[f"b_{index}"] = rng.integers(-128, 128, (k, n))
+        flags.append(flag)
+    arrays["a_2"][0] = 127
+    arrays["b_2"][:, 0] = 127   # C[0, 0] saturates the int8 output
+    np.savez(tmp_path / "data.npz", **arrays)
+    text = verilog.convert(GemmBoardTop(config), name=config.name, emit_src=False)
+    result = runner.run(text, config.name, "bertforge.sim.gemm_board_tb",
+                        {"config": config.to_dict(), "data": str(tmp_path / "data.npz"),
+                         "flags": flags, "corrupt": True}, workdir=tmp_path / "sim")
+    assert result["passed"], result["log"]
+    assert result["design_id"] == 2
+    assert [p["match"] for p in result["problems"]] == [True] * 3
+    assert result["corrupt_rejected"] == 3 and result["bad_rejected"] == 2
+    assert result["works_after_errors"]
+
+
+def test_gemm_board_layout_and_limits():
+    config = GemmTopConfig(engine=board_engine_config(rows=4, cols=4, mem_kib=1))
+    a = np.arange(6).reshape(2, 3)
+    b = np.arange(12).reshape(3, 4)
+    image, command = gemm_board_layout(config, a, b)
+    assert command["b_addr"] % config.engine.mem_bytes == 0
+    assert image[:6] == bytes(range(6)) and command["c_addr"] == len(image)
+    assert gemm_result_from_bytes(command, (a @ b).astype("<i4").tobytes()).tolist() == (a @ b).tolist()
+    with pytest.raises(ValueError, match=r"^A, B and C need \d+ bytes; the board memory holds 1024"):
+        gemm_board_layout(config, np.zeros((30, 30)), np.zeros((30, 30)))
+    with pytest.raises(ValueError, match=r"do not multiply"):
+        gemm_board_layout(config, np.zeros((2, 3)), np.zeros((2, 3)))
+    with pytest.raises(ValueError, match=r"^engine.addr_width must be at most 16"):
+        GemmTopConfig(engine=board_engine_config(mem_kib=128))
