@@ -17,11 +17,24 @@ A hardware config is a TOML file (examples in ``generators/configs/``)::
     [gelu]                     # GeluConfig fields
     lanes = 16
 
-Overlap model: none. Operations run one after another, each on its unit,
-so the total is the sum (what a simple sequencer achieves; overlapping e.g.
-the softmax of one head with the next head's GEMM would lower it).
+Overlap model, as :class:`~bertforge.rtl.encoder_top.EncoderTop`'s
+sequencer runs a layer: the commands of one GEMM operation (the heads of
+attention, the q and v projections) run back to back in the engine, which
+loads the next tile while it computes the current one; different operations
+run one after another (the next starts when the previous one's last result
+is written), so the total is the sum. Overlapping units (e.g. the softmax
+of one head with the next head's score GEMM) is not modelled.
+
+Costs: a GEMM operation is :func:`~bertforge.sim.gemm_cycles.gemm_cycles` of
+its commands (int8 or int32 results, the memory's latency and bandwidth);
+a softmax, layernorm or GELU operation is its unit's cycle model plus
+:func:`~bertforge.sim.encoder_cycles.operation_gap` (the sequencer and the
+memory adapter filling the unit) and, if the memory cannot deliver one
+input beat per cycle, no less than its bytes read over the bandwidth (a
+bound; the RTL-validated case is a memory of one word per cycle).
 Elementwise work with no unit (``other``: dropout in training) costs its
-bytes over the memory bandwidth.
+bytes over the memory bandwidth. ``bertforge sim encoder`` runs the tiny
+model's layer in Verilator and compares with this prediction.
 """
 
 import csv
@@ -35,6 +48,7 @@ from bertforge.rtl.gelu import GeluConfig
 from bertforge.rtl.gemm_engine import GemmConfig
 from bertforge.rtl.layernorm import LayerNormConfig
 from bertforge.rtl.softmax import SoftmaxConfig
+from bertforge.sim.encoder_cycles import operation_gap
 from bertforge.sim.gelu_cycles import gelu_cycles
 from bertforge.sim.gemm_cycles import gemm_cycles, ideal_cycles
 from bertforge.sim.layernorm_cycles import layernorm_cycles
@@ -102,7 +116,7 @@ def load_hardware(path):
 
 
 def _gemm(hw, op):
-    command = {"m": op.m, "k": op.k, "n": op.n}
+    command = {"m": op.m, "k": op.k, "n": op.n, "int8": int(op.int8_out)}
     one = gemm_cycles(hw.gemm, [command], lat=hw.mem_latency, bw=hw.mem_bytes_per_cycle)["cycles"]
     if op.count == 1:
         return one, ideal_cycles(hw.gemm, command)
@@ -117,11 +131,16 @@ def _unit(hw, op, model):
         field = "l_max" if op.kind == "softmax" else "h_max"
         raise ConfigError(f"the {op.kind} unit takes rows up to {field} = {limit}, but "
                           f"{op.name} has rows of {op.length}; raise [{op.kind}] {field}")
+    gap = operation_gap(op.kind, hw.mem_latency, layernorm=hw.layernorm, length=op.length)
     if op.kind == "gelu":
         beats = -(-op.elements // cfg.lanes)
-        return gelu_cycles(cfg, beats), op.elements / cfg.lanes
-    rows = op.count * op.rows
-    return model(cfg, [op.length] * rows), op.elements / cfg.lanes
+        cycles = gelu_cycles(cfg, beats)
+    else:
+        cycles = model(cfg, [op.length] * (op.count * op.rows))
+    # Bytes read per element (writes have their own stream): softmax int32,
+    # layernorm x and the residual, GELU one.
+    read = op.elements * {"softmax": 4, "layernorm": 2, "gelu": 1}[op.kind]
+    return max(gap + cycles, math.ceil(read / hw.mem_bytes_per_cycle)), op.elements / cfg.lanes
 
 
 def analyze(model, seq, hw, *, batch=1, training=False):

@@ -43,6 +43,7 @@ BLOCK_COMMANDS = [
     "softmax_cli",
     "norm_bench",
     "boards_bench",
+    "encoder_cli",
 ]
 
 

@@ -3,7 +3,12 @@ operations of one encoder layer, with shapes and sizes.
 
 Forward (per layer, as Demystifying BERT profiles it): Q/K/V and output
 projections, per-head attention scores and context GEMMs, softmax with the
-padding mask, two residual + layernorm, the FFN with GELU. ``training``
+padding mask, two residual + layernorm, the FFN with GELU. The operations
+are listed as a row-major GEMM engine runs them (and as
+:mod:`bertforge.sim.encoder_run` programs :class:`~bertforge.rtl.encoder_top.EncoderTop`):
+K is produced transposed (``K^T = Wk^T X^T``, an H x H x tokens GEMM) so that
+the score GEMMs read it row-major; every GEMM writes int8 except the
+attention scores, which stay int32 for the softmax. ``training``
 adds the backward pass: for every GEMM (M x K x N) its data-gradient GEMM
 (M x N x K) and weight-gradient GEMM (K x M x N), softmax / layernorm /
 GELU backward, and dropout (forward mask and backward) after attention
@@ -44,6 +49,7 @@ class Operation:
     of ``length``), ``layernorm`` (``rows`` vectors of ``length``), ``gelu``
     (``rows`` x ``length`` elements) or ``other`` (elementwise memory-bound
     work: ``rows`` x ``length`` elements, ``passes`` reads+writes of each).
+    A GEMM writes int8 (requantized) results when ``int8_out``, else int32.
     """
 
     name: str
@@ -55,6 +61,7 @@ class Operation:
     rows: int = 0
     length: int = 0
     passes: int = 0
+    int8_out: bool = True
 
     @property
     def macs(self):
@@ -75,8 +82,9 @@ def encoder_layer(model, seq, batch=1, training=False):
         raise ValueError(f"seq and batch must be positive, not {seq} and {batch}")
     tokens, h, d, heads = batch * seq, model.hidden, model.head_dim, model.heads
     ops = [
-        Operation("qkv projections", "gemm", 3, m=tokens, k=h, n=h),
-        Operation("attention scores", "gemm", batch * heads, m=seq, k=d, n=seq),
+        Operation("q, v projections", "gemm", 2, m=tokens, k=h, n=h),
+        Operation("k projection", "gemm", 1, m=h, k=h, n=tokens),
+        Operation("attention scores", "gemm", batch * heads, m=seq, k=d, n=seq, int8_out=False),
         Operation("softmax", "softmax", batch * heads, rows=seq, length=seq),
         Operation("attention context", "gemm", batch * heads, m=seq, k=seq, n=d),
         Operation("output projection", "gemm", 1, m=tokens, k=h, n=h),
@@ -91,8 +99,11 @@ def encoder_layer(model, seq, batch=1, training=False):
     backward = []
     for op in ops:
         if op.kind == "gemm":
-            backward.append(Operation(f"{op.name} data grad", "gemm", op.count, m=op.m, k=op.n, n=op.k))
-            backward.append(Operation(f"{op.name} weight grad", "gemm", op.count, m=op.k, k=op.m, n=op.n))
+            # Gradients stay int32 (they are accumulated and scaled later).
+            backward.append(Operation(f"{op.name} data grad", "gemm", op.count, m=op.m, k=op.n, n=op.k,
+                                      int8_out=False))
+            backward.append(Operation(f"{op.name} weight grad", "gemm", op.count, m=op.k, k=op.m, n=op.n,
+                                      int8_out=False))
         else:
             # dX from Y and dY: one more pass over the same elements on the same unit.
             backward.append(Operation(f"{op.name} backward", op.kind, op.count, rows=op.rows,

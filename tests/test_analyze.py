@@ -9,12 +9,14 @@ from bertforge.generators.analyze_cli import DEFAULT_HW
 from bertforge.generators.cli import main
 from bertforge.generators.presets import ConfigError
 from bertforge.generators.workload import encoder_layer
+from bertforge.sim.encoder_cycles import operation_gap
 from bertforge.sim.softmax_cycles import softmax_cycles
 
 
 def test_bert_base_layer_operations():
     ops = encoder_layer("bert-base", 128)
     macs = sum(op.macs for op in ops if op.kind == "gemm")
+    assert [op.count for op in ops if "projection" in op.name] == [2, 1, 1]
     assert macs == 4 * 128 * 768 * 768 + 2 * 128 * 768 * 3072 + 2 * 12 * 128 * 128 * 64
     softmax = [op for op in ops if op.kind == "softmax"][0]
     assert (softmax.count, softmax.rows, softmax.length) == (12, 128, 128)
@@ -30,7 +32,8 @@ def test_analysis_uses_the_unit_cycle_models():
     hw = load_hardware(DEFAULT_HW)
     result = analyze("bert-base", 128, hw, batch=2)
     softmax = next(r for r in result["operations"] if r["class"] == "softmax")
-    assert softmax["cycles"] == softmax_cycles(hw.softmax, [128] * (2 * 12 * 128))
+    assert softmax["cycles"] == (softmax_cycles(hw.softmax, [128] * (2 * 12 * 128))
+                                 + operation_gap("softmax", hw.mem_latency))
     assert result["total_cycles"] == sum(c["cycles"] for c in result["classes"])
     assert sum(c["share"] for c in result["classes"]) == pytest.approx(1.0)
     gemm = next(c for c in result["classes"] if c["class"] == "gemm")

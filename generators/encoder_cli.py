@@ -1,0 +1,179 @@
+"""``bertforge sim encoder`` and ``bertforge bench encoder``: one BERT encoder
+layer on :class:`~bertforge.rtl.encoder_top.EncoderTop` in Verilator, against
+the integer golden model, the float reference and ``analyze``'s prediction.
+
+The hardware comes from an ``analyze`` hardware config (``--hw``): its
+[gemm], [softmax], [layernorm] and [gelu] sections become the top's units,
+its memory latency the simulated memory's. The simulated memory delivers
+one ``mem_width`` word per cycle, so the prediction is made for that
+bandwidth when the file asks for less (a note says so).
+"""
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .analyze import analyze, load_hardware
+from .cli_common import CliError, add_sim_flags, positive_int
+from .presets import ConfigError
+from .bench import column, write_results
+from .workload import MODELS
+
+__all__ = ["BLOCK", "encoder_config", "run_encoder", "add_sim_parser", "run_sim",
+           "add_bench_parser", "run_bench"]
+
+BLOCK = "encoder"
+TINY_HW = Path(__file__).parent / "configs" / "tiny.toml"
+#: Allowed relative difference between measured and predicted layer cycles.
+TOLERANCE = 0.03
+
+
+def encoder_config(hw, path):
+    """The :class:`EncoderConfig` of a loaded hardware config; a one-line
+    :class:`ConfigError` naming ``path`` if its units cannot form a top."""
+    from bertforge.rtl.encoder_top import EncoderConfig
+    try:
+        return EncoderConfig(gemm=hw.gemm, softmax=hw.softmax, layernorm=hw.layernorm, gelu=hw.gelu)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{path}: {error}") from None
+
+
+def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, waves=False,
+                quiet=True):
+    """Simulate one layer and compare it; returns the result dict."""
+    from bertforge.sim.encoder_golden import random_layer
+    from bertforge.sim.encoder_run import check_shape, simulate_encoder
+    hw = load_hardware(hw_path)
+    config = encoder_config(hw, hw_path)
+    shape = MODELS[model]
+    try:
+        check_shape(config, seq, shape.hidden, shape.heads, shape.ffn)
+    except ValueError as error:
+        raise CliError(f"{model} at sequence length {seq} does not fit {hw_path}: {error}") from None
+    if not 1 <= hw.mem_latency <= 200:
+        raise CliError(f"{hw_path}: the simulated memory takes mem_latency 1..200, not {hw.mem_latency}")
+    notes = []
+    if hw.mem_bytes_per_cycle < config.gemm.mem_bytes:
+        notes.append(f"the simulated memory delivers {config.gemm.mem_bytes} bytes per cycle; "
+                     f"predicted for that instead of {hw.mem_bytes_per_cycle:g}")
+        hw = dataclasses.replace(hw, mem_bytes_per_cycle=float(config.gemm.mem_bytes))
+    prediction = analyze(model, seq, hw)
+    layer = random_layer(config, seq, shape.hidden, shape.heads, shape.ffn, seed=seed)
+    stalls = gap > 0 or stall > 0
+    result = simulate_encoder(config, layer, mem_latency=hw.mem_latency, seed=seed,
+                              lat_mask=3 if stalls else 0, p_req=int(stall * 256),
+                              p_data=int(gap * 256), p_wr=int(stall * 256), waves=waves, quiet=quiet)
+    predicted = {r["operation"]: r["cycles"] for r in prediction["operations"]}
+    operations = []
+    for op in result["ops"]:
+        if op["name"] not in predicted:
+            raise RuntimeError(f"operation {op['name']!r} of the encoder program is not in the workload")
+        operations.append({"operation": op["name"], "class": op["class"], "cycles": op["span"],
+                           "predicted": predicted[op["name"]], "busy": op["busy"], "wait": op["gap"]})
+    classes = []
+    for name in dict.fromkeys(op["class"] for op in operations):
+        measured = sum(op["cycles"] for op in operations if op["class"] == name)
+        model_cycles = sum(op["predicted"] for op in operations if op["class"] == name)
+        classes.append({"class": name, "cycles": measured, "predicted": model_cycles,
+                        "difference": (measured - model_cycles) / model_cycles})
+    total, model_total = result["cycles"], prediction["total_cycles"]
+    return {
+        "block": BLOCK, "design": config.name, "hardware": hw.name, "model": model, "seq": seq,
+        "seed": seed, "stalls": stalls, "commands": result["commands"],
+        "cycles": total, "predicted_cycles": model_total,
+        "difference": (total - model_total) / model_total,
+        "classes": classes, "operations": operations,
+        "match": result["match"], "mismatches": result["mismatches"], "passed": result["passed"],
+        "max_error": result["max_error"], "output_lsb": result["output_lsb"],
+        "cosine": result["cosine"], "sim_seconds": result["sim_seconds"],
+        "sim_cycles_per_second": total / max(result["sim_seconds"], 1e-9),
+        "waves": result.get("waves"), "notes": notes, "config": config.to_dict(),
+    }
+
+
+def add_sim_parser(blocks):
+    sub = blocks.add_parser(BLOCK, help="one BERT encoder layer on GEMM + softmax + layernorm + GELU")
+    sub.add_argument("--hw", metavar="FILE.toml", default=str(TINY_HW),
+                     help="hardware config, as for analyze (default generators/configs/tiny.toml)")
+    sub.add_argument("--model", default="tiny", choices=sorted(MODELS),
+                     help="layer shape (default tiny: hidden 64, 2 heads, FFN 256)")
+    sub.add_argument("--seq", type=positive_int, default=32, help="sequence length (default 32)")
+    add_sim_flags(sub)
+
+
+def _print(result):
+    print(f"{result['design']}: {result['model']} encoder layer, seq {result['seq']}, "
+          f"{result['commands']} commands")
+    print(f"  {'cycles':<17} {result['cycles']:,}")
+    print(f"  {'predicted_cycles':<17} {result['predicted_cycles']:,} "
+          f"({result['difference']:+.2%} measured vs predicted)")
+    for c in result["classes"]:
+        print(f"    {c['class']:<15} {c['cycles']:>10,} measured {c['predicted']:>10,} predicted "
+              f"{c['difference']:+.2%}")
+    print(f"  {'max_error':<17} {result['max_error']:.4f} (output LSB {result['output_lsb']:g})")
+    print(f"  {'cosine':<17} {result['cosine']:.5f} (vs the float64 layer)")
+    print(f"  {'match':<17} {'yes' if result['match'] else 'NO'} (every stage vs the integer golden model)")
+    print(f"  {'sim speed':<17} {result['sim_cycles_per_second']:,.0f} cycles/s")
+    for note in result["notes"]:
+        print(f"  note: {note}")
+
+
+def run_sim(args):
+    import json
+    result = run_encoder(args.hw, model=args.model, seq=args.seq, seed=args.seed, gap=args.gap,
+                         stall=args.stall, waves=args.waves, quiet=args.json)
+    if args.json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        _print(result)
+    if not result["match"] or not result["passed"]:
+        bad = {k: v for k, v in result["mismatches"].items() if v}
+        where = f"; waveform: {result['waves']}" if result.get("waves") else ""
+        print(f"bertforge: error: the hardware differs from the golden model in {bad}{where}",
+              file=sys.stderr)
+        return 1
+    if not result["stalls"] and abs(result["difference"]) > TOLERANCE:
+        print(f"bertforge: error: measured {result['cycles']} cycles, analyze predicts "
+              f"{result['predicted_cycles']} ({result['difference']:+.2%})", file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_bench_parser(blocks):
+    sub = blocks.add_parser(BLOCK, help="the tiny encoder layer at several sequence lengths")
+    sub.add_argument("--out", default="bench-encoder", metavar="DIR",
+                     help="output directory (default bench-encoder)")
+    sub.add_argument("--hw", metavar="FILE.toml", default=str(TINY_HW))
+    sub.add_argument("--seqs", default="32,64", help="comma-separated sequence lengths (default 32,64)")
+
+
+def run_bench(args):
+    try:
+        seqs = [int(text) for text in args.seqs.split(",")]
+    except ValueError:
+        raise CliError(f"--seqs must be comma-separated integers, not {args.seqs!r}") from None
+    rows = []
+    for seq in seqs:
+        print(f"encoder: tiny layer, seq {seq}", file=sys.stderr, flush=True)
+        result = run_encoder(args.hw, seq=seq, quiet=False)
+        row = {k: result[k] for k in ("design", "seq", "cycles", "predicted_cycles", "difference",
+                                      "match", "max_error", "cosine", "sim_seconds",
+                                      "sim_cycles_per_second", "classes")}
+        for c in result["classes"]:
+            row[f"{c['class']}_share"] = c["cycles"] / result["cycles"]
+        rows.append(row)
+    columns = [("design", lambda r: r["design"]), ("seq", column("seq", "{}")),
+               ("cycles", column("cycles", "{:,}")), ("predicted", column("predicted_cycles", "{:,}")),
+               ("diff", column("difference", "{:+.2%}")),
+               ("GEMM", column("gemm_share", "{:.1%}")), ("softmax", column("softmax_share", "{:.1%}")),
+               ("layernorm", column("layernorm_share", "{:.1%}")), ("GELU", column("gelu_share", "{:.1%}")),
+               ("match", lambda r: "yes" if r["match"] else "NO"), ("cosine", column("cosine", "{:.4f}")),
+               ("max err", column("max_error", "{:.3f}")),
+               ("cycles/s", column("sim_cycles_per_second", "{:,.0f}"))]
+    write_results(args.out, "encoder", rows, columns, "bertforge bench encoder", notes=[
+        "tiny model (hidden 64, 2 heads, FFN 256), random weights ~ N(0, 1/fan_in), int8",
+        "predicted = bertforge analyze on the same hardware config; match = every stage equals "
+        "the integer golden model; cosine and max error against the float64 layer"])
+    return 0 if all(r["match"] for r in rows) else 1

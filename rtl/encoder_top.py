@@ -1,0 +1,371 @@
+"""Encoder top-level: the GEMM engine, the softmax, layernorm and GELU units,
+a command sequencer and stream adapters on one external-memory interface.
+
+A command stream (fed by the host or a testbench; there is no instruction
+memory) drives everything. Each command names a unit (``op``):
+
+- ``OP_GEMM``: ``gemm`` is a :func:`~bertforge.rtl.tile_scheduler.command_layout`
+  command, passed to :class:`~bertforge.rtl.gemm_engine.GemmEngine` as is.
+- ``OP_SOFTMAX``: ``rows`` rows of ``length`` int32 scores at ``src`` (row
+  stride ``src_stride`` bytes), row scale ``multiplier``/``shift``
+  (:func:`~bertforge.rtl.softmax.softmax_scale`); the uint8 probabilities
+  ``p`` are written as int8 ``min((p + 1) >> 1, 127)`` (scale 1/128, so the
+  next GEMM can take them as signed operands) at ``dst`` (stride ``dst_stride``).
+- ``OP_LAYERNORM``: first gamma (``length`` int8 at ``params``) and beta
+  (``length`` int8 at ``params + length``) go to the unit, then ``rows``
+  vectors ``x`` (int8 at ``src``) with the residual ``r`` (int8 at ``src2``,
+  stride ``src2_stride``) added in the unit; int8 out at ``dst``.
+- ``OP_GELU``: ``rows`` x ``length`` int8 at ``src`` -> int8 at ``dst``.
+
+Sequencing: a command starts when everything before it has completed, with
+one exception: a GEMM command without ``barrier`` that follows a GEMM goes
+straight into the engine's command queue, so the commands of one operation
+(the heads of attention, independent projections) run back to back.
+Completions leave in order as one-cycle strobes (``finish``, with
+``finish_error`` from the engine's error flag); ``start`` strobes when a
+command's unit takes its first input (GEMM: the command handshake;
+softmax, layernorm, GELU: the first ``x`` beat), so per-unit busy time can
+be measured.
+
+Stream adapters (one per elementwise unit): a reader issues one-beat read
+requests for the command's rows (two interleaved sources for layernorm:
+``x`` and ``r``, or gamma and beta), queues the words per source, an
+unpacker cuts each word into the unit's beats (``lanes`` elements; int8 is
+sign-extended to the unit's input width) and the unit's output beats are
+written straight back (``lanes`` bytes per write request). Rows must be
+whole memory words (``length * element bytes`` a multiple of ``mem_width //
+8``), ``length`` a multiple of the unit's lanes, row bases word aligned.
+With a memory that answers one beat per cycle the units are fed at their
+full rate (one beat per cycle) after a fill of a few cycles plus the read
+latency: :mod:`bertforge.sim.encoder_cycles` is the cycle model.
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from .gelu import Gelu, GeluConfig
+from .gemm_engine import GemmConfig, GemmEngine, read_request_layout, write_request_layout
+from .layernorm import LayerNorm, LayerNormConfig
+from .softmax import MULT_BITS, SHIFT_BITS, Softmax, SoftmaxConfig
+from .tile_scheduler import command_layout
+
+__all__ = ["EncoderConfig", "EncoderTop", "encoder_command_layout",
+           "OP_GEMM", "OP_SOFTMAX", "OP_LAYERNORM", "OP_GELU", "WORD_QUEUE"]
+
+OP_GEMM, OP_SOFTMAX, OP_LAYERNORM, OP_GELU = 0, 1, 2, 3
+#: Words each adapter source queue holds.
+WORD_QUEUE = 4
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncoderConfig:
+    """The units of an :class:`EncoderTop`.
+
+    Parameters
+    ----------
+    gemm : GemmConfig
+        int8 operands (``width = 8``); its ``mem_width`` and ``addr_width``
+        are the top's memory interface.
+    softmax : SoftmaxConfig
+        int32 input, uint8 output; ``lanes * 4`` must divide ``mem_width // 8``.
+    layernorm : LayerNormConfig
+        with ``add_residual``; ``lanes`` must divide ``mem_width // 8``.
+    gelu : GeluConfig
+        int8 in and out; ``lanes`` must divide ``mem_width // 8``.
+    """
+
+    gemm: GemmConfig
+    softmax: SoftmaxConfig
+    layernorm: LayerNormConfig
+    gelu: GeluConfig
+
+    def __post_init__(self):
+        for name, cls in (("gemm", GemmConfig), ("softmax", SoftmaxConfig),
+                          ("layernorm", LayerNormConfig), ("gelu", GeluConfig)):
+            if not isinstance(getattr(self, name), cls):
+                raise TypeError(f"{name} must be a {cls.__name__}, not {getattr(self, name)!r}")
+        mb = self.gemm.mem_bytes
+        if self.gemm.width != 8:
+            raise ValueError(f"the encoder top needs gemm width 8, not {self.gemm.width}")
+        if self.softmax.in_width != 32 or self.softmax.out_width != 8:
+            raise ValueError("the encoder top needs softmax in_width 32 and out_width 8")
+        if not self.layernorm.add_residual:
+            raise ValueError("the encoder top needs layernorm add_residual = true")
+        if self.gelu.in_width != 8 or self.gelu.out_width != 8:
+            raise ValueError("the encoder top needs gelu in_width 8 and out_width 8")
+        for name, beat in (("softmax", self.softmax.lanes * 4), ("layernorm", self.layernorm.lanes),
+                           ("gelu", self.gelu.lanes)):
+            if mb % beat:
+                raise ValueError(f"{name} beats of {beat} bytes must divide the {mb}-byte memory "
+                                 f"word; change [{name}] lanes or [gemm] mem_width")
+
+    @property
+    def name(self):
+        g = self.gemm
+        return (f"encoder_{g.rows}x{g.cols}_{g.dataflow}_m{g.mem_width}_s{self.softmax.lanes}"
+                f"_l{self.layernorm.lanes}_g{self.gelu.lanes}")
+
+    def to_dict(self):
+        return {name: getattr(self, name).to_dict() for name in ("gemm", "softmax", "layernorm", "gelu")}
+
+
+def encoder_command_layout(config):
+    """One sequencer command (see the module docstring)."""
+    addr = unsigned(config.gemm.addr_width)
+    return data.StructLayout({
+        "op": unsigned(2), "barrier": 1, "gemm": command_layout(config.gemm),
+        "src": addr, "src2": addr, "dst": addr, "params": addr,
+        "src_stride": addr, "src2_stride": addr, "dst_stride": addr,
+        "rows": unsigned(16), "length": unsigned(16),
+        "multiplier": unsigned(MULT_BITS), "shift": unsigned(SHIFT_BITS),
+    })
+
+
+class EncoderTop(wiring.Component):
+    """GEMM engine + softmax + layernorm + GELU + sequencer (module docstring).
+
+    Ports: ``cmd`` (in, :func:`encoder_command_layout`), ``rd_req``,
+    ``rd_data``, ``wr_req`` (the engine's memory interface, shared),
+    ``start``, ``finish``, ``finish_error`` (strobes).
+
+    Parameters
+    ----------
+    config : EncoderConfig
+    """
+
+    def __init__(self, config):
+        if not isinstance(config, EncoderConfig):
+            raise TypeError(f"config must be an EncoderConfig, not {config!r}")
+        self.config = config
+        g = config.gemm
+        super().__init__({
+            "cmd": In(stream.Signature(encoder_command_layout(config))),
+            "rd_req": Out(stream.Signature(read_request_layout(g))),
+            "rd_data": In(stream.Signature(unsigned(g.mem_width))),
+            "wr_req": Out(stream.Signature(write_request_layout(g))),
+            "start": Out(1), "finish": Out(1), "finish_error": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        engine = m.submodules.engine = GemmEngine(cfg.gemm)
+        softmax = m.submodules.softmax = Softmax(cfg.softmax)
+        layernorm = m.submodules.layernorm = LayerNorm(cfg.layernorm)
+        gelu = m.submodules.gelu = Gelu(cfg.gelu)
+
+        cmd = self.cmd
+        op = cmd.payload.op
+        outstanding = Signal(range(64))
+        unit = Signal(2)
+        idle = outstanding == 0
+        can = cmd.valid & (idle | ((op == OP_GEMM) & (unit == OP_GEMM) & ~cmd.payload.barrier))
+        m.d.comb += [engine.cmd.payload.eq(cmd.payload.gemm),
+                     engine.cmd.valid.eq(can & (op == OP_GEMM)),
+                     cmd.ready.eq(can & ((op != OP_GEMM) | engine.cmd.ready)),
+                     engine.done.ready.eq(1)]
+        taken = cmd.valid & cmd.ready
+        with m.If(taken):
+            m.d.sync += unit.eq(op)
+
+        adapters = {
+            OP_SOFTMAX: self._adapter(m, "sm", softmax, cmd, taken & (op == OP_SOFTMAX),
+                                      sources=1, ebytes=4, lanes=cfg.softmax.lanes),
+            OP_LAYERNORM: self._adapter(m, "ln", layernorm, cmd, taken & (op == OP_LAYERNORM),
+                                        sources=2, ebytes=1, lanes=cfg.layernorm.lanes),
+            OP_GELU: self._adapter(m, "ge", gelu, cmd, taken & (op == OP_GELU),
+                                   sources=1, ebytes=1, lanes=cfg.gelu.lanes),
+        }
+        gemm_done = engine.done.valid
+        finish = Signal()
+        m.d.comb += finish.eq(gemm_done | adapters[OP_SOFTMAX]["finish"]
+                              | adapters[OP_LAYERNORM]["finish"] | adapters[OP_GELU]["finish"])
+        m.d.sync += outstanding.eq(outstanding + taken - finish)
+        m.d.comb += [
+            self.finish.eq(finish),
+            self.finish_error.eq(gemm_done & engine.done.payload.error),
+            self.start.eq((taken & (op == OP_GEMM)) | adapters[OP_SOFTMAX]["start"]
+                          | adapters[OP_LAYERNORM]["start"] | adapters[OP_GELU]["start"]),
+        ]
+
+        # Memory interface: the unit of the running command owns it.
+        sources = {OP_GEMM: engine, **{k: a["mem"] for k, a in adapters.items()}}
+        with m.Switch(unit):
+            for key, src in sources.items():
+                with m.Case(key):
+                    m.d.comb += [
+                        self.rd_req.payload.eq(src.rd_req.payload),
+                        self.rd_req.valid.eq(src.rd_req.valid),
+                        src.rd_req.ready.eq(self.rd_req.ready),
+                        src.rd_data.payload.eq(self.rd_data.payload),
+                        src.rd_data.valid.eq(self.rd_data.valid),
+                        self.rd_data.ready.eq(src.rd_data.ready),
+                        self.wr_req.payload.eq(src.wr_req.payload),
+                        self.wr_req.valid.eq(src.wr_req.valid),
+                        src.wr_req.ready.eq(self.wr_req.ready),
+                    ]
+        return m
+
+    def _adapter(self, m, name, unit, cmd, go, *, sources, ebytes, lanes):
+        """Reader, word queues, unpacker and writer in front of ``unit``.
+        Returns ``{"mem": interface, "start": strobe, "finish": strobe}``."""
+        g = self.config.gemm
+        MB = g.mem_bytes
+        aw = g.addr_width
+        is_ln = sources == 2
+        is_sm = isinstance(unit, Softmax)
+        mem = wiring.Signature({
+            "rd_req": Out(stream.Signature(read_request_layout(g))),
+            "rd_data": In(stream.Signature(unsigned(g.mem_width))),
+            "wr_req": Out(stream.Signature(write_request_layout(g))),
+        }).create(path=(name,))
+
+        def reg(field, width=aw):
+            return Signal(width, name=f"{name}_{field}")
+        p = cmd.payload
+        src, src2, dst, params = reg("src"), reg("src2"), reg("dst"), reg("params")
+        s_stride, s2_stride, d_stride = reg("src_stride"), reg("src2_stride"), reg("dst_stride")
+        rows, length = reg("rows", 16), reg("length", 16)
+        mult, shift = reg("mult", MULT_BITS), reg("shift", SHIFT_BITS)
+        row_bytes = Signal(18 + 2, name=f"{name}_row_bytes")
+        with m.If(go):
+            m.d.sync += [src.eq(p.src), src2.eq(p.src2), dst.eq(p.dst), params.eq(p.params),
+                         s_stride.eq(p.src_stride), s2_stride.eq(p.src2_stride),
+                         d_stride.eq(p.dst_stride), rows.eq(p.rows), length.eq(p.length),
+                         mult.eq(p.multiplier), shift.eq(p.shift),
+                         row_bytes.eq(p.length * ebytes)]
+
+        # Reader: one-beat requests, row by row (sources interleaved per word).
+        r_busy = Signal(name=f"{name}_r_busy")
+        r_phase = Signal(name=f"{name}_r_phase")     # layernorm: 0 = gamma/beta, 1 = x/r
+        r_src = Signal(name=f"{name}_r_src")
+        r_off = Signal(20, name=f"{name}_r_off")
+        r_row = Signal(16, name=f"{name}_r_row")
+        base0, base1 = reg("base0"), reg("base1")
+        with m.If(go):
+            m.d.sync += [r_busy.eq(1), r_src.eq(0), r_off.eq(0), r_row.eq(0)]
+            if is_ln:
+                m.d.sync += [r_phase.eq(0), base0.eq(p.params), base1.eq(p.params + p.length)]
+            else:
+                m.d.sync += [r_phase.eq(1), base0.eq(p.src)]
+        req = mem.rd_req
+        m.d.comb += [req.valid.eq(r_busy), req.payload.beats.eq(1),
+                     req.payload.addr.eq(Mux(r_src, base1, base0) + r_off)]
+        r_rows = Mux(r_phase, rows, 1)
+        with m.If(req.valid & req.ready):
+            if is_ln:
+                m.d.sync += r_src.eq(~r_src)
+            with m.If(r_src == sources - 1):
+                m.d.sync += r_off.eq(r_off + MB)
+                with m.If(r_off + MB == row_bytes):
+                    m.d.sync += [r_off.eq(0), r_row.eq(r_row + 1),
+                                 base0.eq(base0 + s_stride), base1.eq(base1 + s2_stride)]
+                    with m.If(r_row == r_rows - 1):
+                        m.d.sync += r_row.eq(0)
+                        if is_ln:
+                            with m.If(~r_phase):
+                                m.d.sync += [r_phase.eq(1), base0.eq(src), base1.eq(src2)]
+                            with m.Else():
+                                m.d.sync += r_busy.eq(0)
+                        else:
+                            m.d.sync += r_busy.eq(0)
+
+        # Word queues, one per source; read data alternates between them.
+        queues = []
+        for i in range(sources):
+            q = SyncFIFOBuffered(width=g.mem_width, depth=WORD_QUEUE)
+            m.submodules[f"{name}_words{i}"] = q
+            queues.append(q)
+        which = Signal(name=f"{name}_which")
+        rd = mem.rd_data
+        if sources == 1:
+            m.d.comb += [queues[0].w_data.eq(rd.payload), queues[0].w_en.eq(rd.valid),
+                         rd.ready.eq(queues[0].w_rdy)]
+        else:
+            for i, q in enumerate(queues):
+                m.d.comb += [q.w_data.eq(rd.payload), q.w_en.eq(rd.valid & (which == i))]
+            m.d.comb += rd.ready.eq(Mux(which, queues[1].w_rdy, queues[0].w_rdy))
+            with m.If(rd.valid & rd.ready):
+                m.d.sync += which.eq(~which)
+
+        # Unpacker: word -> beats of ``lanes`` elements.
+        per_word = MB // (lanes * ebytes)
+        bits = lanes * ebytes * 8
+        sub = Signal(range(max(per_word, 2)), name=f"{name}_sub")
+        u_phase = Signal(name=f"{name}_u_phase")
+        u_elem = Signal(16, name=f"{name}_u_elem")
+        u_started = Signal(name=f"{name}_u_started")
+        with m.If(go):
+            m.d.sync += [u_phase.eq(0 if is_ln else 1), u_elem.eq(0), sub.eq(0), u_started.eq(0)]
+        valid = queues[0].r_rdy
+        for q in queues[1:]:
+            valid = valid & q.r_rdy
+        pieces = [q.r_data.word_select(sub, bits) if per_word > 1 else q.r_data[:bits] for q in queues]
+        last = u_elem + lanes == length
+        x_ready = unit.x.ready
+        if is_ln:
+            m.d.comb += [unit.params.valid.eq(valid & ~u_phase),
+                         unit.params.payload.last.eq(last)]
+            for lane in range(lanes):
+                m.d.comb += [unit.params.payload.gamma[lane].eq(pieces[0][8 * lane:8 * lane + 8].as_signed()),
+                             unit.params.payload.beta[lane].eq(pieces[1][8 * lane:8 * lane + 8].as_signed())]
+            m.d.comb += [unit.x.valid.eq(valid & u_phase), unit.r.valid.eq(valid & u_phase)]
+            for lane in range(lanes):
+                m.d.comb += [unit.x.payload.data[lane].eq(pieces[0][8 * lane:8 * lane + 8].as_signed()),
+                             unit.r.payload[lane].eq(pieces[1][8 * lane:8 * lane + 8].as_signed())]
+            step = Mux(u_phase, x_ready, unit.params.ready) & valid
+        else:
+            m.d.comb += unit.x.valid.eq(valid)
+            for lane in range(lanes):
+                w = 8 * ebytes
+                m.d.comb += unit.x.payload.data[lane].eq(pieces[0][w * lane:w * lane + w].as_signed())
+            if is_sm:
+                m.d.comb += [unit.x.payload.multiplier.eq(mult), unit.x.payload.shift.eq(shift)]
+                if self.config.softmax.mask:
+                    m.d.comb += unit.x.payload.mask.eq(0)
+            step = x_ready & valid
+        m.d.comb += unit.x.payload.last.eq(last)
+        with m.If(step):
+            m.d.sync += [sub.eq(sub + 1), u_elem.eq(u_elem + lanes)]
+            with m.If(sub == per_word - 1):
+                m.d.sync += sub.eq(0)
+                for q in queues:
+                    m.d.comb += q.r_en.eq(1)
+            with m.If(last):
+                m.d.sync += [u_elem.eq(0), sub.eq(0)]
+                if is_ln:
+                    m.d.sync += u_phase.eq(1)
+        start = Signal(name=f"{name}_start")
+        m.d.comb += start.eq(step & u_phase & ~u_started)
+        with m.If(start):
+            m.d.sync += u_started.eq(1)
+
+        # Writer: each output beat is one write of ``lanes`` bytes.
+        w_row = Signal(16, name=f"{name}_w_row")
+        w_addr = reg("w_addr")
+        w_off = Signal(16, name=f"{name}_w_off")
+        with m.If(go):
+            m.d.sync += [w_row.eq(0), w_addr.eq(p.dst), w_off.eq(0)]
+        y = unit.y
+        wr = mem.wr_req
+        out_bytes = []
+        for lane in range(lanes):
+            v = y.payload.data[lane]
+            if is_sm:   # uint8 p -> int8 min((p + 1) >> 1, 127)
+                half = (v + 1) >> 1
+                v = Mux(half > 127, 127, half)[:8]
+            out_bytes.append(v[:8])
+        m.d.comb += [wr.payload.addr.eq(w_addr + w_off), wr.payload.data.eq(Cat(*out_bytes)),
+                     wr.payload.bytes.eq(lanes), wr.valid.eq(y.valid), y.ready.eq(wr.ready)]
+        finish = Signal(name=f"{name}_finish")
+        with m.If(y.valid & y.ready):
+            m.d.sync += w_off.eq(w_off + lanes)
+            with m.If(w_off + lanes == length):
+                m.d.sync += [w_off.eq(0), w_row.eq(w_row + 1), w_addr.eq(w_addr + d_stride)]
+                with m.If(w_row == rows - 1):
+                    m.d.comb += finish.eq(1)
+        return {"mem": mem, "start": start, "finish": finish}

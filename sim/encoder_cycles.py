@@ -1,0 +1,47 @@
+"""Cycle model of :class:`~bertforge.rtl.encoder_top.EncoderTop` between
+operations (reads only configs): what the sequencer and the stream adapters
+add to the units' own cycle models.
+
+Operations run one after another (the next starts the cycle after the
+previous one's last completion); the commands of one operation (GEMMs of
+several heads or independent projections) run back to back. A unit's busy
+time is its own cycle model, from its first input to its last output
+handshake: :func:`~bertforge.sim.gemm_cycles.gemm_cycles` for the commands of a
+GEMM operation, :func:`~bertforge.sim.softmax_cycles.softmax_cycles`,
+:func:`~bertforge.sim.layernorm_cycles.layernorm_cycles`,
+:func:`~bertforge.sim.gelu_cycles.gelu_cycles` for the elementwise units,
+whose last output beat is written in the same cycle. Before that busy time
+each operation waits :func:`operation_gap` cycles:
+
+- GEMM: 0 (the engine counts from its command handshake).
+- softmax, GELU: ``ADAPTER_FILL + lat``: dispatch (1), the read request
+  reaches the memory's queue and is served (``lat`` + 2), the read port (1),
+  the memory's output queue and the adapter's word queue (2).
+- layernorm: ``ADAPTER_FILL + lat + 1 + H / lanes``: two words (x and the
+  residual, or gamma and beta) before the first beat, and gamma/beta
+  (``H / lanes`` beats) loaded before the first vector.
+
+This holds when memory answers one beat per cycle after ``lat`` cycles
+(the adapters then feed their unit at one beat per cycle, so the unit models
+apply unchanged); measured equal in Verilator by ``tests/test_encoder.py``.
+"""
+
+__all__ = ["ADAPTER_FILL", "operation_gap"]
+
+#: Cycles from an elementwise command's dispatch to its unit's first input,
+#: less the memory's read latency (one source word needed).
+ADAPTER_FILL = 6
+
+
+def operation_gap(kind, lat, *, layernorm=None, length=None):
+    """Cycles an operation of class ``kind`` ("gemm", "softmax",
+    "layernorm", "gelu") waits between the previous operation's end and its
+    unit's first input; ``layernorm`` (its config) and ``length`` (H) for
+    layernorm."""
+    if kind == "gemm":
+        return 0
+    if kind in ("softmax", "gelu"):
+        return ADAPTER_FILL + lat
+    if kind == "layernorm":
+        return ADAPTER_FILL + lat + 1 + length // layernorm.lanes
+    raise ValueError(f"no encoder operation class {kind!r}")

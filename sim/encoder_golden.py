@@ -1,0 +1,189 @@
+"""Integer golden model and float reference of one BERT encoder layer as
+:class:`~bertforge.rtl.encoder_top.EncoderTop` runs it.
+
+No biases (the GEMM engine has none); per-tensor symmetric int8 weights;
+activation scales calibrated on the float reference. With ``S`` tokens,
+hidden ``H``, ``heads`` heads of ``d = H / heads`` and FFN width ``F``
+(``sx``, ``sq``, ... the real value of one LSB of each tensor):
+
+1. ``Q = rq(X Wq)``, ``V = rq(X Wv)``, ``K^T = rq(Wk^T X^T)`` (int8; ``rq`` is
+   the engine's requantization, multiplier/shift from the scale ratio; K is
+   produced transposed because the engine's B operand is row-major).
+2. Per head ``h``: scores ``Q_h K^T_h`` (int32), softmax with scale
+   ``sq sk / sqrt(d)`` (uint8 ``p``, :func:`softmax_golden`), then
+   ``P = min((p + 1) >> 1, 127)`` (int8, scale 1/128: the softmax adapter's
+   requantization), ``ctx_h = rq(P V_h)``.
+3. ``attn = rq(ctx Wo)`` at scale ``sx`` (the residual must share X's
+   scale), ``ln1 = LayerNorm(attn + X)`` (the unit's fused residual add;
+   int8 at the unit's output scale ``s1``).
+4. ``h1 = rq(ln1 W1)`` at the GELU unit's input scale, ``g = GELU(h1)``
+   (:func:`gelu_golden`), ``f = rq(g W2)`` at ``s1``,
+   ``out = LayerNorm(f + ln1)``.
+
+The float reference runs the same graph in float64 with the unquantized
+weights (exact softmax, erf GELU, LayerNorm with float gamma/beta).
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .fixed_golden import requantize
+from .gelu_golden import gelu_float, gelu_golden, ratio_to_mult_shift
+from .gemm_golden import gemm_golden
+from .layernorm_golden import layernorm_golden
+from .softmax_golden import softmax_golden
+from bertforge.rtl.softmax import softmax_scale
+
+__all__ = ["EncoderLayer", "random_layer", "encoder_float", "encoder_golden", "cosine",
+           "probabilities_int8"]
+
+
+@dataclass
+class EncoderLayer:
+    """Float weights and input, their int8 versions and every scale."""
+    seq: int
+    hidden: int
+    heads: int
+    ffn: int
+    x: np.ndarray                 # S x H float input
+    w: dict                       # float weights: q, k, v, o (H x H), 1 (H x F), 2 (F x H)
+    gamma: tuple                  # float gamma of layernorm 1, 2
+    beta: tuple
+    wq: dict = None               # int8 weights
+    sw: dict = None               # weight scales
+    xq: np.ndarray = None         # int8 input
+    scales: dict = None           # activation scales
+    gamma_q: tuple = None
+    beta_q: tuple = None
+    rq: dict = None               # (multiplier, shift) of each GEMM's requantization
+    softmax: tuple = None         # (multiplier, shift) of the softmax row scale
+
+    @property
+    def head_dim(self):
+        return self.hidden // self.heads
+
+
+def _q8(values, scale):
+    return np.clip(np.floor(np.asarray(values) / scale + 0.5), -128, 127).astype(np.int64)
+
+
+def _softmax(z):
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _layernorm(v, gamma, beta):
+    c = v - v.mean(axis=-1, keepdims=True)
+    return c / np.sqrt((c * c).mean(axis=-1, keepdims=True)) * gamma + beta
+
+
+def encoder_float(layer, *, trace=False):
+    """The float64 layer output (S x H); with ``trace`` a dict of every stage."""
+    x, w, d = layer.x, layer.w, layer.head_dim
+    q, k, v = x @ w["q"], x @ w["k"], x @ w["v"]
+    ctx = np.zeros_like(q)
+    for h in range(layer.heads):
+        cols = slice(h * d, (h + 1) * d)
+        p = _softmax(q[:, cols] @ k[:, cols].T / math.sqrt(d))
+        ctx[:, cols] = p @ v[:, cols]
+    attn = ctx @ w["o"]
+    ln1 = _layernorm(attn + x, layer.gamma[0], layer.beta[0])
+    h1 = ln1 @ w["1"]
+    g = gelu_float(h1)
+    f = g @ w["2"]
+    out = _layernorm(f + ln1, layer.gamma[1], layer.beta[1])
+    if trace:
+        return {"q": q, "k": k, "v": v, "ctx": ctx, "attn": attn, "ln1": ln1, "h1": h1, "g": g,
+                "f": f, "out": out}
+    return out
+
+
+def random_layer(config, seq, hidden=64, heads=2, ffn=256, *, seed=0, weight_std=None):
+    """A random layer of realistic scale, quantized for ``config`` (an
+    :class:`~bertforge.rtl.encoder_top.EncoderConfig`): input ~ N(0, 1)
+    (a layernormed embedding), weights ~ N(0, weight_std) with
+    ``weight_std = 1/sqrt(fan_in)`` by default (activations stay near unit
+    scale, as in a trained BERT), gamma ~ 1 + N(0, 0.1), beta ~ N(0, 0.1)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((seq, hidden))
+    shapes = {"q": (hidden, hidden), "k": (hidden, hidden), "v": (hidden, hidden),
+              "o": (hidden, hidden), "1": (hidden, ffn), "2": (ffn, hidden)}
+    w = {key: rng.standard_normal(shape) * (weight_std or 1.0 / math.sqrt(shape[0]))
+         for key, shape in shapes.items()}
+    gamma = tuple(1.0 + 0.1 * rng.standard_normal(hidden) for _ in range(2))
+    beta = tuple(0.1 * rng.standard_normal(hidden) for _ in range(2))
+    layer = EncoderLayer(seq=seq, hidden=hidden, heads=heads, ffn=ffn, x=x, w=w, gamma=gamma, beta=beta)
+    quantize(config, layer)
+    return layer
+
+
+def quantize(config, layer):
+    """Fill in the int8 weights, scales and requantization constants of
+    ``layer`` for ``config``'s units (in place)."""
+    ln, gelu = config.layernorm, config.gelu
+    ref = encoder_float(layer, trace=True)
+    layer.sw = {key: float(np.abs(value).max()) / 127 for key, value in layer.w.items()}
+    layer.wq = {key: _q8(value, layer.sw[key]) for key, value in layer.w.items()}
+    # The residual of layernorm 1 adds attn to X: one scale for both.
+    sx = max(float(np.abs(layer.x).max()), float(np.abs(ref["attn"]).max())) / 127
+    s = {"x": sx, "q": float(np.abs(ref["q"]).max()) / 127, "k": float(np.abs(ref["k"]).max()) / 127,
+         "v": float(np.abs(ref["v"]).max()) / 127, "ctx": float(np.abs(ref["ctx"]).max()) / 127,
+         "p": 1.0 / 128, "attn": sx, "ln1": ln.out_scale, "h1": gelu.in_scale,
+         "g": gelu.out_scale, "f": ln.out_scale, "out": ln.out_scale}
+    layer.scales = s
+    layer.xq = _q8(layer.x, sx)
+    gq = [np.clip(np.floor(g / ln.gamma_scale + 0.5), -128, 127).astype(np.int64) for g in layer.gamma]
+    bq = [np.clip(np.floor(b / ln.beta_scale + 0.5), -128, 127).astype(np.int64) for b in layer.beta]
+    layer.gamma_q, layer.beta_q = tuple(gq), tuple(bq)
+    pairs = {"q": ("x", "q", "q"), "k": ("x", "k", "k"), "v": ("x", "v", "v"), "ctx": ("p", None, "ctx"),
+             "o": ("ctx", "o", "attn"), "1": ("ln1", "1", "h1"), "2": ("g", "2", "f")}
+    layer.rq = {}
+    for key, (a, wkey, out) in pairs.items():
+        b_scale = s["v"] if wkey is None else layer.sw[wkey]
+        layer.rq[key] = ratio_to_mult_shift(s[a] * b_scale / s[out])
+    layer.softmax = softmax_scale(s["q"] * s["k"] / math.sqrt(layer.head_dim))
+    return layer
+
+
+def probabilities_int8(p):
+    """The softmax adapter's requantization: uint8 ``p`` -> ``min((p + 1) >> 1, 127)``."""
+    return np.minimum((np.asarray(p, dtype=np.int64) + 1) >> 1, 127)
+
+
+def encoder_golden(config, layer):
+    """Every integer stage of the layer as the hardware computes it (dict of
+    int64 arrays; ``kt`` is K transposed, ``scores`` and ``p`` are heads x S x S)."""
+    g, wq, d, S = config.gemm, layer.wq, layer.head_dim, layer.seq
+
+    def mm(a, b, key):
+        mult, shift = layer.rq[key]
+        return gemm_golden(g, a, b, int8=True, multiplier=mult, shift=shift)
+    x = layer.xq
+    q, v = mm(x, wq["q"], "q"), mm(x, wq["v"], "v")
+    kt = mm(wq["k"].T, x.T, "k")
+    scores = np.stack([gemm_golden(g, q[:, h * d:(h + 1) * d], kt[h * d:(h + 1) * d])
+                       for h in range(layer.heads)])
+    mult, shift = layer.softmax
+    p8 = softmax_golden(config.softmax, scores.reshape(-1, S), None, mult, shift)
+    p = probabilities_int8(p8).reshape(layer.heads, S, S)
+    ctx = np.concatenate([mm(p[h], v[:, h * d:(h + 1) * d], "ctx") for h in range(layer.heads)], axis=1)
+    attn = mm(ctx, wq["o"], "o")
+    ln = config.layernorm
+    ln1 = np.stack([layernorm_golden(ln, attn[t], x[t], layer.gamma_q[0], layer.beta_q[0])
+                    for t in range(S)])
+    h1 = mm(ln1, wq["1"], "1")
+    gl = gelu_golden(config.gelu, h1)
+    f = mm(gl, wq["2"], "2")
+    out = np.stack([layernorm_golden(ln, f[t], ln1[t], layer.gamma_q[1], layer.beta_q[1])
+                    for t in range(S)])
+    return {"q": q, "kt": kt, "v": v, "scores": scores, "p": p, "ctx": ctx, "attn": attn,
+            "ln1": ln1, "h1": h1, "g": gl, "f": f, "out": out}
+
+
+def cosine(a, b):
+    a = np.asarray(a, dtype=np.float64).ravel()
+    b = np.asarray(b, dtype=np.float64).ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))

@@ -1,0 +1,188 @@
+"""One encoder layer on :class:`~bertforge.rtl.encoder_top.EncoderTop` in
+Verilator: memory layout, command program, run, check.
+
+The testbench (:mod:`bertforge.sim.encoder_tb`) only loads the memory image,
+queues the commands, waits and reads memory back; every cycle in between
+runs in HDL (:class:`~bertforge.sim.encoder_harness.EncoderHarness`).
+"""
+
+import functools
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from . import runner
+from .encoder_golden import cosine, encoder_float, encoder_golden
+from .encoder_harness import MAX_COMMANDS, encoder_harness_name, encoder_harness_verilog
+from bertforge.rtl.encoder_top import OP_GELU, OP_GEMM, OP_LAYERNORM, OP_SOFTMAX
+
+__all__ = ["harness_verilog", "encoder_program", "check_shape", "simulate_encoder", "OPERATIONS"]
+
+#: Operations of the program, in order: (workload name, class); the names are
+#: those of :func:`bertforge.generators.workload.encoder_layer`.
+OPERATIONS = [
+    ("q, v projections", "gemm"), ("k projection", "gemm"), ("attention scores", "gemm"),
+    ("softmax", "softmax"), ("attention context", "gemm"), ("output projection", "gemm"),
+    ("residual + layernorm 1", "layernorm"), ("ffn 1", "gemm"), ("gelu", "gelu"), ("ffn 2", "gemm"),
+    ("residual + layernorm 2", "layernorm"),
+]
+
+harness_verilog = functools.lru_cache(maxsize=8)(encoder_harness_verilog)
+
+
+def check_shape(config, seq, hidden, heads, ffn):
+    """``ValueError`` (one line) if the adapters cannot take this layer."""
+    mb = config.gemm.mem_bytes
+    if seq > config.softmax.l_max:
+        raise ValueError(f"sequence length {seq} exceeds the softmax unit's l_max = {config.softmax.l_max}")
+    if hidden > config.layernorm.h_max:
+        raise ValueError(f"hidden {hidden} exceeds the layernorm unit's h_max = {config.layernorm.h_max}")
+    if (4 * seq) % mb:
+        raise ValueError(f"sequence length {seq} must be a multiple of {mb // 4} (softmax rows of "
+                         f"int32 must fill whole {mb}-byte memory words)")
+    for name, n in (("hidden", hidden), ("ffn", ffn)):
+        if n % mb:
+            raise ValueError(f"{name} {n} must be a multiple of the {mb}-byte memory word")
+    if hidden % heads:
+        raise ValueError(f"hidden {hidden} is not a multiple of heads {heads}")
+
+
+def encoder_program(config, layer):
+    """``(image, commands, regions, groups, abits)``: the memory image with
+    the input and weights, the command list, the byte address of every
+    tensor, the command indices of each of :data:`OPERATIONS`, and the
+    memory's address bits."""
+    S, H, F, heads, d = layer.seq, layer.hidden, layer.ffn, layer.heads, layer.head_dim
+    check_shape(config, S, H, heads, F)
+    mb = config.gemm.mem_bytes
+    sizes = [("x", S * H), ("xt", H * S), ("wq", H * H), ("wkt", H * H), ("wv", H * H), ("wo", H * H),
+             ("w1", H * F), ("w2", F * H), ("ln1p", 2 * H), ("ln2p", 2 * H), ("q", S * H),
+             ("kt", H * S), ("v", S * H), ("scores", heads * S * S * 4), ("p", heads * S * S),
+             ("ctx", S * H), ("attn", S * H), ("ln1", S * H), ("h1", S * F), ("g", S * F),
+             ("f", S * H), ("out", S * H)]
+    regions, cursor = {}, 0
+    for name, size in sizes:
+        regions[name] = cursor
+        cursor += -(-size // mb) * mb
+    abits = max(12, (cursor + 2 * mb - 1).bit_length())
+    image = np.zeros(1 << abits, dtype=np.uint8)
+
+    def put(name, matrix):
+        raw = np.asarray(matrix, dtype=np.int64).astype(np.int8).ravel().view(np.uint8)
+        image[regions[name]:regions[name] + raw.size] = raw
+    wq = layer.wq
+    put("x", layer.xq)
+    put("xt", layer.xq.T)
+    put("wq", wq["q"]), put("wkt", wq["k"].T), put("wv", wq["v"]), put("wo", wq["o"])
+    put("w1", wq["1"]), put("w2", wq["2"])
+    put("ln1p", np.concatenate([layer.gamma_q[0], layer.beta_q[0]]))
+    put("ln2p", np.concatenate([layer.gamma_q[1], layer.beta_q[1]]))
+
+    r = regions
+    commands, groups = [], []
+
+    def gemm(a, a_stride, b, b_stride, c, c_stride, m, k, n, key=None):
+        mult, shift = layer.rq[key] if key else (1, 0)
+        commands.append({"op": OP_GEMM, "gemm": {
+            "m": m, "k": k, "n": n, "a_addr": a, "b_addr": b, "c_addr": c, "a_stride": a_stride,
+            "b_stride": b_stride, "c_stride": c_stride, "accumulate": 0, "int8": int(key is not None),
+            "multiplier": mult, "shift": shift, "tag": len(commands)}})
+
+    def group(build):
+        first = len(commands)
+        build()
+        commands[first]["barrier"] = 1
+        groups.append(list(range(first, len(commands))))
+
+    group(lambda: (gemm(r["x"], H, r["wq"], H, r["q"], H, S, H, H, "q"),
+                   gemm(r["x"], H, r["wv"], H, r["v"], H, S, H, H, "v")))
+    group(lambda: gemm(r["wkt"], H, r["xt"], S, r["kt"], S, H, H, S, "k"))
+    group(lambda: [gemm(r["q"] + h * d, H, r["kt"] + h * d * S, S, r["scores"] + h * S * S * 4, 4 * S,
+                        S, d, S) for h in range(heads)])
+    mult, shift = layer.softmax
+    group(lambda: commands.append({"op": OP_SOFTMAX, "src": r["scores"], "src_stride": 4 * S,
+                                   "dst": r["p"], "dst_stride": S, "rows": heads * S, "length": S,
+                                   "multiplier": mult, "shift": shift}))
+    group(lambda: [gemm(r["p"] + h * S * S, S, r["v"] + h * d, H, r["ctx"] + h * d, H, S, S, d, "ctx")
+                   for h in range(heads)])
+    group(lambda: gemm(r["ctx"], H, r["wo"], H, r["attn"], H, S, H, H, "o"))
+
+    def layernorm(x, res, params, out):
+        commands.append({"op": OP_LAYERNORM, "src": x, "src_stride": H, "src2": res, "src2_stride": H,
+                         "params": params, "dst": out, "dst_stride": H, "rows": S, "length": H})
+    group(lambda: layernorm(r["attn"], r["x"], r["ln1p"], r["ln1"]))
+    group(lambda: gemm(r["ln1"], H, r["w1"], F, r["h1"], F, S, H, F, "1"))
+    group(lambda: commands.append({"op": OP_GELU, "src": r["h1"], "src_stride": F, "dst": r["g"],
+                                   "dst_stride": F, "rows": S, "length": F}))
+    group(lambda: gemm(r["g"], F, r["w2"], H, r["f"], H, S, F, H, "2"))
+    group(lambda: layernorm(r["f"], r["ln1"], r["ln2p"], r["out"]))
+    assert len(commands) <= MAX_COMMANDS and len(groups) == len(OPERATIONS)
+    return image, commands, regions, groups, abits
+
+
+def _read(image, addr, shape, dtype):
+    count = int(np.prod(shape))
+    return np.frombuffer(image[addr:addr + count * np.dtype(dtype).itemsize].tobytes(),
+                         dtype=dtype).reshape(shape).astype(np.int64)
+
+
+def read_stages(image, regions, layer):
+    """The hardware's tensors from a memory image (same keys as :func:`encoder_golden`)."""
+    S, H, F, heads = layer.seq, layer.hidden, layer.ffn, layer.heads
+    shapes = {"q": (S, H), "kt": (H, S), "v": (S, H), "scores": (heads, S, S), "p": (heads, S, S),
+              "ctx": (S, H), "attn": (S, H), "ln1": (S, H), "h1": (S, F), "g": (S, F), "f": (S, H),
+              "out": (S, H)}
+    return {key: _read(image, regions[key], shape, "<i4" if key == "scores" else "<i1")
+            for key, shape in shapes.items()}
+
+
+def simulate_encoder(config, layer, *, mem_latency=1, seed=0, lat_mask=0, p_req=0, p_data=0,
+                     p_wr=0, waves=False, quiet=True, workdir=None):
+    """Run ``layer`` on the harness of ``config``. Returns a dict: ``cycles``,
+    ``ops`` (per operation: ``name``, ``class``, measured ``busy`` (first
+    unit input to last completion) and ``span`` (previous operation's end
+    to this one's)), ``match`` (every stage equals :func:`encoder_golden`),
+    ``mismatches`` (per stage), ``max_error`` (output vs the float reference,
+    real units), ``cosine``, ``sim_seconds``."""
+    image, commands, regions, groups, abits = encoder_program(config, layer)
+    text = harness_verilog(config, abits)
+    top = encoder_harness_name(config)
+    if not runner.is_built(text, top, waves=waves) and not quiet:
+        print(f"building the Verilator model of {top} (once per design; cached after)...",
+              file=sys.stderr, flush=True)
+    runner.build(text, top, waves=waves)
+    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{top}-"))
+    work.mkdir(parents=True, exist_ok=True)
+    golden = encoder_golden(config, layer)
+    np.save(work / "image.npy", image)
+    spec = {"image": str(work / "image.npy"), "commands": commands, "abits": abits,
+            "mem_bytes": config.gemm.mem_bytes, "config": config.to_dict(),
+            "seed": seed, "lat_min": mem_latency, "lat_mask": lat_mask, "p_req": p_req,
+            "p_data": p_data, "p_wr": p_wr, "read_bytes": regions["out"] + layer.seq * layer.hidden}
+    result = runner.run(text, top, "bertforge.sim.encoder_tb", spec, waves=waves, workdir=work)
+    got = np.load(result["image"]) if Path(result.get("image", "")).exists() else None
+    stages = read_stages(got, regions, layer) if got is not None else {}
+    mismatches = {key: int(np.count_nonzero(stages[key] != golden[key])) if key in stages else -1
+                  for key in golden}
+    starts, ends = result["starts"], result["ends"]
+    ops, previous_end = [], 0
+    for (name, kind), members in zip(OPERATIONS, groups):
+        busy = ends[members[-1]] - starts[members[0]] + 1
+        span = ends[members[-1]] - previous_end
+        ops.append({"name": name, "class": kind, "busy": busy, "span": span,
+                    "gap": span - busy})
+        previous_end = ends[members[-1]]
+    reference = encoder_float(layer)
+    out = golden["out"] * layer.scales["out"]
+    hw_out = stages["out"] * layer.scales["out"] if "out" in stages else out * np.nan
+    return {
+        "cycles": result["cycles"], "ops": ops, "commands": len(commands),
+        "passed": result["passed"] and not any(result["errors"]),
+        "match": all(v == 0 for v in mismatches.values()), "mismatches": mismatches,
+        "max_error": float(np.abs(hw_out - reference).max()),
+        "max_error_golden": float(np.abs(out - reference).max()),
+        "cosine": cosine(hw_out, reference), "sim_seconds": result["sim_seconds"],
+        "output_lsb": layer.scales["out"], "waves": result.get("waves"),
+    }
