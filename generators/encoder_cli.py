@@ -13,8 +13,6 @@ import dataclasses
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from .analyze import analyze, load_hardware
 from .cli_common import CliError, add_sim_flags, positive_int
 from .presets import ConfigError

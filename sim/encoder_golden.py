@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fixed_golden import requantize
 from .gelu_golden import gelu_float, gelu_golden, ratio_to_mult_shift
 from .gemm_golden import gemm_golden
 from .layernorm_golden import layernorm_golden

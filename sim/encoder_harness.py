@@ -18,13 +18,13 @@ of ``errors`` is its error flag (GEMM commands the engine rejected).
 import json
 
 from amaranth.back import verilog
-from amaranth.hdl import Array, Cat, ClockSignal, Const, Instance, Module, Mux, Signal
-from amaranth.lib import data, wiring
+from amaranth.hdl import Array, Module, Signal
+from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from bertforge.rtl.encoder_top import EncoderConfig, EncoderTop, encoder_command_layout
-from bertforge.sim.gemm_harness import SIM_MEMORY_VERILOG
+from bertforge.sim.gemm_harness import SIM_MEMORY_VERILOG, add_sim_memory
 
 __all__ = ["EncoderHarness", "encoder_harness_name", "encoder_harness_verilog", "MAX_COMMANDS"]
 
@@ -72,39 +72,9 @@ class EncoderHarness(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        cfg = self.config.gemm
-        MB = cfg.mem_bytes
-        mbb = MB.bit_length() - 1
         top = m.submodules.top = EncoderTop(self.config)
 
-        state = Signal(64, init=1)
-        x1 = state ^ (state << 13)[:64]
-        x2 = x1 ^ (x1 >> 7)
-        x3 = x2 ^ (x2 << 17)[:64]
-        with m.If(self.go):
-            m.d.sync += state.eq(x3)
-        with m.Else():
-            m.d.sync += state.eq(Cat(self.seed, ~self.seed))
-
-        def chance(p, byte):
-            return state[8 * byte:8 * byte + 8] < p
-        now = Signal(32)
-        m.d.sync += now.eq(now + 1)
-
-        wabits = self.abits - mbb
-        port = {name: Signal(cfg.mem_width, name=f"mem_{name}")
-                for name in ("h_rdata", "r0_data", "r1_data", "w0_data", "w0_mask", "w1_data", "w1_mask")}
-        port.update({name: Signal(wabits, name=f"mem_{name}")
-                     for name in ("r0_addr", "r1_addr", "w0_addr", "w1_addr")})
-        m.submodules.memory = Instance(
-            "bertforge_sim_memory", p_WIDTH=cfg.mem_width, p_ABITS=wabits, i_clk=ClockSignal(),
-            i_h_addr=self.host_addr, i_h_wdata=self.host_wdata, i_h_we=self.host_we & ~self.go,
-            o_h_rdata=port["h_rdata"],
-            i_r0_addr=port["r0_addr"], o_r0_data=port["r0_data"],
-            i_r1_addr=port["r1_addr"], o_r1_data=port["r1_data"],
-            i_w0_addr=port["w0_addr"], i_w0_data=port["w0_data"], i_w0_mask=port["w0_mask"],
-            i_w1_addr=port["w1_addr"], i_w1_data=port["w1_data"], i_w1_mask=port["w1_mask"])
-        m.d.comb += self.host_rdata.eq(port["h_rdata"])
+        add_sim_memory(m, self, top, abits=self.abits)
 
         # Commands, completions and time stamps.
         layout = encoder_command_layout(self.config)
@@ -137,62 +107,4 @@ class EncoderHarness(wiring.Component):
                 m.d.sync += finished.eq(1)
         m.d.comb += [self.completions.eq(done_n), self.finished.eq(finished), self.errors.eq(errors),
                      self.stamp_start.eq(starts[self.stamp_sel]), self.stamp_end.eq(ends[self.stamp_sel])]
-
-        # Reads: requests wait in order until due, then stream their beats
-        # (the GEMM harness's memory, without the bandwidth limit).
-        req_layout = data.StructLayout({"addr": cfg.addr_width, "beats": 8, "due": 32})
-        reqs = m.submodules.reqs = SyncFIFOBuffered(width=req_layout.size, depth=32)
-        last_due = Signal(32)
-        due = Signal(32)
-        fresh = now + self.lat_min + (state[40:48] & self.lat_mask)
-        m.d.comb += due.eq(Mux(fresh > last_due, fresh, last_due))
-        rq = top.rd_req
-        entry = Signal(req_layout)
-        m.d.comb += [entry.addr.eq(rq.payload.addr), entry.beats.eq(rq.payload.beats),
-                     entry.due.eq(due), reqs.w_data.eq(entry)]
-        req_ok = self.go & ~chance(self.p_req, 0)
-        m.d.comb += [rq.ready.eq(reqs.w_rdy & req_ok), reqs.w_en.eq(rq.valid & req_ok)]
-        with m.If(rq.valid & rq.ready):
-            m.d.sync += last_due.eq(due)
-        head = data.View(req_layout, reqs.r_data)
-        out = m.submodules.rdata = SyncFIFOBuffered(width=cfg.mem_width, depth=8)
-        pending = Signal()
-        beat = Signal(8)
-        serve = (reqs.r_rdy & (now >= head.due) & (out.level + pending < 6)
-                 & ~chance(self.p_data, 1))
-        word = (head.addr >> mbb) + beat
-        m.d.comb += [port["r0_addr"].eq(word), port["r1_addr"].eq(word + 1)]
-        offset = Signal(range(MB))
-        m.d.sync += [pending.eq(serve), offset.eq(head.addr[:mbb])]
-        with m.If(serve):
-            m.d.sync += beat.eq(beat + 1)
-            with m.If(beat == head.beats - 1):
-                m.d.sync += beat.eq(0)
-                m.d.comb += reqs.r_en.eq(1)
-        m.d.comb += [
-            out.w_data.eq((Cat(port["r0_data"], port["r1_data"]) >> (offset * 8))[:cfg.mem_width]),
-            out.w_en.eq(pending),
-            top.rd_data.payload.eq(out.r_data), top.rd_data.valid.eq(out.r_rdy),
-            out.r_en.eq(top.rd_data.ready),
-        ]
-
-        # Writes: unaligned, byte-masked, over two words.
-        wr = top.wr_req
-        wr_ok = self.go & ~chance(self.p_wr, 2)
-        m.d.comb += wr.ready.eq(wr_ok)
-        take = wr.valid & wr_ok
-        waddr = wr.payload.addr >> mbb
-        woff = wr.payload.addr[:mbb]
-        shifted = Signal(2 * cfg.mem_width)
-        mask = Signal(2 * MB)
-        m.d.comb += [
-            shifted.eq(Cat(wr.payload.data, Const(0, cfg.mem_width)) << (woff * 8)),
-            mask.eq(Mux(take, ((Const(1, 2 * MB + 1) << wr.payload.bytes) - 1) << woff, 0)),
-        ]
-        bits = Cat(bit.replicate(8) for bit in mask)
-        m.d.comb += [
-            port["w0_addr"].eq(waddr), port["w1_addr"].eq(waddr + 1),
-            port["w0_data"].eq(shifted[:cfg.mem_width]), port["w1_data"].eq(shifted[cfg.mem_width:]),
-            port["w0_mask"].eq(bits[:cfg.mem_width]), port["w1_mask"].eq(bits[cfg.mem_width:]),
-        ]
         return m
