@@ -67,8 +67,8 @@ def simulate_butterfly(config, jobs, arrays, *, seed=0, cmd_gap=0.0, x_gap=0.0, 
 
 
 def _power_of_two_length(config, n):
-    if n < 4 or n > config.n_max or n & (n - 1):
-        raise CliError(f"--n must be a power of two in [4, {config.n_max}] (n_max), not {n}")
+    if n < 2 or n > config.n_max or n & (n - 1):
+        raise CliError(f"--n must be a power of two in [2, {config.n_max}] (n_max), not {n}")
     return n
 
 

@@ -3,7 +3,7 @@
 One engine runs both FABNet operations on the same datapath (Fan et al.,
 MICRO 2022): a butterfly linear layer ``y = B_{m-1} ... B_0 x`` (``m = log2
 n``, each factor ``n/2`` independent 2x2 blocks) and a complex fixed-point
-FFT / inverse FFT, for any length ``n`` (a power of two, ``4 <= n <= n_max``)
+FFT / inverse FFT, for any length ``n`` (a power of two, ``2 <= n <= n_max``)
 chosen per command, without re-synthesis.
 
 Dataflow: constant geometry (Pease). Every stage reads the pair of positions
@@ -52,13 +52,13 @@ def _is_power_of_two(value):
 def stage_period(n):
     """Cycles one stage of length ``n`` occupies: ``max(n/2, n/4 + 4)``
     (``n/2`` issues; the next stage's first read waits for the result of
-    butterfly ``n/4``)."""
+    butterfly ``n/4``). ``n = 2`` (one stage, one butterfly) takes 4."""
     return max(n // 2, n // 4 + COMPUTE_LATENCY)
 
 
 def command_is_valid(config, mode, n, groups):
     """True if the hardware accepts a command (else it raises ``error``)."""
-    return (_is_power_of_two(n) and 4 <= n <= config.n_max
+    return (_is_power_of_two(n) and 2 <= n <= config.n_max
             and (mode == MODES["weights"] or groups >= 1))
 
 
@@ -72,7 +72,8 @@ class ButterflyConfig:
         Longest vector, a power of two from 4 to 1024.
     lanes : int
         Butterfly units working in parallel, a power of two up to ``n_max/2``.
-        Lane ``l`` works on vector ``l`` of each group of ``lanes`` vectors.
+        Lane ``l`` works on vector ``l`` of each group of ``lanes`` vectors,
+        so any ``lanes`` runs any length ``n``, also ``n/2 < lanes``.
     width : 8 or 16
         Signed data width (FFT data is ``Q(1, width-1)``, real and imaginary).
     weight_width : 8 or 16
@@ -135,7 +136,7 @@ class ButterflyEngine(wiring.Component):
     ``cmd``: ``mode`` (0 linear, 1 fft, 2 ifft, 3 load weights), ``n``,
     ``groups`` (groups of ``lanes`` vectors that follow on ``x``), ``mult`` and
     ``shift`` (linear mode rescaling). A command with ``n`` not a power of two
-    in ``[4, n_max]``, or with ``groups == 0`` in a compute mode, is consumed
+    in ``[2, n_max]``, or with ``groups == 0`` in a compute mode, is consumed
     and rejected: ``error`` goes high until the next valid command.
 
     ``x``: beat ``k`` of a group carries element ``k`` (``k = 0 .. n-1``) of the
@@ -169,7 +170,13 @@ class ButterflyEngine(wiring.Component):
     compute, so G groups take ``2n + G log2(n) T - (T - n/2) + 8`` cycles from
     the first ``x`` beat to the last ``y`` beat
     (:func:`bertforge.sim.butterfly_cycles.butterfly_cycles`). Lane
-    utilization tends to 100% for ``n >= 16``.
+    utilization tends to 100% for ``n >= 16`` (``n = 2``: 1 of every 4
+    cycles, ``n = 4``: 4 of 10, ``n = 8``: 12 of 18). Commands queue back to
+    back: the loader takes the next command one cycle after the last beat of
+    the previous one, so commands of one length cost the formula above with
+    ``G`` their total groups; a weight load waits until compute is idle
+    (:func:`bertforge.sim.butterfly_cycles.butterfly_timeline` follows any mix
+    cycle by cycle).
 
     Parameters
     ----------
@@ -202,7 +209,8 @@ class ButterflyEngine(wiring.Component):
         frac = cfg.twiddle_format.frac_bits
 
         # Data memories: two banks, a word is one element of all lanes.
-        # Address = {slot, half, pos >> 1}; bank(pos) = pos[0] ^ pos[log n - 1].
+        # Address = {slot, half, pos >> 1}; bank(pos) = pos[0] ^ pos[log n - 1]
+        # (n = 2: bank(pos) = pos[0]).
         banks = []
         for b in range(2):
             mem = Memory(shape=unsigned(word), depth=SLOTS * cfg.n_max, init=[])
@@ -223,7 +231,8 @@ class ButterflyEngine(wiring.Component):
             return Cat(Cat(pos, Const(0, ln))[1:ln], half, slot)
 
         def bank_of(pos, logn):
-            return pos[0] ^ pos.bit_select((logn - 1).as_unsigned(), 1)
+            top = pos.bit_select((logn - 1).as_unsigned(), 1)
+            return pos[0] ^ Mux(logn == 1, 0, top)
 
         # Per-slot metadata.
         meta_layout = data.StructLayout({
@@ -257,7 +266,7 @@ class ButterflyEngine(wiring.Component):
         # ---- Command decoder and loader ------------------------------------
         cmd = self.cmd.payload
         logn_in = Signal(range(ln + 1))
-        for j in range(2, ln + 1):
+        for j in range(1, ln + 1):
             with m.If(cmd.n == (1 << j)):
                 m.d.comb += logn_in.eq(j)
         is_weights = cmd.mode == MODES["weights"]
@@ -384,7 +393,7 @@ class ButterflyEngine(wiring.Component):
             p1.valid.eq(issue),
             p1.done.eq(issue & (s == c.logn - 1) & (i == (c.n >> 1) - 1)),
             p1.abank.eq(i[0]),
-            p1.topbank.eq(i.bit_select((c.logn - 2).as_unsigned(), 1)),
+            p1.topbank.eq(Mux(c.logn == 1, 0, i.bit_select((c.logn - 2).as_unsigned(), 1))),
             p1.i.eq(i), p1.whalf.eq(~s[0]), p1.slot.eq(c_slot),
             p1.mode.eq(c.mode), p1.shift.eq(c.shift), p1.mult.eq(c.mult),
             p2.eq(p1), o.eq(p2),
@@ -445,7 +454,7 @@ class ButterflyEngine(wiring.Component):
             top_word += [top_re, top_im]
             bot_word += [bot_re, bot_im]
 
-        # o: write v'[2i] to bank i[log n - 2], v'[2i+1] to the other one.
+        # o: write v'[2i] to bank i[log n - 2] (n = 2: bank 0), v'[2i+1] to the other one.
         for b in range(2):
             port = banks[b]["comp_w"]
             m.d.comb += [

@@ -19,8 +19,8 @@ __all__ = ["log2_length", "butterfly_linear", "butterfly_dense_factors", "dense_
 
 def log2_length(config, n):
     """``log2 n`` if ``n`` is a length the engine accepts, else ValueError."""
-    if not isinstance(n, int) or n < 4 or n > config.n_max or n & (n - 1):
-        raise ValueError(f"n must be a power of two in [4, {config.n_max}], not {n!r}")
+    if not isinstance(n, int) or n < 2 or n > config.n_max or n & (n - 1):
+        raise ValueError(f"n must be a power of two in [2, {config.n_max}], not {n!r}")
     return n.bit_length() - 1
 
 

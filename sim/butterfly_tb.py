@@ -13,11 +13,19 @@ A job is ``{"mode": "linear"|"fft"|"ifft"|"weights", "n": n, "batch": B,
 
 The three input streams are driven independently (the engine pulls ``w``
 and ``x`` beats as its commands ask). Every output value and ``last`` flag is
-checked against the golden model; with a single compute job and no stalls,
-the cycles from its first ``x`` beat to its last ``y`` beat must equal the
-cycle model; so must those of every job marked ``"isolate": true`` (its
-command is held back until all earlier outputs have left). Results go to ``result_path`` (JSON) and the outputs to
-``result_path + ".npz"`` (``y_re_<j>``, ``y_im_<j>``).
+checked against the golden model.
+
+A job marked ``"isolate": true`` starts a new *segment*: its command is
+held back until every earlier output has left, so the engine starts it
+empty. Within a segment the commands run back to back. Without stalls, the
+cycle of every compute job's first ``x`` beat and last ``y`` beat, counted
+from the segment's first ``x`` beat, must equal
+:func:`~bertforge.sim.butterfly_cycles.butterfly_timeline`, and each
+segment's cycles (first ``x`` beat to last ``y`` beat) must equal
+:func:`~bertforge.sim.butterfly_cycles.butterfly_queue_cycles`.
+Results go to ``result_path`` (JSON; ``model_cycles`` is the whole run's
+model when it is one segment) and the outputs to ``result_path + ".npz"``
+(``y_re_<j>``, ``y_im_<j>``).
 """
 
 import json
@@ -29,7 +37,8 @@ import numpy as np
 from cocotb.triggers import RisingEdge
 
 from bertforge.rtl.butterfly import MODES, ButterflyConfig, command_is_valid
-from bertforge.sim.butterfly_cycles import butterfly_cycles, butterfly_groups, butterfly_ideal_cycles
+from bertforge.sim.butterfly_cycles import (butterfly_groups, butterfly_ideal_cycles,
+                                            butterfly_queue_cycles, butterfly_timeline)
 from bertforge.sim.butterfly_golden import butterfly_fft, butterfly_linear, sqnr_db
 from bertforge.sim.streams import StreamDriver, StreamMonitor, StreamTB, unpack_vector
 
@@ -138,8 +147,9 @@ async def butterfly_jobs(dut):
     ymon = StreamMonitor(dut, "y", tb.rng, spec.get("y_stall", 0.0))
     drivers = [cmd, wdrv, xdrv]
     ideal = sum(butterfly_ideal_cycles(config, e["n"], e["batch"]) for e in computes)
-    single = len(computes) == 1
-    model = butterfly_cycles(config, computes[0]["n"], computes[0]["batch"]) if single else None
+    starts = [j for j, job in enumerate(jobs) if j == 0 or job.get("isolate")]
+    segments = [list(range(a, b)) for a, b in zip(starts, starts[1:] + [len(jobs)])]
+    model = butterfly_queue_cycles(config, jobs) if len(segments) == 1 else None
     if not computes:
         raise AssertionError("the spec has no compute job")
     timeout = 40 * (ideal + sum(2 * e["n"] for e in computes)) + 2000 * len(jobs) + 2000
@@ -206,7 +216,7 @@ async def butterfly_jobs(dut):
         want = int(bool(expected[j].get("rejected")))
         if value != want:
             problems.append(f"job {j}: error flag {value} after its command, expected {want}")
-    mismatches, offset, outputs, per_job = 0, 0, {}, []
+    mismatches, offset, outputs, per_job, spans = 0, 0, {}, [], {}
     for e in computes:
         payloads = ymon.received[offset:offset + e["beats"]]
         offset += e["beats"]
@@ -219,24 +229,47 @@ async def butterfly_jobs(dut):
         mismatches += bad
         outputs[f"y_re_{e['job']}"], outputs[f"y_im_{e['job']}"] = re, im
         j = e["job"]
+        span = (x_cycles[x_start[j]], y_cycles[outputs_before[j] + e["beats"] - 1])
+        spans[j] = span
         info = {"job": j, "mode": e["mode"], "n": e["n"], "batch": e["batch"],
-                "mismatches": bad,
-                "cycles": y_cycles[outputs_before[j] + e["beats"] - 1] - x_cycles[x_start[j]] + 1,
+                "mismatches": bad, "cycles": span[1] - span[0] + 1,
                 "ideal_cycles": butterfly_ideal_cycles(config, e["n"], e["batch"])}
-        if jobs[j].get("isolate") or len(computes) == 1:
-            info["model_cycles"] = butterfly_cycles(config, e["n"], e["batch"])
-            if not stalls and info["cycles"] != info["model_cycles"]:
-                problems.append(f"job {j}: measured {info['cycles']} cycles, cycle model says "
-                                f"{info['model_cycles']}")
         if e["mode"] != "linear":
             info["sqnr_db"] = sqnr_db(config, e["x_re"], e["x_im"], re, im, e["mode"] == "ifft")
         per_job.append(info)
+    # Cycle model, per segment: each job's first x and last y beat, counted
+    # from the segment's first x beat.
+    by_job = {info["job"]: info for info in per_job}
+    segment_results = []
+    for segment in segments:
+        timeline = butterfly_timeline(config, [jobs[j] for j in segment])
+        model_spans = {j: t for j, t in zip(segment, timeline) if t is not None}
+        if not model_spans or any(j not in spans for j in model_spans):
+            continue
+        first = min(model_spans)
+        origin, model_origin = spans[first][0], model_spans[first][0]
+        for j, (x_model, y_model) in model_spans.items():
+            got = (spans[j][0] - origin, spans[j][1] - origin)
+            want = (x_model - model_origin, y_model - model_origin)
+            by_job[j]["model_cycles"] = want[1] - want[0] + 1
+            if not stalls and got != want:
+                problems.append(f"job {j}: first x / last y beat at cycles {got} of its segment, "
+                                f"cycle model says {want}")
+        last = max(model_spans)
+        segment_results.append({
+            "jobs": [segment[0], segment[-1]], "cycles": spans[last][1] - origin + 1,
+            "model_cycles": butterfly_queue_cycles(config, [jobs[j] for j in segment])})
+        if not stalls and segment_results[-1]["cycles"] != segment_results[-1]["model_cycles"]:
+            problems.append(f"jobs {segment[0]}..{segment[-1]}: measured "
+                            f"{segment_results[-1]['cycles']} cycles, cycle model says "
+                            f"{segment_results[-1]['model_cycles']}")
     np.savez(spec["result_path"] + ".npz", **outputs)
     cycles = y_cycles[-1] - x_cycles[0] + 1 if x_cycles and y_cycles else None
     result = {
         "cycles": cycles,
         "model_cycles": model,
         "model_checked": sum("model_cycles" in info for info in per_job) if not stalls else 0,
+        "segments": segment_results,
         "ideal_cycles": ideal,
         "utilization": ideal / cycles if cycles else None,
         "match": mismatches == 0 and not problems,

@@ -1,8 +1,10 @@
-"""Fast Amaranth-simulator check of a small ButterflyEngine (n_max = 16,
-2 lanes): every length, both modes and the inverse FFT, full-scale random
-data, bit-exact against the golden models; a bad command raises ``error``."""
+"""Fast Amaranth-simulator check of small ButterflyEngines (2 lanes, n_max =
+16 and 4): every length from 2 to n_max, both modes and the inverse FFT,
+full-scale random data, bit-exact against the golden models; a bad command
+raises ``error``."""
 
 import numpy as np
+import pytest
 from amaranth.sim import Simulator
 
 from bertforge.rtl.butterfly import MODES, ButterflyConfig, ButterflyEngine
@@ -15,7 +17,8 @@ def run_engine(config, commands, x_vectors, weights):
     dut = ButterflyEngine(config)
     outputs, errors = [], []
     expected = sum(c["n"] * c["groups"] for c in commands if c["mode"] != MODES["weights"]
-                   and c["n"] in (4, 8, 16) and c["groups"])
+                   and 2 <= c["n"] <= config.n_max and c["n"] & (c["n"] - 1) == 0
+                   and c["groups"])
 
     async def bench(ctx):
         cmds, wbeats, xbeats = list(commands), list(weights), list(x_vectors)
@@ -64,11 +67,12 @@ def beats(config, re, im):
              for l in range(lanes)] for g in range(groups) for k in range(re.shape[1])]
 
 
-def test_small_engine_all_lengths_and_modes():
-    config = ButterflyConfig(n_max=16, lanes=2)
+@pytest.mark.parametrize("n_max", [16, 4])
+def test_small_engine_all_lengths_and_modes(n_max):
+    config = ButterflyConfig(n_max=n_max, lanes=2)
     rng = np.random.default_rng(7)
     commands, x_all, w_all, golden = [], [], [], []
-    for n in (4, 8, 16):
+    for n in (2, 4, 8, 16)[:n_max.bit_length() - 1]:
         m = n.bit_length() - 1
         batch = 3
         re, im = rng.integers(-32768, 32768, (2, batch, n))
@@ -83,9 +87,10 @@ def test_small_engine_all_lengths_and_modes():
             else:
                 want = butterfly_fft(config, re, im, inverse=mode == "ifft")
             golden.append((n, batch, want))
-    commands.insert(1, {"mode": MODES["fft"], "n": 6, "groups": 1, "shift": 0, "mult": 0})
+    for bad_n in (6, 1):
+        commands.insert(1, {"mode": MODES["fft"], "n": bad_n, "groups": 1, "shift": 0, "mult": 0})
     outputs, errors = run_engine(config, commands, x_all, w_all)
-    assert errors == [0, 1] + [0] * (len(commands) - 2)
+    assert errors == [0, 1, 1] + [0] * (len(commands) - 3)
     offset = 0
     for n, batch, (want_re, want_im) in golden:
         chunk = outputs[offset:offset + 2 * n]

@@ -12,7 +12,9 @@ from bertforge.rtl.butterfly import (COMPUTE_LATENCY, ButterflyConfig, Butterfly
                                      command_is_valid, stage_period, twiddle_table)
 from bertforge.rtl.fixed import Q
 from bertforge.sim import fixed_golden
-from bertforge.sim.butterfly_cycles import butterfly_cycles, butterfly_ideal_cycles
+from bertforge.sim.butterfly_cycles import (butterfly_cycles, butterfly_groups,
+                                            butterfly_ideal_cycles, butterfly_queue_cycles,
+                                            butterfly_timeline)
 from bertforge.sim.butterfly_golden import (bit_reverse_permutation, butterfly_dense_factors,
                                             butterfly_fft, butterfly_linear, dense_linear,
                                             log2_length, sqnr_db)
@@ -50,7 +52,8 @@ def test_largest_legal_parameters_are_accepted():
 
 def test_commands_the_hardware_accepts():
     config = ButterflyConfig(n_max=64)
-    assert [n for n in range(0, 200) if command_is_valid(config, 1, n, 1)] == [4, 8, 16, 32, 64]
+    assert [n for n in range(0, 200) if command_is_valid(config, 1, n, 1)] == [2, 4, 8, 16, 32, 64]
+    assert command_is_valid(ButterflyConfig(n_max=4, lanes=2), 0, 2, 1)  # lanes > n/2 is fine
     assert not command_is_valid(config, 0, 16, 0)      # no vectors
     assert command_is_valid(config, 3, 16, 0)          # weight load needs no groups
 
@@ -66,7 +69,7 @@ def test_twiddle_rom_is_q2_width():
     assert len(table) == 8
 
 
-@pytest.mark.parametrize("n", [4, 8, 64, 256])
+@pytest.mark.parametrize("n", [2, 4, 8, 64, 256])
 def test_butterfly_product_equals_its_dense_expansion(n):
     config = ButterflyConfig(n_max=256, width=16, weight_width=8)
     rng = np.random.default_rng(n)
@@ -108,7 +111,7 @@ def test_requantize_is_the_house_rule():
     assert np.array_equal(got[0], want)
 
 
-@pytest.mark.parametrize("width, n, floor_db", [(16, 4, 80), (16, 64, 70), (16, 256, 65),
+@pytest.mark.parametrize("width, n, floor_db", [(16, 2, 80), (16, 4, 80), (16, 64, 70), (16, 256, 65),
                                                 (16, 1024, 60), (8, 256, 20)])
 def test_fixed_point_fft_against_numpy(width, n, floor_db):
     config = ButterflyConfig(n_max=1024, width=width)
@@ -149,8 +152,25 @@ def test_bit_reverse_and_lengths():
     assert list(bit_reverse_permutation(8)) == [0, 4, 2, 6, 1, 5, 3, 7]
     config = ButterflyConfig(n_max=64)
     assert log2_length(config, 64) == 6
-    with pytest.raises(ValueError, match=r"^n must be a power of two in \[4, 64\], not 128$"):
-        log2_length(config, 128)
+    assert log2_length(config, 2) == 1
+    for n in (128, 1, 12):
+        with pytest.raises(ValueError, match=rf"^n must be a power of two in \[2, 64\], not {n}$"):
+            log2_length(config, n)
+
+
+def test_n2_is_one_butterfly():
+    """n = 2: linear is one 2x2 block, fft is (a + b, a - b) / 2."""
+    config = ButterflyConfig(n_max=4, lanes=2, width=16, weight_width=16)
+    x = np.array([[1000, -300], [32767, -32768]])
+    w = np.array([[[3, -2, 5, 7]]])
+    got = butterfly_linear(config, x, w, 1, 1)
+    want = fixed_golden.requantize(x @ np.array([[3, -2], [5, 7]]).T, 1, 1, 16)
+    assert np.array_equal(got, want)
+    re, im = butterfly_fft(config, x, x[:, ::-1])
+    assert np.array_equal(re, [[350, 650], [0, 32767]])
+    assert np.array_equal(im, [[350, -650], [0, -32767]])   # -32767.5 rounds up
+    back_re, back_im = butterfly_fft(config, x, x[:, ::-1], inverse=True)
+    assert np.array_equal(back_re, re) and np.array_equal(back_im, im)
 
 
 # ---- cycle model ------------------------------------------------------------
@@ -163,7 +183,52 @@ def test_cycle_model_formula():
     assert butterfly_cycles(config, 64, 128) == 128 + 16 * 6 * 32 + 8
     assert butterfly_ideal_cycles(config, 64, 128) == 16 * 6 * 32
     assert butterfly_cycles(config, 64, 121) == butterfly_cycles(config, 64, 128)
+    # n = 2: one stage of 4 cycles per group (its one issue plus the latency).
+    assert stage_period(2) == 4
+    assert butterfly_cycles(config, 2, 8) == 4 + 4 - 3 + 8
+    assert butterfly_cycles(config, 2, 24) == 4 + 3 * 4 - 3 + 8
 
+
+@pytest.mark.parametrize("lanes", [1, 4, 16])
+def test_queue_of_one_length_is_the_closed_form(lanes):
+    """Commands of one length back to back cost the closed form of their
+    total groups (the loader's idle cycle between commands is hidden)."""
+    config = ButterflyConfig(n_max=1024, lanes=lanes)
+    for m in range(1, 11):
+        n = 1 << m
+        for batches in ([1], [3 * lanes], [1, 1, 1, 1], [lanes + 1, 2 * lanes, 1, 5 * lanes]):
+            jobs = [{"mode": ("fft", "linear", "ifft")[k % 3], "n": n, "batch": b}
+                    for k, b in enumerate(batches)]
+            total = sum(butterfly_groups(config, b) for b in batches)
+            assert butterfly_queue_cycles(config, jobs) == butterfly_cycles(config, n, total * lanes)
+            if len(batches) == 1:
+                assert butterfly_queue_cycles(config, jobs) == butterfly_cycles(config, n, batches[0])
+
+
+def test_queue_timeline_rules():
+    config = ButterflyConfig(n_max=256, lanes=2)
+    one = butterfly_timeline(config, [{"mode": "fft", "n": 64, "batch": 4}])
+    assert one == [(1, 1 + butterfly_cycles(config, 64, 4) - 1)]
+    # A rejected command costs the loader one cycle; with an empty engine
+    # that delays everything by one.
+    bad = {"mode": "fft", "n": 12, "batch": 1}
+    shifted = butterfly_timeline(config, [bad, {"mode": "fft", "n": 64, "batch": 4}])
+    assert shifted == [None, (2, one[0][1] + 1)]
+    # A weight load waits until compute is idle: the linear job after it
+    # starts only after the fft's compute finished and 32 * 6 weight beats.
+    fft, weights = {"mode": "fft", "n": 64, "batch": 2}, {"mode": "weights", "n": 64}
+    linear = {"mode": "linear", "n": 64, "batch": 2}
+    spans = butterfly_timeline(config, [fft, weights, linear])
+    compute_end = 1 + 64 + 6 * stage_period(64)   # first x, load, compute
+    assert spans[2][0] == compute_end + 1 + 32 * 6 + 1
+    assert butterfly_queue_cycles(config, [fft, weights, linear]) == spans[2][1] - spans[0][0] + 1
+    # A long job then a short one: the short one's compute waits for the long
+    # one, so it ends after it; each output stays in order.
+    spans = butterfly_timeline(config, [{"mode": "fft", "n": 256, "batch": 2},
+                                        {"mode": "fft", "n": 2, "batch": 6}])
+    assert spans[1][0] == spans[0][0] + 256 + 1
+    assert spans[1][1] > spans[0][1]
+    assert butterfly_queue_cycles(config, [weights]) is None
 
 # ---- emission and command line ----------------------------------------------
 
@@ -186,12 +251,18 @@ def test_generate_command(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--n", "12"], "--n must be a power of two in [4, 16] (n_max), not 12"),
-    (["--n", "32"], "--n must be a power of two in [4, 16] (n_max), not 32"),
+    (["--n", "12"], "--n must be a power of two in [2, 16] (n_max), not 12"),
+    (["--n", "32"], "--n must be a power of two in [2, 16] (n_max), not 32"),
+    (["--n", "1"], "--n must be a power of two in [2, 16] (n_max), not 1"),
     ([], "--n is required"),
     (["--n", "8", "--mode", "linear", "--shift", "64"], "--shift must be in [0, 63], not 64"),
     (["--x", "{bad}", "--out", "{out}"], "is not a .npy file"),
-    (["--x", "{x3}", "--out", "{out}"], "--n must be a power of two in [4, 16] (n_max), not 3"),
+    (["--x", "{x3}", "--out", "{out}"], "--n must be a power of two in [2, 16] (n_max), not 3"),
+    (["--x", "{x1}", "--out", "{out}"], "--n must be a power of two in [2, 16] (n_max), not 1"),
+    (["--x", "{empty}", "--out", "{out}"], "X has no vectors (0 rows)"),
+    (["--x", "{floats}", "--out", "{out}"], "it must hold integers"),
+    (["--x", "{missing}", "--out", "{out}"], "does not exist"),
+    (["--x", "{x}"], "--x and --out go together"),
     (["--x", "{x}", "--out", "{out}", "--mode", "linear"], "needs --weights"),
     (["--x", "{x}", "--out", "{out}", "--mode", "linear", "--weights", "{x}"],
      "must have 3 dimensions"),
@@ -199,20 +270,24 @@ def test_generate_command(tmp_path, capsys):
      "for n = 8 they must be (3, 4, 4)"),
     (["--x", "{big}", "--out", "{out}"], "int16 values must lie in"),
     (["--x", "{x}", "--x-im", "{x3}", "--out", "{out}"], "imaginary part is"),
-    (["--x", "{x12}", "--out", "{out}"], "--n must be a power of two in [4, 16] (n_max), not 12"),
+    (["--x", "{x12}", "--out", "{out}"], "--n must be a power of two in [2, 16] (n_max), not 12"),
     (["--x", "{x}", "--n", "16", "--out", "{out}"], "X has vectors of length 8, but --n is 16"),
     (["--x", "{x}", "--out", "{out}", "--weights", "{w}"], "--weights is for --mode linear only"),
 ])
 def test_sim_input_errors_are_one_line(tmp_path, capsys, argv, message):
     files = {"bad": tmp_path / "bad.npy", "x": tmp_path / "x.npy", "x3": tmp_path / "x3.npy",
              "w": tmp_path / "w.npy", "big": tmp_path / "big.npy", "x12": tmp_path / "x12.npy",
-             "out": tmp_path / "y.npy"}
+             "out": tmp_path / "y.npy", "x1": tmp_path / "x1.npy", "empty": tmp_path / "e.npy",
+             "floats": tmp_path / "f.npy", "missing": tmp_path / "missing.npy"}
     files["bad"].write_text("not numpy")
     np.save(files["x"], np.zeros((2, 8), dtype=np.int16))
     np.save(files["x3"], np.zeros((2, 3), dtype=np.int16))
     np.save(files["w"], np.zeros((2, 4, 4), dtype=np.int16))
     np.save(files["big"], np.full((2, 8), 40000, dtype=np.int32))
     np.save(files["x12"], np.zeros((2, 12), dtype=np.int16))
+    np.save(files["x1"], np.zeros((2, 1), dtype=np.int16))
+    np.save(files["empty"], np.zeros((0, 8), dtype=np.int16))
+    np.save(files["floats"], np.zeros((2, 8)))
     argv = [a.format(**{k: str(v) for k, v in files.items()}) for a in argv]
     code = main(["sim", "butterfly", "--n-max", "16", *argv])
     err = capsys.readouterr().err

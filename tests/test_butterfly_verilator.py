@@ -1,11 +1,14 @@
 """cocotb tests of the emitted ButterflyEngine Verilog in Verilator.
 
 Per design (n_max = 256; lanes 1, 2, 8): one run of many commands back to
-back (rejected commands, weight loads, linear, fft and ifft at n = 4, 8, 64,
-256, random data and extremes) that must match the golden model bit for bit,
-with the isolated commands matching the cycle model to the cycle; then the
-same commands with random gaps on every input stream and output
-backpressure, which must still match with nothing lost or duplicated.
+back (rejected commands, weight loads, linear, fft and ifft at n = 2, 4, 8,
+64, 256, random data and extremes) that must match the golden model bit for
+bit. The run is cut into segments (a job marked ``isolate`` waits until the
+engine is empty); within each segment the commands run back to back (same
+length batches, and mixed lengths, modes and weight loads), and every job's
+first input and last output cycle must equal the cycle model's queue
+timeline. Then the same commands with random gaps on every input stream and
+output backpressure, which must still match with nothing lost or duplicated.
 """
 
 import json
@@ -16,6 +19,7 @@ import pytest
 from bertforge.generators.butterfly_cli import simulate_butterfly
 from bertforge.generators.cli import main
 from bertforge.rtl.butterfly import ButterflyConfig
+from bertforge.sim.butterfly_cycles import butterfly_cycles, butterfly_groups
 from bertforge.sim.butterfly_golden import butterfly_fft, butterfly_linear
 
 DESIGNS = [
@@ -43,11 +47,11 @@ class Jobs:
         for key, value in arrays.items():
             self.arrays[f"{key}_{j}"] = np.asarray(value, dtype=np.int64)
 
-    def weights(self, n, weights=None):
+    def weights(self, n, weights=None, isolate=False):
         if weights is None:
             lim = 1 << (self.config.weight_width - 1)
             weights = self.rng.integers(-lim, lim, (n.bit_length() - 1, n // 2, 4))
-        self.add({"mode": "weights", "n": n}, w=weights)
+        self.add({"mode": "weights", "n": n, "isolate": isolate}, w=weights)
         return weights
 
     def vectors(self, mode, n, batch, re=None, im=None, isolate=False, mult=1, shift=None):
@@ -64,9 +68,9 @@ class Jobs:
 def mixed_jobs(config, seed):
     lanes = config.lanes
     j = Jobs(config, seed)
-    # Rejected: n not a power of two, n > n_max, n < 4, no vectors. Each
+    # Rejected: n not a power of two, n > n_max, n < 2, no vectors. Each
     # raises error; the next valid command clears it.
-    for mode, n, groups in (("fft", 12, 1), ("linear", 512, 1), ("ifft", 2, 1), ("fft", 16, 0)):
+    for mode, n, groups in (("fft", 12, 1), ("linear", 512, 1), ("ifft", 1, 1), ("fft", 16, 0)):
         j.add({"mode": mode, "n": n, "groups": groups})
         j.add({"mode": "fft", "n": 4, "batch": 1}, x_re=[[1, 2, 3, 4]], x_im=[[0, 0, 0, -1]])
     j.weights(4)
@@ -78,17 +82,17 @@ def mixed_jobs(config, seed):
     j.vectors("linear", 256, lanes, isolate=True)
     j.vectors("fft", 256, 2 * lanes, isolate=True)
     j.vectors("ifft", 256, lanes)
-    # Extremes: all max, all min, alternating signs, an impulse.
-    n = 64
-    full = np.full((1, n), j.hi)
-    alternating = np.where(np.arange(n) % 2 == 0, j.lo, j.hi)[None, :]
-    impulse = np.zeros((1, n), dtype=np.int64)
-    impulse[0, 5] = j.lo
-    for re, im in ((full, full), (full * 0 + j.lo, full * 0 + j.lo), (alternating, -1 - alternating),
-                   (impulse, impulse[:, ::-1])):
-        batch = lanes
-        j.vectors("fft", n, batch, np.repeat(re, batch, 0), np.repeat(im, batch, 0))
-        j.vectors("ifft", n, batch, np.repeat(re, batch, 0), np.repeat(im, batch, 0))
+    # Extremes: all max, all min, alternating signs, an impulse (n = 64 and 2).
+    for n in (64, 2):
+        full = np.full((1, n), j.hi)
+        alternating = np.where(np.arange(n) % 2 == 0, j.lo, j.hi)[None, :]
+        impulse = np.zeros((1, n), dtype=np.int64)
+        impulse[0, 5 % n] = j.lo
+        for re, im in ((full, full), (full * 0 + j.lo, full * 0 + j.lo),
+                       (alternating, -1 - alternating), (impulse, impulse[:, ::-1])):
+            batch = lanes
+            j.vectors("fft", n, batch, np.repeat(re, batch, 0), np.repeat(im, batch, 0))
+            j.vectors("ifft", n, batch, np.repeat(re, batch, 0), np.repeat(im, batch, 0))
     # Linear extremes at n = 8: saturating weights and data, shift 0 and 15.
     lim = 1 << (config.weight_width - 1)
     j.weights(8, np.full((3, 4, 4), -lim))
@@ -101,7 +105,30 @@ def mixed_jobs(config, seed):
     j.vectors("fft", 8, 3 * lanes)
     j.vectors("linear", 8, lanes + 1)
     j.vectors("ifft", 64, lanes)
+    # n = 2: one 2x2 block / one radix-2 stage, lanes > n/2 on 8 lanes.
+    j.weights(2, isolate=True)
+    j.vectors("linear", 2, 2 * lanes + 1)
+    j.vectors("fft", 2, 3 * lanes + 1)
+    j.vectors("ifft", 2, 1)
+    x2 = np.array([[j.lo, j.lo], [j.hi, j.lo], [j.lo, 0]] * lanes)
+    j.vectors("linear", 2, 3 * lanes, x2, shift=0)
+    # Batches of one length back to back (checked against the closed form).
+    j.vectors("fft", 64, 2 * lanes, isolate=True)
+    j.vectors("ifft", 64, lanes + 1)
+    j.vectors("fft", 64, 1)
+    # Mixed lengths, modes and weight loads back to back.
+    j.vectors("fft", 2, lanes, isolate=True)
+    j.weights(8)
+    j.vectors("linear", 8, 2 * lanes)
+    j.vectors("linear", 2, lanes + 1)       # reads the n = 8 load's first block
+    j.vectors("ifft", 256, lanes)
+    j.vectors("fft", 4, 1)
+    j.vectors("fft", 2, 2 * lanes)
+    j.vectors("ifft", 32, lanes + 1)
     return j
+
+#: Segments of :func:`mixed_jobs` (each starts at an isolated job).
+SEGMENTS = 9
 
 
 def check_against_golden(config, jobs, result):
@@ -135,10 +162,21 @@ def test_mixed_commands_match_golden_and_cycle_model(config, tmp_path):
     assert result["passed"], result["log"]
     assert result["match"] and result["problems"] == []
     assert result["errors_checked"] == len(jobs.jobs)
-    isolated = [job for job in result["jobs"] if "model_cycles" in job]
-    assert len(isolated) == 5
-    for job in isolated:
+    # Every compute job and every segment matches the cycle model.
+    computes = [job for job in jobs.jobs if job.get("batch")]
+    assert result["model_checked"] == len(result["jobs"]) == len(computes) == 47
+    for job in result["jobs"]:
         assert job["cycles"] == job["model_cycles"]
+    segments = result["segments"]
+    assert len(segments) == SEGMENTS
+    for segment in segments:
+        assert segment["cycles"] == segment["model_cycles"]
+    # Same-length batches back to back: the closed form of all their groups.
+    same = next(seg for seg in segments if jobs.jobs[seg["jobs"][0]]["n"] == 64
+                and seg["jobs"][1] - seg["jobs"][0] == 2)
+    groups = sum(butterfly_groups(config, jobs.jobs[k]["batch"])
+                 for k in range(same["jobs"][0], same["jobs"][1] + 1))
+    assert same["cycles"] == butterfly_cycles(config, 64, groups * config.lanes)
     assert check_against_golden(config, jobs, result) == len(result["jobs"])
     # Saturation is reached in the linear extremes.
     assert any(np.max(np.abs(v)) >= 32767 for k, v in result["outputs"].items() if "re" in k)
@@ -176,6 +214,32 @@ def test_cli_sim_random_and_user_data(tmp_path, capsys):
                         str(tmp_path / "x.npy"), "--out", str(out_fft), "--json"]) == 0
     re, im = butterfly_fft(config, x, x, inverse=True)
     assert np.array_equal(np.load(out_fft), np.stack([re, im], axis=-1))
+    capsys.readouterr()
+
+    # n = 2 (fewer butterflies than lanes).
+    assert main(args + ["--n", "2", "--mode", "linear", "--batch", "5", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["match"] and summary["n"] == 2
+    assert summary["cycles"] == summary["model_cycles"] == butterfly_cycles(config, 2, 5)
+    assert summary["ideal_cycles"] == 5 * 1 * 1 / 2
+
+
+def test_bench_rows_and_files(tmp_path):
+    """The bench's rows (a small version: n = 64, 2 lanes, batch 8)."""
+    from bertforge.generators.butterfly_cli import bench_butterfly
+    rows = bench_butterfly(tmp_path, ns=(64,), lanes=(2,), batch=8, n_max=256)
+    assert [(row["n"], row["mode"]) for row in rows] == [(64, "linear"), (64, "fft")]
+    for row in rows:
+        assert row["match"] and row["cycles"] == row["model_cycles"]
+        assert row["utilization"] == row["ideal_cycles"] / row["cycles"]
+        assert row["dense_array"] == "4x2" and row["dense_cycles"] > 0
+        assert row["speedup_vs_dense"] == row["dense_cycles"] / row["cycles"]
+        assert (row["sqnr_db"] is None) == (row["mode"] == "linear")
+    assert rows[1]["sqnr_db"] > 60 and rows[0]["macs_saved"] == 1 - 6 * 32 * 4 / 64 ** 2
+    assert rows[1]["macs_saved"] == 1 - 6 * 32 * 4 / 128 ** 2     # the DFT as 2n x 2n real
+    saved = json.loads((tmp_path / "bench.json").read_text())
+    assert saved["benchmark"] == "butterfly" and len(saved["results"]) == 2
+    assert "| MACs saved |" in (tmp_path / "bench.md").read_text()
 
 
 @pytest.mark.slow
