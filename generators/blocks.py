@@ -12,6 +12,7 @@ from bertforge.rtl.butterfly import ButterflyConfig, ButterflyEngine
 from bertforge.rtl.gelu import Gelu, GeluConfig
 from bertforge.rtl.layernorm import LayerNorm, LayerNormConfig
 from bertforge.rtl.softmax import Softmax, SoftmaxConfig
+from bertforge.rtl.nm_sparse import NMSparseArray, NMSparseConfig
 
 __all__ = ["BLOCKS", "PRESETS"]
 
@@ -23,6 +24,7 @@ BLOCKS = {
     "gelu": (GeluConfig, Gelu),
     "layernorm": (LayerNormConfig, LayerNorm),
     "softmax": (SoftmaxConfig, Softmax),
+    "sparse": (NMSparseConfig, NMSparseArray),
 }
 
 _systolic = SystolicConfig()
@@ -72,5 +74,12 @@ PRESETS = {
         "os-16x16": dataclasses.replace(_systolic, rows=16, cols=16),
         "ws-16x16": dataclasses.replace(_systolic, rows=16, cols=16, dataflow="ws"),
         "int16-4x4": dataclasses.replace(_systolic, width=16),
+    },
+    "sparse": {
+        "default": NMSparseConfig(),
+        "tiny": NMSparseConfig(rows=2, cols=2, m_max=4),
+        "8x8-m8": NMSparseConfig(rows=8, cols=8, m_max=8),
+        "8x8-m16": NMSparseConfig(rows=8, cols=8, m_max=16),
+        "16x16-m8": NMSparseConfig(rows=16, cols=16, m_max=8),
     },
 }

@@ -1,0 +1,308 @@
+"""N:M structured-sparse systolic array (output stationary).
+
+Why output stationary: N:M sparsity shortens the reduction (K), and in an
+OS array K is *time*: a tile of K dense beats becomes ``ceil(K/M) * N``
+compressed beats, so the saving is a plain M/N in cycles for any N:M, with
+the same array, skew and read-out as the dense OS array, and the pattern
+can change from tile to tile with no reconfiguration. In a weight-stationary
+array K is *space* (the R rows hold R weights of K): the activation rows
+would have to widen to ``R * M / N`` elements, a width that changes with the
+pattern, and the saving would only show as fewer, equally long weight
+blocks. OS keeps one datapath for every pattern, which is what a run-time
+N:M choice needs.
+
+Each PE holds, instead of one activation, the *window* of its row's current
+group (``m_max`` activations); it picks the activation its weight needs by
+the weight's index (a ``m_max``:1 multiplexer), so a group of M activations
+costs N MAC slots, not M. The window moves right with its flags, the
+weight and its index move down, as ``a`` and ``b`` do in
+:class:`~bertforge.rtl.systolic.SystolicArray`.
+"""
+
+from dataclasses import asdict, dataclass
+from functools import reduce
+
+from amaranth.hdl import Module, Mux, Shape, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from .arith import SaturatingIntArith
+from .params import check_choice, check_int
+from .systolic import _delay, _delay_flag
+
+__all__ = ["NMSparseConfig", "NMSparseArray", "SparseOutputStationaryPE"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class NMSparseConfig:
+    """Parameters of an :class:`NMSparseArray`.
+
+    Parameters
+    ----------
+    rows, cols : int
+        Array size (any positive sizes).
+    m_max : 2, 4, 8 or 16
+        Largest group size M; the activation window of each PE holds
+        ``m_max`` values and weight indices are ``log2(m_max)`` bits.
+    width : 8 or 16
+        Signed operand width.
+    acc_width : int
+        Signed accumulator width, ``2 * width`` to 48. Accumulation saturates.
+    max_dsp : int or None
+        At most this many PEs (row-major) multiply with ``*`` (DSP blocks);
+        the others build the product from logic. ``None``: all use ``*``.
+    """
+
+    rows: int = 4
+    cols: int = 4
+    m_max: int = 8
+    width: int = 8
+    acc_width: int = 32
+    max_dsp: int = None
+
+    def __post_init__(self):
+        check_int("rows", self.rows, maximum=256)
+        check_int("cols", self.cols, maximum=256)
+        check_choice("m_max", self.m_max, (2, 4, 8, 16))
+        check_choice("width", self.width, (8, 16))
+        check_int("acc_width", self.acc_width, minimum=2 * self.width, maximum=48)
+        if self.max_dsp is not None:
+            check_int("max_dsp", self.max_dsp, minimum=0)
+
+    @property
+    def name(self):
+        return f"nm_sparse_{self.rows}x{self.cols}_m{self.m_max}"
+
+    @property
+    def index_bits(self):
+        return self.m_max.bit_length() - 1
+
+    @property
+    def queue_depth(self):
+        """Rows of result the output queue holds (as the dense OS array)."""
+        return self.cols + 2 * self.rows + 8
+
+    def to_dict(self):
+        fields = asdict(self)
+        if fields["max_dsp"] is None:
+            del fields["max_dsp"]
+        return fields
+
+
+def a_layout(config):
+    """``a`` beat: one group's window per row (``m_max`` activations each, the
+    group's M values first) and ``last`` (this group ends the tile)."""
+    operand = signed(config.width)
+    return data.StructLayout({
+        "data": data.ArrayLayout(data.ArrayLayout(operand, config.m_max), config.rows),
+        "last": 1})
+
+
+def b_layout(config):
+    """``b`` beat: one compressed weight per column, its index in the group,
+    and ``group_end`` (the last weight of the group)."""
+    return data.StructLayout({
+        "data": data.ArrayLayout(signed(config.width), config.cols),
+        "index": data.ArrayLayout(unsigned(config.index_bits), config.cols),
+        "group_end": 1})
+
+
+def c_layout(config):
+    return data.StructLayout({
+        "data": data.ArrayLayout(signed(config.acc_width), config.cols), "last": 1})
+
+
+class SparseOutputStationaryPE:
+    """Sparse OS PE: ``acc += window[index] * w`` for each valid beat.
+
+    The window (``m_max`` activations) and its flags move right, the weight
+    and its index move down, one register each per PE. The product of the
+    selected activation is registered (one multiplier stage), then
+    accumulated with saturation; a beat flagged ``last`` moves the sum to
+    ``result`` (``result_valid`` pulses) and restarts ``acc`` at zero.
+
+    Latency: ``result`` is valid 2 cycles after the last beat is on the
+    inputs, as in :class:`~bertforge.rtl.systolic_pe.OutputStationaryPE`.
+    Like it, it is added to the array's module by ``add_to(m)``.
+    """
+
+    def __init__(self, arith, config, name):
+        self.arith = arith
+        self.name = name
+        op = arith.operand_shape
+        window = data.ArrayLayout(op, config.m_max)
+        index = unsigned(config.index_bits)
+        sig = self._signal
+        self.win_in, self.w_in, self.idx_in = sig("win_in", window), sig("w_in", op), sig("idx_in", index)
+        self.valid_in, self.last_in = sig("valid_in"), sig("last_in")
+        self.win_out, self.w_out, self.idx_out = sig("win", window), sig("w", op), sig("idx", index)
+        self.valid_out, self.last_out = sig("valid", flag=True), sig("last", flag=True)
+        self.result = sig("result", arith.acc_shape)
+        self.result_valid = sig("result_valid", flag=True)
+
+    def _signal(self, suffix, shape=1, *, flag=False):
+        return Signal(shape, name=f"{self.name}_{suffix}", reset_less=not flag)
+
+    def add_to(self, m):
+        arith = self.arith
+        picked = self._signal("picked", arith.operand_shape)
+        product = self._signal("product", arith.product_shape)
+        product_valid = self._signal("product_valid", flag=True)
+        product_last = self._signal("product_last", flag=True)
+        acc = self._signal("acc", arith.acc_shape, flag=True)
+        total = self._signal("total", arith.acc_shape)
+        m.d.comb += picked.eq(self.win_in[self.idx_in])
+        m.d.sync += [
+            self.win_out.eq(self.win_in),
+            self.w_out.eq(self.w_in),
+            self.idx_out.eq(self.idx_in),
+            self.valid_out.eq(self.valid_in),
+            self.last_out.eq(self.last_in),
+            product.eq(arith.multiply(picked, self.w_in)),
+            product_valid.eq(self.valid_in),
+            product_last.eq(self.valid_in & self.last_in),
+            self.result_valid.eq(product_last),
+        ]
+        m.d.comb += total.eq(arith.accumulate(m, acc, product))
+        with m.If(product_valid):
+            m.d.sync += acc.eq(Mux(product_last, 0, total))
+        with m.If(product_last):
+            m.d.sync += self.result.eq(total)
+
+
+class NMSparseArray(wiring.Component):
+    """An R x C output-stationary array for N:M sparse weights.
+
+    A tile computes ``A @ W`` (A: R x K activations, W: K x C weights, N:M
+    sparse along K, any N:M with M <= ``m_max``, chosen per tile). Each group
+    of M rows of K is one ``a`` beat (per row, the group's window of
+    activations, padded to ``m_max``) and as many ``b`` beats as the group
+    has compressed weights (N; each beat one weight per column plus its
+    index in the group, ``group_end`` on the last). The ``a`` beat is held
+    (stream rules) until the ``b`` beat with ``group_end`` is taken: a
+    compressed beat is a handshake on ``b``; ``a`` completes once per group.
+    ``a.last`` marks the tile's last group. Dense mode is N = M: M beats per
+    group with indices 0..M-1. The R x C result leaves on ``c`` one row per
+    beat (``last`` on row R-1), as from the dense OS array.
+
+    Sums saturate to ``signed(acc_width)``, in beat order
+    (:func:`bertforge.sim.nm_sparse_golden.nm_tile_golden`).
+
+    Throughput and latency (ready consumer, operands always valid): a tile
+    of B compressed beats (``B = ceil(K/M) * N``) occupies ``max(B, R)``
+    cycles, so N:M runs ``M/N`` times faster than dense once ``B >= R``; the
+    last result row leaves ``R + C + 4`` cycles after the tile's last beat
+    is accepted. :func:`bertforge.sim.nm_sparse_cycles.nm_sparse_cycles` is
+    the exact model (the dense OS formula over compressed beats).
+
+    Cost over the dense OS PE: the window register (``m_max * width`` bits
+    instead of ``width``), the index register and a ``m_max``:1 multiplexer
+    of ``width`` bits.
+
+    Parameters
+    ----------
+    config : NMSparseConfig
+    """
+
+    def __init__(self, config):
+        if not isinstance(config, NMSparseConfig):
+            raise TypeError(f"config must be an NMSparseConfig, not {config!r}")
+        self.config = config
+        super().__init__({
+            "a": In(stream.Signature(a_layout(config))),
+            "b": In(stream.Signature(b_layout(config))),
+            "c": Out(stream.Signature(c_layout(config))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        rows, cols = cfg.rows, cfg.cols
+        dsp = SaturatingIntArith(cfg.width, cfg.acc_width)
+        logic = SaturatingIntArith(cfg.width, cfg.acc_width, logic_multiplier=True)
+        limit = rows * cols if cfg.max_dsp is None else cfg.max_dsp
+        pes = [[SparseOutputStationaryPE(dsp if i * cols + j < limit else logic, cfg, f"pe_{i}_{j}")
+                for j in range(cols)] for i in range(rows)]
+        for pe_row in pes:
+            for pe in pe_row:
+                pe.add_to(m)
+
+        # Output queue with credits (as SystolicArray): nothing in flight is dropped.
+        depth = cfg.queue_depth
+        row_layout = self.c.payload.shape()
+        queue = m.submodules.queue = SyncFIFOBuffered(
+            width=Shape.cast(row_layout).width, depth=depth)
+        m.d.comb += [
+            self.c.valid.eq(queue.r_rdy),
+            self.c.payload.eq(queue.r_data),
+            queue.r_en.eq(self.c.ready),
+        ]
+        credits = Signal(range(depth + 1), init=depth)
+        reserve = Signal(range(rows + 1))
+        m.d.sync += credits.eq(credits - reserve + (self.c.valid & self.c.ready))
+
+        a, b = self.a, self.b
+        # A tile's last beat may enter R cycles after the previous one's.
+        since_last = Signal(range(rows + 1), init=rows)
+        last_ok = (since_last == rows) & (credits >= rows)
+        tile_last = a.payload.last & b.payload.group_end
+        take = a.valid & b.valid & (~tile_last | last_ok)
+        take_last = take & tile_last
+        m.d.comb += [b.ready.eq(take), a.ready.eq(take & b.payload.group_end),
+                     reserve.eq(Mux(take_last, rows, 0))]
+        with m.If(take_last):
+            m.d.sync += since_last.eq(1)
+        with m.Elif(since_last != rows):
+            m.d.sync += since_last.eq(since_last + 1)
+
+        in_win = Signal.like(a.payload.data, name="in_win", reset_less=True)
+        in_w = Signal.like(b.payload.data, name="in_w", reset_less=True)
+        in_idx = Signal.like(b.payload.index, name="in_idx", reset_less=True)
+        in_valid, in_last = Signal(name="in_valid"), Signal(name="in_last")
+        m.d.sync += [in_win.eq(a.payload.data), in_w.eq(b.payload.data),
+                     in_idx.eq(b.payload.index), in_valid.eq(take), in_last.eq(tile_last)]
+
+        for i in range(rows):
+            pe = pes[i][0]
+            m.d.comb += [
+                pe.win_in.eq(_delay(m, in_win[i], i, f"skew_a{i}")),
+                pe.valid_in.eq(_delay_flag(m, in_valid, i, f"skew_v{i}")),
+                pe.last_in.eq(_delay_flag(m, in_last, i, f"skew_l{i}")),
+            ]
+        for j in range(cols):
+            m.d.comb += [pes[0][j].w_in.eq(_delay(m, in_w[j], j, f"skew_b{j}")),
+                         pes[0][j].idx_in.eq(_delay(m, in_idx[j], j, f"skew_i{j}"))]
+        for i in range(rows):
+            for j in range(cols):
+                pe = pes[i][j]
+                if j + 1 < cols:
+                    right = pes[i][j + 1]
+                    m.d.comb += [right.win_in.eq(pe.win_out), right.valid_in.eq(pe.valid_out),
+                                 right.last_in.eq(pe.last_out)]
+                if i + 1 < rows:
+                    below = pes[i + 1][j]
+                    m.d.comb += [below.w_in.eq(pe.w_out), below.idx_in.eq(pe.idx_out)]
+
+        # Read-out as in the dense OS array.
+        columns = []
+        for j in range(cols):
+            picked = reduce(lambda x, y: x | y, [
+                Mux(pes[i][j].result_valid, pes[i][j].result.as_unsigned(), 0)
+                for i in range(rows)])
+            col = Signal(signed(cfg.acc_width), name=f"col{j}", reset_less=True)
+            m.d.sync += col.eq(picked)
+            columns.append(col)
+        push_valid = Signal()
+        push_last = Signal()
+        m.d.sync += [
+            push_valid.eq(reduce(lambda x, y: x | y,
+                                 [pes[i][cols - 1].result_valid for i in range(rows)])),
+            push_last.eq(pes[rows - 1][cols - 1].result_valid),
+        ]
+        row = Signal(row_layout)
+        m.d.comb += row.last.eq(push_last)
+        for j in range(cols):
+            m.d.comb += row.data[j].eq(_delay(m, columns[j], cols - 1 - j, f"deskew{j}"))
+        m.d.comb += [queue.w_en.eq(push_valid), queue.w_data.eq(row)]
+        return m

@@ -1,0 +1,159 @@
+"""``bertforge generate/sim sparse``: outputs, JSON keys, user matrices,
+pruning or refusing B, and the one-line errors for bad input.
+
+Simulating tests use a 3x4 array with m_max 8, the design of
+test_nm_sparse_verilator.py (one Verilator build)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bertforge.generators.cli import main
+from bertforge.sim.nm_sparse_cycles import nm_gemm_cycles
+from bertforge.sim.nm_sparse_golden import is_nm_sparse, prune_nm
+
+ARRAY = ["--rows", "3", "--cols", "4", "--m-max", "8"]
+#: The sparse GEMM engine of test_sparse_gemm_engine.py (TINY: one build).
+ENGINE = ["--rows", "2", "--cols", "2", "--m-max", "8", "--engine", "--mem-width", "64",
+          "--k-chunk", "32", "--addr-width", "15"]
+
+
+def run_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "bertforge.generators.cli", *args],
+                          capture_output=True, text=True, cwd=cwd)
+
+
+def test_generate_is_deterministic(tmp_path):
+    for out in ("one", "two"):
+        assert main(["generate", "sparse", "--rows", "2", "--cols", "3", "--m-max", "16",
+                     "-o", str(tmp_path / out)]) == 0
+    first = (tmp_path / "one" / "nm_sparse_2x3_m16.v").read_bytes()
+    assert first == (tmp_path / "two" / "nm_sparse_2x3_m16.v").read_bytes()
+    assert b"module nm_sparse_2x3_m16(" in first
+    sidecar = json.loads((tmp_path / "one" / "nm_sparse_2x3_m16.json").read_text())
+    assert sidecar["config"] == {"rows": 2, "cols": 3, "m_max": 16, "width": 8, "acc_width": 32}
+    ports = {p["name"]: (p["direction"], p["width"]) for p in sidecar["ports"]}
+    assert ports["a__payload"] == ("input", 2 * 16 * 8 + 1)
+    assert ports["b__payload"] == ("input", 3 * 8 + 3 * 4 + 1)
+    assert ports["c__payload"] == ("output", 3 * 32 + 1)
+
+
+def test_sim_json(capsys):
+    assert main(["sim", "sparse", *ARRAY, "--pattern", "2:8", "--m", "7", "--k", "61", "--n", "9",
+                 "--seed", "3", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    gemm_keys = ("cycles", "model_cycles", "ideal_cycles", "utilization", "match", "mismatches",
+                 "stalls", "bound", "model_exact", "sim_cycles_per_second")
+    for key in gemm_keys + ("speedup_vs_dense",):
+        assert key in result
+    assert result["match"] is True and result["dense_match"] is True
+    assert result["cycles"] == result["model_cycles"] == nm_gemm_cycles(
+        _config(), 7, 61, 9, 2, 8)
+    assert result["dense_cycles"] == nm_gemm_cycles(_config(), 7, 61, 9, 1, 1)
+    assert result["ideal_cycles"] == 3 * 3 * 16          # 9 tiles of ceil(61/8)*2 beats
+    assert result["utilization"] == pytest.approx(result["ideal_cycles"] / result["cycles"])
+    assert result["speedup_vs_dense"] == pytest.approx(result["dense_cycles"] / result["cycles"])
+    assert result["speedup_vs_dense"] > 3.0
+
+
+def _config():
+    from bertforge.rtl.nm_sparse import NMSparseConfig
+    return NMSparseConfig(rows=3, cols=4, m_max=8)
+
+
+def test_sim_user_matrices_are_pruned(tmp_path):
+    rng = np.random.default_rng(1)
+    a = rng.integers(-128, 128, (5, 21)).astype(np.int8)
+    b = rng.integers(-128, 128, (21, 6)).astype(np.int16)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    out = tmp_path / "c.npy"
+    assert main(["sim", "sparse", *ARRAY, "--pattern", "1:4", "--a", str(tmp_path / "a.npy"),
+                 "--b", str(tmp_path / "b.npy"), "--out", str(out), "--gap", "0.2",
+                 "--stall", "0.3"]) == 0
+    c = np.load(out)
+    assert c.dtype == np.int32
+    assert np.array_equal(c, a.astype(np.int64) @ prune_nm(b, 1, 4))
+
+
+def test_b_is_pruned_accepts_a_sparse_b_and_refuses_a_dense_one(tmp_path):
+    rng = np.random.default_rng(2)
+    a = rng.integers(-128, 128, (3, 12))
+    pruned = prune_nm(rng.integers(-128, 128, (12, 4)), 3, 8)
+    assert is_nm_sparse(pruned, 3, 8)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "pruned.npy", pruned)
+    np.save(tmp_path / "dense.npy", np.ones((12, 4), dtype=np.int64))
+    ok = run_cli("sim", "sparse", *ARRAY, "--pattern", "3:8", "--a", "a.npy", "--b", "pruned.npy",
+                 "--out", "c.npy", "--b-is-pruned", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert np.array_equal(np.load(tmp_path / "c.npy"), a @ pruned)
+    bad = run_cli("sim", "sparse", *ARRAY, "--pattern", "3:8", "--a", "a.npy", "--b", "dense.npy",
+                  "--out", "bad.npy", "--b-is-pruned", cwd=tmp_path)
+    assert bad.returncode == 2
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) == 1, bad.stderr
+    assert lines[0] == ("bertforge: error: B (dense.npy) breaks the 3:8 pattern: weights are not 3:8 "
+                        "sparse: group 0 (rows 0..7) of column 0 has 8 non-zeros; prune with "
+                        "prune_nm first")
+    assert not (tmp_path / "bad.npy").exists()
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_sim_engine_json_and_user_matrices(tmp_path, capsys):
+    assert main(["sim", "sparse", *ENGINE, "--pattern", "2:8", "--m", "4", "--k", "64", "--n", "8",
+                 "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["tile_loop"] == "engine" and result["design"] == "sparse_gemm_2x2_m8"
+    assert result["match"] is True and result["dense_match"] is True
+    assert result["model_exact"] is True
+    assert result["cycles"] == result["model_cycles"]
+    assert result["dense_cycles"] == result["dense_model_cycles"]
+    assert result["speedup_vs_dense"] == pytest.approx(result["dense_cycles"] / result["cycles"])
+    assert result["speedup_vs_dense"] > 2.5
+    rng = np.random.default_rng(7)
+    a = rng.integers(-128, 128, (5, 37))
+    b = rng.integers(-128, 128, (37, 6))
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    assert main(["sim", "sparse", *ENGINE, "--pattern", "1:4", "--a", str(tmp_path / "a.npy"),
+                 "--b", str(tmp_path / "b.npy"), "--out", str(tmp_path / "c.npy"),
+                 "--stall", "0.2", "--gap", "0.1"]) == 0
+    assert np.array_equal(np.load(tmp_path / "c.npy"), a @ prune_nm(b, 1, 4))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["sim", "sparse", *ENGINE, "--pattern", "2:3", "--m", "4", "--k", "4", "--n", "4"],
+     "the engine takes N:M with M a power of two, not 2:3"),
+    (["sim", "sparse", "--pattern", "2:4", "--m", "4", "--k", "4", "--n", "4", "--k-chunk", "32"],
+     "--mem-width, --k-chunk and --addr-width go with --engine"),
+    (["sim", "sparse", *ENGINE, "--max-dsp", "2", "--pattern", "2:4", "--m", "4", "--k", "4", "--n", "4"],
+     "--max-dsp does not apply to --engine"),
+    (["sim", "sparse", "--rows", "2", "--cols", "2", "--engine", "--mem-width", "48", "--pattern", "2:4",
+      "--m", "4", "--k", "4", "--n", "4"], "mem_width must be a power of two, not 48"),
+    (["sim", "sparse", "--m", "4", "--k", "4", "--n", "4"], "the following arguments are required: --pattern"),
+    (["sim", "sparse", "--pattern", "2-4", "--m", "4", "--k", "4", "--n", "4"],
+     "a pattern is N:M with integers, like 2:4, not '2-4'"),
+    (["sim", "sparse", "--pattern", "5:4", "--m", "4", "--k", "4", "--n", "4"], "n must be in 1..m = 4, not 5"),
+    (["sim", "sparse", "--m-max", "8", "--pattern", "1:16", "--m", "4", "--k", "4", "--n", "4"],
+     "m must be at most m_max = 8, not 16"),
+    (["sim", "sparse", "--pattern", "2:4", "--m", "4"], "--m, --k and --n are required"),
+    (["sim", "sparse", "--pattern", "2:4", "--m", "4", "--k", "4", "--n", "4", "--b-is-pruned"],
+     "--b-is-pruned goes with --b"),
+    (["sim", "sparse", "--pattern", "2:4", "--a", "x.npy"], "--a, --b and --out go together"),
+    (["sim", "sparse", "--pattern", "2:4", "--m", "4000", "--k", "4000", "--n", "400"],
+     "at most 4000000 per run"),
+    (["generate", "sparse", "--m-max", "6", "-o", "o"], "m_max must be 2, 4, 8 or 16, not 6"),
+    (["generate", "sparse", "--rows", "0", "-o", "o"], "rows must be a positive integer, not 0"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
+    result = run_cli(*args, cwd=tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("bertforge: error: ")
+    assert message in lines[0]
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,144 @@
+"""The sparse GEMM engine (rtl/sparse_gemm_engine.py) in Verilator, in its
+HDL harness (one build: 2x2 array, m_max 8, 64-bit memory, K chunks of 32),
+against the golden model (the dense engine's on the decompressed weights)
+and the cycle model; plus its config checks and models without a simulator."""
+
+import numpy as np
+import pytest
+
+from bertforge.generators.sparse_gemm_sim import layout_sparse_problems, read_c, simulate_sparse_engine
+from bertforge.rtl.gemm_engine import GemmEngine
+from bertforge.rtl.sparse_gemm_engine import SparseGemmConfig, SparseGemmEngine, pack_sparse_command
+from bertforge.sim.gemm_golden import gemm_golden
+from bertforge.sim.nm_sparse_gemm_cycles import sparse_gemm_cycles
+from bertforge.sim.nm_sparse_gemm_golden import run_sparse_commands, sparse_command_error
+from bertforge.sim.nm_sparse_golden import prune_nm
+
+TINY = SparseGemmConfig(rows=2, cols=2, mem_width=64, k_chunk=32, m_tile=16, m_max=8, addr_width=15)
+
+
+def test_compute_bound_commands_match_golden_and_cycle_model(tmp_path):
+    """Full panels, several K chunks, every M of the array: measured == model."""
+    problems = [dict(m=4, k=64, n=8, pat_n=4, pat_m=8), dict(m=2, k=61, n=8, pat_n=3, pat_m=4),
+                dict(m=4, k=64, n=8, pat_n=8, pat_m=8), dict(m=4, k=64, n=8, pat_n=2, pat_m=8),
+                dict(m=4, k=64, n=8, pat_n=1, pat_m=4), dict(m=2, k=96, n=8, pat_n=2, pat_m=8)]
+    image, commands = layout_sparse_problems(TINY, problems, np.random.default_rng(1))
+    model = sparse_gemm_cycles(TINY, commands)
+    assert model["exact"] and model["bound"] == "compute"
+    result = simulate_sparse_engine(TINY, image, commands, seed=1, workdir=tmp_path)
+    assert result["passed"], result["log"]
+    assert result["match"]
+    assert result["cycles"] == result["model_cycles"] == model["cycles"]
+
+
+def test_edges_partial_groups_accumulate_int8_and_bad_commands_with_stalls(tmp_path):
+    """Edge blocks, K not a multiple of M or of k_chunk, accumulate, int8
+    output, extremes, and rejected commands between good ones; run clean and
+    with random memory latency and stalls on every stream."""
+    rng = np.random.default_rng(2)
+    problems = [
+        dict(m=5, k=77, n=7, pat_n=2, pat_m=4),
+        dict(m=4, k=40, n=5, pat_n=1, pat_m=8, pad=3),
+        dict(m=3, k=9, n=2, pat_n=8, pat_m=8),
+        dict(m=2, k=33, n=3, pat_n=3, pat_m=8, accumulate=1),
+        dict(m=3, k=5, n=2, pat_n=1, pat_m=2, int8=1, multiplier=3, shift=9),
+        dict(m=3, k=70, n=5, pat_n=1, pat_m=1, extreme=True),
+        dict(m=2, k=45, n=3, pat_n=5, pat_m=8, extreme=True),
+    ]
+    image, commands = layout_sparse_problems(TINY, problems, rng)
+    good = dict(commands[0])
+    bad = [dict(good, pat_m=3), dict(good, pat_n=0), dict(good, pat_n=5, pat_m=4),
+           dict(good, pat_m=16, pat_n=1), dict(good, idx_stride=1 << 14), dict(good, k=0)]
+    commands = commands[:3] + bad + commands[3:]
+    expected = run_sparse_commands(TINY, image.copy(), commands)
+    assert expected == [False] * 3 + [True] * 6 + [False] * 4
+    for name, knobs in (("clean", {}), ("stalls", dict(lat_min=3, lat_mask=7, p_req=60, p_data=80,
+                                                         p_wr=70, p_cmd=50, p_done=90))):
+        result = simulate_sparse_engine(TINY, image, commands, seed=3, workdir=tmp_path / name, **knobs)
+        assert result["passed"], result["log"]
+        assert result["match"] and result["errors"] == expected
+        for cmd, problem in zip(commands[:3], problems[:3]):
+            assert read_c(result["image"], cmd).shape == (problem["m"], problem["n"])
+
+
+def test_results_equal_the_dense_product_of_the_pruned_weights(tmp_path):
+    rng = np.random.default_rng(4)
+    a = rng.integers(-128, 128, (6, 50))
+    w = prune_nm(rng.integers(-128, 128, (50, 9)), 3, 8)
+    image, commands = layout_sparse_problems(TINY, [dict(m=6, k=50, n=9, pat_n=3, pat_m=8, a=a, w=w)])
+    result = simulate_sparse_engine(TINY, image, commands, workdir=tmp_path)
+    assert result["match"]
+    assert np.array_equal(read_c(result["image"], commands[0]), a @ w)
+    assert np.array_equal(read_c(result["image"], commands[0]), gemm_golden(TINY, a, w))
+
+
+@pytest.mark.parametrize("fields, error, message", [
+    ({"dataflow": "ws"}, ValueError, r"^dataflow must be 'os' for the sparse engine, not 'ws'$"),
+    ({"m_max": 3}, ValueError, r"^m_max must be 2, 4, 8 or 16, not 3$"),
+    ({"m_max": "8"}, TypeError, r"^m_max must be an integer, not '8'$"),
+    ({"m_max": 16, "mem_width": 64}, ValueError, r"^m_max must divide mem_width // width = 8, not 16$"),
+    ({"rows": 0}, ValueError, r"^rows must be a positive integer, not 0$"),
+])
+def test_bad_config_fails_at_construction(fields, error, message):
+    base = dict(rows=2, cols=2, mem_width=64, k_chunk=32)
+    with pytest.raises(error, match=message):
+        SparseGemmConfig(**{**base, **fields})
+
+
+def test_engine_takes_only_a_sparse_config():
+    with pytest.raises(TypeError, match=r"^config must be a SparseGemmConfig, not 3$"):
+        SparseGemmEngine(3)
+    engine = SparseGemmEngine(TINY)
+    assert isinstance(engine, GemmEngine)
+    assert TINY.name == "sparse_gemm_2x2_m8" and TINY.sparse.m_max == 8
+
+
+def test_command_packing_and_error_rules():
+    cmd = {"m": 3, "k": 5, "n": 2, "pat_n": 2, "pat_m": 4, "idx_addr": 100, "idx_stride": 7}
+    packed = pack_sparse_command(TINY, cmd)
+    assert packed > 0 and pack_sparse_command(TINY, dict(cmd, pat_n=3)) != packed
+    ok = {**{key: 0 for key in ("a_addr", "b_addr", "c_addr", "accumulate", "int8",
+                                "multiplier", "shift")},
+          "a_stride": 8, "b_stride": 8, "c_stride": 16, **cmd}
+    assert not sparse_command_error(TINY, ok)
+    assert sparse_command_error(TINY, dict(ok, pat_m=8, pat_n=9))
+    assert sparse_command_error(TINY, dict(ok, idx_addr=(1 << 15) - 4))
+
+
+def test_cycle_model_speedup_tends_to_m_over_n_when_compute_bound():
+    config = SparseGemmConfig(rows=8, cols=8, m_tile=16, addr_width=22)
+    base = {"m": 32, "k": 768, "n": 96, "a_stride": 768, "b_stride": 96, "c_stride": 384,
+            "idx_stride": 96}
+    dense = sparse_gemm_cycles(config, [dict(base, pat_n=1, pat_m=1)])
+    for n, m in [(1, 4), (2, 4), (2, 8), (4, 8)]:
+        sparse = sparse_gemm_cycles(config, [dict(base, pat_n=n, pat_m=m)])
+        assert sparse["exact"]
+        assert 0.9 * m / n <= dense["cycles"] / sparse["cycles"] <= m / n
+
+
+SLOW_ENGINES = [
+    SparseGemmConfig(rows=3, cols=2, mem_width=128, k_chunk=64, m_tile=16, m_max=16, addr_width=16),
+    SparseGemmConfig(rows=2, cols=3, width=16, mem_width=64, k_chunk=32, m_tile=16, m_max=4,
+                     addr_width=16),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", SLOW_ENGINES, ids=lambda c: f"{c.name}-w{c.width}")
+def test_more_engines(config, tmp_path):
+    """m_max 16 (1:16, 2:16, dense 16:16) and int16 operands, clean and with stalls."""
+    patterns = [(n, m) for m in (1, 2, 4, 8, 16) if m <= config.m_max for n in range(1, m + 1)
+                if n in (1, 2, 3, m)]
+    rng = np.random.default_rng(config.m_max)
+    problems = [dict(m=int(rng.integers(1, 8)), k=int(rng.integers(1, 150)),
+                     n=int(rng.integers(1, 12)), pat_n=n, pat_m=m, extreme=(i % 4 == 3))
+                for i, (n, m) in enumerate(patterns)]
+    image, commands = layout_sparse_problems(config, problems, rng)
+    for name, knobs in (("clean", {}), ("stalls", dict(lat_min=2, lat_mask=15, p_req=40, p_data=90,
+                                                         p_wr=60, p_cmd=30, p_done=70))):
+        result = simulate_sparse_engine(config, image, commands, seed=5, workdir=tmp_path / name,
+                                        **knobs)
+        assert result["passed"], result["log"]
+        assert result["match"]
+        if name == "clean" and result["model_exact"]:
+            assert result["cycles"] == result["model_cycles"]
