@@ -41,6 +41,7 @@ BLOCK_COMMANDS = [
     "gelu_cli",
     "layernorm_cli",
     "softmax_cli",
+    "sparse_cli",
     "norm_bench",
     "boards_bench",
     "encoder_cli",
@@ -73,6 +74,10 @@ def build_parser():
         sub = blocks.add_parser(block, help=f"the {block} block")
         add_config_flags(sub, block)
         sub.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+    sub = blocks.add_parser("encoder", help="the encoder top: GEMM engine + softmax + layernorm + GELU")
+    sub.add_argument("--hw", metavar="FILE.toml", required=True,
+                     help="hardware config, as for analyze (e.g. generators/configs/tiny.toml)")
+    sub.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
     sim = commands.add_parser("sim", help="simulate a block in Verilator against its golden model")
     sim_blocks = _subcommands(sim, "block")
@@ -101,7 +106,12 @@ def _handler(command, block):
 
 
 def cmd_generate(args):
-    config = config_from_args(args.block, args)
+    if args.block == "encoder":
+        from .analyze import load_hardware
+        from .encoder_cli import encoder_config
+        config = encoder_config(load_hardware(args.hw), args.hw)
+    else:
+        config = config_from_args(args.block, args)
     verilog_path, sidecar_path = write_design(config, args.out)
     print(f"wrote {verilog_path}")
     print(f"wrote {sidecar_path}")

@@ -135,3 +135,14 @@ def test_sim_encoder_bad_input(text, args, message, tmp_path, capsys):
     assert main(["sim", "encoder", "--hw", str(path), *args]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_generate_encoder_is_deterministic(tmp_path, capsys):
+    for out in ("a", "b"):
+        assert main(["generate", "encoder", "--hw", str(TINY_HW), "-o", str(tmp_path / out)]) == 0
+    name = tiny_config().name
+    first = (tmp_path / "a" / f"{name}.v").read_bytes()
+    assert first == (tmp_path / "b" / f"{name}.v").read_bytes()
+    assert b"module " + name.encode() in first
+    sidecar = json.loads((tmp_path / "a" / f"{name}.json").read_text())
+    assert {p["name"] for p in sidecar["ports"]} >= {"cmd__payload", "rd_req__valid", "wr_req__ready"}
