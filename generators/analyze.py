@@ -16,6 +16,9 @@ A hardware config is a TOML file (examples in ``generators/configs/``)::
     lanes = 16
     [gelu]                     # GeluConfig fields
     lanes = 16
+    [sparse]                   # optional: the GEMM engine is a SparseGemmEngine
+    m_max = 8                  # largest group size of the N:M sparse array
+    pattern = "2:4"            # N:M of the pruned weights
 
 Overlap model, as :class:`~bertforge.rtl.encoder_top.EncoderTop`'s
 sequencer runs a layer: the commands of one GEMM operation (the heads of
@@ -26,7 +29,16 @@ is written), so the total is the sum. Overlapping units (e.g. the softmax
 of one head with the next head's score GEMM) is not modelled.
 
 Costs: a GEMM operation is :func:`~bertforge.sim.gemm_cycles.gemm_cycles` of
-its commands (int8 or int32 results, the memory's latency and bandwidth);
+its commands (int8 or int32 results, the memory's latency and bandwidth).
+With a [sparse] section the engine is a
+:class:`~bertforge.rtl.sparse_gemm_engine.SparseGemmEngine` (the [gemm]
+fields plus ``m_max``, output stationary) costed by
+:func:`~bertforge.sim.nm_sparse_gemm_cycles.sparse_gemm_cycles`: GEMMs whose
+B operand is a weight matrix (q, v, output projections, both FFN GEMMs) run
+with the pruned ``pattern``; the attention GEMMs (activations times
+activations), the k projection (its weight is the A operand of
+``Wk^T X^T``, and the engine prunes B) and training's gradient GEMMs run in
+dense mode (1:1) on the same engine;
 a softmax, layernorm or GELU operation is its unit's cycle model plus
 :func:`~bertforge.sim.encoder_cycles.operation_gap` (the sequencer and the
 memory adapter filling the unit) and, if the memory cannot deliver one
@@ -48,10 +60,13 @@ from bertforge.rtl.gelu import GeluConfig
 from bertforge.rtl.gemm_engine import GemmConfig
 from bertforge.rtl.layernorm import LayerNormConfig
 from bertforge.rtl.softmax import SoftmaxConfig
+from bertforge.rtl.sparse_gemm_engine import SparseGemmConfig
 from bertforge.sim.encoder_cycles import operation_gap
 from bertforge.sim.gelu_cycles import gelu_cycles
 from bertforge.sim.gemm_cycles import gemm_cycles, ideal_cycles
 from bertforge.sim.layernorm_cycles import layernorm_cycles
+from bertforge.sim.nm_sparse_gemm_cycles import sparse_gemm_cycles, sparse_ideal_cycles
+from bertforge.sim.nm_sparse_golden import check_pattern, parse_pattern
 from bertforge.sim.softmax_cycles import softmax_cycles
 from .presets import ConfigError
 from .workload import encoder_layer
@@ -73,6 +88,28 @@ class Hardware:
     clock_mhz: float = 200.0
     mem_bytes_per_cycle: float = 64.0
     mem_latency: int = 1
+    sparse: SparseGemmConfig = None
+    pattern: tuple = None
+
+
+def _load_sparse(path, table, gemm):
+    """``(SparseGemmConfig, (n, m))`` from a [sparse] section, or ``(None, None)``."""
+    if "sparse" not in table:
+        return None, None
+    fields = dict(table["sparse"])
+    bad = sorted(set(fields) - {"m_max", "pattern"})
+    if bad:
+        raise ConfigError(f"{path}: unknown sparse field {bad[0]!r}; fields: m_max, pattern")
+    if "pattern" not in fields:
+        raise ConfigError(f'{path}: [sparse] needs a pattern, like pattern = "2:4"')
+    try:
+        config = SparseGemmConfig(**{**gemm.to_dict(), "m_max": fields.get("m_max", 8)})
+        n, m = check_pattern(*parse_pattern(fields["pattern"]), config.m_max)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{path}: [sparse] {error}") from None
+    if m & (m - 1):
+        raise ConfigError(f"{path}: [sparse] the sparse engine takes M a power of two, not {m}")
+    return config, (n, m)
 
 
 def load_hardware(path):
@@ -85,10 +122,10 @@ def load_hardware(path):
         raise ConfigError(f"hardware config {path} does not exist") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"hardware config {path} is not valid TOML: {error}") from None
-    unknown = sorted(set(table) - set(_UNITS) - {"hardware"})
+    unknown = sorted(set(table) - set(_UNITS) - {"hardware", "sparse"})
     if unknown:
         raise ConfigError(f"{path}: unknown section [{unknown[0]}]; sections: hardware, "
-                          f"{', '.join(_UNITS)}")
+                          f"{', '.join(_UNITS)}, sparse")
     units = {}
     for name, cls in _UNITS.items():
         fields = table.get(name, {})
@@ -110,18 +147,28 @@ def load_hardware(path):
             raise ConfigError(f"{path}: {key} must be a positive number, not {hw[key]!r}")
     if "mem_latency" in hw and not (isinstance(hw["mem_latency"], int) and hw["mem_latency"] >= 1):
         raise ConfigError(f"{path}: mem_latency must be a positive integer, not {hw['mem_latency']!r}")
-    return Hardware(name=hw.get("name", path.stem), clock_mhz=float(hw.get("clock_mhz", 200.0)),
+    sparse, pattern = _load_sparse(path, table, units["gemm"])
+    return Hardware(sparse=sparse, pattern=pattern, name=hw.get("name", path.stem), clock_mhz=float(hw.get("clock_mhz", 200.0)),
                     mem_bytes_per_cycle=float(hw.get("mem_bytes_per_cycle", 64.0)),
                     mem_latency=int(hw.get("mem_latency", 1)), **units)
 
 
 def _gemm(hw, op):
+    """Cycles of ``op.count`` commands back to back (the count-th from the
+    first two: each further command adds what the second did), and the
+    ideal cycles of the MACs the array must do (compressed ones when sparse)."""
     command = {"m": op.m, "k": op.k, "n": op.n, "int8": int(op.int8_out)}
-    one = gemm_cycles(hw.gemm, [command], lat=hw.mem_latency, bw=hw.mem_bytes_per_cycle)["cycles"]
+    if hw.sparse is None:
+        model, config, ideal = gemm_cycles, hw.gemm, ideal_cycles
+    else:
+        n, m = hw.pattern if op.sparse_weights else (1, 1)
+        command.update(pat_n=n, pat_m=m)
+        model, config, ideal = sparse_gemm_cycles, hw.sparse, sparse_ideal_cycles
+    one = model(config, [command], lat=hw.mem_latency, bw=hw.mem_bytes_per_cycle)["cycles"]
     if op.count == 1:
-        return one, ideal_cycles(hw.gemm, command)
-    two = gemm_cycles(hw.gemm, [command] * 2, lat=hw.mem_latency, bw=hw.mem_bytes_per_cycle)["cycles"]
-    return one + (op.count - 1) * (two - one), op.count * ideal_cycles(hw.gemm, command)
+        return one, ideal(config, command)
+    two = model(config, [command] * 2, lat=hw.mem_latency, bw=hw.mem_bytes_per_cycle)["cycles"]
+    return one + (op.count - 1) * (two - one), op.count * ideal(config, command)
 
 
 def _unit(hw, op, model):

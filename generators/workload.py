@@ -49,7 +49,9 @@ class Operation:
     of ``length``), ``layernorm`` (``rows`` vectors of ``length``), ``gelu``
     (``rows`` x ``length`` elements) or ``other`` (elementwise memory-bound
     work: ``rows`` x ``length`` elements, ``passes`` reads+writes of each).
-    A GEMM writes int8 (requantized) results when ``int8_out``, else int32.
+    A GEMM writes int8 (requantized) results when ``int8_out``, else int32;
+    ``sparse_weights`` marks a GEMM whose B operand is a weight matrix, which
+    N:M pruning makes sparse along K.
     """
 
     name: str
@@ -62,6 +64,7 @@ class Operation:
     length: int = 0
     passes: int = 0
     int8_out: bool = True
+    sparse_weights: bool = False
 
     @property
     def macs(self):
@@ -82,16 +85,16 @@ def encoder_layer(model, seq, batch=1, training=False):
         raise ValueError(f"seq and batch must be positive, not {seq} and {batch}")
     tokens, h, d, heads = batch * seq, model.hidden, model.head_dim, model.heads
     ops = [
-        Operation("q, v projections", "gemm", 2, m=tokens, k=h, n=h),
+        Operation("q, v projections", "gemm", 2, m=tokens, k=h, n=h, sparse_weights=True),
         Operation("k projection", "gemm", 1, m=h, k=h, n=tokens),
         Operation("attention scores", "gemm", batch * heads, m=seq, k=d, n=seq, int8_out=False),
         Operation("softmax", "softmax", batch * heads, rows=seq, length=seq),
         Operation("attention context", "gemm", batch * heads, m=seq, k=seq, n=d),
-        Operation("output projection", "gemm", 1, m=tokens, k=h, n=h),
+        Operation("output projection", "gemm", 1, m=tokens, k=h, n=h, sparse_weights=True),
         Operation("residual + layernorm 1", "layernorm", 1, rows=tokens, length=h),
-        Operation("ffn 1", "gemm", 1, m=tokens, k=h, n=model.ffn),
+        Operation("ffn 1", "gemm", 1, m=tokens, k=h, n=model.ffn, sparse_weights=True),
         Operation("gelu", "gelu", 1, rows=tokens, length=model.ffn),
-        Operation("ffn 2", "gemm", 1, m=tokens, k=model.ffn, n=h),
+        Operation("ffn 2", "gemm", 1, m=tokens, k=model.ffn, n=h, sparse_weights=True),
         Operation("residual + layernorm 2", "layernorm", 1, rows=tokens, length=h),
     ]
     if not training:

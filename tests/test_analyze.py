@@ -74,3 +74,36 @@ def test_analyze_cli_writes_json_csv_png_and_compares(tmp_path, capsys):
     assert results[1]["total_cycles"] > results[0]["total_cycles"]
     assert (tmp_path / "analysis.csv").read_text().startswith("hardware,operation,class")
     assert (tmp_path / "breakdown.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_sparse_engine_runs_the_weight_gemms_pruned():
+    from bertforge.sim.nm_sparse_gemm_cycles import sparse_gemm_cycles
+    dense = analyze("bert-base", 128, load_hardware(DEFAULT_HW))
+    hw = load_hardware(DEFAULT_HW.parent / "sparse_2of4.toml")
+    assert hw.pattern == (2, 4) and hw.sparse.m_max == 8
+    sparse = analyze("bert-base", 128, hw)
+    ops = {r["operation"]: r for r in sparse["operations"]}
+    base = {r["operation"]: r for r in dense["operations"]}
+    ffn = ops["ffn 1"]
+    assert ffn["cycles"] == sparse_gemm_cycles(
+        hw.sparse, [dict(m=128, k=768, n=3072, int8=1, pat_n=2, pat_m=4)], lat=8, bw=64)["cycles"]
+    for name in ("ffn 1", "ffn 2", "output projection", "q, v projections"):
+        assert 0.49 < ops[name]["cycles"] / base[name]["cycles"] < 0.52, name
+    for name in ("k projection", "attention scores", "attention context"):   # dense mode
+        assert 0.99 < ops[name]["cycles"] / base[name]["cycles"] < 1.01, name
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[sparse]\nm_max = 8\n', '[sparse] needs a pattern, like pattern = "2:4"'),
+    ('[sparse]\npattern = "2:16"\n', "[sparse] m must be at most m_max = 8, not 16"),
+    ('[sparse]\npattern = "2:6"\n', "the sparse engine takes M a power of two, not 6"),
+    ('[sparse]\npattern = "two"\n', "a pattern is N:M with integers"),
+    ('[sparse]\npattern = "1:2"\ndensity = 1\n', "unknown sparse field 'density'"),
+    ('[gemm]\ndataflow = "ws"\n[sparse]\npattern = "1:2"\n', "dataflow must be 'os' for the sparse engine"),
+])
+def test_bad_sparse_section(text, message, tmp_path):
+    path = tmp_path / "hw.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as error:
+        load_hardware(path)
+    assert message in str(error.value) and "\n" not in str(error.value)
