@@ -42,8 +42,6 @@ def bench_gemm(out_dir, *, quick=False, sizes=(16, 8), limited_bw=16, dataflows=
     for size in sizes:
         for dataflow in dataflows:
             for shape in shapes:
-                if size == 8 and shape[0].startswith("ffn"):
-                    continue   # see the note below: 8x8 FFN runs take 4.7M cycles each
                 runs.append((size, dataflow, shape, 0))
     for dataflow in dataflows:
         for shape in shapes:
@@ -81,7 +79,5 @@ def bench_gemm(out_dir, *, quick=False, sizes=(16, 8), limited_bw=16, dataflows=
         "command handshake to completion; memory latency 1, 64-byte beats",
         "model: bertforge.sim.gemm_cycles.gemm_cycles (exact when compute bound)",
         "ideal: M*K*N/(rows*cols); utilization = ideal / cycles",
-        "sim cycles/s: simulated cycles per wall second of the cocotb run (build excluded)",
-        "8x8 skips the two FFN GEMMs (4.7M cycles each) to keep the bench under 10 minutes; "
-        "their tiling is the same as the 768x768 projection's"])
+        "sim cycles/s: simulated cycles per wall second of the cocotb run (build excluded)"])
     return rows

@@ -22,7 +22,9 @@ WS_3X5 = GemmConfig(rows=3, cols=5, dataflow="ws", mem_width=64, addr_width=15, 
 OS_4X4 = GemmConfig(rows=4, cols=4, mem_width=64, addr_width=15, k_chunk=16)
 SLOW = [
     GemmConfig(rows=4, cols=4, dataflow="ws", mem_width=64, addr_width=15, k_chunk=16, m_tile=8),
-    GemmConfig(rows=3, cols=5, mem_width=64, addr_width=15, k_chunk=16),
+    # 128-bit memory: with 64 bits the panel is one 5-wide tile and a chunk's
+    # loads (22 beats) outlast its compute (16 cycles), so it is memory bound.
+    GemmConfig(rows=3, cols=5, mem_width=128, addr_width=15, k_chunk=16),
     GemmConfig(rows=8, cols=8, mem_width=128, addr_width=16, k_chunk=32, m_tile=16),
     GemmConfig(rows=8, cols=8, dataflow="ws", mem_width=128, addr_width=16, k_chunk=32, m_tile=16),
 ]
