@@ -16,15 +16,37 @@ from bertforge.sim import runner
 from bertforge.sim import gemm_harness
 from bertforge.sim.gemm_harness import harness_name
 
-__all__ = ["harness_verilog", "layout_problems", "read_matrix", "simulate_gemm"]
+__all__ = ["harness_verilog", "MemoryImage", "layout_problems", "read_matrix", "simulate_gemm"]
 
 
 #: Verilog of the harness around a config's engine (memoized: emission takes seconds).
 harness_verilog = functools.lru_cache(maxsize=16)(gemm_harness.harness_verilog)
 
 
-def _align(value, to=16):
-    return -(-value // to) * to
+class MemoryImage:
+    """A zeroed memory image of ``2**addr_width`` bytes and a cursor that
+    places matrices one after another (16-byte aligned, ``pad`` extra bytes
+    per row to test strides)."""
+
+    def __init__(self, config):
+        self.config = config
+        self.image = np.zeros(1 << config.addr_width, dtype=np.uint8)
+        self.cursor = 0
+
+    def place(self, rows, cols, itemsize, pad=0):
+        """Room for a ``rows`` x ``cols`` matrix: ``(address, row stride)``."""
+        stride = cols * itemsize + pad
+        addr = self.cursor
+        self.cursor = -(-(addr + rows * stride + 16) // 16) * 16
+        if self.cursor > self.image.size:
+            raise ValueError(f"the matrices need more than the {self.image.size} bytes of a "
+                             f"{self.config.addr_width}-bit address space; raise addr_width")
+        return addr, stride
+
+    def write(self, addr, stride, matrix, dtype):
+        view = np.ndarray(matrix.shape, dtype=dtype, buffer=self.image, offset=addr,
+                          strides=(stride, np.dtype(dtype).itemsize))
+        view[...] = matrix
 
 
 def layout_problems(config, problems, rng=None, *, extreme=False):
@@ -41,25 +63,9 @@ def layout_problems(config, problems, rng=None, *, extreme=False):
     rng = rng or np.random.default_rng(0)
     esize = config.width // 8
     lo, hi = -(1 << (config.width - 1)), (1 << (config.width - 1)) - 1
-    size = 1 << config.addr_width
-    image = np.zeros(size, dtype=np.uint8)
-    cursor = 0
+    memory = MemoryImage(config)
+    place, write, image = memory.place, memory.write, memory.image
     commands = []
-
-    def place(rows, cols, itemsize, pad):
-        nonlocal cursor
-        stride = cols * itemsize + pad
-        addr = cursor
-        cursor = _align(addr + rows * stride + 16)
-        if cursor > size:
-            raise ValueError(f"the matrices need more than the {size} bytes of a "
-                             f"{config.addr_width}-bit address space; raise addr_width")
-        return addr, stride
-
-    def write(addr, stride, matrix, dtype):
-        view = np.ndarray(matrix.shape, dtype=dtype, buffer=image, offset=addr,
-                          strides=(stride, np.dtype(dtype).itemsize))
-        view[...] = matrix
 
     for index, p in enumerate(problems):
         if "raw" in p:
@@ -108,14 +114,17 @@ def read_matrix(config, image, cmd):
 
 
 def simulate_gemm(config, image, commands, *, seed=0, lat_min=1, lat_mask=0, p_req=0, p_data=0,
-                  p_wr=0, p_cmd=0, p_done=0, bw=0, waves=False, workdir=None, quiet=True):
-    """Run ``commands`` on memory ``image`` in the emitted harness (Verilator).
+                  p_wr=0, p_cmd=0, p_done=0, bw=0, waves=False, workdir=None, quiet=True,
+                  verilog=None, testbench="bertforge.sim.gemm_tb"):
+    """Run ``commands`` on memory ``image`` in the emitted harness (Verilator;
+    ``verilog`` and ``testbench`` choose another engine's harness and
+    cocotb module).
 
     Returns the testbench's result dict (``cycles``, ``model_cycles``,
     ``ideal_cycles``, ``utilization``, ``match``, ...) with ``image``, the
     memory image read back from the hardware.
     """
-    text = harness_verilog(config)
+    text = verilog or harness_verilog(config)
     top = harness_name(config)
     if not runner.is_built(text, top, waves=waves) and not quiet:
         print(f"building the Verilator model of {top} (once per design; cached after)...",
@@ -127,9 +136,7 @@ def simulate_gemm(config, image, commands, *, seed=0, lat_min=1, lat_mask=0, p_r
     spec = {"config": config.to_dict(), "image": str(work / "image.npy"), "commands": commands,
             "seed": seed, "lat_min": lat_min, "lat_mask": lat_mask, "p_req": p_req,
             "p_data": p_data, "p_wr": p_wr, "p_cmd": p_cmd, "p_done": p_done, "bw": bw}
-    result = runner.run(text, top, "bertforge.sim.gemm_tb", spec, waves=waves, workdir=work)
-    if Path(result.get("image", "")).exists():
-        result["image"] = np.load(result["image"])
-    else:
-        result["image"] = None
+    result = runner.run(text, top, testbench, spec, waves=waves, workdir=work)
+    path = Path(result.get("image", ""))
+    result["image"] = np.load(path) if path.is_file() else None
     return result

@@ -4,25 +4,17 @@ in a memory image, run :mod:`bertforge.sim.nm_sparse_gemm_tb` on the emitted
 results back."""
 
 import functools
-import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
-from bertforge.sim import runner
 from bertforge.sim import nm_sparse_gemm_harness
-from bertforge.sim.nm_sparse_gemm_harness import sparse_harness_name
 from bertforge.sim.nm_sparse_golden import check_compressed, compress_nm, prune_nm
+from .gemm_sim import MemoryImage, read_matrix, simulate_gemm
 
 __all__ = ["sparse_harness_verilog", "layout_sparse_problems", "read_c", "simulate_sparse_engine"]
 
 #: Verilog of the harness (memoized: emission takes seconds).
 sparse_harness_verilog = functools.lru_cache(maxsize=8)(nm_sparse_gemm_harness.sparse_harness_verilog)
-
-
-def _align(value, to=16):
-    return -(-value // to) * to
 
 
 def layout_sparse_problems(config, problems, rng=None):
@@ -41,25 +33,9 @@ def layout_sparse_problems(config, problems, rng=None):
     rng = rng or np.random.default_rng(0)
     esize = config.width // 8
     lo, hi = -(1 << (config.width - 1)), (1 << (config.width - 1)) - 1
-    size = 1 << config.addr_width
-    image = np.zeros(size, dtype=np.uint8)
-    cursor = 0
+    memory = MemoryImage(config)
+    place, write, image = memory.place, memory.write, memory.image
     commands = []
-
-    def place(rows, cols, itemsize, pad):
-        nonlocal cursor
-        stride = cols * itemsize + pad
-        addr = cursor
-        cursor = _align(addr + rows * stride + 16)
-        if cursor > size:
-            raise ValueError(f"the matrices need more than the {size} bytes of a "
-                             f"{config.addr_width}-bit address space; raise addr_width")
-        return addr, stride
-
-    def write(addr, stride, matrix, dtype):
-        view = np.ndarray(matrix.shape, dtype=dtype, buffer=image, offset=addr,
-                          strides=(stride, np.dtype(dtype).itemsize))
-        view[...] = matrix
 
     for index, p in enumerate(problems):
         if "raw" in p:
@@ -99,34 +75,14 @@ def layout_sparse_problems(config, problems, rng=None):
     return image, commands
 
 
+def simulate_sparse_engine(config, image, commands, **knobs):
+    """Run sparse ``commands`` on memory ``image`` in the emitted harness
+    (Verilator): :func:`~bertforge.generators.gemm_sim.simulate_gemm` with
+    the sparse harness and testbench (same knobs, same result dict)."""
+    return simulate_gemm(config, image, commands, verilog=sparse_harness_verilog(config),
+                         testbench="bertforge.sim.nm_sparse_gemm_tb", **knobs)
+
+
 def read_c(image, cmd):
     """C of command ``cmd`` from a memory image (int64)."""
-    dtype = np.dtype("<i1" if cmd["int8"] else "<i4")
-    view = np.ndarray((cmd["m"], cmd["n"]), dtype=dtype, buffer=image, offset=cmd["c_addr"],
-                      strides=(cmd["c_stride"], dtype.itemsize))
-    return view.astype(np.int64)
-
-
-def simulate_sparse_engine(config, image, commands, *, seed=0, lat_min=1, lat_mask=0, p_req=0,
-                           p_data=0, p_wr=0, p_cmd=0, p_done=0, bw=0, waves=False, workdir=None,
-                           quiet=True):
-    """Run sparse ``commands`` on memory ``image`` in the emitted harness
-    (Verilator). Returns the testbench's result dict (``cycles``,
-    ``model_cycles``, ``ideal_cycles``, ``utilization``, ``match``, ...)
-    with ``image``, the memory read back from the hardware."""
-    text = sparse_harness_verilog(config)
-    top = sparse_harness_name(config)
-    if not runner.is_built(text, top, waves=waves) and not quiet:
-        print(f"building the Verilator model of {top} (once per design; cached after)...",
-              file=sys.stderr, flush=True)
-    runner.build(text, top, waves=waves)
-    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{top}-"))
-    work.mkdir(parents=True, exist_ok=True)
-    np.save(work / "image.npy", image)
-    spec = {"config": config.to_dict(), "image": str(work / "image.npy"), "commands": commands,
-            "seed": seed, "lat_min": lat_min, "lat_mask": lat_mask, "p_req": p_req,
-            "p_data": p_data, "p_wr": p_wr, "p_cmd": p_cmd, "p_done": p_done, "bw": bw}
-    result = runner.run(text, top, "bertforge.sim.nm_sparse_gemm_tb", spec, waves=waves, workdir=work)
-    path = Path(result.get("image", ""))
-    result["image"] = np.load(path) if path.is_file() else None
-    return result
+    return read_matrix(None, image, cmd)

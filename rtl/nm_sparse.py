@@ -20,16 +20,14 @@ weight and its index move down, as ``a`` and ``b`` do in
 """
 
 from dataclasses import asdict, dataclass
-from functools import reduce
 
-from amaranth.hdl import Module, Mux, Shape, Signal, signed, unsigned
+from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from .arith import SaturatingIntArith
 from .params import check_choice, check_int
-from .systolic import _delay, _delay_flag
+from .systolic import _delay, _delay_flag, os_readout, output_queue, push_rows
 
 __all__ = ["NMSparseConfig", "NMSparseArray", "SparseOutputStationaryPE"]
 
@@ -228,19 +226,7 @@ class NMSparseArray(wiring.Component):
             for pe in pe_row:
                 pe.add_to(m)
 
-        # Output queue with credits (as SystolicArray): nothing in flight is dropped.
-        depth = cfg.queue_depth
-        row_layout = self.c.payload.shape()
-        queue = m.submodules.queue = SyncFIFOBuffered(
-            width=Shape.cast(row_layout).width, depth=depth)
-        m.d.comb += [
-            self.c.valid.eq(queue.r_rdy),
-            self.c.payload.eq(queue.r_data),
-            queue.r_en.eq(self.c.ready),
-        ]
-        credits = Signal(range(depth + 1), init=depth)
-        reserve = Signal(range(rows + 1))
-        m.d.sync += credits.eq(credits - reserve + (self.c.valid & self.c.ready))
+        queue, credits, reserve = output_queue(m, self.c, cfg.queue_depth, rows)
 
         a, b = self.a, self.b
         # A tile's last beat may enter R cycles after the previous one's.
@@ -284,25 +270,6 @@ class NMSparseArray(wiring.Component):
                     below = pes[i + 1][j]
                     m.d.comb += [below.w_in.eq(pe.w_out), below.idx_in.eq(pe.idx_out)]
 
-        # Read-out as in the dense OS array.
-        columns = []
-        for j in range(cols):
-            picked = reduce(lambda x, y: x | y, [
-                Mux(pes[i][j].result_valid, pes[i][j].result.as_unsigned(), 0)
-                for i in range(rows)])
-            col = Signal(signed(cfg.acc_width), name=f"col{j}", reset_less=True)
-            m.d.sync += col.eq(picked)
-            columns.append(col)
-        push_valid = Signal()
-        push_last = Signal()
-        m.d.sync += [
-            push_valid.eq(reduce(lambda x, y: x | y,
-                                 [pes[i][cols - 1].result_valid for i in range(rows)])),
-            push_last.eq(pes[rows - 1][cols - 1].result_valid),
-        ]
-        row = Signal(row_layout)
-        m.d.comb += row.last.eq(push_last)
-        for j in range(cols):
-            m.d.comb += row.data[j].eq(_delay(m, columns[j], cols - 1 - j, f"deskew{j}"))
-        m.d.comb += [queue.w_en.eq(push_valid), queue.w_data.eq(row)]
+        push_valid, push_last, columns = os_readout(m, pes, cfg.acc_width)
+        push_rows(m, queue, self.c.payload.shape(), push_valid, push_last, columns)
         return m

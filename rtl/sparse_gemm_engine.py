@@ -8,7 +8,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .gemm_engine import GemmConfig, GemmEngine, _ahead, read_request_layout, write_request_layout
+from .gemm_engine import GemmConfig, GemmEngine, _ahead, _clamp, read_request_layout, write_request_layout
 from .nm_sparse import NMSparseArray, NMSparseConfig
 from .params import check_choice
 from .tile_scheduler import TileScheduler, chunk_layout, command_layout, completion_layout
@@ -307,7 +307,6 @@ class SparseGemmEngine(GemmEngine):
         beat_now = Mux(rstarted, beat, 0)
 
         cw = acc_mem.write_port(granularity=cfg.acc_width)
-        from .gemm_engine import _clamp
         lanes32 = [rd.payload[32 * q:32 * (q + 1)].as_signed() for q in range(Q)]
         m.d.comb += [
             cw.addr.eq(acc_slot * Mt + row_now),

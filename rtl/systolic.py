@@ -91,6 +91,57 @@ def _delay_flag(m, value, cycles, name):
     return value
 
 
+def output_queue(m, c, depth, rows):
+    """The array's output queue on stream ``c``, with credits so that nothing
+    in flight is ever dropped: ``(queue, credits, reserve)``; the caller
+    drives ``reserve`` (rows a tile will push) when it takes a tile's last beat."""
+    queue = m.submodules.queue = SyncFIFOBuffered(
+        width=Shape.cast(c.payload.shape()).width, depth=depth)
+    m.d.comb += [
+        c.valid.eq(queue.r_rdy),
+        c.payload.eq(queue.r_data),
+        queue.r_en.eq(c.ready),
+    ]
+    credits = Signal(range(depth + 1), init=depth)
+    reserve = Signal(range(rows + 1))
+    m.d.sync += credits.eq(credits - reserve + (c.valid & c.ready))
+    return queue, credits, reserve
+
+
+def os_readout(m, pes, acc_width):
+    """Read out an output-stationary grid: in each column at most one PE
+    holds a fresh result per cycle (row i of a tile is ready one cycle after
+    row i-1). Returns ``(push_valid, push_last, columns)``."""
+    rows, cols = len(pes), len(pes[0])
+    columns = []
+    for j in range(cols):
+        picked = reduce(lambda x, y: x | y, [
+            Mux(pes[i][j].result_valid, pes[i][j].result.as_unsigned(), 0)
+            for i in range(rows)])
+        col = Signal(signed(acc_width), name=f"col{j}", reset_less=True)
+        m.d.sync += col.eq(picked)
+        columns.append(col)
+    push_valid = Signal()
+    push_last = Signal()
+    m.d.sync += [
+        push_valid.eq(reduce(lambda x, y: x | y,
+                             [pes[i][cols - 1].result_valid for i in range(rows)])),
+        push_last.eq(pes[rows - 1][cols - 1].result_valid),
+    ]
+    return push_valid, push_last, columns
+
+
+def push_rows(m, queue, row_layout, push_valid, push_last, columns):
+    """De-skew ``columns`` (column j is ``cols - 1 - j`` cycles early) into
+    result rows and push them into the output queue."""
+    cols = len(columns)
+    row = Signal(row_layout)
+    m.d.comb += row.last.eq(push_last)
+    for j in range(cols):
+        m.d.comb += row.data[j].eq(_delay(m, columns[j], cols - 1 - j, f"deskew{j}"))
+    m.d.comb += [queue.w_en.eq(push_valid), queue.w_data.eq(row)]
+
+
 class SystolicArray(wiring.Component):
     """An R x C systolic array that computes GEMM tiles back to back.
 
@@ -156,30 +207,12 @@ class SystolicArray(wiring.Component):
             for pe in pe_row:
                 pe.add_to(m)
 
-        # Output queue, with credits so that nothing in flight is ever dropped.
-        depth = cfg.queue_depth
-        row_layout = self.c.payload.shape()
-        queue = m.submodules.queue = SyncFIFOBuffered(
-            width=Shape.cast(row_layout).width, depth=depth)
-        m.d.comb += [
-            self.c.valid.eq(queue.r_rdy),
-            self.c.payload.eq(queue.r_data),
-            queue.r_en.eq(self.c.ready),
-        ]
-        credits = Signal(range(depth + 1), init=depth)
-        reserve = Signal(range(rows + 1))
-        m.d.sync += credits.eq(credits - reserve + (self.c.valid & self.c.ready))
-
+        queue, credits, reserve = output_queue(m, self.c, cfg.queue_depth, rows)
         if cfg.dataflow == "os":
             push_valid, push_last, columns = self._elaborate_os(m, pes, credits, reserve)
         else:
             push_valid, push_last, columns = self._elaborate_ws(m, pes, credits, reserve)
-
-        row = Signal(row_layout)
-        m.d.comb += row.last.eq(push_last)
-        for j in range(cols):
-            m.d.comb += row.data[j].eq(_delay(m, columns[j], cols - 1 - j, f"deskew{j}"))
-        m.d.comb += [queue.w_en.eq(push_valid), queue.w_data.eq(row)]
+        push_rows(m, queue, self.c.payload.shape(), push_valid, push_last, columns)
         return m
 
     @staticmethod
@@ -233,24 +266,7 @@ class SystolicArray(wiring.Component):
                 if i + 1 < rows:
                     m.d.comb += pes[i + 1][j].b_in.eq(pe.b_out)
 
-        # Read out: in each column at most one PE holds a fresh result per
-        # cycle (row i of a tile is ready one cycle after row i-1).
-        columns = []
-        for j in range(cols):
-            picked = reduce(lambda x, y: x | y, [
-                Mux(pes[i][j].result_valid, pes[i][j].result.as_unsigned(), 0)
-                for i in range(rows)])
-            col = Signal(signed(cfg.acc_width), name=f"col{j}", reset_less=True)
-            m.d.sync += col.eq(picked)
-            columns.append(col)
-        push_valid = Signal()
-        push_last = Signal()
-        m.d.sync += [
-            push_valid.eq(reduce(lambda x, y: x | y,
-                                 [pes[i][cols - 1].result_valid for i in range(rows)])),
-            push_last.eq(pes[rows - 1][cols - 1].result_valid),
-        ]
-        return push_valid, push_last, columns
+        return os_readout(m, pes, cfg.acc_width)
 
     def _elaborate_ws(self, m, pes, credits, reserve):
         cfg = self.config

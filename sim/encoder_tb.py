@@ -15,21 +15,20 @@ model is the caller's (:func:`bertforge.sim.encoder_run.simulate_encoder`).
 
 import json
 import os
-import time
 
 import cocotb
 import numpy as np
 from amaranth.hdl import Shape
 from amaranth.lib import data
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge, Timer
+from cocotb.triggers import ClockCycles, RisingEdge
 
 from bertforge.rtl.encoder_top import EncoderConfig, encoder_command_layout
 from bertforge.rtl.gelu import GeluConfig
 from bertforge.rtl.gemm_engine import GemmConfig
 from bertforge.rtl.layernorm import LayerNormConfig
 from bertforge.rtl.softmax import SoftmaxConfig
-from bertforge.sim.gemm_tb import load_memory, read_memory
+from bertforge.sim.gemm_tb import load_memory, read_memory, wait_finished
 
 KNOBS = ("lat_min", "lat_mask", "p_req", "p_data", "p_wr")
 
@@ -83,16 +82,7 @@ async def encoder_layer(dut):
     await RisingEdge(dut.clk)
 
     dut.go.value = 1
-    start = time.perf_counter()
-    waited, step = 0, 256
-    timeout = int(spec.get("timeout", 0)) or 20_000_000
-    while not dut.finished.value:
-        await Timer(10 * step, unit="ns")
-        waited += step
-        step = min(2 * step, 8192)
-        assert waited < timeout, (f"timeout after {waited} cycles: "
-                                  f"{int(dut.completions.value)}/{len(commands)} completions")
-    seconds = time.perf_counter() - start
+    _, seconds = await wait_finished(dut, commands, int(spec.get("timeout", 0)) or 20_000_000)
     await ClockCycles(dut.clk, 64)   # nothing may happen after the last completion
     dut.go.value = 0
     cycles = int(dut.cycles.value)

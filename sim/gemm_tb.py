@@ -56,11 +56,33 @@ async def read_memory(dut, words, mem_bytes):
     return np.frombuffer(bytes(out), dtype=np.uint8)
 
 
+async def wait_finished(dut, commands, timeout):
+    """Wait, on a timer (no Python runs on the cycles in between), until
+    the harness's ``finished`` rises; returns ``(cycles waited, seconds)``."""
+    start = time.perf_counter()
+    waited = 0
+    step = 256
+    while not dut.finished.value:
+        await Timer(10 * step, unit="ns")
+        waited += step
+        step = min(2 * step, 8192)
+        assert waited < timeout, (f"timeout after {waited} cycles: "
+                                  f"{int(dut.completions.value)}/{len(commands)} completions")
+    return waited, time.perf_counter() - start
+
+
 @cocotb.test()
 async def gemm_commands(dut):
     with open(os.environ["BERTFORGE_SPEC"]) as f:
         spec = json.load(f)
-    config = GemmConfig(**spec["config"])
+    await run_engine(dut, spec, GemmConfig(**spec["config"]), pack=pack_command, golden=run_commands,
+                     cycle_model=gemm_cycles, ideal=ideal_cycles)
+
+
+async def run_engine(dut, spec, config, *, pack, golden, cycle_model, ideal):
+    """Run ``spec`` on a GEMM-engine harness: ``pack`` packs a command,
+    ``golden`` runs the commands on a memory image, ``cycle_model`` and
+    ``ideal`` predict the cycles (as :func:`gemm_cycles`, :func:`ideal_cycles`)."""
     commands = spec["commands"]
     assert 1 <= len(commands) <= MAX_COMMANDS
     image = np.load(spec["image"]).astype(np.uint8)
@@ -80,28 +102,18 @@ async def gemm_commands(dut):
     await load_memory(dut, image, config.mem_bytes)
     dut.cmd_push.value = 1
     for cmd in commands:
-        dut.cmd_data.value = pack_command(config, cmd)
+        dut.cmd_data.value = pack(config, cmd)
         await RisingEdge(dut.clk)
     dut.cmd_push.value = 0
     await RisingEdge(dut.clk)
 
     expected_image = image.copy()
-    expected_errors = run_commands(config, expected_image, commands)
-    model = gemm_cycles(config, commands, lat=knobs["lat_min"], bw=knobs["bw"])
+    expected_errors = golden(config, expected_image, commands)
+    model = cycle_model(config, commands, lat=knobs["lat_min"], bw=knobs["bw"])
     timeout = int(spec.get("timeout", 0)) or 50 * (model["cycles"] + 2000)
 
     dut.go.value = 1
-    start = time.perf_counter()
-    waited = 0
-    step = 256
-    while not dut.finished.value:
-        # A timer, not ClockCycles: no Python runs on the cycles in between.
-        await Timer(10 * step, unit="ns")
-        waited += step
-        step = min(2 * step, 8192)
-        assert waited < timeout, (f"timeout after {waited} cycles: "
-                                  f"{int(dut.completions.value)}/{len(commands)} completions")
-    seconds = time.perf_counter() - start
+    waited, seconds = await wait_finished(dut, commands, timeout)
     await ClockCycles(dut.clk, 64)   # nothing may happen after the last completion
     dut.go.value = 0
     cycles = int(dut.cycles.value)
@@ -120,14 +132,14 @@ async def gemm_commands(dut):
     mismatches = int(np.count_nonzero(got != expected_image))
     tags_ok = tags == [int(c.get("tag", 0)) & 0xFF for c in commands[:8]]
     stalls = bool(knobs["lat_mask"] or any(knobs[k] for k in ("p_req", "p_data", "p_wr", "p_cmd", "p_done")))
-    ideal = sum(ideal_cycles(config, c) for c, e in zip(commands, expected_errors) if not e)
+    ideal_total = sum(ideal(config, c) for c, e in zip(commands, expected_errors) if not e)
     result = {
         "cycles": cycles,
         "model_cycles": model["cycles"],
         "model_exact": model["exact"],
         "bound": model["bound"],
-        "ideal_cycles": ideal,
-        "utilization": ideal / cycles if cycles else 0.0,
+        "ideal_cycles": ideal_total,
+        "utilization": ideal_total / cycles if cycles else 0.0,
         "match": mismatches == 0 and errors == expected_errors and completions == len(commands) and tags_ok,
         "mismatches": mismatches,
         "errors": errors,

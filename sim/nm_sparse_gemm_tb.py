@@ -13,128 +13,19 @@ stalls the measured cycles must equal
 
 import json
 import os
-import time
 
 import cocotb
-import numpy as np
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge, Timer
 
 from bertforge.rtl.sparse_gemm_engine import SparseGemmConfig, pack_sparse_command
-from bertforge.sim.gemm_harness import MAX_COMMANDS
+from bertforge.sim.gemm_tb import run_engine
 from bertforge.sim.nm_sparse_gemm_cycles import sparse_gemm_cycles, sparse_ideal_cycles
 from bertforge.sim.nm_sparse_gemm_golden import run_sparse_commands
-
-KNOBS = ("lat_min", "lat_mask", "p_req", "p_data", "p_wr", "p_cmd", "p_done", "bw")
-
-
-async def load_memory(dut, image, mem_bytes):
-    words = image.reshape(-1, mem_bytes)
-    dut.host_we.value = 1
-    for index in np.flatnonzero(words.any(axis=1)).tolist():
-        dut.host_addr.value = index
-        dut.host_wdata.value = int.from_bytes(words[index].tobytes(), "little")
-        await RisingEdge(dut.clk)
-    dut.host_we.value = 0
-
-
-async def read_memory(dut, words, mem_bytes):
-    out = bytearray(words * mem_bytes)
-    dut.host_addr.value = 0
-    await RisingEdge(dut.clk)
-    for index in range(words):
-        dut.host_addr.value = min(index + 1, words - 1)
-        await RisingEdge(dut.clk)
-        out[index * mem_bytes:(index + 1) * mem_bytes] = int(dut.host_rdata.value).to_bytes(
-            mem_bytes, "little")
-    return np.frombuffer(bytes(out), dtype=np.uint8)
 
 
 @cocotb.test()
 async def sparse_gemm_commands(dut):
     with open(os.environ["BERTFORGE_SPEC"]) as f:
         spec = json.load(f)
-    config = SparseGemmConfig(**spec["config"])
-    commands = spec["commands"]
-    assert 1 <= len(commands) <= MAX_COMMANDS
-    image = np.load(spec["image"]).astype(np.uint8)
-    assert image.size == 1 << config.addr_width
-    knobs = {key: int(spec.get(key, 0)) for key in KNOBS}
-
-    Clock(dut.clk, 10, unit="ns").start()
-    dut.go.value = 0
-    dut.host_we.value = 0
-    dut.cmd_push.value = 0
-    dut.seed.value = int(spec.get("seed", 0)) & 0xFFFFFFFF
-    for key, value in knobs.items():
-        getattr(dut, key).value = value
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
-    await load_memory(dut, image, config.mem_bytes)
-    dut.cmd_push.value = 1
-    for cmd in commands:
-        dut.cmd_data.value = pack_sparse_command(config, cmd)
-        await RisingEdge(dut.clk)
-    dut.cmd_push.value = 0
-    await RisingEdge(dut.clk)
-
-    expected_image = image.copy()
-    expected_errors = run_sparse_commands(config, expected_image, commands)
-    model = sparse_gemm_cycles(config, commands, lat=knobs["lat_min"], bw=knobs["bw"])
-    timeout = int(spec.get("timeout", 0)) or 50 * (model["cycles"] + 2000)
-
-    dut.go.value = 1
-    start = time.perf_counter()
-    waited = 0
-    step = 256
-    while not dut.finished.value:
-        await Timer(10 * step, unit="ns")
-        waited += step
-        step = min(2 * step, 8192)
-        assert waited < timeout, (f"timeout after {waited} cycles: "
-                                  f"{int(dut.completions.value)}/{len(commands)} completions")
-    seconds = time.perf_counter() - start
-    await ClockCycles(dut.clk, 64)   # nothing may happen after the last completion
-    dut.go.value = 0
-    cycles = int(dut.cycles.value)
-    completions = int(dut.completions.value)
-    errors = [bool((int(dut.errors.value) >> i) & 1) for i in range(len(commands))]
-    tags = [(int(dut.tags.value) >> (8 * i)) & 0xFF for i in range(min(8, len(commands)))]
-
-    used = max([int(np.flatnonzero(image)[-1]) + 1 if image.any() else 0]
-               + [c["c_addr"] + c["m"] * c["c_stride"] for c, e in zip(commands, expected_errors)
-                  if not e])
-    words = min(image.size // config.mem_bytes, -(-used // config.mem_bytes))
-    got = image.copy()
-    got[:words * config.mem_bytes] = await read_memory(dut, words, config.mem_bytes)
-    np.save(spec["result_path"] + ".npy", got)
-    mismatches = int(np.count_nonzero(got != expected_image))
-    tags_ok = tags == [int(c.get("tag", 0)) & 0xFF for c in commands[:8]]
-    stalls = bool(knobs["lat_mask"] or any(knobs[k] for k in ("p_req", "p_data", "p_wr", "p_cmd", "p_done")))
-    ideal = sum(sparse_ideal_cycles(config, c) for c, e in zip(commands, expected_errors) if not e)
-    result = {
-        "cycles": cycles,
-        "model_cycles": model["cycles"],
-        "model_exact": model["exact"],
-        "bound": model["bound"],
-        "ideal_cycles": ideal,
-        "utilization": ideal / cycles if cycles else 0.0,
-        "match": mismatches == 0 and errors == expected_errors and completions == len(commands) and tags_ok,
-        "mismatches": mismatches,
-        "errors": errors,
-        "expected_errors": expected_errors,
-        "completions": completions,
-        "tags_ok": tags_ok,
-        "stalls": stalls,
-        "sim_cycles_per_second": waited / seconds if seconds > 0 else 0.0,
-        "image": spec["result_path"] + ".npy",
-    }
-    with open(spec["result_path"], "w") as f:
-        json.dump(result, f)
-    assert completions == len(commands), f"{completions} completions for {len(commands)} commands"
-    assert errors == expected_errors, f"error flags {errors}, expected {expected_errors}"
-    assert tags_ok, f"completion tags {tags}"
-    assert mismatches == 0, f"{mismatches} memory bytes differ from the golden model"
-    if not stalls and model["exact"]:
-        assert cycles == model["cycles"], f"measured {cycles} cycles, cycle model says {model['cycles']}"
+    await run_engine(dut, spec, SparseGemmConfig(**spec["config"]), pack=pack_sparse_command,
+                     golden=run_sparse_commands, cycle_model=sparse_gemm_cycles,
+                     ideal=sparse_ideal_cycles)

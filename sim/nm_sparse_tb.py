@@ -17,7 +17,6 @@ Results go to ``result_path``, outputs to ``result_path`` + ``.npz``.
 
 import json
 import os
-import time
 
 import cocotb
 import numpy as np
@@ -25,7 +24,8 @@ import numpy as np
 from bertforge.rtl.nm_sparse import NMSparseConfig
 from bertforge.sim.nm_sparse_cycles import nm_sparse_cycles
 from bertforge.sim.nm_sparse_golden import nm_tile_golden
-from bertforge.sim.streams import StreamDriver, StreamMonitor, StreamTB, finish, pack_vector, unpack_vector
+from bertforge.sim.streams import pack_vector
+from bertforge.sim.systolic_tb import run_tiles
 
 
 def load_tiles(path, patterns):
@@ -70,43 +70,5 @@ async def nm_sparse_tiles(dut):
     tiles = load_tiles(spec["data"], spec["patterns"])
     a_beats, b_beats, beats = nm_sparse_beats(config, tiles)
     expected = [nm_tile_golden(config, a, v, i, n, m) for a, v, i, n, m in tiles]
-    rows_expected = sum(e.shape[0] for e in expected)
-
-    tb = StreamTB(dut, spec.get("seed", 0))
-    await tb.reset()
-    a_driver = StreamDriver(dut, "a", a_beats, tb.rng, spec.get("a_gap", 0.0))
-    b_driver = StreamDriver(dut, "b", b_beats, tb.rng, spec.get("b_gap", 0.0))
-    monitor = StreamMonitor(dut, "c", tb.rng, spec.get("c_stall", 0.0))
-    model = nm_sparse_cycles(config, beats)
-    start = time.perf_counter()
-    first, last = await tb.run([a_driver, b_driver], [monitor], [rows_expected],
-                               timeout=20 * model + 1000,
-                               drain=config.rows + config.cols + 32)
-    cycles = last - first + 1
-    seconds = time.perf_counter() - start
-
-    last_bit = config.cols * config.acc_width
-    got_rows = np.array([unpack_vector(p, config.acc_width, config.cols) for p in monitor.received])
-    flags = [bool((p >> last_bit) & 1) for p in monitor.received]
-    outputs, mismatches, at = [], 0, 0
-    for result in expected:
-        count = result.shape[0]
-        got = got_rows[at:at + count]
-        outputs.append(got)
-        mismatches += int(np.sum(got != result))
-        mismatches += sum(flags[at + i] != (i == count - 1) for i in range(count))
-        at += count
-    np.savez(spec["result_path"] + ".npz", *outputs)
-    stalls = any(spec.get(key, 0.0) for key in ("a_gap", "b_gap", "c_stall"))
-    result = {
-        "cycles": cycles,
-        "model_cycles": model,
-        "ideal_cycles": sum(beats),
-        "utilization": sum(beats) / cycles,
-        "match": mismatches == 0,
-        "mismatches": mismatches,
-        "stalls": bool(stalls),
-        "sim_cycles_per_second": cycles / seconds,
-        "outputs": spec["result_path"] + ".npz",
-    }
-    finish(spec, result)
+    await run_tiles(dut, spec, config, a_beats, b_beats, expected, nm_sparse_cycles(config, beats),
+                    sum(beats))

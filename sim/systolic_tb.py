@@ -58,14 +58,20 @@ async def systolic_tiles(dut):
     tiles = load_tiles(spec["data"])
     a_beats, b_beats, ks = systolic_beats(config, tiles)
     expected = [systolic_golden(config, a, b) for a, b in tiles]
-    rows_expected = sum(e.shape[0] for e in expected)
+    await run_tiles(dut, spec, config, a_beats, b_beats, expected, systolic_cycles(config, ks), sum(ks))
 
+
+async def run_tiles(dut, spec, config, a_beats, b_beats, expected, model, ideal):
+    """Drive ``a_beats``/``b_beats`` (with the spec's gaps and stalls),
+    collect the ``c`` rows, compare them and their ``last`` flags with the
+    ``expected`` result tiles, and write the results (``model`` and
+    ``ideal`` cycles for the report and the cycle check)."""
+    rows_expected = sum(e.shape[0] for e in expected)
     tb = StreamTB(dut, spec.get("seed", 0))
     await tb.reset()
     a_driver = StreamDriver(dut, "a", a_beats, tb.rng, spec.get("a_gap", 0.0))
     b_driver = StreamDriver(dut, "b", b_beats, tb.rng, spec.get("b_gap", 0.0))
     monitor = StreamMonitor(dut, "c", tb.rng, spec.get("c_stall", 0.0))
-    model = systolic_cycles(config, ks)
     start = time.perf_counter()
     first, last = await tb.run([a_driver, b_driver], [monitor], [rows_expected],
                                timeout=20 * model + 1000,
@@ -89,8 +95,8 @@ async def systolic_tiles(dut):
     result = {
         "cycles": cycles,
         "model_cycles": model,
-        "ideal_cycles": sum(ks),
-        "utilization": sum(ks) / cycles,
+        "ideal_cycles": ideal,
+        "utilization": ideal / cycles,
         "match": mismatches == 0,
         "mismatches": mismatches,
         "stalls": bool(stalls),
