@@ -16,7 +16,8 @@ from amaranth.lib import io
 from .clocking import ClockShell
 from .targets import board, toolchain_environment
 
-__all__ = ["BuildError", "build_board", "connect_uart_top", "parse_report", "RESOURCE_KINDS"]
+__all__ = ["BuildError", "build_board", "connect_uart_top", "parse_report", "over_capacity",
+           "RESOURCE_KINDS"]
 
 
 class BuildError(RuntimeError):
@@ -122,7 +123,9 @@ def build_board(board_name, top, *, macs_per_cycle, clock_mhz=None, out_dir="bui
             result = subprocess.run(command, cwd=out, env=env, stdout=log, stderr=subprocess.STDOUT)
             if result.returncode != 0:
                 tail = log_path.read_text().splitlines()[-15:]
-                reason = _failure_reason(tail)
+                nextpnr_log = out / f"{name}.tim"
+                reason = _failure_reason(
+                    tail, nextpnr_log.read_text(errors="replace") if nextpnr_log.exists() else "")
                 raise BuildError(f"{tool.lower()} failed{reason}; log: {log_path}")
     requested = shell.achieved_mhz
     report = parse_report(out / f"{name}.report.json", target.family, requested)
@@ -140,10 +143,26 @@ def build_board(board_name, top, *, macs_per_cycle, clock_mhz=None, out_dir="bui
     return report
 
 
-def _failure_reason(tail):
+def over_capacity(nextpnr_log):
+    """``[(cell type, used, available)]`` of the rows of nextpnr's device
+    utilisation table (its ``--log``) that are over the device's capacity."""
+    rows = re.findall(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", nextpnr_log, re.MULTILINE)
+    return [(kind, int(used), int(total)) for kind, used, total in rows if int(used) > int(total)]
+
+
+def _failure_reason(tail, nextpnr_log=""):
     text = "\n".join(tail)
+    over = over_capacity(nextpnr_log)
+    if over:
+        return ": the design does not fit: " + ", ".join(
+            f"{kind} {used}/{total} ({100 * used / total:.0f}%, {used - total} too many)"
+            for kind, used, total in over)
     match = re.search(r"(Design uses \d+ \w+ cells?, but device contains only \d+.*)", text)
     if match:
         return f": the design does not fit ({match.group(1).strip()})"
+    match = re.search(r"no BELs remaining to implement cell type '(\w+)'", text)
+    if match:
+        return (f": the design does not fit (nextpnr ran out of {match.group(1)} cells; "
+                "build a smaller design)")
     match = re.search(r"ERROR: (.*)", text)
     return f": {match.group(1).strip()}" if match else ""

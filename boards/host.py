@@ -4,7 +4,9 @@
 import numpy as np
 
 __all__ = ["pack_words", "unpack_words", "systolic_tile_bytes", "systolic_result_from_bytes",
-           "gemm_board_layout", "gemm_command_bytes", "gemm_result_from_bytes", "run_gemm"]
+           "gemm_board_layout", "gemm_command_bytes", "gemm_result_from_bytes", "run_gemm",
+           "pack_layout", "unpack_layout", "run_stream", "softmax_phases", "run_softmax",
+           "layernorm_phases", "run_layernorm", "gelu_phases", "run_gelu"]
 
 
 def pack_words(rows, width, word_bytes):
@@ -119,3 +121,198 @@ def run_gemm(link, top_config, a, b, **flags):
     cycles = link.run(b"")
     data = link.read(0, command["c_addr"], command["m"] * command["c_stride"])
     return gemm_result_from_bytes(command, data), cycles
+
+
+# ---- streaming units (boards/stream_top.py) ----------------------------------
+
+def _shape_info(shape):
+    """``(width, signed)`` of a plain shape."""
+    from amaranth.hdl import Shape
+    shape = Shape.cast(shape)
+    return shape.width, shape.signed
+
+
+def _pack_into(layout, value, beat):
+    """The bits of ``value`` (dict / array / int per ``layout``) at ``beat``."""
+    from amaranth.lib import data
+    if isinstance(layout, data.StructLayout):
+        word = 0
+        for name, field in layout:
+            word |= _pack_into(field.shape, value[name], beat) << field.offset
+        return word
+    if isinstance(layout, data.ArrayLayout):
+        width, _ = _shape_info(layout.elem_shape)
+        row = np.asarray(value)[beat]
+        word = 0
+        for index in range(layout.length):
+            word |= (int(row[index]) & ((1 << width) - 1)) << (index * width)
+        return word
+    width, _ = _shape_info(layout)
+    return int(np.asarray(value)[beat]) & ((1 << width) - 1)
+
+
+def pack_layout(layout, value, beats, stride):
+    """``beats`` words of ``layout`` from ``value`` (for a ``StructLayout`` a
+    dict of its fields, for an ``ArrayLayout`` a beats x length array, for a
+    plain shape a length-``beats`` array), each ``stride`` bytes, little endian."""
+    out = bytearray()
+    for beat in range(beats):
+        out += _pack_into(layout, value, beat).to_bytes(stride, "little")
+    return bytes(out)
+
+
+def _unpack_from(layout, words):
+    from amaranth.lib import data
+    if isinstance(layout, data.StructLayout):
+        return {name: _unpack_from(field.shape, [w >> field.offset for w in words])
+                for name, field in layout}
+    if isinstance(layout, data.ArrayLayout):
+        width, _ = _shape_info(layout.elem_shape)
+        columns = [_unpack_from(layout.elem_shape, [w >> (i * width) for w in words])
+                   for i in range(layout.length)]
+        return np.stack(columns, axis=1) if words else np.zeros((0, layout.length), np.int64)
+    width, signed = _shape_info(layout)
+    values = [w & ((1 << width) - 1) for w in words]
+    if signed:
+        values = [v - (1 << width) if v >> (width - 1) else v for v in values]
+    return np.array(values, dtype=np.int64)
+
+
+def unpack_layout(layout, data_bytes, stride):
+    """Inverse of :func:`pack_layout`."""
+    words = [int.from_bytes(data_bytes[i:i + stride], "little")
+             for i in range(0, len(data_bytes), stride)]
+    return _unpack_from(layout, words)
+
+
+def run_stream(link, top_config, phase_values):
+    """Write each phase's beats (``(value, beats)`` per phase, in the form
+    :func:`pack_layout` takes), run, read the output beats back: returns
+    ``(y, cycles)`` with ``y`` the unpacked output payloads (a dict).
+    Raises ``ValueError`` if a phase has more beats than its memory holds."""
+    memories = top_config.memories()
+    strides = top_config.strides()
+    if len(phase_values) != len(top_config.phases()):
+        raise ValueError(f"{len(phase_values)} phases given, the design has "
+                         f"{len(top_config.phases())}")
+    counts = []
+    for index, (value, beats) in enumerate(phase_values):
+        layout, depth = memories[index]
+        if beats > depth:
+            raise ValueError(f"the input needs {beats} beats; this bitstream holds {depth} "
+                             f"(build with a larger --depth or send less)")
+        counts.append(beats)
+    if counts[-1] == 0:
+        raise ValueError("nothing to run: the input is empty")
+    for index, (value, beats) in enumerate(phase_values):
+        if beats:
+            link.write(index, 0, pack_layout(memories[index][0], value, beats, strides[index]))
+    cycles = link.run(b"".join(count.to_bytes(2, "little") for count in counts))
+    out = top_config.output_mem
+    raw = link.read(out, 0, strides[out] * counts[-1])
+    return unpack_layout(memories[out][0], raw, strides[out])["y"], cycles
+
+
+def _row_beats(rows, length, lanes, last=True):
+    """``(data, last)``: rows x length values as beats of ``lanes`` (the last
+    beat of a row zero-padded), ``last`` on each row's final beat."""
+    rows_n = len(rows)
+    per_row = -(-length // lanes)
+    padded = np.zeros((rows_n, per_row * lanes), dtype=np.int64)
+    padded[:, :length] = rows
+    flags = np.zeros((rows_n, per_row), dtype=np.int64)
+    flags[:, -1] = 1
+    return padded.reshape(rows_n * per_row, lanes), flags.reshape(-1), per_row
+
+
+def softmax_phases(unit, x, mask=None, multipliers=None, shifts=None):
+    """The ``x`` beats of rows ``x`` (R x L, ``L <= l_max``), ``mask`` (R x L
+    bools, True = excluded; padding lanes are masked) and per-row scales."""
+    x = np.asarray(x, dtype=np.int64)
+    rows, length = x.shape
+    if not 1 <= length <= unit.l_max:
+        raise ValueError(f"rows of {length} elements: this bitstream takes 1 to l_max = "
+                         f"{unit.l_max}")
+    if not unit.mask and (length % unit.lanes or mask is not None):
+        raise ValueError(f"this bitstream has no mask input: rows must fill whole beats "
+                         f"(L a multiple of lanes = {unit.lanes}) and no mask may be given")
+    data_beats, last, per_row = _row_beats(x, length, unit.lanes)
+    fields = {"data": data_beats, "last": last}
+    if unit.mask:
+        full = np.ones((rows, per_row * unit.lanes), dtype=np.int64)
+        full[:, :length] = 0 if mask is None else np.asarray(mask, dtype=np.int64)
+        bits = full.reshape(rows * per_row, unit.lanes) << np.arange(unit.lanes)
+        fields["mask"] = bits.sum(axis=1)
+    fields["multiplier"] = np.repeat(np.broadcast_to(multipliers, (rows,)), per_row)
+    fields["shift"] = np.repeat(np.broadcast_to(shifts, (rows,)), per_row)
+    return [({"x": fields}, rows * per_row)]
+
+
+def _rows_from_beats(y, rows, length):
+    data = np.asarray(y["data"], dtype=np.int64)
+    return data.reshape(rows, -1)[:, :length]
+
+
+def run_softmax(link, top_config, x, mask=None, scale=1.0):
+    """Softmax of the rows ``x`` on the board: returns ``(probabilities, cycles)``
+    (raw outputs, R x L; masked elements 0). ``scale`` is the real value of one
+    input LSB, one number or one per row."""
+    from bertforge.rtl.softmax import softmax_scale
+    x = np.asarray(x, dtype=np.int64)
+    scales = np.broadcast_to(np.asarray(scale, dtype=np.float64), (x.shape[0],))
+    pairs = [softmax_scale(float(s)) for s in scales]
+    multipliers = np.array([p[0] for p in pairs], dtype=np.int64)
+    shifts = np.array([p[1] for p in pairs], dtype=np.int64)
+    phases = softmax_phases(top_config.unit, x, mask, multipliers, shifts)
+    y, cycles = run_stream(link, top_config, phases)
+    return _rows_from_beats(y, *x.shape), cycles
+
+
+def layernorm_phases(unit, x, r=None, gamma=None, beta=None):
+    """Phases of LayerNorm over vectors ``x`` (V x H, ``H`` a multiple of
+    lanes, at most ``h_max``), residual ``r`` (V x H, exactly when the unit
+    adds one), gamma and beta (H each; ``None``: load none, keep the ones
+    loaded before)."""
+    x = np.asarray(x, dtype=np.int64)
+    vectors, h = x.shape
+    if h < 1 or h % unit.lanes or h > unit.h_max:
+        raise ValueError(f"vectors of {h} elements: this bitstream takes a multiple of "
+                         f"lanes = {unit.lanes}, at most h_max = {unit.h_max}")
+    if unit.add_residual != (r is not None):
+        raise ValueError("a residual is needed exactly when the bitstream adds one "
+                         f"(add_residual = {unit.add_residual})")
+    data_beats, last, _ = _row_beats(x, h, unit.lanes)
+    main = {"x": {"data": data_beats, "last": last}}
+    if r is not None:
+        main["r"] = np.asarray(r, dtype=np.int64).reshape(-1, unit.lanes)
+    params = ({}, 0)
+    if gamma is not None:
+        g, _, n = _row_beats(np.asarray(gamma, dtype=np.int64)[None, :h], h, unit.lanes)
+        b, last_p, _ = _row_beats(np.asarray(beta, dtype=np.int64)[None, :h], h, unit.lanes)
+        params = ({"params": {"gamma": g, "beta": b, "last": last_p}}, n)
+    return [params, (main, len(data_beats))]
+
+
+def run_layernorm(link, top_config, x, r=None, gamma=None, beta=None):
+    """LayerNorm of the vectors ``x`` on the board: ``(int8 output, cycles)``."""
+    x = np.asarray(x, dtype=np.int64)
+    y, cycles = run_stream(link, top_config, layernorm_phases(top_config.unit, x, r, gamma, beta))
+    return _rows_from_beats(y, *x.shape), cycles
+
+
+def gelu_phases(unit, x):
+    """The ``x`` beats of rows ``x`` (R x L, ``L`` a multiple of lanes)."""
+    x = np.asarray(x, dtype=np.int64)
+    rows, length = x.shape
+    if length < 1 or length % unit.lanes:
+        raise ValueError(f"rows of {length} elements: this bitstream takes a positive "
+                         f"multiple of lanes = {unit.lanes}")
+    data_beats, last, _ = _row_beats(x, length, unit.lanes)
+    return [({"x": {"data": data_beats, "last": last}}, len(data_beats))]
+
+
+def run_gelu(link, top_config, x):
+    """GELU of ``x`` on the board: ``(output, cycles)``."""
+    x = np.asarray(x, dtype=np.int64)
+    y, cycles = run_stream(link, top_config, gelu_phases(top_config.unit, x))
+    return _rows_from_beats(y, *x.shape), cycles

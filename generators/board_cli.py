@@ -10,12 +10,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli_common import CliError, add_config_flags, config_from_args, config_overrides, save_npy_atomic
+from .cli_common import (CliError, add_config_flags, config_from_args, config_overrides, positive_float,
+                         save_npy_atomic)
 
 __all__ = ["add_parsers", "run_boards", "run_build", "run_flash", "run_run", "BOARD_DESIGNS"]
 
 #: Designs that have a board top-level (the first is the default).
-BOARD_DESIGNS = ("gemm", "systolic")
+BOARD_DESIGNS = ("gemm", "systolic", "softmax", "layernorm", "gelu")
+#: The streaming units, which share one top-level (boards/stream_top.py).
+STREAM_DESIGNS = ("softmax", "layernorm", "gelu")
 BAUD = 115200
 
 
@@ -33,9 +36,12 @@ def add_parsers(commands):
     build.add_argument("--mem-kib", type=int, default=None,
                        help="gemm: KiB of block RAM for A, B and C, 1 to 64 (default: 8 on "
                             "iCE40, 32 on ECP5, 16 otherwise)")
+    build.add_argument("--depth", type=int, default=None,
+                       help="softmax/layernorm/gelu: beats the input and output memories hold "
+                            "(default: 256 on iCE40, 1024 otherwise; at least one longest row)")
     build.add_argument("-o", "--out", default=None, metavar="DIR", help="build directory")
     build.add_argument("--json", action="store_true", help="print the report as JSON")
-    add_config_flags(build, "gemm", "systolic")
+    add_config_flags(build, "gemm", "systolic", *STREAM_DESIGNS)
 
     flash = commands.add_parser("flash", help="program a board with openFPGALoader")
     flash.add_argument("--board", required=True)
@@ -47,9 +53,19 @@ def add_parsers(commands):
     run.add_argument("design", choices=BOARD_DESIGNS)
     run.add_argument("--build-dir", metavar="DIR", help="the build whose config to use "
                      "(default build-<board>-<design>)")
-    run.add_argument("--a", required=True, metavar="A.npy")
-    run.add_argument("--b", required=True, metavar="B.npy")
-    run.add_argument("--out", required=True, metavar="C.npy")
+    run.add_argument("--a", metavar="A.npy", help="gemm, systolic: A")
+    run.add_argument("--b", metavar="B.npy", help="gemm, systolic: B")
+    run.add_argument("--x", metavar="X.npy",
+                     help="softmax, layernorm, gelu: the rows (vectors) of integers")
+    run.add_argument("--x-mask", dest="x_mask", metavar="M.npy",
+                     help="softmax: R x L bools, true = excluded (a design built with a mask)")
+    run.add_argument("--scale", type=positive_float, default=None,
+                     help="softmax: real value of one input LSB (default 1)")
+    run.add_argument("--residual", metavar="R.npy", help="layernorm: the residual (add_residual)")
+    run.add_argument("--gamma", metavar="G.npy", help="layernorm: H gamma values (with --beta; "
+                     "default gamma 1.0, beta 0)")
+    run.add_argument("--beta", metavar="B.npy", help="layernorm: H beta values (with --gamma)")
+    run.add_argument("--out", required=True, metavar="Y.npy", help="where to write the result")
     run.add_argument("--check", action="store_true", help="compare with the golden model")
     run.add_argument("--int8", action="store_true", help="gemm: requantize C to int8")
     run.add_argument("--multiplier", type=int, default=1, help="gemm: requantization multiplier")
@@ -99,7 +115,24 @@ def _gemm_top_config(args, clock_mhz, target):
     return GemmTopConfig(engine=engine, divisor=divisor, max_dsp=max_dsp)
 
 
+#: Default beats of the streaming top's memories per FPGA family.
+STREAM_DEPTH_DEFAULTS = {"ice40": 256}
+
+
+def _stream_top_config(args, clock_mhz, target, design):
+    from bertforge.boards.stream_top import StreamTopConfig
+    unit = config_from_args(design, args)
+    depth = args.depth
+    if depth is None:
+        depth = max(STREAM_DEPTH_DEFAULTS.get(target.family, 1024), getattr(unit, "beats_max", 1))
+    divisor = round(clock_mhz * 1e6 / BAUD)
+    return StreamTopConfig(unit=unit, divisor=divisor, depth=depth)
+
+
 def _board_top(design, top_config):
+    if design in STREAM_DESIGNS:
+        from bertforge.boards.stream_top import StreamBoardTop
+        return StreamBoardTop(top_config), 0
     if design == "gemm":
         from bertforge.boards.gemm_top import GemmBoardTop
         return GemmBoardTop(top_config), top_config.engine.rows * top_config.engine.cols
@@ -113,13 +146,26 @@ def run_build(args):
     target = board(args.board)
     if args.clock is not None and not 1 <= args.clock <= 500:
         raise CliError(f"--clock must be between 1 and 500 MHz, not {args.clock}")
-    make = _gemm_top_config if args.design == "gemm" else _systolic_top_config
-    top_config = make(args, args.clock or target.clock_mhz, target)
+    if args.design not in STREAM_DESIGNS and args.depth is not None:
+        raise CliError(f"--depth is for softmax, layernorm and gelu, not {args.design}")
+    if args.design in STREAM_DESIGNS:
+        for flag, value in (("--k-max", args.k_max != 256), ("--mem-kib", args.mem_kib)):
+            if value:
+                raise CliError(f"{flag} is not a flag of design {args.design}")
+        top_config = _stream_top_config(args, args.clock or target.clock_mhz, target, args.design)
+    else:
+        make = _gemm_top_config if args.design == "gemm" else _systolic_top_config
+        top_config = make(args, args.clock or target.clock_mhz, target)
     top, macs = _board_top(args.design, top_config)
     out = Path(args.out or f"build-{target.name}-{args.design}")
     report = build_board(target.name, top, macs_per_cycle=macs, clock_mhz=args.clock,
                          out_dir=out, quiet=args.json)
     report["design"] = {"name": args.design, "config": top_config.to_dict()}
+    if args.design in STREAM_DESIGNS:
+        lanes = top_config.unit.lanes
+        report["elements_per_cycle"] = lanes
+        report["peak_melems"] = lanes * report["clock_mhz"]
+        report["peak_melems_at_fmax"] = lanes * (report["fmax_mhz"] or 0)
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     write_report_table(out / "report.md", report)
     if args.json:
@@ -141,8 +187,12 @@ def write_report_table(path, report):
         lines.append(f"| {name} | {row['used']} | {row['available']} | {row['percent']:.1f} |")
     lines += ["", f"- clock: {report['clock_mhz']:.2f} MHz requested, Fmax "
               f"{report['fmax_mhz']:.2f} MHz ({'met' if report['timing_met'] else 'NOT met'})",
-              f"- peak: {report['peak_gops']:.2f} GOPS at the clock "
-              f"({report['peak_gops_at_fmax']:.2f} at Fmax), {report['macs_per_cycle']} MACs/cycle",
+              (f"- peak: {report['peak_melems']:.1f} M elements/s at the clock "
+               f"({report['peak_melems_at_fmax']:.1f} at Fmax), "
+               f"{report['elements_per_cycle']} elements/cycle"
+               if "elements_per_cycle" in report else
+               f"- peak: {report['peak_gops']:.2f} GOPS at the clock "
+               f"({report['peak_gops_at_fmax']:.2f} at Fmax), {report['macs_per_cycle']} MACs/cycle"),
               f"- bitstream: {report['bitstream']}", f"- build time: {report['seconds']:.0f} s"]
     Path(path).write_text("\n".join(lines) + "\n")
 
@@ -213,9 +263,113 @@ def run_run(args):
     saved = json.loads(report_path.read_text())["design"]
     if saved["name"] != args.design:
         raise CliError(f"{report_path} is a build of design {saved['name']}, not {args.design}")
+    _check_run_flags(args)
+    if args.design in STREAM_DESIGNS:
+        return _run_stream(args, target, saved["config"], protocol)
     if args.design == "gemm":
         return _run_gemm(args, target, saved["config"], protocol)
     return _run_systolic(args, target, saved["config"], protocol)
+
+
+#: ``bertforge run`` input flags -> the designs that take them.
+RUN_FLAGS = {"a": ("gemm", "systolic"), "b": ("gemm", "systolic"), "x": STREAM_DESIGNS,
+             "x_mask": ("softmax",), "scale": ("softmax",), "residual": ("layernorm",),
+             "gamma": ("layernorm",), "beta": ("layernorm",), "int8": ("gemm",),
+             "multiplier": ("gemm",), "shift": ("gemm",)}
+RUN_DEFAULTS = {"int8": False, "multiplier": 1, "shift": 0}
+
+
+def _check_run_flags(args):
+    for key, designs in RUN_FLAGS.items():
+        if args.design not in designs and getattr(args, key) not in (None, RUN_DEFAULTS.get(key)):
+            raise CliError(f"--{key.replace('_', '-')} is not a flag of design {args.design}")
+    needed = ("a", "b") if args.design in ("gemm", "systolic") else ("x",)
+    for key in needed:
+        if getattr(args, key) is None:
+            raise CliError(f"design {args.design} needs --{key} ({key.upper()}.npy)")
+    if bool(args.gamma) != bool(args.beta):
+        raise CliError("--gamma and --beta go together: give both")
+
+
+def _stream_inputs(args, unit):
+    """The arrays of ``bertforge run softmax|layernorm|gelu``, checked."""
+    from .cli_common import load_int_matrix
+    x = load_int_matrix(args.x, "X", unit.in_width)
+    if x.shape[0] < 1 or x.shape[1] < 1:
+        raise CliError(f"X file {args.x} has shape {x.shape}; it needs at least one row and column")
+    inputs = {}
+    if args.design == "softmax":
+        if args.x_mask:
+            if not unit.mask:
+                raise CliError("--x-mask needs a build with a mask input (--mask true)")
+            from .softmax_cli import _load_mask
+            inputs["mask"] = _load_mask(args.x_mask, x.shape)
+        inputs["scale"] = 1.0 if args.scale is None else args.scale
+    elif args.design == "layernorm":
+        if unit.add_residual and not args.residual:
+            raise CliError("this build adds a residual: give --residual R.npy")
+        if args.residual and not unit.add_residual:
+            raise CliError("--residual needs a build with add_residual true")
+        if args.residual:
+            inputs["r"] = load_int_matrix(args.residual, "R", unit.in_width)
+            if inputs["r"].shape != x.shape:
+                raise CliError(f"R has shape {inputs['r'].shape}; it must have the shape of X {x.shape}")
+        if args.gamma:
+            for key, path in (("gamma", args.gamma), ("beta", args.beta)):
+                inputs[key] = load_int_matrix(path, key, unit.param_width, ndim=1)
+                if inputs[key].shape != (x.shape[1],):
+                    raise CliError(f"{key} has shape {inputs[key].shape}; it must hold "
+                                   f"H={x.shape[1]} values")
+    return x, inputs
+
+
+def _run_stream(args, target, saved, protocol):
+    from bertforge.boards import host
+    from bertforge.boards.stream_top import STREAM_DESIGNS as DESIGNS, StreamTopConfig
+    config = StreamTopConfig.from_dict(saved)
+    unit, design = config.unit, args.design
+    x, inputs = _stream_inputs(args, unit)
+    h = x.shape[1]
+    if design == "layernorm" and "gamma" not in inputs:
+        # The board keeps the gamma/beta of the last run; --check needs them
+        # known, so without --gamma/--beta load 1.0 and 0.
+        inputs["gamma"] = np.full(h, 1 << unit.gamma_frac, dtype=np.int64)
+        inputs["beta"] = np.zeros(h, dtype=np.int64)
+    try:   # the same checks run_* make, before the port is opened
+        if design == "softmax":
+            phases = host.softmax_phases(unit, x, inputs.get("mask"), 0, 0)
+        elif design == "layernorm":
+            phases = host.layernorm_phases(unit, x, inputs.get("r"), inputs["gamma"], inputs["beta"])
+        else:
+            phases = host.gelu_phases(unit, x)
+        for (_, beats), (_, depth) in zip(phases, config.memories()):
+            if beats > depth:
+                raise ValueError(f"X needs {beats} beats; this bitstream holds {depth} "
+                                 f"(build with a larger --depth or send fewer rows)")
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    run = {"softmax": host.run_softmax, "layernorm": host.run_layernorm, "gelu": host.run_gelu}[design]
+    with _open_link(args.port) as port:
+        try:
+            link = protocol.HostLink(port)
+            found, _ = link.ping()
+            if found != DESIGNS[design].design_id:
+                raise CliError(f"the board on {args.port} runs design {found}, not the {design} "
+                               f"top ({DESIGNS[design].design_id}); flash its build first")
+            result, cycles = run(link, config, x, **inputs)
+        except protocol.LinkError as error:
+            raise CliError(f"board link: {error}") from None
+    dtype = {8: np.uint8 if design == "softmax" else np.int8, 16: np.int16}
+    save_npy_atomic(args.out, result.astype(dtype[getattr(unit, "out_width", 8)]))
+    print(f"ran {design} on {x.shape[0]} x {h} on {target.name} in {cycles} cycles; wrote {args.out}")
+    if args.check:
+        from bertforge.sim.stream_board_golden import stream_golden
+        if not np.array_equal(result, stream_golden(design, unit, x, **inputs)):
+            print("bertforge: error: the board's result differs from the golden model",
+                  file=sys.stderr)
+            return 1
+        print("matches the golden model")
+    return 0
 
 
 def _run_gemm(args, target, saved, protocol):

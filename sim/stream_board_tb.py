@@ -1,0 +1,105 @@
+"""cocotb testbench of the streaming-unit board top-level
+(:class:`~bertforge.boards.stream_top.StreamBoardTop`: softmax, layernorm or
+gelu behind the UART host link) in Verilator, driven bit by bit through its
+UART pins by the same host code that ``bertforge run`` uses
+(:func:`bertforge.boards.host.run_softmax` and friends).
+
+Spec: ``config`` (a StreamTopConfig as a dict), ``data`` (an ``.npz``),
+``problems`` (per run: names of its arrays in ``data``: ``x`` and, per
+design, ``mask``, ``r``, ``gamma``, ``beta``; a ``scale`` for softmax),
+``corrupt`` (a frame with a bad CRC before each run). After the runs it
+sends a RUN with no beats and one with more beats than memory: both must be
+rejected (``BAD_ARGUMENT``), and the first run must still work after them.
+"""
+
+import json
+import os
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles
+
+from bertforge.boards import protocol
+from bertforge.boards.host import run_gelu, run_layernorm, run_softmax
+from bertforge.boards.stream_top import StreamTopConfig
+from bertforge.sim.stream_board_golden import stream_golden
+from bertforge.sim.uart_model import SimTransport, UartModel, bridge
+
+
+@cocotb.test()
+async def board_stream(dut):
+    with open(os.environ["BERTFORGE_SPEC"]) as f:
+        spec = json.load(f)
+    config = StreamTopConfig.from_dict(spec["config"])
+    design = config.design.name
+    arrays = np.load(spec["data"])
+    Clock(dut.clk, 10, unit="ns").start()
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, 3)
+    dut.rst.value = 0
+    uart = UartModel(dut.clk, dut.uart_rx, dut.uart_tx, config.divisor)
+    transport = SimTransport(uart, timeout_cycles=4000 * config.divisor * 10)
+    link = protocol.HostLink(transport)
+    report = {"runs": [], "corrupt_rejected": 0, "bad_rejected": 0}
+    held = {}   # LayerNorm: the gamma/beta the unit holds
+
+    def get(problem, key):
+        name = problem.get(key)
+        return None if name is None else arrays[name]
+
+    def one(problem):
+        x = get(problem, "x")
+        if design == "softmax":
+            mask, scale = get(problem, "mask"), problem.get("scale", 1.0)
+            y, cycles = run_softmax(link, config, x, mask, scale)
+            expected = stream_golden(design, config.unit, x, mask=mask, scale=scale)
+        elif design == "layernorm":
+            r, gamma, beta = get(problem, "r"), get(problem, "gamma"), get(problem, "beta")
+            y, cycles = run_layernorm(link, config, x, r, gamma, beta)
+            if gamma is not None:
+                held.update(gamma=gamma, beta=beta)
+            expected = stream_golden(design, config.unit, x, r=r, **held)
+        else:
+            y, cycles = run_gelu(link, config, x)
+            expected = stream_golden(design, config.unit, x)
+        return {"shape": list(x.shape), "cycles": cycles, "match": bool(np.array_equal(y, expected)),
+                "mismatches": int(np.sum(y != expected))}
+
+    def rejected(counts):
+        try:
+            link.run(b"".join(c.to_bytes(2, "little") for c in counts))
+        except protocol.LinkError as error:
+            return "bad argument" in str(error)
+        return False
+
+    def session():
+        report["design_id"], report["version"] = link.ping()
+        for problem in spec["problems"]:
+            if spec.get("corrupt"):
+                frame = bytearray(protocol.encode_frame(protocol.SYNC_HOST, protocol.WRITE,
+                                                        b"\x00\x00\x00\x01\x02"))
+                frame[-1] ^= 0x5A
+                transport.write(bytes(frame))
+                try:
+                    link.reply()
+                except protocol.LinkError as error:
+                    assert "bad checksum" in str(error), error
+                    report["corrupt_rejected"] += 1
+            report["runs"].append(one(problem))
+        phases = len(config.phases())
+        report["bad_rejected"] += rejected([0] * phases)
+        report["bad_rejected"] += rejected([0] * (phases - 1) + [config.depth + 1])
+        report["works_after_errors"] = one(spec["problems"][0])["match"]
+
+    await bridge(session)()
+    report["match"] = (len(report["runs"]) == len(spec["problems"])
+                       and all(run["match"] for run in report["runs"]))
+    report["bytes_sent"] = transport.sent
+    with open(spec["result_path"], "w") as f:
+        json.dump(report, f)
+    assert report["match"], report
+    assert report["bad_rejected"] == 2, report
+    assert report["works_after_errors"], report
+    if spec.get("corrupt"):
+        assert report["corrupt_rejected"] == len(spec["problems"]), report
