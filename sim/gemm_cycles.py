@@ -67,8 +67,11 @@ def chunks(config, cmd):
     return out
 
 
-def _load_beats(config, chunk):
-    beats = chunk["m_len"] * -(-chunk["k_len"] // config.lanes) + chunk["k_len"]
+def _load_beats(config, chunk, b_rows=None):
+    """Read beats of a chunk: A rows, ``b_rows`` B rows (default ``k_len``;
+    the sparse engine loads values and indices) and old C when accumulating."""
+    b_rows = chunk["k_len"] if b_rows is None else b_rows
+    beats = chunk["m_len"] * -(-chunk["k_len"] // config.lanes) + b_rows
     if chunk["first"] and chunk["accumulate"]:
         beats += chunk["m_len"] * -(-chunk["n_len"] * 4 // config.mem_bytes)
     return beats

@@ -14,7 +14,8 @@ changes: a tile of a chunk streams ``ceil(k_len / M) * N`` compressed beats
 
 import math
 
-from .gemm_cycles import END, EXACT_MAX_LATENCY, START as DENSE_START, chunks
+from .gemm_cycles import END, EXACT_MAX_LATENCY, START as DENSE_START, _write_beats, chunks
+from .gemm_cycles import _load_beats as _dense_load_beats
 from .nm_sparse_cycles import nm_sparse_cycles, nm_tile_beats, nm_tile_period
 from .nm_sparse_gemm_golden import SPARSE_FIELDS, sparse_command_error
 
@@ -36,15 +37,7 @@ def _fields(cmd):
 
 
 def _load_beats(config, chunk, kc):
-    beats = chunk["m_len"] * -(-chunk["k_len"] // config.lanes) + 2 * kc
-    if chunk["first"] and chunk["accumulate"]:
-        beats += chunk["m_len"] * -(-chunk["n_len"] * 4 // config.mem_bytes)
-    return beats
-
-
-def _write_beats(config, chunk):
-    per_row = 1 if chunk["int8"] else -(-chunk["n_len"] * 4 // config.mem_bytes)
-    return chunk["m_len"] * per_row
+    return _dense_load_beats(config, chunk, 2 * kc)
 
 
 def sparse_gemm_cycles(config, commands, *, lat=1, bw=0):
