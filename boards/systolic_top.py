@@ -27,7 +27,7 @@ from bertforge.rtl.params import check_int
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
 from bertforge.rtl.uart import Uart, UartConfig
 
-__all__ = ["SystolicTopConfig", "SystolicBoardTop", "DESIGN_ID"]
+__all__ = ["SystolicTopConfig", "SystolicBoardTop", "DESIGN_ID", "link_memories", "RunSequencer"]
 
 DESIGN_ID = 1
 
@@ -93,6 +93,85 @@ class _MemoryToStream:
             m.d.sync += [self.index.eq(pointer), self.last.eq(remaining == 1)]
 
 
+def link_memories(m, link, word_bytes, depths):
+    """Block RAMs A, B and C (``word_bytes[i]`` bytes by ``depths[i]`` words)
+    on the host link's byte bus: the host writes byte lanes of A and B and
+    reads C (A and B read as 0; ``READ_LATENCY`` = 2). Returns the three
+    memories (added to ``m`` as ``mem_a``, ``mem_b``, ``mem_c``)."""
+    mems = []
+    for index, (nbytes, depth) in enumerate(zip(word_bytes, depths)):
+        mem = Memory(shape=8 * nbytes, depth=depth, init=[])
+        m.submodules[f"mem_{'abc'[index]}"] = mem
+        mems.append(mem)
+    mem_a, mem_b, mem_c = mems
+
+    # Host writes into A and B, byte lanes of a word.
+    for index, mem in enumerate((mem_a, mem_b)):
+        port = mem.write_port(granularity=8)
+        nbytes = word_bytes[index]
+        m.d.comb += [port.addr.eq(link.mem_addr // nbytes),
+                     port.data.eq(link.mem_wdata.replicate(nbytes))]
+        with m.If(link.mem_we & (link.mem_sel == index)):
+            m.d.comb += port.en.eq(1 << (link.mem_addr % nbytes))
+
+    # Host reads from C (A and B read as 0), READ_LATENCY = 2.
+    c_host = mem_c.read_port()
+    lane = Signal(range(word_bytes[2]))
+    is_c = Signal()
+    m.d.comb += [c_host.addr.eq(link.mem_addr // word_bytes[2]), c_host.en.eq(link.mem_re)]
+    with m.If(link.mem_re):
+        m.d.sync += [lane.eq(link.mem_addr % word_bytes[2]), is_c.eq(link.mem_sel == 2)]
+    rdata = Signal(8)
+    m.d.sync += rdata.eq(c_host.data.word_select(lane, 8) & is_c.replicate(8))
+    m.d.comb += link.mem_rdata.eq(rdata)
+    return mems
+
+
+class RunSequencer:
+    """The RUN handshake of a board top: ``start`` (a ``RUN`` with good
+    arguments while idle; ``bad_args`` answers ``BAD_ARGUMENT``), ``busy``
+    until ``result_rows`` (a value taken at ``start``) rows of the block's
+    result stream are written to C (:meth:`write_results`), and the cycles
+    from ``start`` to the last row for the reply. ``leds``: busy, done at
+    least once, a bad frame seen."""
+
+    def __init__(self, m, link, bad_args, result_rows):
+        self.link = link
+        self.busy = busy = Signal()
+        self.cycles = cycles = Signal(32)
+        self.rows_left = rows_left = Signal(17)
+        self.start = start = Signal()
+        m.d.comb += start.eq(link.run_start & ~busy & ~bad_args)
+        m.d.sync += link.run_error.eq(link.run_start & bad_args)
+        with m.If(start):
+            m.d.sync += [busy.eq(1), cycles.eq(0), rows_left.eq(result_rows)]
+        with m.Elif(busy):
+            m.d.sync += cycles.eq(cycles + 1)
+
+    def write_results(self, m, mem_c, results, depth):
+        """Rows of the ``results`` stream (always ready) into C from word 0;
+        the last one ends the run."""
+        link, busy, rows_left = self.link, self.busy, self.rows_left
+        c_write = mem_c.write_port()
+        row = Signal(range(max(depth, 2)))
+        m.d.comb += [results.ready.eq(1), c_write.addr.eq(row),
+                     c_write.data.eq(results.payload.data.as_value())]
+        with m.If(self.start):
+            m.d.sync += row.eq(0)
+        with m.Elif(results.valid & busy):
+            m.d.comb += c_write.en.eq(1)
+            m.d.sync += [row.eq(row + 1), rows_left.eq(rows_left - 1)]
+            with m.If(rows_left == 1):
+                m.d.sync += busy.eq(0)
+                m.d.comb += link.run_done.eq(1)
+        m.d.comb += link.run_cycles.eq(self.cycles + 1)
+
+        done_once = Signal()
+        with m.If(link.run_done):
+            m.d.sync += done_once.eq(1)
+        self.leds = Cat(busy, done_once, link.bad_frames != 0)
+
+
 class SystolicBoardTop(wiring.Component):
     """Host link + memories + sequencer around one systolic array."""
 
@@ -119,72 +198,18 @@ class SystolicBoardTop(wiring.Component):
 
         word_bytes = cfg.word_bytes()
         depths = cfg.depths()
-        mems = []
-        for index, (nbytes, depth) in enumerate(zip(word_bytes, depths)):
-            mem = Memory(shape=8 * nbytes, depth=depth, init=[])
-            m.submodules[f"mem_{'abc'[index]}"] = mem
-            mems.append(mem)
-        mem_a, mem_b, mem_c = mems
+        mem_a, mem_b, mem_c = link_memories(m, link, word_bytes, depths)
 
-        # Host writes into A and B, byte lanes of a word.
-        for index, mem in enumerate((mem_a, mem_b)):
-            port = mem.write_port(granularity=8)
-            nbytes = word_bytes[index]
-            m.d.comb += [port.addr.eq(link.mem_addr // nbytes),
-                         port.data.eq(link.mem_wdata.replicate(nbytes))]
-            with m.If(link.mem_we & (link.mem_sel == index)):
-                m.d.comb += port.en.eq(1 << (link.mem_addr % nbytes))
-
-        # Host reads from C (A and B read as 0), READ_LATENCY = 2.
-        c_host = mem_c.read_port()
-        lane = Signal(range(word_bytes[2]))
-        is_c = Signal()
-        m.d.comb += [c_host.addr.eq(link.mem_addr // word_bytes[2]), c_host.en.eq(link.mem_re)]
-        with m.If(link.mem_re):
-            m.d.sync += [lane.eq(link.mem_addr % word_bytes[2]), is_c.eq(link.mem_sel == 2)]
-        rdata = Signal(8)
-        m.d.sync += rdata.eq(c_host.data.word_select(lane, 8) & is_c.replicate(8))
-        m.d.comb += link.mem_rdata.eq(rdata)
-
-        # Sequencer.
-        k = Signal(16)
-        busy = Signal()
-        cycles = Signal(32)
-        rows_left = Signal(17)
-        start = Signal()
-        bad_k = (link.run_args[:16] == 0) | (link.run_args[:16] > cfg.k_max)
-        m.d.comb += start.eq(link.run_start & ~busy & ~bad_k)
-        m.d.sync += link.run_error.eq(link.run_start & bad_k)
-        with m.If(start):
-            m.d.sync += [k.eq(link.run_args[:16]), busy.eq(1), cycles.eq(0),
-                         rows_left.eq(array_cfg.rows if array_cfg.dataflow == "os"
-                                      else link.run_args[:16])]
-        with m.Elif(busy):
-            m.d.sync += cycles.eq(cycles + 1)
         count = link.run_args[:16]
-        a_reader = _MemoryToStream(m, mem_a.read_port(), array.a, count, start, "a_rd")
+        bad_k = (count == 0) | (count > cfg.k_max)
+        run = RunSequencer(m, link, bad_k,
+                           array_cfg.rows if array_cfg.dataflow == "os" else count)
+        a_reader = _MemoryToStream(m, mem_a.read_port(), array.a, count, run.start, "a_rd")
         b_count = count if array_cfg.dataflow == "os" else array_cfg.rows
-        b_reader = _MemoryToStream(m, mem_b.read_port(), array.b, b_count, start, "b_rd")
+        b_reader = _MemoryToStream(m, mem_b.read_port(), array.b, b_count, run.start, "b_rd")
         m.d.comb += [array.a.payload.data.as_value().eq(a_reader.data),
                      array.a.payload.last.eq(a_reader.last),
                      array.b.payload.as_value().eq(b_reader.data)]
-
-        c_write = mem_c.write_port()
-        row = Signal(range(max(depths[2], 2)))
-        m.d.comb += [array.c.ready.eq(1), c_write.addr.eq(row),
-                     c_write.data.eq(array.c.payload.data.as_value())]
-        with m.If(start):
-            m.d.sync += row.eq(0)
-        with m.Elif(array.c.valid & busy):
-            m.d.comb += c_write.en.eq(1)
-            m.d.sync += [row.eq(row + 1), rows_left.eq(rows_left - 1)]
-            with m.If(rows_left == 1):
-                m.d.sync += busy.eq(0)
-                m.d.comb += link.run_done.eq(1)
-        m.d.comb += link.run_cycles.eq(cycles + 1)
-
-        done_once = Signal()
-        with m.If(link.run_done):
-            m.d.sync += done_once.eq(1)
-        m.d.comb += self.leds.eq(Cat(busy, done_once, link.bad_frames != 0))
+        run.write_results(m, mem_c, array.c, depths[2])
+        m.d.comb += self.leds.eq(run.leds)
         return m

@@ -13,7 +13,14 @@ from amaranth_boards.orangecrab_r0_2 import OrangeCrabR0_2_25FPlatform
 from amaranth_boards.resources import UARTResource
 from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
-__all__ = ["Board", "BOARDS", "board", "toolchain_environment", "ToolchainError"]
+__all__ = ["Board", "BOARDS", "board", "toolchain_environment", "ToolchainError",
+           "ARRAY_MULTIPLY"]
+
+#: Systolic array multiply settings per FPGA family, for board builds. ECP5:
+#: ``MULT18X18D`` with its input and output registers plus a fabric register
+#: after it (yosys packs no registers into ECP5 DSP blocks; a 16x16 array
+#: misses 100 MHz without them). Other families keep the default.
+ARRAY_MULTIPLY = {"ecp5": {"multiply_stages": 3, "multiplier_cell": "ecp5"}}
 
 
 class ToolchainError(RuntimeError):

@@ -16,7 +16,7 @@ from .cli_common import (CliError, add_config_flags, config_from_args, config_ov
 __all__ = ["add_parsers", "run_boards", "run_build", "run_flash", "run_run", "BOARD_DESIGNS"]
 
 #: Designs that have a board top-level (the first is the default).
-BOARD_DESIGNS = ("gemm", "systolic", "softmax", "layernorm", "gelu")
+BOARD_DESIGNS = ("gemm", "systolic", "softmax", "layernorm", "gelu", "sparse")
 #: The streaming units, which share one top-level (boards/stream_top.py).
 STREAM_DESIGNS = ("softmax", "layernorm", "gelu")
 BAUD = 115200
@@ -32,7 +32,8 @@ def add_parsers(commands):
     build.add_argument("--clock", type=float, metavar="MHZ",
                        help="clock to build for (a PLL makes it; default: the board clock)")
     build.add_argument("--k-max", type=int, default=256,
-                       help="systolic: longest K the board memories hold (default 256)")
+                       help="systolic: longest K the board memories hold; sparse: the most "
+                            "compressed beats (groups x N) (default 256)")
     build.add_argument("--mem-kib", type=int, default=None,
                        help="gemm: KiB of block RAM for A, B and C, 1 to 64 (default: 8 on "
                             "iCE40, 32 on ECP5, 16 otherwise)")
@@ -41,7 +42,7 @@ def add_parsers(commands):
                             "(default: 256 on iCE40, 1024 otherwise; at least one longest row)")
     build.add_argument("-o", "--out", default=None, metavar="DIR", help="build directory")
     build.add_argument("--json", action="store_true", help="print the report as JSON")
-    add_config_flags(build, "gemm", "systolic", *STREAM_DESIGNS)
+    add_config_flags(build, "gemm", "systolic", *STREAM_DESIGNS, "sparse")
 
     flash = commands.add_parser("flash", help="program a board with openFPGALoader")
     flash.add_argument("--board", required=True)
@@ -53,8 +54,11 @@ def add_parsers(commands):
     run.add_argument("design", choices=BOARD_DESIGNS)
     run.add_argument("--build-dir", metavar="DIR", help="the build whose config to use "
                      "(default build-<board>-<design>)")
-    run.add_argument("--a", metavar="A.npy", help="gemm, systolic: A")
-    run.add_argument("--b", metavar="B.npy", help="gemm, systolic: B")
+    run.add_argument("--a", metavar="A.npy", help="gemm, systolic, sparse: A")
+    run.add_argument("--b", metavar="B.npy",
+                     help="gemm, systolic: B; sparse: the weights W (K x C), N:M sparse along K")
+    run.add_argument("--n", type=int, help="sparse: N, the non-zeros in each group of M along K")
+    run.add_argument("--m", type=int, help="sparse: M, the group size (at most m_max)")
     run.add_argument("--x", metavar="X.npy",
                      help="softmax, layernorm, gelu: the rows (vectors) of integers")
     run.add_argument("--x-mask", dest="x_mask", metavar="M.npy",
@@ -84,11 +88,26 @@ def run_boards(args):
 
 def _systolic_top_config(args, clock_mhz, target):
     from bertforge.boards.systolic_top import SystolicTopConfig
+    from bertforge.boards.targets import ARRAY_MULTIPLY
     array = config_from_args("systolic", args)
     if array.max_dsp is None and target.dsp_count is not None:
         array = dataclasses.replace(array, max_dsp=target.dsp_count)
+    if (target.family in ARRAY_MULTIPLY and args.cfg_multiply_stages is None
+            and args.cfg_multiplier_cell is None and array.multiply_stages == 1):
+        # ECP5: MULT18X18D with its own input and output registers and a
+        # fabric register after it (two more cycles of latency), for Fmax.
+        array = dataclasses.replace(array, **ARRAY_MULTIPLY[target.family])
     divisor = round(clock_mhz * 1e6 / BAUD)
     return SystolicTopConfig(array=array, divisor=divisor, k_max=args.k_max)
+
+
+def _sparse_top_config(args, clock_mhz, target):
+    from bertforge.boards.sparse_top import SparseTopConfig
+    array = config_from_args("sparse", args)
+    if array.max_dsp is None and target.dsp_count is not None:
+        array = dataclasses.replace(array, max_dsp=target.dsp_count)
+    divisor = round(clock_mhz * 1e6 / BAUD)
+    return SparseTopConfig(array=array, divisor=divisor, k_max=args.k_max)
 
 
 #: Default GEMM engine size and memory per FPGA family (what fits the smallest board).
@@ -136,6 +155,9 @@ def _board_top(design, top_config):
     if design == "gemm":
         from bertforge.boards.gemm_top import GemmBoardTop
         return GemmBoardTop(top_config), top_config.engine.rows * top_config.engine.cols
+    if design == "sparse":
+        from bertforge.boards.sparse_top import SparseBoardTop
+        return SparseBoardTop(top_config), top_config.array.rows * top_config.array.cols
     from bertforge.boards.systolic_top import SystolicBoardTop
     return SystolicBoardTop(top_config), top_config.array.rows * top_config.array.cols
 
@@ -148,13 +170,16 @@ def run_build(args):
         raise CliError(f"--clock must be between 1 and 500 MHz, not {args.clock}")
     if args.design not in STREAM_DESIGNS and args.depth is not None:
         raise CliError(f"--depth is for softmax, layernorm and gelu, not {args.design}")
+    if args.design == "sparse" and args.mem_kib is not None:
+        raise CliError("--mem-kib is not a flag of design sparse (--k-max sizes its memories)")
     if args.design in STREAM_DESIGNS:
         for flag, value in (("--k-max", args.k_max != 256), ("--mem-kib", args.mem_kib)):
             if value:
                 raise CliError(f"{flag} is not a flag of design {args.design}")
         top_config = _stream_top_config(args, args.clock or target.clock_mhz, target, args.design)
     else:
-        make = _gemm_top_config if args.design == "gemm" else _systolic_top_config
+        make = {"gemm": _gemm_top_config, "sparse": _sparse_top_config}.get(
+            args.design, _systolic_top_config)
         top_config = make(args, args.clock or target.clock_mhz, target)
     top, macs = _board_top(args.design, top_config)
     out = Path(args.out or f"build-{target.name}-{args.design}")
@@ -268,11 +293,14 @@ def run_run(args):
         return _run_stream(args, target, saved["config"], protocol)
     if args.design == "gemm":
         return _run_gemm(args, target, saved["config"], protocol)
+    if args.design == "sparse":
+        return _run_sparse(args, target, saved["config"], protocol)
     return _run_systolic(args, target, saved["config"], protocol)
 
 
 #: ``bertforge run`` input flags -> the designs that take them.
-RUN_FLAGS = {"a": ("gemm", "systolic"), "b": ("gemm", "systolic"), "x": STREAM_DESIGNS,
+RUN_FLAGS = {"a": ("gemm", "systolic", "sparse"), "b": ("gemm", "systolic", "sparse"),
+             "n": ("sparse",), "m": ("sparse",), "x": STREAM_DESIGNS,
              "x_mask": ("softmax",), "scale": ("softmax",), "residual": ("layernorm",),
              "gamma": ("layernorm",), "beta": ("layernorm",), "int8": ("gemm",),
              "multiplier": ("gemm",), "shift": ("gemm",)}
@@ -283,10 +311,11 @@ def _check_run_flags(args):
     for key, designs in RUN_FLAGS.items():
         if args.design not in designs and getattr(args, key) not in (None, RUN_DEFAULTS.get(key)):
             raise CliError(f"--{key.replace('_', '-')} is not a flag of design {args.design}")
-    needed = ("a", "b") if args.design in ("gemm", "systolic") else ("x",)
-    for key in needed:
+    needed = {"gemm": ("a", "b"), "systolic": ("a", "b"), "sparse": ("a", "b", "n", "m")}
+    for key in needed.get(args.design, ("x",)):
         if getattr(args, key) is None:
-            raise CliError(f"design {args.design} needs --{key} ({key.upper()}.npy)")
+            what = f"{key.upper()}.npy" if key in ("a", "b", "x") else key.upper()
+            raise CliError(f"design {args.design} needs --{key} ({what})")
     if bool(args.gamma) != bool(args.beta):
         raise CliError("--gamma and --beta go together: give both")
 
@@ -438,6 +467,47 @@ def _run_systolic(args, target, saved, protocol):
     if args.check:
         from bertforge.sim.systolic_golden import systolic_golden
         if not np.array_equal(result, systolic_golden(array, a, b)):
+            print("bertforge: error: the board's result differs from the golden model",
+                  file=sys.stderr)
+            return 1
+        print("matches the golden model")
+    return 0
+
+
+def _run_sparse(args, target, saved, protocol):
+    from bertforge.boards.host import run_sparse, sparse_tile_bytes
+    from bertforge.boards.sparse_top import DESIGN_ID, SparseTopConfig
+    from bertforge.sim.nm_sparse_golden import check_pattern
+    from .cli_common import load_int_matrix
+    config = SparseTopConfig.from_dict(saved)
+    array = config.array
+    try:
+        n, m = check_pattern(args.n, args.m, array.m_max)
+    except ValueError as error:
+        raise CliError(f"--n {args.n} --m {args.m}: {error}") from None
+    a = load_int_matrix(args.a, "A", array.width)
+    w = load_int_matrix(args.b, "W", array.width)
+    try:   # the same checks run_sparse makes, before the port is opened
+        sparse_tile_bytes(config, a, w, n, m)
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    with _open_link(args.port) as port:
+        try:
+            link = protocol.HostLink(port)
+            design, _ = link.ping()
+            if design != DESIGN_ID:
+                raise CliError(f"the board on {args.port} runs design {design}, not the sparse "
+                               f"top ({DESIGN_ID}); flash build {args.build_dir or 'first'}")
+            result, cycles = run_sparse(link, config, a, w, n, m)
+        except protocol.LinkError as error:
+            raise CliError(f"board link: {error}") from None
+    save_npy_atomic(args.out, result.astype(np.int32 if array.acc_width <= 32 else np.int64))
+    print(f"ran {a.shape[0]}x{a.shape[1]}x{w.shape[1]} at {n}:{m} on {target.name} in "
+          f"{cycles} cycles; wrote {args.out}")
+    if args.check:
+        from bertforge.sim.nm_sparse_golden import compress_nm, nm_tile_golden
+        values, indices = compress_nm(w, n, m)
+        if not np.array_equal(result, nm_tile_golden(array, a, values, indices, n, m)):
             print("bertforge: error: the board's result differs from the golden model",
                   file=sys.stderr)
             return 1

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from bertforge.boards.build import BuildError, build_board
 from bertforge.boards.systolic_top import SystolicBoardTop, SystolicTopConfig
-from bertforge.boards.targets import board
+from bertforge.boards.targets import ARRAY_MULTIPLY, board
 from bertforge.rtl.systolic import SystolicConfig
 from .bench import write_results
 from .cli_common import CliError
@@ -61,7 +61,8 @@ def bench_boards(out_dir, boards=tuple(SWEEPS), sizes=None, reuse=True, build=Tr
             name, (target.clock_mhz, (2, 4), 32, "os"))
         for n in sizes or default_sizes:
             array = SystolicConfig(rows=n, cols=n, dataflow=dataflow, acc_width=acc_width,
-                                   max_dsp=target.dsp_count)
+                                   max_dsp=target.dsp_count,
+                                   **ARRAY_MULTIPLY.get(target.family, {}))
             top = SystolicTopConfig(array=array, divisor=round(clock * 1e6 / 115200), k_max=256)
             print(f"{name}: {n}x{n} at {clock} MHz", file=sys.stderr, flush=True)
             row = {"board": name, "size": f"{n}x{n}", "macs": n * n, "clock_mhz": clock,
@@ -117,6 +118,8 @@ def bench_boards(out_dir, boards=tuple(SWEEPS), sizes=None, reuse=True, build=Tr
                ("largest", lambda r: "<-" if r.get("largest") else "")]
     write_results(out_dir, "boards", rows, columns, "bertforge bench boards", notes=[
         "int8 SystolicArray behind the UART host link, k_max 256 (WS on iCEBreaker: smaller PEs)",
+        "ECP5: MULT18X18D with input and output registers and a fabric register after "
+        "(multiply_stages 3), as `bertforge build` uses",
         "peak GOPS = 2 x MACs per cycle x clock; multipliers beyond the board's DSP count use logic",
         "iCEBreaker uses 24-bit accumulators (exact for K <= 256 at int8) to fit its 5280 LCs"]
         + ([f"not built: {', '.join(missing)}"] if missing else []))

@@ -8,7 +8,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from .arith import SaturatingIntArith
+from .arith import MULTIPLIER_CELLS, SaturatingIntArith
 from .params import check_choice, check_int
 from .systolic_pe import OutputStationaryPE, WeightStationaryPE
 
@@ -36,6 +36,15 @@ class SystolicConfig:
         At most this many PEs (in row-major order) multiply with ``*``, which
         synthesis maps to DSP blocks; the others build the product from logic.
         ``None``: all use ``*``. Set it to the FPGA's DSP count.
+    multiply_stages : 1, 2 or 3
+        Register stages of a PE's multiply, each one more cycle of latency.
+        2 registers the operands too (the DSP blocks' input registers), 3
+        adds a register after the multiplier, so that the routes into and
+        out of each DSP block have a cycle each.
+    multiplier_cell : "inferred" or "ecp5"
+        ``"ecp5"`` instantiates ECP5 ``MULT18X18D`` blocks with their input and
+        output registers (needs ``multiply_stages`` 2 or 3), for ECP5 boards:
+        yosys does not pack fabric registers into them.
     """
 
     rows: int = 4
@@ -44,6 +53,8 @@ class SystolicConfig:
     width: int = 8
     acc_width: int = 32
     max_dsp: int = None
+    multiply_stages: int = 1
+    multiplier_cell: str = "inferred"
 
     def __post_init__(self):
         check_int("rows", self.rows, maximum=256)
@@ -53,6 +64,11 @@ class SystolicConfig:
         check_int("acc_width", self.acc_width, minimum=2 * self.width, maximum=48)
         if self.max_dsp is not None:
             check_int("max_dsp", self.max_dsp, minimum=0)
+        check_choice("multiply_stages", self.multiply_stages, (1, 2, 3))
+        check_choice("multiplier_cell", self.multiplier_cell, MULTIPLIER_CELLS)
+        if self.multiplier_cell == "ecp5" and self.multiply_stages == 1:
+            raise ValueError("multiplier_cell 'ecp5' uses the MULT18X18D's input and output "
+                             "registers: set multiply_stages to 2 or 3")
 
     @property
     def name(self):
@@ -68,8 +84,12 @@ class SystolicConfig:
 
     def to_dict(self):
         fields = asdict(self)
-        if fields["max_dsp"] is None:
-            del fields["max_dsp"]  # keeps the default's sidecar and header unchanged
+        # Fields added later are left out at their defaults, so that earlier
+        # configs keep byte-identical Verilog headers and sidecars.
+        for name, default in (("max_dsp", None), ("multiply_stages", 1),
+                              ("multiplier_cell", "inferred")):
+            if fields[name] == default:
+                del fields[name]
         return fields
 
 
@@ -164,10 +184,11 @@ class SystolicArray(wiring.Component):
     Throughput and latency (ready consumer, operands always valid): a tile
     (OS) or weight block (WS) of K beats occupies ``max(K, R)`` cycles
     (``max(K, 2)`` for a 1-row WS array), so for K >= R tiles stream with no
-    bubble. The last result row leaves ``R + C + 2 + QUEUE_LATENCY`` cycles
-    (OS) or ``R + C + 1 + QUEUE_LATENCY`` cycles (WS) after the last beat of
+    bubble. The last result row leaves ``R + C + S + 1 + QUEUE_LATENCY`` cycles
+    (OS) or ``R + C + S + QUEUE_LATENCY`` cycles (WS) after the last beat of
     a tile is accepted; WS needs R weight beats before the first
-    activation. :func:`bertforge.sim.systolic_cycles.systolic_cycles` is the exact model.
+    activation (``S``: ``multiply_stages``).
+    :func:`bertforge.sim.systolic_cycles.systolic_cycles` is the exact model.
 
     Streams obey :mod:`amaranth.lib.stream` rules; ``ready`` may depend on
     ``valid``. A full output queue stops new input, never data in flight.
@@ -197,8 +218,10 @@ class SystolicArray(wiring.Component):
         m = Module()
         cfg = self.config
         rows, cols = cfg.rows, cfg.cols
-        dsp = SaturatingIntArith(cfg.width, cfg.acc_width)
-        logic = SaturatingIntArith(cfg.width, cfg.acc_width, logic_multiplier=True)
+        dsp = SaturatingIntArith(cfg.width, cfg.acc_width, multiply_stages=cfg.multiply_stages,
+                                 cell=cfg.multiplier_cell)
+        logic = SaturatingIntArith(cfg.width, cfg.acc_width, logic_multiplier=True,
+                                   multiply_stages=cfg.multiply_stages)
         limit = rows * cols if cfg.max_dsp is None else cfg.max_dsp
         pe_class = OutputStationaryPE if cfg.dataflow == "os" else WeightStationaryPE
         pes = [[pe_class(dsp if i * cols + j < limit else logic, f"pe_{i}_{j}")
@@ -335,6 +358,9 @@ class SystolicArray(wiring.Component):
         corner = pes[rows - 1][cols - 1]
         push_valid = Signal()
         push_last = Signal()
-        m.d.sync += [push_valid.eq(corner.valid_out),
-                     push_last.eq(corner.valid_out & corner.last_out)]
+        # The corner's sum is ready multiply_stages cycles after its flags.
+        valid = _delay_flag(m, corner.valid_out, cfg.multiply_stages - 1, "corner_valid")
+        last = _delay_flag(m, corner.valid_out & corner.last_out, cfg.multiply_stages - 1,
+                           "corner_last")
+        m.d.sync += [push_valid.eq(valid), push_last.eq(last)]
         return push_valid, push_last, [pes[rows - 1][j].psum_out for j in range(cols)]

@@ -1,7 +1,9 @@
 """Processing elements of the systolic array, one class per dataflow.
 
-Both PEs register the product before accumulating (one multiplier stage), so
-the critical path is a multiply or a saturating add, never both.
+Both PEs register the product before accumulating, so the critical path is
+a multiply or a saturating add, never both. The multiply takes
+``arith.multiply_stages`` cycles (:meth:`SaturatingIntArith.registered_product`);
+``S`` below is that number.
 
 A PE is not an ``Elaboratable``: ``add_to(m)`` adds its logic to the array's
 module, so a whole array is one Verilog module (one module per PE made
@@ -32,7 +34,8 @@ class OutputStationaryPE(_PE):
     ``result`` (``result_valid`` pulses for one cycle) and ``acc`` restarts at
     zero, so the next tile accumulates while this one is read out.
 
-    Latency: ``result`` is valid 2 cycles after the last beat is on ``a_in``.
+    Latency: ``result`` is valid ``S + 1`` cycles after the last beat is on
+    ``a_in``.
     """
 
     def __init__(self, arith, name):
@@ -51,9 +54,15 @@ class OutputStationaryPE(_PE):
 
     def add_to(self, m):
         arith = self.arith
-        product = self._signal("product", arith.product_shape)
-        product_valid = self._signal("product_valid", flag=True)
-        product_last = self._signal("product_last", flag=True)
+        product = arith.registered_product(m, self.a_in, self.b_in, self.name)
+        valid, last = self.valid_in, self.valid_in & self.last_in
+        for stage in range(arith.multiply_stages):
+            suffix = "" if stage == arith.multiply_stages - 1 else f"_s{stage}"
+            valid_reg = self._signal("product_valid" + suffix, flag=True)
+            last_reg = self._signal("product_last" + suffix, flag=True)
+            m.d.sync += [valid_reg.eq(valid), last_reg.eq(last)]
+            valid, last = valid_reg, last_reg
+        product_valid, product_last = valid, last
         acc = self._signal("acc", arith.acc_shape, flag=True)
         total = self._signal("total", arith.acc_shape)
         m.d.sync += [
@@ -61,9 +70,6 @@ class OutputStationaryPE(_PE):
             self.b_out.eq(self.b_in),
             self.valid_out.eq(self.valid_in),
             self.last_out.eq(self.last_in),
-            product.eq(arith.multiply(self.a_in, self.b_in)),
-            product_valid.eq(self.valid_in),
-            product_last.eq(self.valid_in & self.last_in),
             self.result_valid.eq(product_last),
         ]
         m.d.comb += total.eq(arith.accumulate(m, acc, product))
@@ -83,7 +89,9 @@ class WeightStationaryPE(_PE):
     flagged ``swap`` (the first of a block) copies ``shadow`` to ``active`` as
     it passes and already uses the new weight.
 
-    Latency: ``psum_out`` holds this PE's sum 2 cycles after ``a_in``.
+    Latency: ``psum_out`` holds this PE's sum ``S + 1`` cycles after ``a_in``
+    (the PE below gets its ``a_in`` one cycle later, so the sums line up for
+    any ``S``).
     """
 
     def __init__(self, arith, name):
@@ -109,15 +117,14 @@ class WeightStationaryPE(_PE):
         shadow = self._signal("shadow", arith.operand_shape)
         active = self._signal("active", arith.operand_shape)
         weight = self._signal("weight", arith.operand_shape)
-        product = self._signal("product", arith.product_shape)
         m.d.comb += weight.eq(Mux(self.swap_in, shadow, active))
+        product = arith.registered_product(m, self.a_in, weight, self.name)
         m.d.sync += [
             self.a_out.eq(self.a_in),
             self.valid_out.eq(self.valid_in),
             self.last_out.eq(self.last_in),
             self.swap_out.eq(self.swap_in),
             active.eq(weight),
-            product.eq(arith.multiply(self.a_in, weight)),
             self.psum_out.eq(arith.accumulate(m, self.psum_in, product)),
         ]
         with m.If(self.w_shift):

@@ -10,12 +10,16 @@ A testbench gets its parameters from the JSON file named by the environment
 variable ``BERTFORGE_SPEC`` and writes its results to ``spec["result_path"]``.
 When a run fails without waveforms, it is run again with FST tracing, and the
 waveform is kept; its path is in the result as ``waves``.
+
+Verilog that instantiates an FPGA cell (e.g. ECP5 ``MULT18X18D``) is built
+with the cell's simulation model from ``sim/models``.
 """
 
 import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -80,9 +84,19 @@ public_flat_rw -module "{top}" -var "*"
 """
 
 
+_MODELS = Path(__file__).parent / "models"
+
+
+def _cell_models(verilog):
+    """Simulation models (paths) of the FPGA cells ``verilog`` instantiates."""
+    return [path for path in sorted(_MODELS.glob("*.v"))
+            if re.search(rf"^\s*{path.stem}\b", verilog, re.MULTILINE)]
+
+
 def _build_dir(verilog, toplevel, waves):
-    key = hashlib.sha256(
-        f"{_versions()}|public=top|waves={waves}|{toplevel}|{verilog}".encode()).hexdigest()[:20]
+    text = f"{_versions()}|public=top|waves={waves}|{toplevel}|{verilog}"
+    text += "".join("|" + path.read_text() for path in _cell_models(verilog))
+    key = hashlib.sha256(text.encode()).hexdigest()[:20]
     return cache_dir() / f"{toplevel}-{key}"
 
 
@@ -115,8 +129,8 @@ def build(verilog, toplevel, *, waves=False):
             args += ["--trace-fst", "--trace-structs"] + _lz4_shim_args(directory)
         log = directory / "build.log"
         try:
-            runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=directory,
-                         build_args=args, waves=waves, log_file=log)
+            runner.build(sources=[source] + _cell_models(verilog), hdl_toplevel=toplevel,
+                         build_dir=directory, build_args=args, waves=waves, log_file=log)
         except (SystemExit, Exception) as error:
             tail = log.read_text()[-2000:] if log.exists() else ""
             raise SimulationError(f"Verilator build of {toplevel} failed ({error}); "

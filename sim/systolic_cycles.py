@@ -20,10 +20,11 @@ def systolic_tile_period(config, k):
 def systolic_cycles(config, ks):
     """Cycles to run tiles of streaming lengths ``ks`` back to back.
 
-    OS: ``K_0 + sum(max(K_t, R) for t >= 1) + R + C + 2 + Q``.
-    WS: ``R + sum(max(K_t, R) for t < T-1) + K_{T-1} + R + C + 1 + Q``
+    OS: ``K_0 + sum(max(K_t, R) for t >= 1) + R + C + S + 1 + Q``.
+    WS: ``R + sum(max(K_t, R) for t < T-1) + K_{T-1} + R + C + S + Q``
     (the first R cycles load the first weight block).
-    ``Q`` is the output queue latency (:data:`~bertforge.rtl.systolic.QUEUE_LATENCY`).
+    ``S`` is the PE's ``multiply_stages``, ``Q`` the output queue latency
+    (:data:`~bertforge.rtl.systolic.QUEUE_LATENCY`).
     """
     ks = list(ks)
     if not ks or any(k < 1 for k in ks):
@@ -31,6 +32,6 @@ def systolic_cycles(config, ks):
     rows, cols = config.rows, config.cols
     if config.dataflow == "os":
         body = ks[0] + sum(systolic_tile_period(config, k) for k in ks[1:])
-        return body + rows + cols + 2 + QUEUE_LATENCY
+        return body + rows + cols + config.multiply_stages + 1 + QUEUE_LATENCY
     body = rows + sum(systolic_tile_period(config, k) for k in ks[:-1]) + ks[-1]
-    return body + rows + cols + 1 + QUEUE_LATENCY
+    return body + rows + cols + config.multiply_stages + QUEUE_LATENCY

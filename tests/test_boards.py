@@ -16,10 +16,12 @@ from bertforge.boards.clocking import ClockShell, ecp5_pll_params, ice40_pll_par
 from bertforge.boards.host import pack_words, systolic_result_from_bytes, systolic_tile_bytes, unpack_words
 from bertforge.boards.gemm_top import GemmBoardTop, GemmTopConfig, board_engine_config
 from bertforge.boards.host import gemm_board_layout, gemm_result_from_bytes
+from bertforge.boards.sparse_top import SparseBoardTop, SparseTopConfig
 from bertforge.boards.systolic_top import SystolicBoardTop, SystolicTopConfig
 from bertforge.boards.targets import BOARDS, board
 from bertforge.generators.cli import main
 from bertforge.rtl.host_link import crc8_step
+from bertforge.rtl.nm_sparse import NMSparseConfig
 from bertforge.rtl.systolic import SystolicConfig
 from bertforge.rtl.uart import Uart, UartConfig
 from bertforge.sim import runner
@@ -115,12 +117,15 @@ def test_memory_images_round_trip(dataflow):
                             np.zeros((300, 3), int), b)
 
 
-@pytest.mark.parametrize("dataflow", ["os", "ws"])
-def test_board_top_over_uart_in_verilator(dataflow, tmp_path):
+@pytest.mark.parametrize("dataflow, stages, cell", [
+    ("os", 1, "inferred"), ("ws", 1, "inferred"),
+    ("os", 3, "ecp5")])   # what ECP5 boards build (MULT18X18D simulation model)
+def test_board_top_over_uart_in_verilator(dataflow, stages, cell, tmp_path):
     """Several tiles, a corrupted frame before each (rejected, the link goes
     on), back-to-back frames, and a RUN with K = 0 (rejected)."""
-    config = SystolicTopConfig(array=SystolicConfig(rows=2, cols=3, dataflow=dataflow),
-                               divisor=8, k_max=40)
+    array = SystolicConfig(rows=2, cols=3, dataflow=dataflow, multiply_stages=stages,
+                           multiplier_cell=cell)
+    config = SystolicTopConfig(array=array, divisor=8, k_max=40)
     rng = np.random.default_rng(7)
     tiles = {}
     for t, k in enumerate([5, 1, 40]):
@@ -152,7 +157,7 @@ def test_pll_parameters():
 
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
-@pytest.mark.parametrize("clock, design", [(None, "gemm"), ("pll", "systolic")])
+@pytest.mark.parametrize("clock, design", [(None, "gemm"), ("pll", "systolic"), ("pll", "sparse")])
 def test_every_board_passes_the_build_plan(name, clock, design):
     target = board(name)
     if clock == "pll" and target.family not in ("ice40", "ecp5"):
@@ -163,6 +168,9 @@ def test_every_board_passes_the_build_plan(name, clock, design):
     if design == "gemm":
         top = GemmBoardTop(GemmTopConfig(engine=board_engine_config(rows=2, cols=2, mem_kib=2),
                                          divisor=16, max_dsp=target.dsp_count))
+    elif design == "sparse":
+        top = SparseBoardTop(SparseTopConfig(array=NMSparseConfig(rows=2, cols=2, m_max=4),
+                                             divisor=16, k_max=64))
     else:
         top = SystolicBoardTop(SystolicTopConfig(array=SystolicConfig(rows=2, cols=2), divisor=16))
     shell = ClockShell(top, target.family, target.clock_mhz, mhz, connect_uart_top(target))

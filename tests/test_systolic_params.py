@@ -22,6 +22,13 @@ from bertforge.rtl.systolic import SystolicArray, SystolicConfig
     ({"acc_width": 49}, ValueError, r"^acc_width must be an integer <= 48, not 49$"),
     ({"max_dsp": -1}, ValueError, r"^max_dsp must be a non-negative integer, not -1$"),
     ({"max_dsp": 2.5}, TypeError, r"^max_dsp must be an integer, not 2\.5$"),
+    ({"multiply_stages": 4}, ValueError, r"^multiply_stages must be 1, 2 or 3, not 4$"),
+    ({"multiply_stages": 0}, ValueError, r"^multiply_stages must be 1, 2 or 3, not 0$"),
+    ({"multiplier_cell": "dsp48"}, ValueError,
+     r"^multiplier_cell must be 'inferred' or 'ecp5', not 'dsp48'$"),
+    ({"multiplier_cell": "ecp5"}, ValueError,
+     r"^multiplier_cell 'ecp5' uses the MULT18X18D's input and output registers: "
+     r"set multiply_stages to 2 or 3$"),
 ])
 def test_bad_config_fails_at_construction(fields, error, message):
     with pytest.raises(error, match=message):
@@ -54,3 +61,24 @@ def test_ports_follow_the_config(rows, cols, dataflow):
 
 def config_name(rows, cols, dataflow):
     return f"systolic_{rows}x{cols}_{dataflow}"
+
+
+def test_new_fields_stay_out_of_the_dict_at_their_defaults():
+    """Configs from before multiply_stages keep their Verilog header and sidecar."""
+    assert SystolicConfig(rows=2, cols=3).to_dict() == {
+        "rows": 2, "cols": 3, "dataflow": "os", "width": 8, "acc_width": 32}
+    config = SystolicConfig(multiply_stages=3, multiplier_cell="ecp5")
+    assert SystolicConfig(**config.to_dict()) == config
+
+
+@pytest.mark.parametrize("stages, cell, instances", [
+    (1, "inferred", 0), (2, "inferred", 0), (3, "inferred", 0), (2, "ecp5", 6), (3, "ecp5", 6)])
+def test_ecp5_cells_only_where_asked_and_only_for_dsp_pes(stages, cell, instances):
+    """max_dsp 6 of 12 PEs: the other six multiply in logic, never in a cell."""
+    from bertforge.generators.emit import emit_verilog
+    config = SystolicConfig(rows=3, cols=4, max_dsp=6, multiply_stages=stages,
+                            multiplier_cell=cell)
+    text = emit_verilog(config)
+    assert text.count("MULT18X18D #(") == instances
+    if instances:
+        assert text.count(".REG_OUTPUT_CLK(\"CLK0\")") == instances

@@ -24,12 +24,22 @@ DESIGNS = [
 ] + [
     # 4 of 15 PEs multiply with *, the rest with logic (boards with few DSPs).
     SystolicConfig(rows=3, cols=5, dataflow="ws", max_dsp=4),
+] + [
+    # Pipelined multiplies: inferred, ECP5 MULT18X18D cells (with the
+    # cell's simulation model) and, past max_dsp, pipelined logic multipliers.
+    SystolicConfig(rows=r, cols=c, dataflow=df, width=w, max_dsp=dsp, multiply_stages=s,
+                   multiplier_cell=cell)
+    for (r, c, w, dsp, s, cell) in [(3, 4, 8, None, 2, "inferred"), (3, 4, 8, 7, 3, "ecp5"),
+                                    (2, 3, 16, 4, 2, "ecp5"), (1, 1, 8, None, 3, "ecp5")]
+    for df in ("os", "ws")
 ]
 
 
 def design_id(config):
     dsp = "" if config.max_dsp is None else f"-dsp{config.max_dsp}"
-    return f"{config.rows}x{config.cols}-{config.dataflow}-w{config.width}-acc{config.acc_width}{dsp}"
+    stages = "" if config.multiply_stages == 1 else f"-s{config.multiply_stages}-{config.multiplier_cell}"
+    return (f"{config.rows}x{config.cols}-{config.dataflow}-w{config.width}-acc{config.acc_width}"
+            f"{dsp}{stages}")
 
 
 def extreme_tiles(config, k):

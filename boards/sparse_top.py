@@ -1,0 +1,147 @@
+"""Board top-level for an :class:`~bertforge.rtl.nm_sparse.NMSparseArray`:
+UART host link, block RAM for operands and results, a sequencer, LEDs
+(the dense :mod:`~bertforge.boards.systolic_top`'s memories and sequencer).
+
+One tile is ``A @ W``: A R x K activations, W K x C weights, N:M sparse
+along K for any N:M with M <= ``m_max``, chosen per tile by what is
+written to B. Memories (host byte addresses; a word is ``ceil(bits / 8)``
+bytes rounded up to a power of two, little endian, low bits first):
+
+- ``0`` A: word g = group g's windows, ``k_max`` words. Row i's window is
+  bits ``i * m_max * width ..``: its M activations ``A[i, g*M + j]``
+  (``j < M``, zero past K) at ``j * width``, zeros up to ``m_max`` (the
+  ``a`` beat's ``data``; ``last`` is made by the sequencer).
+- ``1`` B: word b = compressed beat b, ``k_max`` words: the ``b`` beat as
+  it is (C weights of ``width`` bits, then C indices of ``log2(m_max)``
+  bits, then ``group_end``); a group's N beats in a row, ``group_end`` on
+  the N-th.
+- ``2`` C: word i = result row i (C accumulators of ``acc_width`` bits),
+  R words. Only C can be read back.
+
+``RUN`` takes the number of groups G (2 bytes) and of compressed beats B (2
+bytes), each 1 to ``k_max`` (else ``BAD_ARGUMENT``); it streams A and B
+through the array at full speed and writes the R result rows to C; the reply
+carries the cycles from start to the last result row:
+``nm_sparse_cycles(array, [B]) + 1``
+(:func:`bertforge.sim.nm_sparse_cycles.nm_sparse_cycles`). The tile ends at
+the last beat of B whatever B's ``group_end`` bits say (groups beyond it
+are not read), so inconsistent counts give a wrong result, never a hang.
+LEDs: 0 busy, 1 done at least once, 2 a bad frame seen.
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from bertforge.rtl.host_link import HostLink
+from bertforge.rtl.nm_sparse import NMSparseArray, NMSparseConfig, a_layout, b_layout
+from bertforge.rtl.params import check_int
+from bertforge.rtl.uart import Uart, UartConfig
+from .systolic_top import RunSequencer, _MemoryToStream, link_memories
+
+__all__ = ["SparseTopConfig", "SparseBoardTop", "DESIGN_ID", "MAX_BYTES"]
+
+DESIGN_ID = 6
+
+#: Bytes the host link addresses in one memory (16-bit addresses).
+MAX_BYTES = 1 << 16
+
+
+def _pow2_bytes(bits):
+    return 1 << (((bits + 7) // 8) - 1).bit_length()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SparseTopConfig:
+    """The array, the UART divisor (clock / baud) and ``k_max``, the groups
+    (A words) and compressed beats (B words) the memories hold."""
+
+    array: NMSparseConfig = NMSparseConfig()
+    divisor: int = 104
+    k_max: int = 256
+
+    def __post_init__(self):
+        if not isinstance(self.array, NMSparseConfig):
+            raise TypeError(f"array must be an NMSparseConfig, not {self.array!r}")
+        UartConfig(divisor=self.divisor)
+        check_int("k_max", self.k_max, maximum=1 << 15)
+        a_bytes = self.word_bytes()[0]
+        if a_bytes * self.k_max > MAX_BYTES:
+            raise ValueError(f"k_max must be at most {MAX_BYTES // a_bytes} for this array "
+                             f"(memory A has {a_bytes}-byte words and the host link addresses "
+                             f"{MAX_BYTES} bytes), not {self.k_max}")
+
+    @property
+    def name(self):
+        return f"board_{self.array.name}"
+
+    def to_dict(self):
+        return {"array": self.array.to_dict(), "divisor": self.divisor, "k_max": self.k_max}
+
+    @classmethod
+    def from_dict(cls, raw):
+        return cls(array=NMSparseConfig(**raw["array"]), divisor=raw["divisor"],
+                   k_max=raw["k_max"])
+
+    def word_bits(self):
+        """Bits used of a word of A (R windows), B (one ``b`` beat), C (a row)."""
+        a = self.array
+        return (a_layout(a).size - 1, b_layout(a).size, a.cols * a.acc_width)
+
+    def word_bytes(self):
+        """Bytes per word of memories A, B, C: a power of two, so that byte
+        addresses split into word and lane with wires, not dividers."""
+        return tuple(_pow2_bytes(bits) for bits in self.word_bits())
+
+    def depths(self):
+        return self.k_max, self.k_max, self.array.rows
+
+
+class SparseBoardTop(wiring.Component):
+    """Host link + memories + sequencer around one N:M sparse array."""
+
+    def __init__(self, config):
+        if not isinstance(config, SparseTopConfig):
+            raise TypeError(f"config must be a SparseTopConfig, not {config!r}")
+        self.config = config
+        super().__init__({
+            "uart_rx": In(1, init=1),
+            "uart_tx": Out(1, init=1),
+            "leds": Out(3),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        array_cfg = cfg.array
+        m.submodules.uart = uart = Uart(UartConfig(divisor=cfg.divisor))
+        m.submodules.link = link = HostLink(design_id=DESIGN_ID)
+        m.submodules.array = array = NMSparseArray(array_cfg)
+        wiring.connect(m, uart.rx, link.rx)
+        wiring.connect(m, link.tx, uart.tx)
+        m.d.comb += [uart.rx_pin.eq(self.uart_rx), self.uart_tx.eq(uart.tx_pin)]
+
+        depths = cfg.depths()
+        mem_a, mem_b, mem_c = link_memories(m, link, cfg.word_bytes(), depths)
+
+        groups, beats = link.run_args[:16], link.run_args[16:32]
+        bad_args = ((groups == 0) | (groups > cfg.k_max) | (beats == 0) | (beats > cfg.k_max))
+        run = RunSequencer(m, link, bad_args, array_cfg.rows)
+        a_reader = _MemoryToStream(m, mem_a.read_port(), array.a, groups, run.start, "a_rd")
+        b_reader = _MemoryToStream(m, mem_b.read_port(), array.b, beats, run.start, "b_rd")
+        b = array.b.payload
+        data_bits = len(b.data.as_value())
+        index_bits = len(b.index.as_value())
+        # The last beat of B ends the group and the tile, so that the array
+        # always finishes (with consistent counts and group_end bits, as the
+        # host packs them, this changes nothing).
+        m.d.comb += [array.a.payload.data.as_value().eq(a_reader.data),
+                     array.a.payload.last.eq(a_reader.last | b_reader.last),
+                     b.data.as_value().eq(b_reader.data[:data_bits]),
+                     b.index.as_value().eq(b_reader.data[data_bits:data_bits + index_bits]),
+                     b.group_end.eq(b_reader.data[data_bits + index_bits] | b_reader.last)]
+        run.write_results(m, mem_c, array.c, depths[2])
+        m.d.comb += self.leds.eq(run.leds)
+        return m

@@ -1,0 +1,116 @@
+"""cocotb testbench of the N:M sparse board top-level
+(:mod:`bertforge.boards.sparse_top`) in Verilator, driven bit by bit through
+its UART pins by the same :class:`~bertforge.boards.protocol.HostLink` and
+:func:`~bertforge.boards.host.run_sparse` code that ``bertforge run sparse``
+uses.
+
+Spec: ``config`` (a SparseTopConfig as a dict), ``data`` (an ``.npz`` with
+``a_t`` (R x K activations) and ``w_t`` (K x C weights, N:M sparse) per
+tile t), ``patterns`` (``[n, m]`` per tile), ``corrupt`` (send a frame with a
+bad CRC before each tile).
+
+Each tile's result must equal :func:`~bertforge.sim.nm_sparse_golden.nm_tile_golden`
+bit for bit and its reported cycles ``nm_sparse_cycles(array, [beats]) + 1``.
+Then RUNs with 0 groups, 0 beats and ``k_max + 1`` beats or groups must be
+rejected (``BAD_ARGUMENT``), two RUNs whose counts disagree with B's
+``group_end`` bits must finish (the first, one beat, in the model's cycles),
+and the first tile, run again, must still be right.
+"""
+
+import json
+import os
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles
+
+from bertforge.boards import protocol
+from bertforge.boards.host import run_sparse, sparse_run_args
+from bertforge.boards.sparse_top import SparseTopConfig
+from bertforge.sim.nm_sparse_cycles import nm_sparse_cycles, nm_tile_beats
+from bertforge.sim.nm_sparse_golden import compress_nm, nm_tile_golden
+from bertforge.sim.uart_model import SimTransport, UartModel, bridge
+
+
+def board_cycles(array, beats):
+    """Cycles a sparse top reports for a tile of ``beats`` compressed beats:
+    the array's model (first input handshake to last result row, both
+    counted) plus the cycle of ``start`` (the memory readers' first read
+    is issued the cycle after it and its data are on the streams a cycle
+    later; the reply counts from ``start``'s cycle to the last row's)."""
+    return nm_sparse_cycles(array, [beats]) + 1
+
+
+def load_tiles(path, patterns):
+    with np.load(path) as data:
+        return [(data[f"a_{t}"], data[f"w_{t}"], int(n), int(m))
+                for t, (n, m) in enumerate(patterns)]
+
+
+@cocotb.test()
+async def sparse_board_tiles(dut):
+    spec = json.loads(open(os.environ["BERTFORGE_SPEC"]).read())
+    config = SparseTopConfig.from_dict(spec["config"])
+    array = config.array
+    tiles = load_tiles(spec["data"], spec["patterns"])
+    Clock(dut.clk, 10, unit="ns").start()
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, 3)
+    dut.rst.value = 0
+    uart = UartModel(dut.clk, dut.uart_rx, dut.uart_tx, config.divisor)
+    transport = SimTransport(uart, timeout_cycles=200 * config.divisor * 10)
+    link = protocol.HostLink(transport)
+    report = {"tiles": [], "corrupt_rejected": 0, "bad_runs_rejected": []}
+
+    def expected(a, w, n, m):
+        values, indices = compress_nm(w, n, m)
+        return nm_tile_golden(array, a, values, indices, n, m)
+
+    def session():
+        design, version = link.ping()
+        report["design_id"], report["version"] = design, version
+        for a, w, n, m in tiles:
+            if spec.get("corrupt"):
+                frame = bytearray(protocol.encode_frame(protocol.SYNC_HOST, protocol.WRITE,
+                                                        b"\x00\x00\x00\x01\x02"))
+                frame[-1] ^= 0x5A
+                transport.write(bytes(frame))
+                try:
+                    link.reply()
+                except protocol.LinkError as error:
+                    assert "bad checksum" in str(error), error
+                    report["corrupt_rejected"] += 1
+            result, cycles = run_sparse(link, config, a, w, n, m)
+            beats = nm_tile_beats(a.shape[1], n, m)
+            report["tiles"].append({
+                "pattern": f"{n}:{m}", "k": int(a.shape[1]), "beats": beats, "cycles": cycles,
+                "model_cycles": board_cycles(array, beats),
+                "match": bool(np.array_equal(result, expected(a, w, n, m)))})
+        for groups, beats in ((0, 1), (1, 0), (1, config.k_max + 1), (config.k_max + 1, 1)):
+            try:
+                link.run(sparse_run_args(groups, beats))
+                report["bad_runs_rejected"].append(False)
+            except protocol.LinkError as error:
+                report["bad_runs_rejected"].append("bad argument" in str(error))
+        # Counts that disagree with B's group_end bits (valid arguments): the
+        # tile ends at B's last beat or A's last group, so the run finishes.
+        report["short_b_cycles"] = link.run(sparse_run_args(config.k_max, 1))
+        report["long_b_cycles"] = link.run(sparse_run_args(1, config.k_max))
+        a, w, n, m = tiles[0]
+        result, _ = run_sparse(link, config, a, w, n, m)
+        report["works_after_errors"] = bool(np.array_equal(result, expected(a, w, n, m)))
+
+    await bridge(session)()
+    report["match"] = all(t["match"] for t in report["tiles"]) and len(report["tiles"]) == len(tiles)
+    report["cycles_match"] = all(t["cycles"] == t["model_cycles"] for t in report["tiles"])
+    report["bytes_sent"] = transport.sent
+    with open(spec["result_path"], "w") as f:
+        json.dump(report, f)
+    assert report["match"], report
+    assert report["cycles_match"], report
+    assert report["bad_runs_rejected"] == [True] * 4, report
+    assert report["short_b_cycles"] == board_cycles(array, 1), report
+    assert report["works_after_errors"], report
+    if spec.get("corrupt"):
+        assert report["corrupt_rejected"] == len(tiles), report
