@@ -236,6 +236,7 @@ def test_bench_boards_reuses_matching_builds(tmp_path, monkeypatch, capsys):
     """A size whose directory holds a build of the same design is not built
     again; a different config (here: another UART divisor) is."""
     from bertforge.boards.systolic_top import SystolicTopConfig
+    from bertforge.boards.targets import ARRAY_MULTIPLY
     from bertforge.generators import boards_bench
     from bertforge.rtl.systolic import SystolicConfig
     built = []
@@ -254,7 +255,8 @@ def test_bench_boards_reuses_matching_builds(tmp_path, monkeypatch, capsys):
     earlier = tmp_path / "ulx3s-85f-4x4"
     earlier.mkdir()
     (earlier / "top.bit").write_bytes(b"bits")
-    array = SystolicConfig(rows=4, cols=4, dataflow="os", acc_width=32, max_dsp=156)
+    array = SystolicConfig(rows=4, cols=4, dataflow="os", acc_width=32, max_dsp=156,
+                           **ARRAY_MULTIPLY["ecp5"])
     config = SystolicTopConfig(array=array, divisor=868, k_max=256).to_dict()
     report = {"timing_met": False, "fmax_mhz": 90.0, "peak_gops": 3.2, "resources": {},
               "seconds": 5.0, "bitstream": "/elsewhere/top.bit",
