@@ -1,6 +1,7 @@
 """Build a board top-level with yosys + nextpnr + the packer (YoWASP, from
 PyPI), and report resources, Fmax and peak GOPS."""
 
+import hashlib
 import json
 import os
 import re
@@ -16,7 +17,7 @@ from amaranth.lib import io
 from .clocking import ClockShell
 from .targets import board, toolchain_environment
 
-__all__ = ["BuildError", "build_board", "connect_uart_top", "parse_report", "over_capacity",
+__all__ = ["BuildError", "build_board", "design_sha256", "connect_uart_top", "parse_report", "over_capacity",
            "RESOURCE_KINDS"]
 
 
@@ -82,6 +83,29 @@ def parse_report(path, family, requested_mhz):
             "timing_met": achieved is not None and achieved >= requested_mhz * 0.999}
 
 
+def _plan(target, top, clock_mhz, name):
+    """The clock shell around ``top`` and amaranth's build plan for it."""
+    shell = ClockShell(top, target.family, target.clock_mhz, clock_mhz, connect_uart_top(target))
+    options = {"nextpnr_opts": f"--report {name}.report.json --timing-allow-fail"}
+    if target.family == "ice40":
+        options["synth_opts"] = "-dsp"   # multipliers into SB_MAC16
+    return shell, target.make_platform().build(shell, name=name, do_build=False, **options)
+
+
+def _rtlil_sha256(plan, name):
+    """SHA-256 of the plan's RTLIL without its source-location attributes
+    (they name files and lines, not the hardware)."""
+    rtlil = plan.files[f"{name}.il"]
+    lines = [line for line in rtlil.splitlines() if not line.lstrip().startswith("attribute \\src")]
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def design_sha256(board_name, top, clock_mhz=None, name="top"):
+    """What :func:`build_board` records as ``rtlil_sha256`` for this design,
+    without building it: equal hashes mean the same hardware."""
+    return _rtlil_sha256(_plan(board(board_name), top, clock_mhz, name)[1], name)
+
+
 def _progress(message, quiet):
     if not quiet:
         print(message, file=sys.stderr, flush=True)
@@ -101,14 +125,9 @@ def build_board(board_name, top, *, macs_per_cycle, clock_mhz=None, out_dir="bui
     env = dict(os.environ, **toolchain_environment(target))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    shell = ClockShell(top, target.family, target.clock_mhz, clock_mhz, connect_uart_top(target))
-    platform = target.make_platform()
     start = time.perf_counter()
     _progress(f"elaborating for {target.description}...", quiet)
-    options = {"nextpnr_opts": f"--report {name}.report.json --timing-allow-fail"}
-    if target.family == "ice40":
-        options["synth_opts"] = "-dsp"   # multipliers into SB_MAC16
-    plan = platform.build(shell, name=name, do_build=False, **options)
+    shell, plan = _plan(target, top, clock_mhz, name)
     plan.extract(out)
     script = (out / f"build_{name}.sh").read_text().splitlines()
     steps = [line for line in script if line.startswith('"$')]
@@ -136,6 +155,7 @@ def build_board(board_name, top, *, macs_per_cycle, clock_mhz=None, out_dir="bui
         "peak_gops": 2 * macs_per_cycle * requested / 1000.0,
         "peak_gops_at_fmax": 2 * macs_per_cycle * (report["fmax_mhz"] or 0) / 1000.0,
         "fits": True, "seconds": time.perf_counter() - start,
+        "rtlil_sha256": _rtlil_sha256(plan, name),
         "bitstream": str(next((p for p in out.glob(f"{name}.*") if p.suffix in (".bin", ".bit")),
                               "")),
     })

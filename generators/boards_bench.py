@@ -4,7 +4,7 @@ import json
 import sys
 from pathlib import Path
 
-from bertforge.boards.build import BuildError, build_board
+from bertforge.boards.build import BuildError, build_board, design_sha256
 from bertforge.boards.systolic_top import SystolicBoardTop, SystolicTopConfig
 from bertforge.boards.targets import ARRAY_MULTIPLY, board
 from bertforge.rtl.systolic import SystolicConfig
@@ -32,15 +32,18 @@ def add_bench_parser(blocks):
                           "as not built")
 
 
-def _reusable(build_dir, top):
+def _reusable(build_dir, top, rtlil_sha256):
     """The report of an earlier build of the same design in ``build_dir``
-    (``bertforge build ... -o DIR`` or an earlier bench), else ``None``."""
+    (``bertforge build ... -o DIR`` or an earlier bench), else ``None``.
+    Same design: same config and the same RTLIL (so a build from before an
+    RTL change is not reused)."""
     try:
         report = json.loads((build_dir / "report.json").read_text())
     except (OSError, ValueError):
         return None
     design = report.get("design", {})
-    if design.get("name") != "systolic" or design.get("config") != top.to_dict():
+    if (design.get("name") != "systolic" or design.get("config") != top.to_dict()
+            or report.get("rtlil_sha256") != rtlil_sha256):
         return None
     if report.get("error"):      # a build of it that failed (e.g. did not fit)
         return report
@@ -68,7 +71,8 @@ def bench_boards(out_dir, boards=tuple(SWEEPS), sizes=None, reuse=True, build=Tr
             row = {"board": name, "size": f"{n}x{n}", "macs": n * n, "clock_mhz": clock,
                    "acc_width": acc_width, "dataflow": dataflow}
             build_dir = Path(out_dir) / f"{name}-{n}x{n}"
-            report = _reusable(build_dir, top) if reuse else None
+            rtlil = design_sha256(name, SystolicBoardTop(top), clock)
+            report = _reusable(build_dir, top, rtlil) if reuse else None
             if report is not None and report.get("error"):
                 print(f"  reusing the failed build in {build_dir}", file=sys.stderr, flush=True)
                 row.update(fits=False, timing_met=False, error=report["error"])
@@ -89,7 +93,7 @@ def bench_boards(out_dir, boards=tuple(SWEEPS), sizes=None, reuse=True, build=Tr
                     rows.append(row)
                     (build_dir / "report.json").write_text(json.dumps(
                         {"design": {"name": "systolic", "config": top.to_dict()},
-                         "error": str(error)}, indent=2) + "\n")
+                         "rtlil_sha256": rtlil, "error": str(error)}, indent=2) + "\n")
                     continue
                 report["design"] = {"name": "systolic", "config": top.to_dict()}
                 (build_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")

@@ -77,6 +77,7 @@ class HostLink(wiring.Component):
         command = Signal(8)
         length = Signal(16)
         count = Signal(16)
+        addr = Signal(16)            # mem_addr, a register: no adder before the memories
         crc = Signal(8)
         status = Signal(8)
         reply_len = Signal(16)
@@ -88,7 +89,7 @@ class HostLink(wiring.Component):
 
         rx, tx = self.rx, self.tx
         m.d.comb += [rx.ready.eq(0), tx.valid.eq(0), self.mem_we.eq(0), self.mem_re.eq(0),
-                     self.run_start.eq(0), self.run_args.eq(args[:32])]
+                     self.mem_addr.eq(addr), self.run_start.eq(0), self.run_args.eq(args[:32])]
 
         def send(byte, next_state, *, update_crc=True):
             m.d.comb += [tx.payload.eq(byte), tx.valid.eq(1)]
@@ -131,7 +132,7 @@ class HostLink(wiring.Component):
             with m.State("crc"):
                 m.d.comb += rx.ready.eq(1)
                 with m.If(rx.valid):
-                    m.d.sync += [count.eq(0), small.eq(0), tx_crc.eq(0)]
+                    m.d.sync += [count.eq(0), small.eq(0), tx_crc.eq(0), addr.eq(args[8:24])]
                     with m.If(rx.payload != crc):
                         m.d.sync += [status.eq(BAD_CRC), reply_len.eq(0),
                                      self.bad_frames.eq(self.bad_frames + 1)]
@@ -165,8 +166,8 @@ class HostLink(wiring.Component):
                 with m.Else():
                     m.next = "write_mem"
             with m.State("write_mem"):
-                m.d.comb += [self.mem_addr.eq(args[8:24] + count - 3), self.mem_we.eq(1)]
-                m.d.sync += count.eq(count + 1)
+                m.d.comb += self.mem_we.eq(1)
+                m.d.sync += [count.eq(count + 1), addr.eq(addr + 1)]
                 m.next = "write_read"
 
             with m.State("run_wait"):
@@ -206,7 +207,7 @@ class HostLink(wiring.Component):
 
             # READ: one byte at a time, READ_LATENCY cycles per memory read.
             with m.State("read_issue"):
-                m.d.comb += [self.mem_addr.eq(args[8:24] + count), self.mem_re.eq(1)]
+                m.d.comb += self.mem_re.eq(1)
                 m.d.sync += pending.eq(READ_LATENCY)
                 m.next = "read_wait"
             with m.State("read_wait"):
@@ -216,7 +217,8 @@ class HostLink(wiring.Component):
             with m.State("read_send"):
                 m.d.comb += [tx.payload.eq(self.mem_rdata), tx.valid.eq(1)]
                 with m.If(tx.ready):
-                    m.d.sync += [tx_crc.eq(crc8_step(tx_crc, self.mem_rdata)), count.eq(count + 1)]
+                    m.d.sync += [tx_crc.eq(crc8_step(tx_crc, self.mem_rdata)), count.eq(count + 1),
+                                 addr.eq(addr + 1)]
                     with m.If(count + 1 == reply_len):
                         m.next = "reply_crc"
                     with m.Else():

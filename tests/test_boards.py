@@ -311,3 +311,19 @@ def test_gemm_board_layout_and_limits():
         gemm_board_layout(config, np.zeros((2, 3)), np.zeros((2, 3)))
     with pytest.raises(ValueError, match=r"^engine.addr_width must be at most 16"):
         GemmTopConfig(engine=board_engine_config(mem_kib=128))
+
+
+def test_design_hash_names_the_hardware_not_the_source_lines():
+    """``design_sha256`` (what bench boards compares before reusing a build) is
+    the same for the same design and changes with the hardware."""
+    from bertforge.boards.build import design_sha256
+    from bertforge.boards.systolic_top import SystolicBoardTop, SystolicTopConfig
+    from bertforge.rtl.systolic import SystolicConfig
+    array = SystolicConfig(rows=2, cols=2, dataflow="os", acc_width=32)
+    top = SystolicTopConfig(array=array, divisor=868, k_max=256)
+    first = design_sha256("ulx3s-85f", SystolicBoardTop(top), 100.0)
+    assert first == design_sha256("ulx3s-85f", SystolicBoardTop(top), 100.0)
+    assert len(first) == 64
+    other = SystolicTopConfig(array=array, divisor=434, k_max=256)
+    assert design_sha256("ulx3s-85f", SystolicBoardTop(other), 100.0) != first
+    assert design_sha256("ulx3s-85f", SystolicBoardTop(top), 50.0) != first

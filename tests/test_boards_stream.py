@@ -234,12 +234,16 @@ def test_stream_run_cli_rejects_bad_input_before_opening_the_port(capsys, tmp_pa
 
 def test_bench_boards_reuses_matching_builds(tmp_path, monkeypatch, capsys):
     """A size whose directory holds a build of the same design is not built
-    again; a different config (here: another UART divisor) is."""
+    again; a different config (here: another UART divisor) or different RTL
+    (another RTLIL hash) is."""
     from bertforge.boards.systolic_top import SystolicTopConfig
     from bertforge.boards.targets import ARRAY_MULTIPLY
     from bertforge.generators import boards_bench
     from bertforge.rtl.systolic import SystolicConfig
     built = []
+
+    def fake_hash(name, top, clock_mhz):
+        return f"rtl-{top.config.array.rows}"
 
     def fake_build(name, top, *, macs_per_cycle, clock_mhz, out_dir):
         built.append((name, top.config.array.rows))
@@ -249,19 +253,25 @@ def test_bench_boards_reuses_matching_builds(tmp_path, monkeypatch, capsys):
         (out_dir / "top.bit").write_bytes(b"bits")
         return {"timing_met": True, "fmax_mhz": 120.0, "peak_gops": 2 * macs_per_cycle * 0.1,
                 "resources": {"LUTs": {"used": 10, "available": 100, "percent": 10.0}},
-                "seconds": 1.0, "bitstream": str(out_dir / "top.bit")}
+                "seconds": 1.0, "bitstream": str(out_dir / "top.bit"),
+                "rtlil_sha256": fake_hash(name, top, clock_mhz)}
 
     monkeypatch.setattr(boards_bench, "build_board", fake_build)
+    monkeypatch.setattr(boards_bench, "design_sha256", fake_hash)
     earlier = tmp_path / "ulx3s-85f-4x4"
     earlier.mkdir()
     (earlier / "top.bit").write_bytes(b"bits")
     array = SystolicConfig(rows=4, cols=4, dataflow="os", acc_width=32, max_dsp=156,
                            **ARRAY_MULTIPLY["ecp5"])
-    config = SystolicTopConfig(array=array, divisor=868, k_max=256).to_dict()
+    top_config = SystolicTopConfig(array=array, divisor=868, k_max=256)
+    config = top_config.to_dict()
     report = {"timing_met": False, "fmax_mhz": 90.0, "peak_gops": 3.2, "resources": {},
-              "seconds": 5.0, "bitstream": "/elsewhere/top.bit",
+              "seconds": 5.0, "bitstream": "/elsewhere/top.bit", "rtlil_sha256": "rtl-4",
               "design": {"name": "systolic", "config": config}}
+    (earlier / "report.json").write_text(json.dumps(dict(report, rtlil_sha256="older rtl")))
+    assert boards_bench._reusable(earlier, top_config, "rtl-4") is None
     (earlier / "report.json").write_text(json.dumps(report))
+    assert boards_bench._reusable(earlier, top_config, "rtl-4") == report
     rows = boards_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[2, 4])
     assert built == [("ulx3s-85f", 2)]
     assert [(r["size"], r["timing_met"], r["fmax_mhz"]) for r in rows] == [
