@@ -22,7 +22,12 @@ __all__ = ["BuildError", "build_board", "design_sha256", "connect_uart_top", "pa
 
 
 class BuildError(RuntimeError):
-    """A build step failed, or the design does not fit or meet timing."""
+    """A build step failed; ``does_not_fit`` if because the design is too big
+    for the device (not worth trying again), rather than e.g. a killed tool."""
+
+    def __init__(self, message, *, does_not_fit=False):
+        super().__init__(message)
+        self.does_not_fit = does_not_fit
 
 
 #: Family -> report row -> nextpnr cell types counted in it.
@@ -145,7 +150,8 @@ def build_board(board_name, top, *, macs_per_cycle, clock_mhz=None, out_dir="bui
                 nextpnr_log = out / f"{name}.tim"
                 reason = _failure_reason(
                     tail, nextpnr_log.read_text(errors="replace") if nextpnr_log.exists() else "")
-                raise BuildError(f"{tool.lower()} failed{reason}; log: {log_path}")
+                raise BuildError(f"{tool.lower()} failed{reason}; log: {log_path}",
+                                 does_not_fit=reason.startswith(": the design does not fit"))
     requested = shell.achieved_mhz
     report = parse_report(out / f"{name}.report.json", target.family, requested)
     report.update({

@@ -91,6 +91,8 @@ def bench_boards(out_dir, boards=tuple(SWEEPS), sizes=None, reuse=True, build=Tr
                 except BuildError as error:
                     row.update(fits=False, timing_met=False, error=str(error))
                     rows.append(row)
+                    if not error.does_not_fit:   # e.g. a killed tool: try again next time
+                        continue
                     (build_dir / "report.json").write_text(json.dumps(
                         {"design": {"name": "systolic", "config": top.to_dict()},
                          "rtlil_sha256": rtlil, "error": str(error)}, indent=2) + "\n")

@@ -249,7 +249,10 @@ def test_bench_boards_reuses_matching_builds(tmp_path, monkeypatch, capsys):
         built.append((name, top.config.array.rows))
         out_dir.mkdir(parents=True, exist_ok=True)
         if top.config.array.rows == 16:
-            raise boards_bench.BuildError("nextpnr-ecp5 failed: the design does not fit")
+            raise boards_bench.BuildError("nextpnr-ecp5 failed: the design does not fit",
+                                          does_not_fit=True)
+        if top.config.array.rows == 12:
+            raise boards_bench.BuildError("yosys failed; log: build.log")
         (out_dir / "top.bit").write_bytes(b"bits")
         return {"timing_met": True, "fmax_mhz": 120.0, "peak_gops": 2 * macs_per_cycle * 0.1,
                 "resources": {"LUTs": {"used": 10, "available": 100, "percent": 10.0}},
@@ -286,6 +289,10 @@ def test_bench_boards_reuses_matching_builds(tmp_path, monkeypatch, capsys):
     assert built[-1] == ("ulx3s-85f", 16) and not failed[0]["fits"]
     again = boards_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[16])
     assert len(built) == 2 and again[0]["error"].endswith("the design does not fit")
+    for _ in range(2):    # a failure other than not fitting is not remembered
+        killed = boards_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[12])
+        assert built[-1] == ("ulx3s-85f", 12) and killed[0]["error"].startswith("yosys failed")
+    assert len(built) == 4
     del built[1:]
     only = boards_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[2, 4, 8], build=False)
     assert len(built) == 1 and [r["size"] for r in only] == ["2x2"]
