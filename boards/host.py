@@ -7,7 +7,9 @@ __all__ = ["pack_words", "unpack_words", "systolic_tile_bytes", "systolic_result
            "sparse_tile_bytes", "sparse_run_args", "sparse_result_from_bytes", "run_sparse",
            "gemm_board_layout", "gemm_command_bytes", "gemm_result_from_bytes", "run_gemm",
            "pack_layout", "unpack_layout", "run_stream", "softmax_phases", "run_softmax",
-           "layernorm_phases", "run_layernorm", "gelu_phases", "run_gelu"]
+           "layernorm_phases", "run_layernorm", "gelu_phases", "run_gelu", "butterfly_run_args",
+           "butterfly_scale_bytes", "butterfly_images", "butterfly_result_from_bytes",
+           "run_butterfly"]
 
 
 def pack_words(rows, width, word_bytes):
@@ -386,3 +388,114 @@ def run_gelu(link, top_config, x):
     x = np.asarray(x, dtype=np.int64)
     y, cycles = run_stream(link, top_config, gelu_phases(top_config.unit, x))
     return _rows_from_beats(y, *x.shape), cycles
+
+
+# ---- butterfly engine (boards/butterfly_top.py) --------------------------------
+
+def butterfly_run_args(mode, n, groups):
+    """The butterfly top's ``RUN`` word (4 bytes): ``mode`` (0 linear, 1 fft,
+    2 ifft) in bits 1:0, ``n`` in bits 17:2, ``groups`` in bits 31:18.
+    Any values that fit go to the board, which judges them; ``ValueError``
+    for a field that does not fit."""
+    for name, value, bits in (("mode", mode, 2), ("n", n, 16), ("groups", groups, 14)):
+        if not 0 <= value < 1 << bits:
+            raise ValueError(f"{name} must be in [0, {(1 << bits) - 1}], not {value}")
+    return (mode | n << 2 | groups << 18).to_bytes(4, "little")
+
+
+def butterfly_scale_bytes(mult, shift):
+    """The scale register's bytes: ``mult`` (2 bytes), ``shift`` (1 byte)."""
+    if not 0 <= mult <= 0xFFFF:
+        raise ValueError(f"mult must be in [0, 65535], not {mult}")
+    if not 0 <= shift <= 63:
+        raise ValueError(f"shift must be in [0, 63], not {shift}")
+    return mult.to_bytes(2, "little") + bytes([shift])
+
+
+def _check_signed(name, matrix, width):
+    lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
+    if matrix.size and (matrix.min() < lo or matrix.max() > hi):
+        raise ValueError(f"{name} holds values in [{matrix.min()}, {matrix.max()}]; "
+                         f"int{width} values must lie in [{lo}, {hi}]")
+
+
+def butterfly_images(top_config, mode, re, im=None, weights=None):
+    """Memory images of X and W for one run of the butterfly top
+    (:mod:`bertforge.boards.butterfly_top`), and its groups.
+
+    ``re`` (and for fft/ifft ``im``, default zeros) are batch x n, ``n`` a
+    power of two up to ``n_max``; linear mode needs ``weights``
+    (``log2 n x n/2 x 4``, ``[w00, w01, w10, w11]`` per butterfly) and takes
+    no ``im``. The batch is padded with zero vectors to whole groups of
+    ``lanes``. Returns ``(mem_x, mem_w, groups)`` (``mem_w`` empty for
+    FFTs); ``ValueError`` (one line) for a bad mode, shape or value, or a
+    batch that does not fit ``depth``.
+    """
+    from bertforge.boards.butterfly_top import RUN_MODES
+    from bertforge.sim.butterfly_cycles import butterfly_groups
+    from bertforge.sim.butterfly_golden import log2_length
+    from bertforge.sim.butterfly_tb import x_beats
+    engine = top_config.engine
+    if mode not in RUN_MODES:
+        raise ValueError(f"mode must be {', '.join(RUN_MODES[:-1])} or {RUN_MODES[-1]}, not {mode!r}")
+    re = np.asarray(re)
+    if re.ndim != 2 or re.dtype.kind not in "iu" or re.shape[0] < 1:
+        raise ValueError(f"X must be a batch x n integer matrix with at least one vector, "
+                         f"not {re.dtype} of shape {re.shape}")
+    batch, n = re.shape
+    m = log2_length(engine, n)
+    if mode == "linear" and im is not None:
+        raise ValueError("linear mode is real: no imaginary part")
+    im = np.zeros_like(re) if im is None else np.asarray(im)
+    if im.shape != re.shape or im.dtype.kind not in "iu":
+        raise ValueError(f"the imaginary part must be integers of X's shape {re.shape}, "
+                         f"not {im.dtype} of shape {im.shape}")
+    _check_signed("X", re, engine.width)
+    _check_signed("X (imaginary)", im, engine.width)
+    groups = butterfly_groups(engine, batch)
+    if groups * n > top_config.depth:
+        raise ValueError(f"{batch} vectors of {n} ({groups} groups of {engine.lanes}) are "
+                         f"{groups * n} beats; this bitstream holds depth = {top_config.depth} "
+                         f"(build with a larger --depth or send fewer vectors)")
+    x_bytes, w_bytes, _ = top_config.word_bytes()
+    beats = x_beats(engine, re.astype(np.int64), im.astype(np.int64))
+    mem_x = b"".join(beat.to_bytes(x_bytes, "little") for beat in beats)
+    mem_w = b""
+    if mode == "linear":
+        if weights is None:
+            raise ValueError("linear mode needs weights")
+        weights = np.asarray(weights)
+        if weights.shape != (m, n // 2, 4) or weights.dtype.kind not in "iu":
+            raise ValueError(f"weights for n = {n} must be integers of shape {(m, n // 2, 4)}, "
+                             f"not {weights.dtype} of shape {weights.shape}")
+        _check_signed("weights", weights, engine.weight_width)
+        mem_w = pack_words(weights.reshape(-1, 4), engine.weight_width, w_bytes)
+    elif weights is not None:
+        raise ValueError(f"weights are for linear mode only, not {mode}")
+    return mem_x, mem_w, groups
+
+
+def butterfly_result_from_bytes(top_config, data, batch, n):
+    """``(re, im)`` (batch x n each) from the bytes of memory Y."""
+    from bertforge.sim.butterfly_tb import y_vectors
+    y_bytes = top_config.word_bytes()[2]
+    payloads = [int.from_bytes(data[i:i + y_bytes], "little") for i in range(0, len(data), y_bytes)]
+    re, im, _ = y_vectors(top_config.engine, payloads, batch, n)
+    return re, im
+
+
+def run_butterfly(link, top_config, mode, re, im=None, weights=None, mult=1, shift=0):
+    """One run on a butterfly board: write X (and in linear mode W and the
+    scale register), run, read Y back. Returns ``((re, im), cycles)``
+    (linear mode: ``im`` all zero). ``link`` is a :class:`protocol.HostLink`."""
+    from bertforge.boards.butterfly_top import RUN_MODES, SCALE_MEM
+    mem_x, mem_w, groups = butterfly_images(top_config, mode, re, im, weights)
+    scale = butterfly_scale_bytes(mult, shift)
+    batch, n = np.shape(re)
+    link.write(0, 0, mem_x)
+    if mode == "linear":
+        link.write(1, 0, mem_w)
+        link.write(SCALE_MEM, 0, scale)
+    cycles = link.run(butterfly_run_args(RUN_MODES.index(mode), n, groups))
+    data = link.read(2, 0, top_config.word_bytes()[2] * groups * n)
+    return butterfly_result_from_bytes(top_config, data, batch, n), cycles

@@ -12,7 +12,8 @@ byte. Commands:
 - ``READ`` (2): ``mem, addr_lo, addr_hi, count_lo, count_hi``: reply payload
   is ``count`` bytes from memory ``mem``.
 - ``RUN`` (3): design arguments (the systolic top takes ``K`` as 2 bytes,
-  the sparse top groups and compressed beats, 2 bytes each);
+  the sparse top groups and compressed beats, 2 bytes each, the butterfly
+  top mode, n and groups in one 4-byte word);
   the reply comes when the run is done, payload = its cycles (4 bytes).
 
 Status: ``OK`` (0), ``BAD_CRC`` (1: the frame is dropped, the link keeps

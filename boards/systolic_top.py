@@ -27,7 +27,8 @@ from bertforge.rtl.params import check_int
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
 from bertforge.rtl.uart import Uart, UartConfig
 
-__all__ = ["SystolicTopConfig", "SystolicBoardTop", "DESIGN_ID", "link_memories", "RunSequencer"]
+__all__ = ["SystolicTopConfig", "SystolicBoardTop", "DESIGN_ID", "link_memories", "RunSequencer",
+           "BOARD_TOP_PORTS", "uart_host_link"]
 
 DESIGN_ID = 1
 
@@ -68,6 +69,22 @@ class SystolicTopConfig:
         if a.dataflow == "os":
             return self.k_max, self.k_max, a.rows
         return self.k_max, a.rows, self.k_max
+
+
+#: The ports of a board top-level (what :func:`bertforge.boards.build.connect_uart_top` wires).
+BOARD_TOP_PORTS = {"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1), "leds": Out(3)}
+
+
+def uart_host_link(m, top, divisor, design_id):
+    """A :class:`~bertforge.rtl.uart.Uart` on ``top``'s UART pins and a
+    :class:`~bertforge.rtl.host_link.HostLink` behind it (added to ``m`` as
+    ``uart`` and ``link``); returns the link."""
+    m.submodules.uart = uart = Uart(UartConfig(divisor=divisor))
+    m.submodules.link = link = HostLink(design_id=design_id)
+    wiring.connect(m, uart.rx, link.rx)
+    wiring.connect(m, link.tx, uart.tx)
+    m.d.comb += [uart.rx_pin.eq(top.uart_rx), top.uart_tx.eq(uart.tx_pin)]
+    return link
 
 
 class _MemoryToStream:

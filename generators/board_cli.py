@@ -16,7 +16,7 @@ from .cli_common import (CliError, add_config_flags, config_from_args, config_ov
 __all__ = ["add_parsers", "run_boards", "run_build", "run_flash", "run_run", "BOARD_DESIGNS"]
 
 #: Designs that have a board top-level (the first is the default).
-BOARD_DESIGNS = ("gemm", "systolic", "softmax", "layernorm", "gelu", "sparse")
+BOARD_DESIGNS = ("gemm", "systolic", "softmax", "layernorm", "gelu", "sparse", "butterfly")
 #: The streaming units, which share one top-level (boards/stream_top.py).
 STREAM_DESIGNS = ("softmax", "layernorm", "gelu")
 BAUD = 115200
@@ -38,11 +38,12 @@ def add_parsers(commands):
                        help="gemm: KiB of block RAM for A, B and C, 1 to 64 (default: 8 on "
                             "iCE40, 32 on ECP5, 16 otherwise)")
     build.add_argument("--depth", type=int, default=None,
-                       help="softmax/layernorm/gelu: beats the input and output memories hold "
-                            "(default: 256 on iCE40, 1024 otherwise; at least one longest row)")
+                       help="softmax/layernorm/gelu/butterfly: beats the input and output "
+                            "memories hold (default: 256 on iCE40, 1024 otherwise; at least "
+                            "one longest row, or n_max)")
     build.add_argument("-o", "--out", default=None, metavar="DIR", help="build directory")
     build.add_argument("--json", action="store_true", help="print the report as JSON")
-    add_config_flags(build, "gemm", "systolic", *STREAM_DESIGNS, "sparse")
+    add_config_flags(build, "gemm", "systolic", *STREAM_DESIGNS, "sparse", "butterfly")
 
     flash = commands.add_parser("flash", help="program a board with openFPGALoader")
     flash.add_argument("--board", required=True)
@@ -57,10 +58,17 @@ def add_parsers(commands):
     run.add_argument("--a", metavar="A.npy", help="gemm, systolic, sparse: A")
     run.add_argument("--b", metavar="B.npy",
                      help="gemm, systolic: B; sparse: the weights W (K x C), N:M sparse along K")
-    run.add_argument("--n", type=int, help="sparse: N, the non-zeros in each group of M along K")
+    run.add_argument("--n", type=int, help="sparse: N, the non-zeros in each group of M along K; "
+                     "butterfly: the vector length (default: X's columns)")
     run.add_argument("--m", type=int, help="sparse: M, the group size (at most m_max)")
     run.add_argument("--x", metavar="X.npy",
-                     help="softmax, layernorm, gelu: the rows (vectors) of integers")
+                     help="softmax, layernorm, gelu: the rows (vectors) of integers; "
+                          "butterfly: batch x n (real parts)")
+    run.add_argument("--x-im", dest="x_im", metavar="XI.npy",
+                     help="butterfly fft/ifft: the imaginary parts, batch x n (default 0)")
+    run.add_argument("--mode", choices=("linear", "fft", "ifft"), help="butterfly: the operation")
+    run.add_argument("--weights", "--w", dest="weights", metavar="W.npy",
+                     help="butterfly linear: log2(n) x n/2 x 4 weights [w00, w01, w10, w11]")
     run.add_argument("--x-mask", dest="x_mask", metavar="M.npy",
                      help="softmax: R x L bools, true = excluded (a design built with a mask)")
     run.add_argument("--scale", type=positive_float, default=None,
@@ -72,8 +80,11 @@ def add_parsers(commands):
     run.add_argument("--out", required=True, metavar="Y.npy", help="where to write the result")
     run.add_argument("--check", action="store_true", help="compare with the golden model")
     run.add_argument("--int8", action="store_true", help="gemm: requantize C to int8")
-    run.add_argument("--multiplier", type=int, default=1, help="gemm: requantization multiplier")
-    run.add_argument("--shift", type=int, default=0, help="gemm: requantization shift")
+    run.add_argument("--multiplier", "--mult", type=int, default=None,
+                     help="gemm, butterfly linear: requantization multiplier (default 1)")
+    run.add_argument("--shift", type=int, default=None,
+                     help="gemm, butterfly linear: requantization shift (default: gemm 0, "
+                          "butterfly weight_width)")
 
 
 def run_boards(args):
@@ -108,6 +119,16 @@ def _sparse_top_config(args, clock_mhz, target):
         array = dataclasses.replace(array, max_dsp=target.dsp_count)
     divisor = round(clock_mhz * 1e6 / BAUD)
     return SparseTopConfig(array=array, divisor=divisor, k_max=args.k_max)
+
+
+def _butterfly_top_config(args, clock_mhz, target):
+    from bertforge.boards.butterfly_top import ButterflyTopConfig
+    engine = config_from_args("butterfly", args)
+    depth = args.depth
+    if depth is None:
+        depth = max(STREAM_DEPTH_DEFAULTS.get(target.family, 1024), engine.n_max)
+    divisor = round(clock_mhz * 1e6 / BAUD)
+    return ButterflyTopConfig(engine=engine, divisor=divisor, depth=depth)
 
 
 #: Default GEMM engine size and memory per FPGA family (what fits the smallest board).
@@ -158,6 +179,9 @@ def _board_top(design, top_config):
     if design == "sparse":
         from bertforge.boards.sparse_top import SparseBoardTop
         return SparseBoardTop(top_config), top_config.array.rows * top_config.array.cols
+    if design == "butterfly":   # four multipliers per lane
+        from bertforge.boards.butterfly_top import ButterflyBoardTop
+        return ButterflyBoardTop(top_config), 4 * top_config.engine.lanes
     from bertforge.boards.systolic_top import SystolicBoardTop
     return SystolicBoardTop(top_config), top_config.array.rows * top_config.array.cols
 
@@ -168,18 +192,20 @@ def run_build(args):
     target = board(args.board)
     if args.clock is not None and not 1 <= args.clock <= 500:
         raise CliError(f"--clock must be between 1 and 500 MHz, not {args.clock}")
-    if args.design not in STREAM_DESIGNS and args.depth is not None:
-        raise CliError(f"--depth is for softmax, layernorm and gelu, not {args.design}")
+    if args.design not in STREAM_DESIGNS + ("butterfly",) and args.depth is not None:
+        raise CliError(f"--depth is for softmax, layernorm and gelu (and butterfly), "
+                       f"not {args.design}")
     if args.design == "sparse" and args.mem_kib is not None:
         raise CliError("--mem-kib is not a flag of design sparse (--k-max sizes its memories)")
-    if args.design in STREAM_DESIGNS:
+    if args.design in STREAM_DESIGNS + ("butterfly",):
         for flag, value in (("--k-max", args.k_max != 256), ("--mem-kib", args.mem_kib)):
             if value:
                 raise CliError(f"{flag} is not a flag of design {args.design}")
+    if args.design in STREAM_DESIGNS:
         top_config = _stream_top_config(args, args.clock or target.clock_mhz, target, args.design)
     else:
-        make = {"gemm": _gemm_top_config, "sparse": _sparse_top_config}.get(
-            args.design, _systolic_top_config)
+        make = {"gemm": _gemm_top_config, "sparse": _sparse_top_config,
+                "butterfly": _butterfly_top_config}.get(args.design, _systolic_top_config)
         top_config = make(args, args.clock or target.clock_mhz, target)
     top, macs = _board_top(args.design, top_config)
     out = Path(args.out or f"build-{target.name}-{args.design}")
@@ -275,6 +301,21 @@ def _open_link(port_name):
         raise CliError(f"cannot open {port_name}: {error}") from None
 
 
+def _on_board(args, protocol, design_id, top_name, work):
+    """Open the serial port, check with a PING that the board runs the
+    ``design_id`` top and return ``work(link)``; link errors end as one line."""
+    with _open_link(args.port) as port:
+        try:
+            link = protocol.HostLink(port)
+            design, _ = link.ping()
+            if design != design_id:
+                raise CliError(f"the board on {args.port} runs design {design}, not the {top_name} "
+                               f"top ({design_id}); flash build {args.build_dir or 'first'}")
+            return work(link)
+        except protocol.LinkError as error:
+            raise CliError(f"board link: {error}") from None
+
+
 def run_run(args):
     from bertforge.boards import protocol
     from bertforge.boards.targets import board
@@ -295,27 +336,31 @@ def run_run(args):
         return _run_gemm(args, target, saved["config"], protocol)
     if args.design == "sparse":
         return _run_sparse(args, target, saved["config"], protocol)
+    if args.design == "butterfly":
+        return _run_butterfly(args, target, saved["config"], protocol)
     return _run_systolic(args, target, saved["config"], protocol)
 
 
 #: ``bertforge run`` input flags -> the designs that take them.
 RUN_FLAGS = {"a": ("gemm", "systolic", "sparse"), "b": ("gemm", "systolic", "sparse"),
-             "n": ("sparse",), "m": ("sparse",), "x": STREAM_DESIGNS,
+             "n": ("sparse", "butterfly"), "m": ("sparse",), "x": STREAM_DESIGNS + ("butterfly",),
              "x_mask": ("softmax",), "scale": ("softmax",), "residual": ("layernorm",),
              "gamma": ("layernorm",), "beta": ("layernorm",), "int8": ("gemm",),
-             "multiplier": ("gemm",), "shift": ("gemm",)}
-RUN_DEFAULTS = {"int8": False, "multiplier": 1, "shift": 0}
+             "multiplier": ("gemm", "butterfly"), "shift": ("gemm", "butterfly"),
+             "x_im": ("butterfly",), "mode": ("butterfly",), "weights": ("butterfly",)}
+RUN_DEFAULTS = {"int8": False}
 
 
 def _check_run_flags(args):
     for key, designs in RUN_FLAGS.items():
         if args.design not in designs and getattr(args, key) not in (None, RUN_DEFAULTS.get(key)):
             raise CliError(f"--{key.replace('_', '-')} is not a flag of design {args.design}")
-    needed = {"gemm": ("a", "b"), "systolic": ("a", "b"), "sparse": ("a", "b", "n", "m")}
+    needed = {"gemm": ("a", "b"), "systolic": ("a", "b"), "sparse": ("a", "b", "n", "m"),
+              "butterfly": ("mode", "x")}
     for key in needed.get(args.design, ("x",)):
         if getattr(args, key) is None:
-            what = f"{key.upper()}.npy" if key in ("a", "b", "x") else key.upper()
-            raise CliError(f"design {args.design} needs --{key} ({what})")
+            what = {"a": "A.npy", "b": "B.npy", "x": "X.npy", "mode": "linear, fft or ifft"}
+            raise CliError(f"design {args.design} needs --{key} ({what.get(key, key.upper())})")
     if bool(args.gamma) != bool(args.beta):
         raise CliError("--gamma and --beta go together: give both")
 
@@ -378,16 +423,8 @@ def _run_stream(args, target, saved, protocol):
     except ValueError as error:
         raise CliError(str(error)) from None
     run = {"softmax": host.run_softmax, "layernorm": host.run_layernorm, "gelu": host.run_gelu}[design]
-    with _open_link(args.port) as port:
-        try:
-            link = protocol.HostLink(port)
-            found, _ = link.ping()
-            if found != DESIGNS[design].design_id:
-                raise CliError(f"the board on {args.port} runs design {found}, not the {design} "
-                               f"top ({DESIGNS[design].design_id}); flash its build first")
-            result, cycles = run(link, config, x, **inputs)
-        except protocol.LinkError as error:
-            raise CliError(f"board link: {error}") from None
+    result, cycles = _on_board(args, protocol, DESIGNS[design].design_id, design,
+                               lambda link: run(link, config, x, **inputs))
     dtype = {8: np.uint8 if design == "softmax" else np.int8, 16: np.int16}
     save_npy_atomic(args.out, result.astype(dtype[getattr(unit, "out_width", 8)]))
     print(f"ran {design} on {x.shape[0]} x {h} on {target.name} in {cycles} cycles; wrote {args.out}")
@@ -410,21 +447,14 @@ def _run_gemm(args, target, saved, protocol):
                            max_dsp=saved["max_dsp"])
     width = config.engine.width
     a, b = load_int_matrix(args.a, "A", width), load_int_matrix(args.b, "B", width)
-    flags = {"int8": args.int8, "multiplier": args.multiplier, "shift": args.shift}
+    flags = {"int8": args.int8, "multiplier": 1 if args.multiplier is None else args.multiplier,
+             "shift": 0 if args.shift is None else args.shift}
     try:
         gemm_board_layout(config, a, b, **flags)
     except ValueError as error:
         raise CliError(str(error)) from None
-    with _open_link(args.port) as port:
-        try:
-            link = protocol.HostLink(port)
-            design, _ = link.ping()
-            if design != DESIGN_ID:
-                raise CliError(f"the board on {args.port} runs design {design}, not the GEMM "
-                               f"top ({DESIGN_ID}); flash build {args.build_dir or 'first'}")
-            result, cycles = run_gemm(link, config, a, b, **flags)
-        except protocol.LinkError as error:
-            raise CliError(f"board link: {error}") from None
+    result, cycles = _on_board(args, protocol, DESIGN_ID, "GEMM",
+                               lambda link: run_gemm(link, config, a, b, **flags))
     save_npy_atomic(args.out, result.astype(np.int8 if args.int8 else np.int32))
     m, k = a.shape
     print(f"ran {m}x{k}x{b.shape[1]} on {target.name} in {cycles} cycles; wrote {args.out}")
@@ -491,16 +521,8 @@ def _run_sparse(args, target, saved, protocol):
         sparse_tile_bytes(config, a, w, n, m)
     except ValueError as error:
         raise CliError(str(error)) from None
-    with _open_link(args.port) as port:
-        try:
-            link = protocol.HostLink(port)
-            design, _ = link.ping()
-            if design != DESIGN_ID:
-                raise CliError(f"the board on {args.port} runs design {design}, not the sparse "
-                               f"top ({DESIGN_ID}); flash build {args.build_dir or 'first'}")
-            result, cycles = run_sparse(link, config, a, w, n, m)
-        except protocol.LinkError as error:
-            raise CliError(f"board link: {error}") from None
+    result, cycles = _on_board(args, protocol, DESIGN_ID, "sparse",
+                               lambda link: run_sparse(link, config, a, w, n, m))
     save_npy_atomic(args.out, result.astype(np.int32 if array.acc_width <= 32 else np.int64))
     print(f"ran {a.shape[0]}x{a.shape[1]}x{w.shape[1]} at {n}:{m} on {target.name} in "
           f"{cycles} cycles; wrote {args.out}")
@@ -508,6 +530,47 @@ def _run_sparse(args, target, saved, protocol):
         from bertforge.sim.nm_sparse_golden import compress_nm, nm_tile_golden
         values, indices = compress_nm(w, n, m)
         if not np.array_equal(result, nm_tile_golden(array, a, values, indices, n, m)):
+            print("bertforge: error: the board's result differs from the golden model",
+                  file=sys.stderr)
+            return 1
+        print("matches the golden model")
+    return 0
+
+
+def _run_butterfly(args, target, saved, protocol):
+    from types import SimpleNamespace
+
+    from bertforge.boards.butterfly_top import DESIGN_ID, ButterflyTopConfig
+    from bertforge.boards.host import butterfly_images, run_butterfly
+    from .butterfly_cli import _linear_params, _user_jobs
+    config = ButterflyTopConfig.from_dict(saved)
+    engine = config.engine
+    if args.mode != "linear" and (args.multiplier is not None or args.shift is not None):
+        raise CliError("--multiplier and --shift are for --mode linear only")
+    # The checks of `bertforge sim butterfly --x` (shapes, values, n, weights).
+    user = SimpleNamespace(x=args.x, x_im=args.x_im, out=args.out, n=args.n, mode=args.mode,
+                           weights=args.weights, mult=args.multiplier, shift=args.shift)
+    jobs, arrays, n = _user_jobs(engine, user)
+    mode, first = args.mode, len(jobs) - 1
+    re = arrays[f"x_re_{first}"]
+    im = None if mode == "linear" else arrays[f"x_im_{first}"]
+    weights = arrays.get("w_0")
+    mult, shift = _linear_params(engine, user) if mode == "linear" else (1, 0)
+    try:   # the same checks run_butterfly makes, before the port is opened
+        butterfly_images(config, mode, re, im, weights)
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    (out_re, out_im), cycles = _on_board(
+        args, protocol, DESIGN_ID, "butterfly",
+        lambda link: run_butterfly(link, config, mode, re, im, weights, mult, shift))
+    out = out_re if mode == "linear" else np.stack([out_re, out_im], axis=-1)
+    save_npy_atomic(args.out, out.astype(np.int16 if engine.width == 16 else np.int8))
+    print(f"ran {mode} on {re.shape[0]} vectors of {n} on {target.name} in {cycles} cycles; "
+          f"wrote {args.out}")
+    if args.check:
+        from bertforge.sim.butterfly_board_tb import board_golden
+        want_re, want_im = board_golden(engine, mode, re, im, weights, mult, shift)
+        if not (np.array_equal(out_re, want_re) and np.array_equal(out_im, want_im)):
             print("bertforge: error: the board's result differs from the golden model",
                   file=sys.stderr)
             return 1

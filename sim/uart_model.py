@@ -3,14 +3,18 @@ that the blocking :class:`~bertforge.boards.protocol.HostLink` can use from
 a ``bridge``-d thread."""
 
 import cocotb
+from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
+
+from bertforge.boards import protocol
 
 try:  # cocotb 2.x exports these when a simulation runs
     from cocotb import bridge, resume
 except ImportError:  # pragma: no cover - older 2.x layouts
     from cocotb._bridge import bridge, resume
 
-__all__ = ["UartModel", "bridge", "resume"]
+__all__ = ["UartModel", "SimTransport", "board_link", "corrupt_frame_rejected", "bridge",
+           "resume"]
 
 
 class UartModel:
@@ -77,3 +81,30 @@ class SimTransport:
 
     def read(self, count):
         return resume(self.uart.read)(count, self.timeout_cycles)
+
+
+async def board_link(dut, divisor, timeout_bytes=200):
+    """Start the clock of a board top-level (ports ``clk``, ``rst``,
+    ``uart_rx``, ``uart_tx``), reset it and return a
+    :class:`~bertforge.boards.protocol.HostLink` over its UART pins (for a
+    ``bridge``-d session; a read gives up after ``timeout_bytes`` byte times)."""
+    Clock(dut.clk, 10, unit="ns").start()
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, 3)
+    dut.rst.value = 0
+    uart = UartModel(dut.clk, dut.uart_rx, dut.uart_tx, divisor)
+    return protocol.HostLink(SimTransport(uart, timeout_cycles=timeout_bytes * divisor * 10))
+
+
+def corrupt_frame_rejected(link):
+    """Send a WRITE frame whose CRC is wrong (from a bridged session); True
+    if the board answers ``BAD_CRC``, False if it answers anything else."""
+    frame = bytearray(protocol.encode_frame(protocol.SYNC_HOST, protocol.WRITE,
+                                            b"\x00\x00\x00\x01\x02"))
+    frame[-1] ^= 0x5A
+    link.transport.write(bytes(frame))
+    try:
+        link.reply()
+    except protocol.LinkError as error:
+        return "bad checksum" in str(error)
+    return False
