@@ -27,12 +27,11 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import In, Out
 
 from bertforge.rtl.gemm_engine import GemmConfig, GemmEngine
-from bertforge.rtl.host_link import HostLink
 from bertforge.rtl.tile_scheduler import command_layout
-from bertforge.rtl.uart import Uart, UartConfig
+from bertforge.rtl.uart import UartConfig
+from .systolic_top import BOARD_TOP_PORTS, uart_host_link
 
 __all__ = ["GemmTopConfig", "GemmBoardTop", "DESIGN_ID", "board_engine_config"]
 
@@ -90,7 +89,7 @@ class GemmBoardTop(wiring.Component):
         if not isinstance(config, GemmTopConfig):
             raise TypeError(f"config must be a GemmTopConfig, not {config!r}")
         self.config = config
-        super().__init__({"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1), "leds": Out(3)})
+        super().__init__(BOARD_TOP_PORTS)
 
     def elaborate(self, platform):
         m = Module()
@@ -99,12 +98,8 @@ class GemmBoardTop(wiring.Component):
         MB = ecfg.mem_bytes
         mbb = MB.bit_length() - 1
         W = ecfg.mem_width
-        m.submodules.uart = uart = Uart(UartConfig(divisor=cfg.divisor))
-        m.submodules.link = link = HostLink(design_id=DESIGN_ID)
+        link = uart_host_link(m, self, cfg.divisor, DESIGN_ID)
         m.submodules.engine = engine = GemmEngine(ecfg, max_dsp=cfg.max_dsp)
-        wiring.connect(m, uart.rx, link.rx)
-        wiring.connect(m, link.tx, uart.tx)
-        m.d.comb += [uart.rx_pin.eq(self.uart_rx), self.uart_tx.eq(uart.tx_pin)]
 
         busy = Signal()
         depth = 1 << (ecfg.addr_width - mbb - 1)

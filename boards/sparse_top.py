@@ -33,13 +33,12 @@ from dataclasses import dataclass
 
 from amaranth.hdl import Module
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
 
-from bertforge.rtl.host_link import HostLink
 from bertforge.rtl.nm_sparse import NMSparseArray, NMSparseConfig, a_layout, b_layout
 from bertforge.rtl.params import check_int
-from bertforge.rtl.uart import Uart, UartConfig
-from .systolic_top import RunSequencer, _MemoryToStream, link_memories
+from bertforge.rtl.uart import UartConfig
+from .systolic_top import (BOARD_TOP_PORTS, RunSequencer, _MemoryToStream, link_memories,
+                           uart_host_link)
 
 __all__ = ["SparseTopConfig", "SparseBoardTop", "DESIGN_ID", "MAX_BYTES"]
 
@@ -106,22 +105,14 @@ class SparseBoardTop(wiring.Component):
         if not isinstance(config, SparseTopConfig):
             raise TypeError(f"config must be a SparseTopConfig, not {config!r}")
         self.config = config
-        super().__init__({
-            "uart_rx": In(1, init=1),
-            "uart_tx": Out(1, init=1),
-            "leds": Out(3),
-        })
+        super().__init__(BOARD_TOP_PORTS)
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
         array_cfg = cfg.array
-        m.submodules.uart = uart = Uart(UartConfig(divisor=cfg.divisor))
-        m.submodules.link = link = HostLink(design_id=DESIGN_ID)
+        link = uart_host_link(m, self, cfg.divisor, DESIGN_ID)
         m.submodules.array = array = NMSparseArray(array_cfg)
-        wiring.connect(m, uart.rx, link.rx)
-        wiring.connect(m, link.tx, uart.tx)
-        m.d.comb += [uart.rx_pin.eq(self.uart_rx), self.uart_tx.eq(uart.tx_pin)]
 
         depths = cfg.depths()
         mem_a, mem_b, mem_c = link_memories(m, link, cfg.word_bytes(), depths)

@@ -37,11 +37,11 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from bertforge.rtl.gelu import Gelu, GeluConfig
-from bertforge.rtl.host_link import HostLink
 from bertforge.rtl.layernorm import LayerNorm, LayerNormConfig
 from bertforge.rtl.params import check_int
 from bertforge.rtl.softmax import Softmax, SoftmaxConfig
-from bertforge.rtl.uart import Uart, UartConfig
+from bertforge.rtl.uart import UartConfig
+from .systolic_top import BOARD_TOP_PORTS, uart_host_link
 
 __all__ = ["StreamDesign", "STREAM_DESIGNS", "StreamTopConfig", "StreamBoardTop", "MAX_BYTES"]
 
@@ -196,17 +196,13 @@ class StreamBoardTop(wiring.Component):
         if not isinstance(config, StreamTopConfig):
             raise TypeError(f"config must be a StreamTopConfig, not {config!r}")
         self.config = config
-        super().__init__({"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1), "leds": Out(3)})
+        super().__init__(BOARD_TOP_PORTS)
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        m.submodules.uart = uart = Uart(UartConfig(divisor=cfg.divisor))
-        m.submodules.link = link = HostLink(design_id=cfg.design.design_id)
+        link = uart_host_link(m, self, cfg.divisor, cfg.design.design_id)
         m.submodules.unit = unit = cfg.make_unit()
-        wiring.connect(m, uart.rx, link.rx)
-        wiring.connect(m, link.tx, uart.tx)
-        m.d.comb += [uart.rx_pin.eq(self.uart_rx), self.uart_tx.eq(uart.tx_pin)]
 
         phases = cfg.phases()
         layouts = cfg.memories()

@@ -196,22 +196,14 @@ class SystolicBoardTop(wiring.Component):
         if not isinstance(config, SystolicTopConfig):
             raise TypeError(f"config must be a SystolicTopConfig, not {config!r}")
         self.config = config
-        super().__init__({
-            "uart_rx": In(1, init=1),
-            "uart_tx": Out(1, init=1),
-            "leds": Out(3),
-        })
+        super().__init__(BOARD_TOP_PORTS)
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
         array_cfg = cfg.array
-        m.submodules.uart = uart = Uart(UartConfig(divisor=cfg.divisor))
-        m.submodules.link = link = HostLink(design_id=DESIGN_ID)
+        link = uart_host_link(m, self, cfg.divisor, DESIGN_ID)
         m.submodules.array = array = SystolicArray(array_cfg)
-        wiring.connect(m, uart.rx, link.rx)
-        wiring.connect(m, link.tx, uart.tx)
-        m.d.comb += [uart.rx_pin.eq(self.uart_rx), self.uart_tx.eq(uart.tx_pin)]
 
         word_bytes = cfg.word_bytes()
         depths = cfg.depths()

@@ -12,8 +12,6 @@ import os
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles
 
 from bertforge.boards import protocol
 from bertforge.boards.host import systolic_tile_bytes, systolic_result_from_bytes
@@ -21,7 +19,7 @@ from bertforge.boards.systolic_top import SystolicTopConfig
 from bertforge.rtl.systolic import SystolicConfig
 from bertforge.sim.systolic_golden import systolic_golden
 from bertforge.sim.systolic_tb import load_tiles
-from bertforge.sim.uart_model import SimTransport, UartModel, bridge
+from bertforge.sim.uart_model import board_link, bridge, corrupt_frame_rejected
 
 
 @cocotb.test()
@@ -30,13 +28,7 @@ async def board_tiles(dut):
     raw = dict(spec["config"])
     config = SystolicTopConfig(array=SystolicConfig(**raw.pop("array")), **raw)
     tiles = load_tiles(spec["data"])
-    Clock(dut.clk, 10, unit="ns").start()
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
-    uart = UartModel(dut.clk, dut.uart_rx, dut.uart_tx, config.divisor)
-    transport = SimTransport(uart, timeout_cycles=200 * config.divisor * 10)
-    link = protocol.HostLink(transport)
+    link = await board_link(dut, config.divisor, timeout_bytes=200)
     report = {"tiles": [], "corrupt_rejected": 0}
 
     def session():
@@ -44,15 +36,7 @@ async def board_tiles(dut):
         report["design_id"], report["version"] = design, version
         for a, b in tiles:
             if spec.get("corrupt"):
-                frame = bytearray(protocol.encode_frame(protocol.SYNC_HOST, protocol.WRITE,
-                                                        b"\x00\x00\x00\x01\x02"))
-                frame[-1] ^= 0x5A
-                transport.write(bytes(frame))
-                try:
-                    link.reply()
-                except protocol.LinkError as error:
-                    assert "bad checksum" in str(error), error
-                    report["corrupt_rejected"] += 1
+                report["corrupt_rejected"] += corrupt_frame_rejected(link)
             mem_a, mem_b, k = systolic_tile_bytes(config, a, b)
             link.write(0, 0, mem_a)
             link.write(1, 0, mem_b)
@@ -69,7 +53,7 @@ async def board_tiles(dut):
 
     await bridge(session)()
     report["match"] = all(t["match"] for t in report["tiles"]) and len(report["tiles"]) == len(tiles)
-    report["bytes_sent"] = transport.sent
+    report["bytes_sent"] = link.transport.sent
     with open(spec["result_path"], "w") as f:
         json.dump(report, f)
     assert report["match"], report

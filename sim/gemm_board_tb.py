@@ -15,15 +15,13 @@ import os
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles
 
 from bertforge.boards import protocol
 from bertforge.boards.gemm_top import GemmTopConfig
 from bertforge.boards.host import gemm_board_layout, gemm_command_bytes, run_gemm
 from bertforge.rtl.gemm_engine import GemmConfig
 from bertforge.sim.gemm_golden import gemm_golden
-from bertforge.sim.uart_model import SimTransport, UartModel, bridge
+from bertforge.sim.uart_model import board_link, bridge, corrupt_frame_rejected
 
 
 @cocotb.test()
@@ -33,13 +31,7 @@ async def board_gemms(dut):
     config = GemmTopConfig(engine=GemmConfig(**raw.pop("engine")), **raw)
     data = np.load(spec["data"])
     problems = [(data[f"a_{i}"], data[f"b_{i}"], flags) for i, flags in enumerate(spec["flags"])]
-    Clock(dut.clk, 10, unit="ns").start()
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
-    uart = UartModel(dut.clk, dut.uart_rx, dut.uart_tx, config.divisor)
-    transport = SimTransport(uart, timeout_cycles=4000 * config.divisor * 10)
-    link = protocol.HostLink(transport)
+    link = await board_link(dut, config.divisor, timeout_bytes=4000)
     report = {"problems": [], "corrupt_rejected": 0, "bad_rejected": 0}
 
     def rejected(command):
@@ -54,15 +46,7 @@ async def board_gemms(dut):
         report["design_id"], report["version"] = link.ping()
         for a, b, flags in problems:
             if spec.get("corrupt"):
-                frame = bytearray(protocol.encode_frame(protocol.SYNC_HOST, protocol.WRITE,
-                                                        b"\x00\x00\x00\x01\x02"))
-                frame[-1] ^= 0x5A
-                transport.write(bytes(frame))
-                try:
-                    link.reply()
-                except protocol.LinkError as error:
-                    assert "bad checksum" in str(error), error
-                    report["corrupt_rejected"] += 1
+                report["corrupt_rejected"] += corrupt_frame_rejected(link)
             result, cycles = run_gemm(link, config, a, b, **flags)
             expected = gemm_golden(config.engine, a, b, **flags)
             report["problems"].append({"shape": [int(s) for s in (*a.shape, b.shape[1])],
@@ -78,7 +62,7 @@ async def board_gemms(dut):
     await bridge(session)()
     report["match"] = (len(report["problems"]) == len(problems)
                        and all(p["match"] for p in report["problems"]))
-    report["bytes_sent"] = transport.sent
+    report["bytes_sent"] = link.transport.sent
     with open(spec["result_path"], "w") as f:
         json.dump(report, f)
     assert report["match"], report

@@ -22,15 +22,13 @@ import os
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles
 
 from bertforge.boards import protocol
 from bertforge.boards.host import run_sparse, sparse_run_args
 from bertforge.boards.sparse_top import SparseTopConfig
 from bertforge.sim.nm_sparse_cycles import nm_sparse_cycles, nm_tile_beats
 from bertforge.sim.nm_sparse_golden import compress_nm, nm_tile_golden
-from bertforge.sim.uart_model import SimTransport, UartModel, bridge
+from bertforge.sim.uart_model import board_link, bridge, corrupt_frame_rejected
 
 
 def board_cycles(array, beats):
@@ -54,13 +52,7 @@ async def sparse_board_tiles(dut):
     config = SparseTopConfig.from_dict(spec["config"])
     array = config.array
     tiles = load_tiles(spec["data"], spec["patterns"])
-    Clock(dut.clk, 10, unit="ns").start()
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
-    uart = UartModel(dut.clk, dut.uart_rx, dut.uart_tx, config.divisor)
-    transport = SimTransport(uart, timeout_cycles=200 * config.divisor * 10)
-    link = protocol.HostLink(transport)
+    link = await board_link(dut, config.divisor, timeout_bytes=200)
     report = {"tiles": [], "corrupt_rejected": 0, "bad_runs_rejected": []}
 
     def expected(a, w, n, m):
@@ -72,15 +64,7 @@ async def sparse_board_tiles(dut):
         report["design_id"], report["version"] = design, version
         for a, w, n, m in tiles:
             if spec.get("corrupt"):
-                frame = bytearray(protocol.encode_frame(protocol.SYNC_HOST, protocol.WRITE,
-                                                        b"\x00\x00\x00\x01\x02"))
-                frame[-1] ^= 0x5A
-                transport.write(bytes(frame))
-                try:
-                    link.reply()
-                except protocol.LinkError as error:
-                    assert "bad checksum" in str(error), error
-                    report["corrupt_rejected"] += 1
+                report["corrupt_rejected"] += corrupt_frame_rejected(link)
             result, cycles = run_sparse(link, config, a, w, n, m)
             beats = nm_tile_beats(a.shape[1], n, m)
             report["tiles"].append({
@@ -104,7 +88,7 @@ async def sparse_board_tiles(dut):
     await bridge(session)()
     report["match"] = all(t["match"] for t in report["tiles"]) and len(report["tiles"]) == len(tiles)
     report["cycles_match"] = all(t["cycles"] == t["model_cycles"] for t in report["tiles"])
-    report["bytes_sent"] = transport.sent
+    report["bytes_sent"] = link.transport.sent
     with open(spec["result_path"], "w") as f:
         json.dump(report, f)
     assert report["match"], report

@@ -17,14 +17,12 @@ import os
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles
 
 from bertforge.boards import protocol
 from bertforge.boards.host import run_gelu, run_layernorm, run_softmax
 from bertforge.boards.stream_top import StreamTopConfig
 from bertforge.sim.stream_board_golden import stream_golden
-from bertforge.sim.uart_model import SimTransport, UartModel, bridge
+from bertforge.sim.uart_model import board_link, bridge, corrupt_frame_rejected
 
 
 @cocotb.test()
@@ -34,13 +32,7 @@ async def board_stream(dut):
     config = StreamTopConfig.from_dict(spec["config"])
     design = config.design.name
     arrays = np.load(spec["data"])
-    Clock(dut.clk, 10, unit="ns").start()
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
-    uart = UartModel(dut.clk, dut.uart_rx, dut.uart_tx, config.divisor)
-    transport = SimTransport(uart, timeout_cycles=4000 * config.divisor * 10)
-    link = protocol.HostLink(transport)
+    link = await board_link(dut, config.divisor, timeout_bytes=4000)
     report = {"runs": [], "corrupt_rejected": 0, "bad_rejected": 0}
     held = {}   # LayerNorm: the gamma/beta the unit holds
 
@@ -77,15 +69,7 @@ async def board_stream(dut):
         report["design_id"], report["version"] = link.ping()
         for problem in spec["problems"]:
             if spec.get("corrupt"):
-                frame = bytearray(protocol.encode_frame(protocol.SYNC_HOST, protocol.WRITE,
-                                                        b"\x00\x00\x00\x01\x02"))
-                frame[-1] ^= 0x5A
-                transport.write(bytes(frame))
-                try:
-                    link.reply()
-                except protocol.LinkError as error:
-                    assert "bad checksum" in str(error), error
-                    report["corrupt_rejected"] += 1
+                report["corrupt_rejected"] += corrupt_frame_rejected(link)
             report["runs"].append(one(problem))
         phases = len(config.phases())
         report["bad_rejected"] += rejected([0] * phases)
@@ -95,7 +79,7 @@ async def board_stream(dut):
     await bridge(session)()
     report["match"] = (len(report["runs"]) == len(spec["problems"])
                        and all(run["match"] for run in report["runs"]))
-    report["bytes_sent"] = transport.sent
+    report["bytes_sent"] = link.transport.sent
     with open(spec["result_path"], "w") as f:
         json.dump(report, f)
     assert report["match"], report
