@@ -31,7 +31,7 @@ result beats are written to Y from word 0, and the reply carries the cycles
 from start to the last result written:
 ``butterfly_cycles(engine, n, groups * lanes) + 1``, plus
 ``(n/2) log2 n + 1`` in linear mode
-(:func:`bertforge.sim.butterfly_board_tb.board_cycles`).
+(:func:`bertforge.boards.butterfly_board_tb.board_cycles`).
 LEDs: 0 busy, 1 done at least once, 2 a bad frame seen.
 """
 

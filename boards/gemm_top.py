@@ -1,4 +1,4 @@
-"""Board top-level for a :class:`~bertforge.rtl.gemm_engine.GemmEngine`:
+"""Board top-level for a :class:`~bertforge.rtl.gemm.GemmEngine`:
 UART host link, one block RAM as the engine's external memory, a command
 register, LEDs.
 
@@ -28,7 +28,7 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 
-from bertforge.rtl.gemm_engine import GemmConfig, GemmEngine
+from bertforge.rtl.gemm import GemmConfig, GemmEngine
 from bertforge.rtl.tile_scheduler import command_layout
 from bertforge.rtl.uart import UartConfig
 from .systolic_top import BOARD_TOP_PORTS, uart_host_link

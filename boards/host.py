@@ -66,15 +66,15 @@ def sparse_tile_bytes(top_config, a, w, n, m):
     (:mod:`bertforge.boards.sparse_top`), and its counts.
 
     ``a`` is R x K activations, ``w`` K x C weights with at most N non-zeros
-    in every group of M rows of K per column (:func:`~bertforge.sim.nm_sparse_golden.prune_nm`
+    in every group of M rows of K per column (:func:`~bertforge.sim.sparse_golden.prune_nm`
     makes such weights). Returns ``(mem_a, mem_b, groups, beats)``:
     ``groups = ceil(K / M)`` words of A, ``beats = groups * N`` words of B.
     Raises ``ValueError`` (one line) for a bad pattern, bad shapes, values
     outside ``signed(width)``, weights that are not N:M sparse (naming the
     group and column) or a tile longer than ``k_max``.
     """
-    from bertforge.sim.nm_sparse_golden import check_pattern, compress_nm, compressed_rows
-    from bertforge.sim.nm_sparse_tb import nm_sparse_beats
+    from bertforge.sim.sparse_golden import check_pattern, compress_nm, compressed_rows
+    from bertforge.sim.sparse_tb import sparse_beats
     array = top_config.array
     n, m = check_pattern(n, m, array.m_max)
     a, w = np.asarray(a), np.asarray(w)
@@ -100,7 +100,7 @@ def sparse_tile_bytes(top_config, a, w, n, m):
         values, indices = compress_nm(w, n, m)
     except ValueError as error:
         raise ValueError(f"W breaks the {n}:{m} pattern: {error}") from None
-    a_beats, b_beats, _ = nm_sparse_beats(array, [(a.astype(np.int64), values, indices, n, m)])
+    a_beats, b_beats, _ = sparse_beats(array, [(a.astype(np.int64), values, indices, n, m)])
     a_bits, _, _ = top_config.word_bits()
     a_bytes, b_bytes, _ = top_config.word_bytes()
     mem_a = b"".join((beat & ((1 << a_bits) - 1)).to_bytes(a_bytes, "little") for beat in a_beats)

@@ -1,4 +1,4 @@
-"""Board top-level for an :class:`~bertforge.rtl.nm_sparse.NMSparseArray`:
+"""Board top-level for an :class:`~bertforge.rtl.sparse.SparseArray`:
 UART host link, block RAM for operands and results, a sequencer, LEDs
 (the dense :mod:`~bertforge.boards.systolic_top`'s memories and sequencer).
 
@@ -22,8 +22,8 @@ bytes rounded up to a power of two, little endian, low bits first):
 bytes), each 1 to ``k_max`` (else ``BAD_ARGUMENT``); it streams A and B
 through the array at full speed and writes the R result rows to C; the reply
 carries the cycles from start to the last result row:
-``nm_sparse_cycles(array, [B]) + 1``
-(:func:`bertforge.sim.nm_sparse_cycles.nm_sparse_cycles`). The tile ends at
+``sparse_cycles(array, [B]) + 1``
+(:func:`bertforge.sim.sparse_cycles.sparse_cycles`). The tile ends at
 the last beat of B whatever B's ``group_end`` bits say (groups beyond it
 are not read), so inconsistent counts give a wrong result, never a hang.
 LEDs: 0 busy, 1 done at least once, 2 a bad frame seen.
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 
-from bertforge.rtl.nm_sparse import NMSparseArray, NMSparseConfig, a_layout, b_layout
+from bertforge.rtl.sparse import SparseArray, SparseConfig, a_layout, b_layout
 from bertforge.rtl.params import check_int
 from bertforge.rtl.uart import UartConfig
 from .systolic_top import (BOARD_TOP_PORTS, RunSequencer, _MemoryToStream, link_memories,
@@ -57,13 +57,13 @@ class SparseTopConfig:
     """The array, the UART divisor (clock / baud) and ``k_max``, the groups
     (A words) and compressed beats (B words) the memories hold."""
 
-    array: NMSparseConfig = NMSparseConfig()
+    array: SparseConfig = SparseConfig()
     divisor: int = 104
     k_max: int = 256
 
     def __post_init__(self):
-        if not isinstance(self.array, NMSparseConfig):
-            raise TypeError(f"array must be an NMSparseConfig, not {self.array!r}")
+        if not isinstance(self.array, SparseConfig):
+            raise TypeError(f"array must be an SparseConfig, not {self.array!r}")
         UartConfig(divisor=self.divisor)
         check_int("k_max", self.k_max, maximum=1 << 15)
         a_bytes = self.word_bytes()[0]
@@ -81,7 +81,7 @@ class SparseTopConfig:
 
     @classmethod
     def from_dict(cls, raw):
-        return cls(array=NMSparseConfig(**raw["array"]), divisor=raw["divisor"],
+        return cls(array=SparseConfig(**raw["array"]), divisor=raw["divisor"],
                    k_max=raw["k_max"])
 
     def word_bits(self):
@@ -112,7 +112,7 @@ class SparseBoardTop(wiring.Component):
         cfg = self.config
         array_cfg = cfg.array
         link = uart_host_link(m, self, cfg.divisor, DESIGN_ID)
-        m.submodules.array = array = NMSparseArray(array_cfg)
+        m.submodules.array = array = SparseArray(array_cfg)
 
         depths = cfg.depths()
         mem_a, mem_b, mem_c = link_memories(m, link, cfg.word_bytes(), depths)

@@ -16,11 +16,11 @@ A hardware config is a TOML file (examples in ``generators/configs/``)::
     lanes = 16
     [gelu]                     # GeluConfig fields
     lanes = 16
-    [sparse]                   # optional: the GEMM engine is a SparseGemmEngine
+    [sparse]                   # optional: the GEMM engine is a SparseEngine
     m_max = 8                  # largest group size of the N:M sparse array
     pattern = "2:4"            # N:M of the pruned weights
 
-Overlap model, as :class:`~bertforge.rtl.encoder_top.EncoderTop`'s
+Overlap model, as :class:`~bertforge.rtl.encoder.EncoderTop`'s
 sequencer runs a layer: the commands of one GEMM operation (the heads of
 attention, the q and v projections) run back to back in the engine, which
 loads the next tile while it computes the current one; different operations
@@ -31,9 +31,9 @@ of one head with the next head's score GEMM) is not modelled.
 Costs: a GEMM operation is :func:`~bertforge.sim.gemm_cycles.gemm_cycles` of
 its commands (int8 or int32 results, the memory's latency and bandwidth).
 With a [sparse] section the engine is a
-:class:`~bertforge.rtl.sparse_gemm_engine.SparseGemmEngine` (the [gemm]
+:class:`~bertforge.rtl.sparse_engine.SparseEngine` (the [gemm]
 fields plus ``m_max``, output stationary) costed by
-:func:`~bertforge.sim.nm_sparse_gemm_cycles.sparse_gemm_cycles`: GEMMs whose
+:func:`~bertforge.sim.sparse_engine_cycles.sparse_engine_cycles`: GEMMs whose
 B operand is a weight matrix (q, v, output projections, both FFN GEMMs) run
 with the pruned ``pattern``; the attention GEMMs (activations times
 activations), the k projection (its weight is the A operand of
@@ -57,16 +57,16 @@ import tomllib
 from pathlib import Path
 
 from bertforge.rtl.gelu import GeluConfig
-from bertforge.rtl.gemm_engine import GemmConfig
+from bertforge.rtl.gemm import GemmConfig
 from bertforge.rtl.layernorm import LayerNormConfig
 from bertforge.rtl.softmax import SoftmaxConfig
-from bertforge.rtl.sparse_gemm_engine import SparseGemmConfig
+from bertforge.rtl.sparse_engine import SparseEngineConfig
 from bertforge.sim.encoder_cycles import operation_gap
 from bertforge.sim.gelu_cycles import gelu_cycles
 from bertforge.sim.gemm_cycles import gemm_cycles, ideal_cycles
 from bertforge.sim.layernorm_cycles import layernorm_cycles
-from bertforge.sim.nm_sparse_gemm_cycles import sparse_gemm_cycles, sparse_ideal_cycles
-from bertforge.sim.nm_sparse_golden import check_pattern, parse_pattern
+from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles, sparse_ideal_cycles
+from bertforge.sim.sparse_golden import check_pattern, parse_pattern
 from bertforge.sim.softmax_cycles import softmax_cycles
 from .presets import ConfigError
 from .workload import encoder_layer
@@ -88,12 +88,12 @@ class Hardware:
     clock_mhz: float = 200.0
     mem_bytes_per_cycle: float = 64.0
     mem_latency: int = 1
-    sparse: SparseGemmConfig = None
+    sparse: SparseEngineConfig = None
     pattern: tuple = None
 
 
 def _load_sparse(path, table, gemm):
-    """``(SparseGemmConfig, (n, m))`` from a [sparse] section, or ``(None, None)``."""
+    """``(SparseEngineConfig, (n, m))`` from a [sparse] section, or ``(None, None)``."""
     if "sparse" not in table:
         return None, None
     fields = dict(table["sparse"])
@@ -103,7 +103,7 @@ def _load_sparse(path, table, gemm):
     if "pattern" not in fields:
         raise ConfigError(f'{path}: [sparse] needs a pattern, like pattern = "2:4"')
     try:
-        config = SparseGemmConfig(**{**gemm.to_dict(), "m_max": fields.get("m_max", 8)})
+        config = SparseEngineConfig(**{**gemm.to_dict(), "m_max": fields.get("m_max", 8)})
         n, m = check_pattern(*parse_pattern(fields["pattern"]), config.m_max)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"{path}: [sparse] {error}") from None
@@ -163,7 +163,7 @@ def _gemm(hw, op):
     else:
         n, m = hw.pattern if op.sparse_weights else (1, 1)
         command.update(pat_n=n, pat_m=m)
-        model, config, ideal = sparse_gemm_cycles, hw.sparse, sparse_ideal_cycles
+        model, config, ideal = sparse_engine_cycles, hw.sparse, sparse_ideal_cycles
     one = model(config, [command], lat=hw.mem_latency, bw=hw.mem_bytes_per_cycle)["cycles"]
     if op.count == 1:
         return one, ideal(config, command)

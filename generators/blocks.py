@@ -7,12 +7,12 @@ one module name in :data:`bertforge.generators.cli.BLOCK_COMMANDS`.
 import dataclasses
 
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
-from bertforge.rtl.gemm_engine import GemmConfig, GemmEngine
+from bertforge.rtl.gemm import GemmConfig, GemmEngine
 from bertforge.rtl.butterfly import ButterflyConfig, ButterflyEngine
 from bertforge.rtl.gelu import Gelu, GeluConfig
 from bertforge.rtl.layernorm import LayerNorm, LayerNormConfig
 from bertforge.rtl.softmax import Softmax, SoftmaxConfig
-from bertforge.rtl.nm_sparse import NMSparseArray, NMSparseConfig
+from bertforge.rtl.sparse import SparseArray, SparseConfig
 
 __all__ = ["BLOCKS", "PRESETS"]
 
@@ -24,7 +24,7 @@ BLOCKS = {
     "gelu": (GeluConfig, Gelu),
     "layernorm": (LayerNormConfig, LayerNorm),
     "softmax": (SoftmaxConfig, Softmax),
-    "sparse": (NMSparseConfig, NMSparseArray),
+    "sparse": (SparseConfig, SparseArray),
 }
 
 _systolic = SystolicConfig()
@@ -76,10 +76,10 @@ PRESETS = {
         "int16-4x4": dataclasses.replace(_systolic, width=16),
     },
     "sparse": {
-        "default": NMSparseConfig(),
-        "tiny": NMSparseConfig(rows=2, cols=2, m_max=4),
-        "8x8-m8": NMSparseConfig(rows=8, cols=8, m_max=8),
-        "8x8-m16": NMSparseConfig(rows=8, cols=8, m_max=16),
-        "16x16-m8": NMSparseConfig(rows=16, cols=16, m_max=8),
+        "default": SparseConfig(),
+        "tiny": SparseConfig(rows=2, cols=2, m_max=4),
+        "8x8-m8": SparseConfig(rows=8, cols=8, m_max=8),
+        "8x8-m16": SparseConfig(rows=8, cols=8, m_max=16),
+        "16x16-m8": SparseConfig(rows=16, cols=16, m_max=8),
     },
 }

@@ -441,7 +441,7 @@ def _run_stream(args, target, saved, protocol):
 def _run_gemm(args, target, saved, protocol):
     from bertforge.boards.gemm_top import DESIGN_ID, GemmTopConfig
     from bertforge.boards.host import gemm_board_layout, run_gemm
-    from bertforge.rtl.gemm_engine import GemmConfig
+    from bertforge.rtl.gemm import GemmConfig
     from .cli_common import load_int_matrix
     config = GemmTopConfig(engine=GemmConfig(**saved["engine"]), divisor=saved["divisor"],
                            max_dsp=saved["max_dsp"])
@@ -507,7 +507,7 @@ def _run_systolic(args, target, saved, protocol):
 def _run_sparse(args, target, saved, protocol):
     from bertforge.boards.host import run_sparse, sparse_tile_bytes
     from bertforge.boards.sparse_top import DESIGN_ID, SparseTopConfig
-    from bertforge.sim.nm_sparse_golden import check_pattern
+    from bertforge.sim.sparse_golden import check_pattern
     from .cli_common import load_int_matrix
     config = SparseTopConfig.from_dict(saved)
     array = config.array
@@ -527,7 +527,7 @@ def _run_sparse(args, target, saved, protocol):
     print(f"ran {a.shape[0]}x{a.shape[1]}x{w.shape[1]} at {n}:{m} on {target.name} in "
           f"{cycles} cycles; wrote {args.out}")
     if args.check:
-        from bertforge.sim.nm_sparse_golden import compress_nm, nm_tile_golden
+        from bertforge.sim.sparse_golden import compress_nm, nm_tile_golden
         values, indices = compress_nm(w, n, m)
         if not np.array_equal(result, nm_tile_golden(array, a, values, indices, n, m)):
             print("bertforge: error: the board's result differs from the golden model",
@@ -568,7 +568,7 @@ def _run_butterfly(args, target, saved, protocol):
     print(f"ran {mode} on {re.shape[0]} vectors of {n} on {target.name} in {cycles} cycles; "
           f"wrote {args.out}")
     if args.check:
-        from bertforge.sim.butterfly_board_tb import board_golden
+        from bertforge.boards.butterfly_board_tb import board_golden
         want_re, want_im = board_golden(engine, mode, re, im, weights, mult, shift)
         if not (np.array_equal(out_re, want_re) and np.array_equal(out_im, want_im)):
             print("bertforge: error: the board's result differs from the golden model",

@@ -13,7 +13,7 @@ __all__ = ["component_for", "emit_verilog", "port_list", "write_design"]
 
 
 def component_for(config):
-    from bertforge.rtl.encoder_top import EncoderConfig, EncoderTop
+    from bertforge.rtl.encoder import EncoderConfig, EncoderTop
     if isinstance(config, EncoderConfig):
         return EncoderTop(config)
     for config_class, component_class in BLOCKS.values():

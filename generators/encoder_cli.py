@@ -1,5 +1,5 @@
 """``bertforge sim encoder`` and ``bertforge bench encoder``: one BERT encoder
-layer on :class:`~bertforge.rtl.encoder_top.EncoderTop` in Verilator, against
+layer on :class:`~bertforge.rtl.encoder.EncoderTop` in Verilator, against
 the integer golden model, the float reference and ``analyze``'s prediction.
 
 The hardware comes from an ``analyze`` hardware config (``--hw``): its
@@ -31,7 +31,7 @@ TOLERANCE = 0.03
 def encoder_config(hw, path):
     """The :class:`EncoderConfig` of a loaded hardware config; a one-line
     :class:`ConfigError` naming ``path`` if its units cannot form a top."""
-    from bertforge.rtl.encoder_top import EncoderConfig
+    from bertforge.rtl.encoder import EncoderConfig
     try:
         return EncoderConfig(gemm=hw.gemm, softmax=hw.softmax, layernorm=hw.layernorm, gelu=hw.gelu)
     except (TypeError, ValueError) as error:

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from bertforge.rtl.gemm_engine import GemmConfig
+from bertforge.rtl.gemm import GemmConfig
 from .bench import column, write_results
 from .gemm_sim import layout_problems, simulate_gemm
 

@@ -10,13 +10,13 @@ import time
 
 import numpy as np
 
-from bertforge.rtl.nm_sparse import NMSparseConfig
+from bertforge.rtl.sparse import SparseConfig
 from bertforge.rtl.systolic import SystolicConfig
-from bertforge.sim.nm_sparse_golden import prune_nm
+from bertforge.sim.sparse_golden import prune_nm
 from .bench import column, synth_ecp5_counts, write_results
 from .emit import emit_verilog
-from .sparse_gemm_sim import layout_sparse_problems, simulate_sparse_engine
-from .sparse_sim import simulate_sparse_gemm
+from .sparse_engine_sim import layout_sparse_problems, simulate_sparse_engine
+from .sparse_sim import simulate_sparse_product
 
 __all__ = ["PATTERNS", "SHAPES", "bench_sparse"]
 
@@ -31,11 +31,11 @@ SHAPES = [("ffn up /4,/32", 32, 768, 96), ("ffn down /4,/32", 32, 3072, 24)]
 def bench_sparse(out_dir, *, rows=8, cols=8, m_max=8, shapes=SHAPES, synth=True, engine=None):
     """Every shape at every pattern on one ``rows`` x ``cols`` array; speedup
     is dense-mode cycles over the pattern's, both measured. ``engine`` (a
-    :class:`~bertforge.rtl.sparse_gemm_engine.SparseGemmConfig` of the same
+    :class:`~bertforge.rtl.sparse_engine.SparseEngineConfig` of the same
     array, or None) runs the first shape again as engine commands. With
     ``synth``, one area row each for the sparse array and the dense OS array
     of the same size. Returns the result rows (also in ``bench.json``)."""
-    config = NMSparseConfig(rows=rows, cols=cols, m_max=m_max)
+    config = SparseConfig(rows=rows, cols=cols, m_max=m_max)
     results = []
     runs = [(shape, pattern) for shape in shapes for pattern in PATTERNS]
     dense_cycles = {}
@@ -46,7 +46,7 @@ def bench_sparse(out_dir, *, rows=8, cols=8, m_max=8, shapes=SHAPES, synth=True,
         a = rng.integers(-128, 128, (m_rows, k))
         b = prune_nm(rng.integers(-128, 128, (k, n_cols)), n, m)
         start = time.perf_counter()
-        result = simulate_sparse_gemm(config, a, b, n, m, seed=index, quiet=False)
+        result = simulate_sparse_product(config, a, b, n, m, seed=index, quiet=False)
         if (n, m) == (1, 1):
             dense_cycles[name] = result["cycles"]
         speedup = dense_cycles[name] / result["cycles"]
@@ -84,10 +84,10 @@ def bench_sparse(out_dir, *, rows=8, cols=8, m_max=8, shapes=SHAPES, synth=True,
     notes = [
         "cycles: measured in Verilator on the emitted Verilog, first input handshake to last "
         "output handshake; the GEMM runs as array tiles back to back driven by the testbench",
-        "model: bertforge.sim.nm_sparse_cycles; ideal: compressed beats (tiles x ceil(K/M) x N)",
-        "sparse_gemm_* rows: one command of the sparse GEMM engine in its HDL harness (memory "
+        "model: bertforge.sim.sparse_cycles; ideal: compressed beats (tiles x ceil(K/M) x N)",
+        "sparse_engine_* rows: one command of the sparse GEMM engine in its HDL harness (memory "
         "latency 1, one beat per cycle), first command handshake to completion; model: "
-        "bertforge.sim.nm_sparse_gemm_cycles; ideal: compressed MACs / (rows x cols)",
+        "bertforge.sim.sparse_engine_cycles; ideal: compressed MACs / (rows x cols)",
         "speedup: dense-mode cycles (1:1 on the same array, K beats per tile) / the pattern's; "
         "target 0.95 x M/N"]
     if synth:

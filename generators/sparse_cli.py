@@ -64,29 +64,29 @@ def _operands(config, args, n, m, rng):
             raise CliError(f"A is {a.shape[0]} x {a.shape[1]} and B is {b.shape[0]} x {b.shape[1]}; "
                            "A must be M x K and B K x N, all at least 1")
         if args.b_is_pruned:
-            from bertforge.sim.nm_sparse_golden import compress_nm
+            from bertforge.sim.sparse_golden import compress_nm
             try:
                 compress_nm(b, n, m)
             except ValueError as error:
                 raise CliError(f"B ({args.b}) breaks the {n}:{m} pattern: {error}") from None
             return a, b
-        from bertforge.sim.nm_sparse_golden import prune_nm
+        from bertforge.sim.sparse_golden import prune_nm
         return a, prune_nm(b, n, m)
     if args.b_is_pruned:
         raise CliError("--b-is-pruned goes with --b")
     if None in (args.m, args.k, args.n):
         raise CliError("--m, --k and --n are required (or give --a, --b and --out)")
     lo, hi = -(1 << (config.width - 1)), 1 << (config.width - 1)
-    from bertforge.sim.nm_sparse_golden import prune_nm
+    from bertforge.sim.sparse_golden import prune_nm
     a = rng.integers(lo, hi, (args.m, args.k))
     b = prune_nm(rng.integers(lo, hi, (args.k, args.n)), n, m)
     return a, b
 
 
 def run_sim(args):
-    from bertforge.sim.nm_sparse_cycles import nm_gemm_tiles, nm_tile_beats
-    from bertforge.sim.nm_sparse_golden import check_pattern, parse_pattern
-    from .sparse_sim import simulate_sparse_gemm
+    from bertforge.sim.sparse_cycles import nm_gemm_tiles, nm_tile_beats
+    from bertforge.sim.sparse_golden import check_pattern, parse_pattern
+    from .sparse_sim import simulate_sparse_product
     config = config_from_args(BLOCK, args)
     n, m = parse_pattern(args.pattern)
     check_pattern(n, m, config.m_max)
@@ -102,8 +102,8 @@ def run_sim(args):
     if any(value is not None for value in (args.mem_width, args.k_chunk, args.addr_width)):
         raise CliError("--mem-width, --k-chunk and --addr-width go with --engine")
     common = dict(seed=args.seed, a_gap=args.gap, b_gap=args.gap, c_stall=args.stall, quiet=args.json)
-    sparse = simulate_sparse_gemm(config, a, b, n, m, waves=args.waves, **common)
-    dense = simulate_sparse_gemm(config, a, b, 1, 1, **common)
+    sparse = simulate_sparse_product(config, a, b, n, m, waves=args.waves, **common)
+    dense = simulate_sparse_product(config, a, b, 1, 1, **common)
     summary = {"block": BLOCK, "design": config.name, "config": config.to_dict(),
                "pattern": f"{n}:{m}", "m": m_rows, "k": k, "n": n_cols, "seed": args.seed,
                "tiles": tiles, "tile_loop": "testbench",
@@ -128,9 +128,9 @@ def run_sim(args):
 def _run_engine(args, array, a, b, n, m):
     """``sim sparse --engine``: the GEMM as one command of the sparse GEMM
     engine, then as one dense-mode (1:1) command on the same engine."""
-    from bertforge.rtl.sparse_gemm_engine import SparseGemmConfig
-    from bertforge.sim.nm_sparse_golden import compressed_rows
-    from .sparse_gemm_sim import layout_sparse_problems, read_c, simulate_sparse_engine
+    from bertforge.rtl.sparse_engine import SparseEngineConfig
+    from bertforge.sim.sparse_golden import compressed_rows
+    from .sparse_engine_sim import layout_sparse_problems, read_c, simulate_sparse_engine
     if array.max_dsp is not None:
         raise CliError("--max-dsp does not apply to --engine")
     if m & (m - 1):
@@ -141,7 +141,7 @@ def _run_engine(args, array, a, b, n, m):
     need = (m_rows * k * esize + compressed_rows(k, 1, 1) * n_cols * (esize + 1)
             + m_rows * n_cols * 4 + 8 * 64 + 1024)
     width = args.addr_width or max(12, (need - 1).bit_length())
-    config = SparseGemmConfig(rows=array.rows, cols=array.cols, m_max=array.m_max,
+    config = SparseEngineConfig(rows=array.rows, cols=array.cols, m_max=array.m_max,
                               width=array.width, acc_width=array.acc_width,
                               mem_width=args.mem_width or 512, k_chunk=args.k_chunk or 256,
                               addr_width=width)
@@ -188,7 +188,7 @@ def run_bench(args):
     from .sparse_bench import bench_sparse
     engine = None
     if not args.no_engine:
-        from bertforge.rtl.sparse_gemm_engine import SparseGemmConfig
-        engine = SparseGemmConfig(rows=8, cols=8, m_max=8, m_tile=16, addr_width=22)
+        from bertforge.rtl.sparse_engine import SparseEngineConfig
+        engine = SparseEngineConfig(rows=8, cols=8, m_max=8, m_tile=16, addr_width=22)
     bench_sparse(args.out, synth=not args.no_synth, engine=engine)
     return 0

@@ -3,7 +3,7 @@ sparse`` and ``bertforge bench sparse``.
 
 A GEMM ``A @ B`` (A: M x K activations, B: K x N weights, N:M sparse along K)
 runs as a sequence of R x C array tiles driven back to back by the
-testbench (:mod:`bertforge.sim.nm_sparse_tb`): the tile loop is in Python,
+testbench (:mod:`bertforge.sim.sparse_tb`): the tile loop is in Python,
 not in hardware; each tile streams the whole compressed K.
 """
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from bertforge.sim import runner
-from bertforge.sim.nm_sparse_golden import check_compressed, check_pattern, compress_nm, prune_nm
+from bertforge.sim.sparse_golden import check_compressed, check_pattern, compress_nm, prune_nm
 from .simulate import build_design
 
-__all__ = ["random_sparse_tile", "check_tile", "simulate_sparse", "gemm_tiles", "simulate_sparse_gemm"]
+__all__ = ["random_sparse_tile", "check_tile", "simulate_sparse", "gemm_tiles", "simulate_sparse_product"]
 
 
 def _operand_range(config):
@@ -41,7 +41,7 @@ def random_sparse_tile(config, k, n, m, rng, *, extreme=None):
 def check_tile(config, tile):
     """Raise ``ValueError`` (one line) unless ``tile`` fits the array:
     pattern within ``m_max``, ``a`` R x K, compressed weights valid for K
-    (:func:`~bertforge.sim.nm_sparse_golden.check_compressed`) with C
+    (:func:`~bertforge.sim.sparse_golden.check_compressed`) with C
     columns, operands within ``signed(width)``."""
     a, values, indices, n, m = tile
     n, m = check_pattern(n, m, config.m_max)
@@ -85,7 +85,7 @@ def simulate_sparse(config, tiles, *, seed=0, a_gap=0.0, b_gap=0.0, c_stall=0.0,
     spec = {"config": config.to_dict(), "data": str(data), "seed": seed,
             "patterns": [[n, m] for *_, n, m in tiles],
             "a_gap": a_gap, "b_gap": b_gap, "c_stall": c_stall}
-    result = runner.run(verilog, config.name, "bertforge.sim.nm_sparse_tb", spec,
+    result = runner.run(verilog, config.name, "bertforge.sim.sparse_tb", spec,
                         waves=waves, workdir=work)
     with np.load(result["outputs"]) as saved:
         result["outputs"] = [saved[f"arr_{t}"] for t in range(len(saved.files))]
@@ -111,10 +111,10 @@ def gemm_tiles(config, a, b, n, m):
     return tiles
 
 
-def simulate_sparse_gemm(config, a, b, n, m, **options):
+def simulate_sparse_product(config, a, b, n, m, **options):
     """``a @ b`` at N:M on the array, as tiles back to back (:func:`gemm_tiles`;
     ``b`` must already be N:M sparse, see
-    :func:`~bertforge.sim.nm_sparse_golden.prune_nm`). Returns the result
+    :func:`~bertforge.sim.sparse_golden.prune_nm`). Returns the result
     dict with ``c``, the M x N product read from the hardware, in place of
     ``outputs``."""
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Cycle model of :class:`~bertforge.rtl.encoder_top.EncoderTop` between
+"""Cycle model of :class:`~bertforge.rtl.encoder.EncoderTop` between
 operations (reads only configs): what the sequencer and the stream adapters
 add to the units' own cycle models.
 

@@ -1,5 +1,5 @@
 """Integer golden model and float reference of one BERT encoder layer as
-:class:`~bertforge.rtl.encoder_top.EncoderTop` runs it.
+:class:`~bertforge.rtl.encoder.EncoderTop` runs it.
 
 No biases (the GEMM engine has none); per-tensor symmetric int8 weights;
 activation scales calibrated on the float reference. With ``S`` tokens,
@@ -102,7 +102,7 @@ def encoder_float(layer, *, trace=False):
 
 def random_layer(config, seq, hidden=64, heads=2, ffn=256, *, seed=0, weight_std=None):
     """A random layer of realistic scale, quantized for ``config`` (an
-    :class:`~bertforge.rtl.encoder_top.EncoderConfig`): input ~ N(0, 1)
+    :class:`~bertforge.rtl.encoder.EncoderConfig`): input ~ N(0, 1)
     (a layernormed embedding), weights ~ N(0, weight_std) with
     ``weight_std = 1/sqrt(fan_in)`` by default (activations stay near unit
     scale, as in a trained BERT), gamma ~ 1 + N(0, 0.1), beta ~ N(0, 0.1)."""

@@ -1,4 +1,4 @@
-"""Simulation-only wrapper of :class:`~bertforge.rtl.encoder_top.EncoderTop`:
+"""Simulation-only wrapper of :class:`~bertforge.rtl.encoder.EncoderTop`:
 the top, a command queue and a testbench memory, all in HDL, as
 :mod:`bertforge.sim.gemm_harness` does for the GEMM engine (the same
 behavioural memory module, :data:`~bertforge.sim.gemm_harness.SIM_MEMORY_VERILOG`,
@@ -23,7 +23,7 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from bertforge.rtl.encoder_top import EncoderConfig, EncoderTop, encoder_command_layout
+from bertforge.rtl.encoder import EncoderConfig, EncoderTop, encoder_command_layout
 from bertforge.sim.gemm_harness import SIM_MEMORY_VERILOG, add_sim_memory
 
 __all__ = ["EncoderHarness", "encoder_harness_name", "encoder_harness_verilog", "MAX_COMMANDS"]

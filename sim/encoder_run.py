@@ -1,4 +1,4 @@
-"""One encoder layer on :class:`~bertforge.rtl.encoder_top.EncoderTop` in
+"""One encoder layer on :class:`~bertforge.rtl.encoder.EncoderTop` in
 Verilator: memory layout, command program, run, check.
 
 The testbench (:mod:`bertforge.sim.encoder_tb`) only loads the memory image,
@@ -16,7 +16,7 @@ import numpy as np
 from . import runner
 from .encoder_golden import cosine, encoder_float, encoder_golden
 from .encoder_harness import MAX_COMMANDS, encoder_harness_name, encoder_harness_verilog
-from bertforge.rtl.encoder_top import OP_GELU, OP_GEMM, OP_LAYERNORM, OP_SOFTMAX
+from bertforge.rtl.encoder import OP_GELU, OP_GEMM, OP_LAYERNORM, OP_SOFTMAX
 
 __all__ = ["harness_verilog", "encoder_program", "check_shape", "simulate_encoder", "OPERATIONS"]
 

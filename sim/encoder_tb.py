@@ -23,9 +23,9 @@ from amaranth.lib import data
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
-from bertforge.rtl.encoder_top import EncoderConfig, encoder_command_layout
+from bertforge.rtl.encoder import EncoderConfig, encoder_command_layout
 from bertforge.rtl.gelu import GeluConfig
-from bertforge.rtl.gemm_engine import GemmConfig
+from bertforge.rtl.gemm import GemmConfig
 from bertforge.rtl.layernorm import LayerNormConfig
 from bertforge.rtl.softmax import SoftmaxConfig
 from bertforge.sim.gemm_tb import load_memory, read_memory, wait_finished

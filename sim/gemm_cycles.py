@@ -1,4 +1,4 @@
-"""Cycle model of the GEMM engine (:class:`~bertforge.rtl.gemm_engine.GemmEngine`).
+"""Cycle model of the GEMM engine (:class:`~bertforge.rtl.gemm.GemmEngine`).
 
 Cycles count from the first command handshake to the last completion
 handshake, both included, as the harness measures them.

@@ -1,4 +1,4 @@
-"""Bit-exact golden model of the GEMM engine (:class:`~bertforge.rtl.gemm_engine.GemmEngine`)."""
+"""Bit-exact golden model of the GEMM engine (:class:`~bertforge.rtl.gemm.GemmEngine`)."""
 
 import numpy as np
 

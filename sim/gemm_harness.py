@@ -31,7 +31,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from bertforge.rtl.gemm_engine import GemmConfig, GemmEngine
+from bertforge.rtl.gemm import GemmConfig, GemmEngine
 from bertforge.rtl.tile_scheduler import command_layout
 
 __all__ = ["GemmHarness", "harness_name", "harness_verilog", "add_sim_memory", "MAX_COMMANDS",

@@ -77,7 +77,7 @@ def test_analyze_cli_writes_json_csv_png_and_compares(tmp_path, capsys):
 
 
 def test_sparse_engine_runs_the_weight_gemms_pruned():
-    from bertforge.sim.nm_sparse_gemm_cycles import sparse_gemm_cycles
+    from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles
     dense = analyze("bert-base", 128, load_hardware(DEFAULT_HW))
     hw = load_hardware(DEFAULT_HW.parent / "sparse_2of4.toml")
     assert hw.pattern == (2, 4) and hw.sparse.m_max == 8
@@ -85,7 +85,7 @@ def test_sparse_engine_runs_the_weight_gemms_pruned():
     ops = {r["operation"]: r for r in sparse["operations"]}
     base = {r["operation"]: r for r in dense["operations"]}
     ffn = ops["ffn 1"]
-    assert ffn["cycles"] == sparse_gemm_cycles(
+    assert ffn["cycles"] == sparse_engine_cycles(
         hw.sparse, [dict(m=128, k=768, n=3072, int8=1, pat_n=2, pat_m=4)], lat=8, bw=64)["cycles"]
     for name in ("ffn 1", "ffn 2", "output projection", "q, v projections"):
         assert 0.49 < ops[name]["cycles"] / base[name]["cycles"] < 0.52, name

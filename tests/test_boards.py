@@ -21,7 +21,7 @@ from bertforge.boards.systolic_top import SystolicBoardTop, SystolicTopConfig
 from bertforge.boards.targets import BOARDS, board
 from bertforge.generators.cli import main
 from bertforge.rtl.host_link import crc8_step
-from bertforge.rtl.nm_sparse import NMSparseConfig
+from bertforge.rtl.sparse import SparseConfig
 from bertforge.rtl.systolic import SystolicConfig
 from bertforge.rtl.uart import Uart, UartConfig
 from bertforge.sim import runner
@@ -136,7 +136,7 @@ def test_board_top_over_uart_in_verilator(dataflow, stages, cell, tmp_path):
     tiles["b_0"][:] = -128
     np.savez(tmp_path / "tiles.npz", **tiles)
     text = verilog.convert(SystolicBoardTop(config), name=config.name, emit_src=False)
-    result = runner.run(text, config.name, "bertforge.sim.board_tb",
+    result = runner.run(text, config.name, "bertforge.boards.systolic_board_tb",
                         {"config": config.to_dict(), "data": str(tmp_path / "tiles.npz"),
                          "corrupt": True}, workdir=tmp_path / "sim")
     assert result["passed"], result["log"]
@@ -169,7 +169,7 @@ def test_every_board_passes_the_build_plan(name, clock, design):
         top = GemmBoardTop(GemmTopConfig(engine=board_engine_config(rows=2, cols=2, mem_kib=2),
                                          divisor=16, max_dsp=target.dsp_count))
     elif design == "sparse":
-        top = SparseBoardTop(SparseTopConfig(array=NMSparseConfig(rows=2, cols=2, m_max=4),
+        top = SparseBoardTop(SparseTopConfig(array=SparseConfig(rows=2, cols=2, m_max=4),
                                              divisor=16, k_max=64))
     else:
         top = SystolicBoardTop(SystolicTopConfig(array=SystolicConfig(rows=2, cols=2), divisor=16))
@@ -287,7 +287,7 @@ def test_gemm_board_top_over_uart_in_verilator(dataflow, rows, cols, tmp_path):
     arrays["b_2"][:, 0] = 127   # C[0, 0] saturates the int8 output
     np.savez(tmp_path / "data.npz", **arrays)
     text = verilog.convert(GemmBoardTop(config), name=config.name, emit_src=False)
-    result = runner.run(text, config.name, "bertforge.sim.gemm_board_tb",
+    result = runner.run(text, config.name, "bertforge.boards.gemm_board_tb",
                         {"config": config.to_dict(), "data": str(tmp_path / "data.npz"),
                          "flags": flags, "corrupt": True}, workdir=tmp_path / "sim")
     assert result["passed"], result["log"]

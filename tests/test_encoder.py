@@ -15,9 +15,9 @@ from bertforge.generators.analyze import analyze, load_hardware
 from bertforge.generators.cli import main
 from bertforge.generators.encoder_cli import TINY_HW, run_encoder
 from bertforge.generators.workload import encoder_layer
-from bertforge.rtl.encoder_top import EncoderConfig, EncoderTop
+from bertforge.rtl.encoder import EncoderConfig, EncoderTop
 from bertforge.rtl.gelu import GeluConfig
-from bertforge.rtl.gemm_engine import GemmConfig
+from bertforge.rtl.gemm import GemmConfig
 from bertforge.rtl.layernorm import LayerNormConfig
 from bertforge.rtl.softmax import SoftmaxConfig
 from bertforge.sim.encoder_cycles import operation_gap

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from bertforge.rtl.gemm_engine import GemmConfig, GemmEngine
+from bertforge.rtl.gemm import GemmConfig, GemmEngine
 from bertforge.rtl.tile_scheduler import TileScheduler
 from bertforge.sim.fixed_golden import requantize
 from bertforge.sim.gemm_cycles import chunks, gemm_cycles, ideal_cycles

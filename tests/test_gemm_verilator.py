@@ -14,7 +14,7 @@ import pytest
 
 from bertforge.generators.blocks import PRESETS
 from bertforge.generators.gemm_sim import layout_problems, read_matrix, simulate_gemm
-from bertforge.rtl.gemm_engine import GemmConfig
+from bertforge.rtl.gemm import GemmConfig
 
 TINY = dataclasses.replace(PRESETS["gemm"]["tiny"], addr_width=15)   # 2x2 OS, as the CLI test
 WS_3X5 = GemmConfig(rows=3, cols=5, dataflow="ws", mem_width=64, addr_width=15, k_chunk=16,

@@ -2,7 +2,7 @@
 pruning or refusing B, and the one-line errors for bad input.
 
 Simulating tests use a 3x4 array with m_max 8, the design of
-test_nm_sparse_verilator.py (one Verilator build)."""
+test_sparse_verilator.py (one Verilator build)."""
 
 import json
 import subprocess
@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from bertforge.generators.cli import main
-from bertforge.sim.nm_sparse_cycles import nm_gemm_cycles
-from bertforge.sim.nm_sparse_golden import is_nm_sparse, prune_nm
+from bertforge.sim.sparse_cycles import nm_gemm_cycles
+from bertforge.sim.sparse_golden import is_nm_sparse, prune_nm
 
 ARRAY = ["--rows", "3", "--cols", "4", "--m-max", "8"]
-#: The sparse GEMM engine of test_sparse_gemm_engine.py (TINY: one build).
+#: The sparse GEMM engine of test_sparse_engine_verilator.py (TINY: one build).
 ENGINE = ["--rows", "2", "--cols", "2", "--m-max", "8", "--engine", "--mem-width", "64",
           "--k-chunk", "32", "--addr-width", "15"]
 
@@ -30,10 +30,10 @@ def test_generate_is_deterministic(tmp_path):
     for out in ("one", "two"):
         assert main(["generate", "sparse", "--rows", "2", "--cols", "3", "--m-max", "16",
                      "-o", str(tmp_path / out)]) == 0
-    first = (tmp_path / "one" / "nm_sparse_2x3_m16.v").read_bytes()
-    assert first == (tmp_path / "two" / "nm_sparse_2x3_m16.v").read_bytes()
-    assert b"module nm_sparse_2x3_m16(" in first
-    sidecar = json.loads((tmp_path / "one" / "nm_sparse_2x3_m16.json").read_text())
+    first = (tmp_path / "one" / "sparse_2x3_m16.v").read_bytes()
+    assert first == (tmp_path / "two" / "sparse_2x3_m16.v").read_bytes()
+    assert b"module sparse_2x3_m16(" in first
+    sidecar = json.loads((tmp_path / "one" / "sparse_2x3_m16.json").read_text())
     assert sidecar["config"] == {"rows": 2, "cols": 3, "m_max": 16, "width": 8, "acc_width": 32}
     ports = {p["name"]: (p["direction"], p["width"]) for p in sidecar["ports"]}
     assert ports["a__payload"] == ("input", 2 * 16 * 8 + 1)
@@ -60,8 +60,8 @@ def test_sim_json(capsys):
 
 
 def _config():
-    from bertforge.rtl.nm_sparse import NMSparseConfig
-    return NMSparseConfig(rows=3, cols=4, m_max=8)
+    from bertforge.rtl.sparse import SparseConfig
+    return SparseConfig(rows=3, cols=4, m_max=8)
 
 
 def test_sim_user_matrices_are_pruned(tmp_path):
@@ -107,7 +107,7 @@ def test_sim_engine_json_and_user_matrices(tmp_path, capsys):
     assert main(["sim", "sparse", *ENGINE, "--pattern", "2:8", "--m", "4", "--k", "64", "--n", "8",
                  "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["tile_loop"] == "engine" and result["design"] == "sparse_gemm_2x2_m8"
+    assert result["tile_loop"] == "engine" and result["design"] == "sparse_engine_2x2_m8"
     assert result["match"] is True and result["dense_match"] is True
     assert result["model_exact"] is True
     assert result["cycles"] == result["model_cycles"]

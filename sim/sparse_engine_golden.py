@@ -1,12 +1,12 @@
 """Bit-exact golden model of the sparse GEMM engine
-(:class:`~bertforge.rtl.sparse_gemm_engine.SparseGemmEngine`): the dense
+(:class:`~bertforge.rtl.sparse_engine.SparseEngine`): the dense
 engine's model (:func:`bertforge.sim.gemm_golden.gemm_golden`, K chunks of
 ``k_chunk``) on the decompressed weights."""
 
 import numpy as np
 
 from .gemm_golden import command_error, gemm_golden
-from .nm_sparse_golden import compressed_rows, decompress_nm
+from .sparse_golden import compressed_rows, decompress_nm
 
 __all__ = ["sparse_command_error", "run_sparse_commands", "SPARSE_FIELDS"]
 
@@ -44,7 +44,7 @@ def run_sparse_commands(config, image, commands):
     """Run sparse ``commands`` in order on a byte image of memory (``uint8``,
     updated in place) as the engine does. Compressed weights that break
     their pattern raise ``ValueError`` (see
-    :func:`~bertforge.sim.nm_sparse_golden.check_compressed`). Returns the
+    :func:`~bertforge.sim.sparse_golden.check_compressed`). Returns the
     error flags."""
     operand = f"<i{config.width // 8}"
     errors = []

@@ -27,7 +27,7 @@ from bertforge.boards.butterfly_top import ButterflyTopConfig, run_is_valid
 from bertforge.boards.host import butterfly_run_args, run_butterfly
 from bertforge.sim.butterfly_cycles import butterfly_cycles, butterfly_groups
 from bertforge.sim.butterfly_golden import butterfly_fft, butterfly_linear
-from bertforge.sim.uart_model import board_link, bridge, corrupt_frame_rejected
+from bertforge.boards.uart_model import board_link, bridge, corrupt_frame_rejected
 
 __all__ = ["board_cycles", "board_golden", "bad_runs"]
 

@@ -22,7 +22,7 @@ from bertforge.boards import protocol
 from bertforge.boards.host import run_gelu, run_layernorm, run_softmax
 from bertforge.boards.stream_top import StreamTopConfig
 from bertforge.sim.stream_board_golden import stream_golden
-from bertforge.sim.uart_model import board_link, bridge, corrupt_frame_rejected
+from bertforge.boards.uart_model import board_link, bridge, corrupt_frame_rejected
 
 
 @cocotb.test()

@@ -1,4 +1,4 @@
-"""Cycle model of the N:M sparse array (:class:`~bertforge.rtl.nm_sparse.NMSparseArray`).
+"""Cycle model of the N:M sparse array (:class:`~bertforge.rtl.sparse.SparseArray`).
 
 Counted as every cycle model here: from the first input handshake to the
 last output handshake, both included, operands always valid and the result
@@ -9,7 +9,7 @@ is the dense output-stationary array's model over *compressed* beats:
 
 from bertforge.rtl.systolic import QUEUE_LATENCY
 
-__all__ = ["nm_tile_beats", "nm_tile_period", "nm_sparse_cycles", "nm_gemm_tiles", "nm_gemm_cycles"]
+__all__ = ["nm_tile_beats", "nm_tile_period", "sparse_cycles", "nm_gemm_tiles", "nm_gemm_cycles"]
 
 
 def nm_tile_beats(k, n, m):
@@ -26,7 +26,7 @@ def nm_tile_period(config, beats):
     return max(beats, config.rows)
 
 
-def nm_sparse_cycles(config, beats):
+def sparse_cycles(config, beats):
     """Cycles to run tiles of ``beats`` compressed beats each back to back:
     ``B_0 + sum(max(B_t, R) for t >= 1) + R + C + 2 + Q`` (``Q`` is
     :data:`~bertforge.rtl.systolic.QUEUE_LATENCY`)."""
@@ -44,7 +44,7 @@ def nm_gemm_tiles(config, m_rows, n_cols):
 
 def nm_gemm_cycles(config, m_rows, k, n_cols, n, m):
     """Cycles of an M x K x N GEMM at N:M run as array tiles back to back
-    (every tile streams the whole K): :func:`nm_sparse_cycles` of
+    (every tile streams the whole K): :func:`sparse_cycles` of
     ``nm_gemm_tiles`` tiles of ``nm_tile_beats(k, n, m)`` beats."""
     tiles = nm_gemm_tiles(config, m_rows, n_cols)
-    return nm_sparse_cycles(config, [nm_tile_beats(k, n, m)] * tiles)
+    return sparse_cycles(config, [nm_tile_beats(k, n, m)] * tiles)

@@ -21,7 +21,7 @@ from bertforge.generators import board_cli
 from bertforge.generators.cli import main
 from bertforge.rtl.butterfly import MODES, ButterflyConfig, command_is_valid
 from bertforge.sim import runner
-from bertforge.sim.butterfly_board_tb import bad_runs, board_cycles, board_golden
+from bertforge.boards.butterfly_board_tb import bad_runs, board_cycles, board_golden
 from bertforge.sim.butterfly_cycles import butterfly_timeline
 
 ENGINE = ButterflyConfig(n_max=16, lanes=2)
@@ -192,7 +192,7 @@ def test_butterfly_board_top_over_uart_in_verilator(tmp_path):
     runs, arrays = _random_runs(np.random.default_rng(11))
     np.savez(tmp_path / "runs.npz", **arrays)
     text = verilog.convert(ButterflyBoardTop(CONFIG), name=CONFIG.name, emit_src=False)
-    result = runner.run(text, CONFIG.name, "bertforge.sim.butterfly_board_tb",
+    result = runner.run(text, CONFIG.name, "bertforge.boards.butterfly_board_tb",
                         {"config": CONFIG.to_dict(), "data": str(tmp_path / "runs.npz"),
                          "runs": runs, "corrupt": True}, workdir=tmp_path / "sim")
     assert result["passed"], result["log"]

@@ -1,20 +1,20 @@
 """Simulate the sparse GEMM engine: lay out A, the compressed weights and C
-in a memory image, run :mod:`bertforge.sim.nm_sparse_gemm_tb` on the emitted
-:class:`~bertforge.sim.nm_sparse_gemm_harness.SparseGemmHarness`, read the
+in a memory image, run :mod:`bertforge.sim.sparse_engine_tb` on the emitted
+:class:`~bertforge.sim.sparse_engine_harness.SparseEngineHarness`, read the
 results back."""
 
 import functools
 
 import numpy as np
 
-from bertforge.sim import nm_sparse_gemm_harness
-from bertforge.sim.nm_sparse_golden import check_compressed, compress_nm, prune_nm
+from bertforge.sim import sparse_engine_harness
+from bertforge.sim.sparse_golden import check_compressed, compress_nm, prune_nm
 from .gemm_sim import MemoryImage, read_matrix, simulate_gemm
 
 __all__ = ["sparse_harness_verilog", "layout_sparse_problems", "read_c", "simulate_sparse_engine"]
 
 #: Verilog of the harness (memoized: emission takes seconds).
-sparse_harness_verilog = functools.lru_cache(maxsize=8)(nm_sparse_gemm_harness.sparse_harness_verilog)
+sparse_harness_verilog = functools.lru_cache(maxsize=8)(sparse_engine_harness.sparse_harness_verilog)
 
 
 def layout_sparse_problems(config, problems, rng=None):
@@ -26,7 +26,7 @@ def layout_sparse_problems(config, problems, rng=None):
     ``accumulate`` (with ``c_old``, random if absent), ``int8``,
     ``multiplier``, ``shift``, ``pad`` (extra bytes per row) or ``raw``
     (command fields used as they are: for bad commands). Compressed weights
-    are checked (:func:`~bertforge.sim.nm_sparse_golden.check_compressed`)
+    are checked (:func:`~bertforge.sim.sparse_golden.check_compressed`)
     before they are written. Returns ``(image, commands)``; each command
     also carries ``w`` (the pruned weights, for reading results).
     """
@@ -80,7 +80,7 @@ def simulate_sparse_engine(config, image, commands, **knobs):
     (Verilator): :func:`~bertforge.generators.gemm_sim.simulate_gemm` with
     the sparse harness and testbench (same knobs, same result dict)."""
     return simulate_gemm(config, image, commands, verilog=sparse_harness_verilog(config),
-                         testbench="bertforge.sim.nm_sparse_gemm_tb", **knobs)
+                         testbench="bertforge.sim.sparse_engine_tb", **knobs)
 
 
 def read_c(image, cmd):

@@ -5,7 +5,7 @@ A command stream (fed by the host or a testbench; there is no instruction
 memory) drives everything. Each command names a unit (``op``):
 
 - ``OP_GEMM``: ``gemm`` is a :func:`~bertforge.rtl.tile_scheduler.command_layout`
-  command, passed to :class:`~bertforge.rtl.gemm_engine.GemmEngine` as is.
+  command, passed to :class:`~bertforge.rtl.gemm.GemmEngine` as is.
 - ``OP_SOFTMAX``: ``rows`` rows of ``length`` int32 scores at ``src`` (row
   stride ``src_stride`` bytes), row scale ``multiplier``/``shift``
   (:func:`~bertforge.rtl.softmax.softmax_scale`); the uint8 probabilities
@@ -48,7 +48,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from .gelu import Gelu, GeluConfig
-from .gemm_engine import GemmConfig, GemmEngine, read_request_layout, write_request_layout
+from .gemm import GemmConfig, GemmEngine, read_request_layout, write_request_layout
 from .layernorm import LayerNorm, LayerNormConfig
 from .softmax import MULT_BITS, SHIFT_BITS, Softmax, SoftmaxConfig
 from .tile_scheduler import command_layout

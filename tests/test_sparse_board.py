@@ -13,19 +13,19 @@ from bertforge.boards.host import (pack_words, sparse_result_from_bytes, sparse_
 from bertforge.boards.sparse_top import SparseBoardTop, SparseTopConfig
 from bertforge.generators import board_cli
 from bertforge.generators.cli import main
-from bertforge.rtl.nm_sparse import NMSparseConfig
+from bertforge.rtl.sparse import SparseConfig
 from bertforge.sim import runner
-from bertforge.sim.nm_sparse_golden import compress_nm, nm_tile_golden, prune_nm
+from bertforge.sim.sparse_golden import compress_nm, nm_tile_golden, prune_nm
 
-ARRAY = NMSparseConfig(rows=2, cols=3, m_max=8, acc_width=20)
+ARRAY = SparseConfig(rows=2, cols=3, m_max=8, acc_width=20)
 
 
 @pytest.mark.parametrize("fields, error, message", [
     ({"divisor": 3}, ValueError, r"^divisor must be an integer >= 4, not 3$"),
     ({"k_max": 0}, ValueError, r"^k_max must be a positive integer, not 0$"),
-    ({"array": {"rows": 2}}, TypeError, r"^array must be an NMSparseConfig, not \{'rows': 2\}$"),
+    ({"array": {"rows": 2}}, TypeError, r"^array must be an SparseConfig, not \{'rows': 2\}$"),
     # 16x16, m_max 16, int16: 512-byte A words; the link addresses 64 KiB.
-    ({"array": NMSparseConfig(rows=16, cols=16, m_max=16, width=16), "k_max": 129}, ValueError,
+    ({"array": SparseConfig(rows=16, cols=16, m_max=16, width=16), "k_max": 129}, ValueError,
      r"^k_max must be at most 128 for this array \(memory A has 512-byte words and the host "
      r"link addresses 65536 bytes\), not 129$"),
 ])
@@ -114,7 +114,7 @@ def test_sparse_board_top_over_uart_in_verilator(tmp_path):
         patterns.append([n, m])
     np.savez(tmp_path / "tiles.npz", **arrays)
     text = verilog.convert(SparseBoardTop(config), name=config.name, emit_src=False)
-    result = runner.run(text, config.name, "bertforge.sim.sparse_board_tb",
+    result = runner.run(text, config.name, "bertforge.boards.sparse_board_tb",
                         {"config": config.to_dict(), "data": str(tmp_path / "tiles.npz"),
                          "patterns": patterns, "corrupt": True}, workdir=tmp_path / "sim")
     assert result["passed"], result["log"]

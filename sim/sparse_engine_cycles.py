@@ -1,5 +1,5 @@
 """Cycle model of the sparse GEMM engine
-(:class:`~bertforge.rtl.sparse_gemm_engine.SparseGemmEngine`).
+(:class:`~bertforge.rtl.sparse_engine.SparseEngine`).
 
 The dense engine's model (:mod:`bertforge.sim.gemm_cycles`) with two
 changes: a tile of a chunk streams ``ceil(k_len / M) * N`` compressed beats
@@ -8,7 +8,7 @@ changes: a tile of a chunk streams ``ceil(k_len / M) * N`` compressed beats
 ``k_len``. Commands pass a 2-cycle pattern check before the scheduler
 (:data:`START` is the dense engine's plus 2). Compute bound:
 
-    cycles = START + max(lat, 2) + beats(first chunk) + nm_sparse_cycles(all tiles)
+    cycles = START + max(lat, 2) + beats(first chunk) + sparse_cycles(all tiles)
              + END + rows(last block) * beats per output row
 """
 
@@ -16,10 +16,10 @@ import math
 
 from .gemm_cycles import END, EXACT_MAX_LATENCY, START as DENSE_START, _write_beats, chunks
 from .gemm_cycles import _load_beats as _dense_load_beats
-from .nm_sparse_cycles import nm_sparse_cycles, nm_tile_beats, nm_tile_period
-from .nm_sparse_gemm_golden import SPARSE_FIELDS, sparse_command_error
+from .sparse_cycles import sparse_cycles, nm_tile_beats, nm_tile_period
+from .sparse_engine_golden import SPARSE_FIELDS, sparse_command_error
 
-__all__ = ["sparse_gemm_cycles", "sparse_ideal_cycles", "START"]
+__all__ = ["sparse_engine_cycles", "sparse_ideal_cycles", "START"]
 
 #: Cycles from the first command handshake to the first read request, plus
 #: from the last read beat of a chunk to its first operand handshake.
@@ -40,7 +40,7 @@ def _load_beats(config, chunk, kc):
     return _dense_load_beats(config, chunk, 2 * kc)
 
 
-def sparse_gemm_cycles(config, commands, *, lat=1, bw=0):
+def sparse_engine_cycles(config, commands, *, lat=1, bw=0):
     """Predicted cycles for sparse ``commands`` run back to back (read latency
     ``lat``, read bandwidth ``bw`` bytes per cycle, 0: a beat per cycle).
 
@@ -78,7 +78,7 @@ def sparse_gemm_cycles(config, commands, *, lat=1, bw=0):
         feed.append((start, start + busy(chunk, kc)))
     stall_cycles = feed[-1][0] - feed[0][0] - sum(busy(ch, kc) for ch, kc in work[:-1])
     last_chunk = work[-1][0]
-    last_write = (load_end[0] + stall_cycles + nm_sparse_cycles(sparse, tiles)
+    last_write = (load_end[0] + stall_cycles + sparse_cycles(sparse, tiles)
                   - _write_beats(config, last_chunk))
     block_ends = [i for i, (ch, _) in enumerate(work) if ch["last"]]
     write_free = None

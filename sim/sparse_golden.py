@@ -180,7 +180,7 @@ def decompress_nm(values, indices, n, m, k):
 
 
 def nm_tile_golden(config, a, values, indices, n, m):
-    """One tile of :class:`~bertforge.rtl.nm_sparse.NMSparseArray`: ``a`` (R x K
+    """One tile of :class:`~bertforge.rtl.sparse.SparseArray`: ``a`` (R x K
     activations) times the weights the compressed ``(values, indices)``
     encode (C columns), summed in the order the PEs do (group by group,
     slots in stored order, which is K order) with every partial sum clamped

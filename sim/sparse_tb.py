@@ -1,17 +1,17 @@
-"""cocotb testbench of the emitted ``NMSparseArray`` Verilog.
+"""cocotb testbench of the emitted ``SparseArray`` Verilog.
 
 Parameters come from the JSON spec (see :mod:`bertforge.sim.runner`):
-``config`` (an :class:`NMSparseConfig` as a dict), ``data`` (an ``.npz``
+``config`` (an :class:`SparseConfig` as a dict), ``data`` (an ``.npz``
 with ``a_t`` (R x K activations), ``v_t`` and ``i_t`` (compressed weight
-values and indices, see :func:`bertforge.sim.nm_sparse_golden.compress_nm`)
+values and indices, see :func:`bertforge.sim.sparse_golden.compress_nm`)
 per tile t), ``patterns`` (``[n, m]`` per tile), ``seed``, ``a_gap`` /
 ``b_gap`` (idle probability per beat) and ``c_stall`` (probability of
 ``ready`` low per cycle).
 
 Tiles run back to back (each with its own N:M); every output row and ``last``
-flag is checked against :func:`~bertforge.sim.nm_sparse_golden.nm_tile_golden`,
+flag is checked against :func:`~bertforge.sim.sparse_golden.nm_tile_golden`,
 nothing may be lost or duplicated (drain check) and, with no gaps or stalls,
-the measured cycles must equal :func:`~bertforge.sim.nm_sparse_cycles.nm_sparse_cycles`.
+the measured cycles must equal :func:`~bertforge.sim.sparse_cycles.sparse_cycles`.
 Results go to ``result_path``, outputs to ``result_path`` + ``.npz``.
 """
 
@@ -21,9 +21,9 @@ import os
 import cocotb
 import numpy as np
 
-from bertforge.rtl.nm_sparse import NMSparseConfig
-from bertforge.sim.nm_sparse_cycles import nm_sparse_cycles
-from bertforge.sim.nm_sparse_golden import nm_tile_golden
+from bertforge.rtl.sparse import SparseConfig
+from bertforge.sim.sparse_cycles import sparse_cycles
+from bertforge.sim.sparse_golden import nm_tile_golden
 from bertforge.sim.streams import pack_vector
 from bertforge.sim.systolic_tb import run_tiles
 
@@ -34,7 +34,7 @@ def load_tiles(path, patterns):
                 for t, (n, m) in enumerate(patterns)]
 
 
-def nm_sparse_beats(config, tiles):
+def sparse_beats(config, tiles):
     """Payload ints of the ``a`` and ``b`` streams, and compressed beats per tile.
 
     ``a``: one beat per group, per row the group's M activations (zeros past
@@ -64,11 +64,11 @@ def nm_sparse_beats(config, tiles):
 
 
 @cocotb.test()
-async def nm_sparse_tiles(dut):
+async def sparse_tiles(dut):
     spec = json.loads(open(os.environ["BERTFORGE_SPEC"]).read())
-    config = NMSparseConfig(**spec["config"])
+    config = SparseConfig(**spec["config"])
     tiles = load_tiles(spec["data"], spec["patterns"])
-    a_beats, b_beats, beats = nm_sparse_beats(config, tiles)
+    a_beats, b_beats, beats = sparse_beats(config, tiles)
     expected = [nm_tile_golden(config, a, v, i, n, m) for a, v, i, n, m in tiles]
-    await run_tiles(dut, spec, config, a_beats, b_beats, expected, nm_sparse_cycles(config, beats),
+    await run_tiles(dut, spec, config, a_beats, b_beats, expected, sparse_cycles(config, beats),
                     sum(beats))

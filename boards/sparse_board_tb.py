@@ -9,8 +9,8 @@ Spec: ``config`` (a SparseTopConfig as a dict), ``data`` (an ``.npz`` with
 tile t), ``patterns`` (``[n, m]`` per tile), ``corrupt`` (send a frame with a
 bad CRC before each tile).
 
-Each tile's result must equal :func:`~bertforge.sim.nm_sparse_golden.nm_tile_golden`
-bit for bit and its reported cycles ``nm_sparse_cycles(array, [beats]) + 1``.
+Each tile's result must equal :func:`~bertforge.sim.sparse_golden.nm_tile_golden`
+bit for bit and its reported cycles ``sparse_cycles(array, [beats]) + 1``.
 Then RUNs with 0 groups, 0 beats and ``k_max + 1`` beats or groups must be
 rejected (``BAD_ARGUMENT``), two RUNs whose counts disagree with B's
 ``group_end`` bits must finish (the first, one beat, in the model's cycles),
@@ -26,9 +26,9 @@ import numpy as np
 from bertforge.boards import protocol
 from bertforge.boards.host import run_sparse, sparse_run_args
 from bertforge.boards.sparse_top import SparseTopConfig
-from bertforge.sim.nm_sparse_cycles import nm_sparse_cycles, nm_tile_beats
-from bertforge.sim.nm_sparse_golden import compress_nm, nm_tile_golden
-from bertforge.sim.uart_model import board_link, bridge, corrupt_frame_rejected
+from bertforge.sim.sparse_cycles import sparse_cycles, nm_tile_beats
+from bertforge.sim.sparse_golden import compress_nm, nm_tile_golden
+from bertforge.boards.uart_model import board_link, bridge, corrupt_frame_rejected
 
 
 def board_cycles(array, beats):
@@ -37,7 +37,7 @@ def board_cycles(array, beats):
     counted) plus the cycle of ``start`` (the memory readers' first read
     is issued the cycle after it and its data are on the streams a cycle
     later; the reply counts from ``start``'s cycle to the last row's)."""
-    return nm_sparse_cycles(array, [beats]) + 1
+    return sparse_cycles(array, [beats]) + 1
 
 
 def load_tiles(path, patterns):

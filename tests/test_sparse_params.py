@@ -5,7 +5,7 @@ is deterministic."""
 import pytest
 
 from bertforge.generators.emit import emit_verilog
-from bertforge.rtl.nm_sparse import NMSparseArray, NMSparseConfig
+from bertforge.rtl.sparse import SparseArray, SparseConfig
 
 
 @pytest.mark.parametrize("fields, error, message", [
@@ -27,38 +27,38 @@ from bertforge.rtl.nm_sparse import NMSparseArray, NMSparseConfig
 ])
 def test_bad_config_fails_at_construction(fields, error, message):
     with pytest.raises(error, match=message):
-        NMSparseConfig(**fields)
+        SparseConfig(**fields)
 
 
 def test_component_takes_only_a_config():
-    with pytest.raises(TypeError, match=r"^config must be an NMSparseConfig, not \{'rows': 2\}$"):
-        NMSparseArray({"rows": 2})
+    with pytest.raises(TypeError, match=r"^config must be an SparseConfig, not \{'rows': 2\}$"):
+        SparseArray({"rows": 2})
 
 
 def test_config_is_frozen_and_keyword_only():
-    config = NMSparseConfig(rows=3, cols=5)
+    config = SparseConfig(rows=3, cols=5)
     with pytest.raises(Exception):
         config.rows = 4
     with pytest.raises(TypeError):
-        NMSparseConfig(3, 5)
+        SparseConfig(3, 5)
 
 
 @pytest.mark.parametrize("rows, cols, m_max, bits", [(1, 1, 2, 1), (3, 5, 8, 3), (2, 7, 16, 4)])
 def test_ports_follow_the_config(rows, cols, m_max, bits):
-    config = NMSparseConfig(rows=rows, cols=cols, m_max=m_max, width=16, acc_width=40)
-    array = NMSparseArray(config)
+    config = SparseConfig(rows=rows, cols=cols, m_max=m_max, width=16, acc_width=40)
+    array = SparseArray(config)
     window = array.a.payload.data.shape()
     assert window.length == rows and window.elem_shape.length == m_max
     assert array.b.payload.data.shape().length == cols
     assert array.b.payload.index.shape().elem_shape.width == bits == config.index_bits
     assert array.c.payload.data.shape().length == cols
     assert array.c.payload.data.shape().elem_shape.width == 40
-    assert config.name == f"nm_sparse_{rows}x{cols}_m{m_max}"
+    assert config.name == f"sparse_{rows}x{cols}_m{m_max}"
 
 
 def test_verilog_is_deterministic():
-    config = NMSparseConfig(rows=2, cols=3, m_max=4)
+    config = SparseConfig(rows=2, cols=3, m_max=4)
     first = emit_verilog(config)
-    assert first == emit_verilog(NMSparseConfig(rows=2, cols=3, m_max=4))
-    assert "module nm_sparse_2x3_m4" in first
+    assert first == emit_verilog(SparseConfig(rows=2, cols=3, m_max=4))
+    assert "module sparse_2x3_m4" in first
     assert '"m_max": 4' in first.splitlines()[1]

@@ -19,7 +19,7 @@ from bertforge.boards.systolic_top import SystolicTopConfig
 from bertforge.rtl.systolic import SystolicConfig
 from bertforge.sim.systolic_golden import systolic_golden
 from bertforge.sim.systolic_tb import load_tiles
-from bertforge.sim.uart_model import board_link, bridge, corrupt_frame_rejected
+from bertforge.boards.uart_model import board_link, bridge, corrupt_frame_rejected
 
 
 @cocotb.test()

@@ -67,7 +67,7 @@ def test_stream_board_top_over_uart_in_verilator(design, tmp_path):
     config = StreamTopConfig(unit=unit, divisor=4, depth=128)
     np.savez(tmp_path / "data.npz", **arrays)
     text = verilog.convert(StreamBoardTop(config), name=config.name, emit_src=False)
-    result = runner.run(text, config.name, "bertforge.sim.stream_board_tb",
+    result = runner.run(text, config.name, "bertforge.boards.stream_board_tb",
                         {"config": config.to_dict(), "data": str(tmp_path / "data.npz"),
                          "problems": problems, "corrupt": True}, workdir=tmp_path / "sim")
     assert result["passed"], result["log"]

@@ -1,4 +1,4 @@
-"""cocotb tests of the emitted NMSparseArray Verilog in Verilator.
+"""cocotb tests of the emitted SparseArray Verilog in Verilator.
 
 Two builds only: a 3x4 array with m_max = 8 (every N:M with M in {2, 4, 8},
 the pattern changing from tile to tile in one run) and a 2x2 array with
@@ -10,14 +10,14 @@ golden model, nothing lost or duplicated)."""
 import numpy as np
 import pytest
 
-from bertforge.generators.sparse_sim import random_sparse_tile, simulate_sparse, simulate_sparse_gemm
-from bertforge.rtl.nm_sparse import NMSparseConfig
-from bertforge.sim.nm_sparse_cycles import nm_gemm_cycles, nm_sparse_cycles, nm_tile_beats
-from bertforge.sim.nm_sparse_golden import nm_tile_golden, prune_nm
+from bertforge.generators.sparse_sim import random_sparse_tile, simulate_sparse, simulate_sparse_product
+from bertforge.rtl.sparse import SparseConfig
+from bertforge.sim.sparse_cycles import nm_gemm_cycles, sparse_cycles, nm_tile_beats
+from bertforge.sim.sparse_golden import nm_tile_golden, prune_nm
 from bertforge.sim.systolic_golden import saturating_matmul
 
-M8 = NMSparseConfig(rows=3, cols=4, m_max=8)
-M16 = NMSparseConfig(rows=2, cols=2, m_max=16, acc_width=16)
+M8 = SparseConfig(rows=3, cols=4, m_max=8)
+M16 = SparseConfig(rows=2, cols=2, m_max=16, acc_width=16)
 
 
 def every_pattern_tiles(config, seed):
@@ -68,7 +68,7 @@ def test_tiles_match_golden_and_cycle_model(config, tiles, tmp_path):
     assert result["match"]
     beats = [nm_tile_beats(a.shape[1], n, m) for a, _, _, n, m in tiles]
     assert result["ideal_cycles"] == sum(beats)
-    assert result["cycles"] == result["model_cycles"] == nm_sparse_cycles(config, beats)
+    assert result["cycles"] == result["model_cycles"] == sparse_cycles(config, beats)
     check_outputs(config, tiles, result)
 
     stalled = simulate_sparse(config, tiles, seed=2, a_gap=0.3, b_gap=0.4, c_stall=0.5,
@@ -106,8 +106,8 @@ def test_gemm_as_tiles_and_speedup_over_dense_mode(n, m, tmp_path):
     rng = np.random.default_rng(n * 10 + m)
     a = rng.integers(-128, 128, (7, 83))
     b = prune_nm(rng.integers(-128, 128, (83, 9)), n, m)
-    sparse = simulate_sparse_gemm(M8, a, b, n, m, seed=5, workdir=tmp_path / "sparse")
-    dense = simulate_sparse_gemm(M8, a, b, 1, 1, seed=5, workdir=tmp_path / "dense")
+    sparse = simulate_sparse_product(M8, a, b, n, m, seed=5, workdir=tmp_path / "sparse")
+    dense = simulate_sparse_product(M8, a, b, 1, 1, seed=5, workdir=tmp_path / "dense")
     for result in (sparse, dense):
         assert result["match"]
         assert np.array_equal(result["c"], saturating_matmul(a, b, 32))
@@ -118,10 +118,10 @@ def test_gemm_as_tiles_and_speedup_over_dense_mode(n, m, tmp_path):
 
 
 SLOW_DESIGNS = [
-    NMSparseConfig(rows=1, cols=1, m_max=2),
-    NMSparseConfig(rows=4, cols=3, m_max=4, width=16, acc_width=40),
-    NMSparseConfig(rows=5, cols=2, m_max=16, max_dsp=3),
-    NMSparseConfig(rows=8, cols=8, m_max=8),
+    SparseConfig(rows=1, cols=1, m_max=2),
+    SparseConfig(rows=4, cols=3, m_max=4, width=16, acc_width=40),
+    SparseConfig(rows=5, cols=2, m_max=16, max_dsp=3),
+    SparseConfig(rows=8, cols=8, m_max=8),
 ]
 
 

@@ -4,9 +4,9 @@ and its loader checks, the golden tile model and the cycle model."""
 import numpy as np
 import pytest
 
-from bertforge.rtl.nm_sparse import NMSparseConfig
-from bertforge.sim.nm_sparse_cycles import nm_gemm_cycles, nm_sparse_cycles, nm_tile_beats
-from bertforge.sim.nm_sparse_golden import (check_compressed, check_pattern, compress_nm, compressed_rows,
+from bertforge.rtl.sparse import SparseConfig
+from bertforge.sim.sparse_cycles import nm_gemm_cycles, sparse_cycles, nm_tile_beats
+from bertforge.sim.sparse_golden import (check_compressed, check_pattern, compress_nm, compressed_rows,
                                             decompress_nm, is_nm_sparse, nm_tile_golden, parse_pattern,
                                             prune_nm)
 from bertforge.sim.systolic_cycles import systolic_cycles
@@ -130,7 +130,7 @@ def test_parse_pattern(text, message):
 
 
 def test_golden_is_the_saturating_product_with_the_pruned_weights():
-    config = NMSparseConfig(rows=2, cols=2, m_max=8, acc_width=16)
+    config = SparseConfig(rows=2, cols=2, m_max=8, acc_width=16)
     a = np.full((2, 16), -128)
     w = prune_nm(np.full((16, 2), -128), 2, 8)
     values, indices = compress_nm(w, 2, 8)
@@ -139,29 +139,29 @@ def test_golden_is_the_saturating_product_with_the_pruned_weights():
     a = rng.integers(-128, 128, (2, 13))
     w = prune_nm(rng.integers(-128, 128, (13, 2)), 3, 8)
     values, indices = compress_nm(w, 3, 8)
-    wide = NMSparseConfig(rows=2, cols=2, m_max=8)
+    wide = SparseConfig(rows=2, cols=2, m_max=8)
     assert np.array_equal(nm_tile_golden(wide, a, values, indices, 3, 8), a @ w)
 
 
 def test_cycle_model_is_the_dense_os_model_over_compressed_beats():
-    config = NMSparseConfig(rows=8, cols=8, m_max=8)
+    config = SparseConfig(rows=8, cols=8, m_max=8)
     dense = SystolicConfig(rows=8, cols=8, dataflow="os")
     assert nm_tile_beats(768, 2, 4) == 384
     assert nm_tile_beats(13, 3, 8) == 6       # two groups, the last partial
     beats = [nm_tile_beats(k, 1, 8) for k in (768, 5, 64)]
-    assert nm_sparse_cycles(config, beats) == systolic_cycles(dense, beats)
-    assert nm_sparse_cycles(config, [1, 1]) == 1 + 8 + 8 + 8 + 4
+    assert sparse_cycles(config, beats) == systolic_cycles(dense, beats)
+    assert sparse_cycles(config, [1, 1]) == 1 + 8 + 8 + 8 + 4
     # Long K: the speedup over dense mode (1:1) tends to M/N.
     for n, m in [(1, 4), (2, 4), (2, 8), (4, 8), (1, 8)]:
         speedup = nm_gemm_cycles(config, 32, 768, 96, 1, 1) / nm_gemm_cycles(config, 32, 768, 96, n, m)
         assert 0.95 * m / n <= speedup <= m / n
     with pytest.raises(ValueError, match=r"^beats must be a non-empty list of positive tile lengths$"):
-        nm_sparse_cycles(config, [])
+        sparse_cycles(config, [])
 
 
 def test_simulation_refuses_malformed_tiles_before_building():
     from bertforge.generators.sparse_sim import random_sparse_tile, simulate_sparse
-    config = NMSparseConfig(rows=3, cols=4, m_max=8)
+    config = SparseConfig(rows=3, cols=4, m_max=8)
     a, values, indices, n, m = random_sparse_tile(config, 16, 2, 8, np.random.default_rng(0))
     bad = indices.copy()
     bad[2, 3] = 9

@@ -29,12 +29,12 @@ from .arith import SaturatingIntArith
 from .params import check_choice, check_int
 from .systolic import _delay, _delay_flag, os_readout, output_queue, push_rows
 
-__all__ = ["NMSparseConfig", "NMSparseArray", "SparseOutputStationaryPE"]
+__all__ = ["SparseConfig", "SparseArray", "SparseOutputStationaryPE"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class NMSparseConfig:
-    """Parameters of an :class:`NMSparseArray`.
+class SparseConfig:
+    """Parameters of an :class:`SparseArray`.
 
     Parameters
     ----------
@@ -70,7 +70,7 @@ class NMSparseConfig:
 
     @property
     def name(self):
-        return f"nm_sparse_{self.rows}x{self.cols}_m{self.m_max}"
+        return f"sparse_{self.rows}x{self.cols}_m{self.m_max}"
 
     @property
     def index_bits(self):
@@ -169,7 +169,7 @@ class SparseOutputStationaryPE:
             m.d.sync += self.result.eq(total)
 
 
-class NMSparseArray(wiring.Component):
+class SparseArray(wiring.Component):
     """An R x C output-stationary array for N:M sparse weights.
 
     A tile computes ``A @ W`` (A: R x K activations, W: K x C weights, N:M
@@ -185,13 +185,13 @@ class NMSparseArray(wiring.Component):
     beat (``last`` on row R-1), as from the dense OS array.
 
     Sums saturate to ``signed(acc_width)``, in beat order
-    (:func:`bertforge.sim.nm_sparse_golden.nm_tile_golden`).
+    (:func:`bertforge.sim.sparse_golden.nm_tile_golden`).
 
     Throughput and latency (ready consumer, operands always valid): a tile
     of B compressed beats (``B = ceil(K/M) * N``) occupies ``max(B, R)``
     cycles, so N:M runs ``M/N`` times faster than dense once ``B >= R``; the
     last result row leaves ``R + C + 4`` cycles after the tile's last beat
-    is accepted. :func:`bertforge.sim.nm_sparse_cycles.nm_sparse_cycles` is
+    is accepted. :func:`bertforge.sim.sparse_cycles.sparse_cycles` is
     the exact model (the dense OS formula over compressed beats).
 
     Cost over the dense OS PE: the window register (``m_max * width`` bits
@@ -200,12 +200,12 @@ class NMSparseArray(wiring.Component):
 
     Parameters
     ----------
-    config : NMSparseConfig
+    config : SparseConfig
     """
 
     def __init__(self, config):
-        if not isinstance(config, NMSparseConfig):
-            raise TypeError(f"config must be an NMSparseConfig, not {config!r}")
+        if not isinstance(config, SparseConfig):
+            raise TypeError(f"config must be an SparseConfig, not {config!r}")
         self.config = config
         super().__init__({
             "a": In(stream.Signature(a_layout(config))),

@@ -1,4 +1,4 @@
-"""The sparse GEMM engine (rtl/sparse_gemm_engine.py) in Verilator, in its
+"""The sparse GEMM engine (rtl/sparse_engine.py) in Verilator, in its
 HDL harness (one build: 2x2 array, m_max 8, 64-bit memory, K chunks of 32),
 against the golden model (the dense engine's on the decompressed weights)
 and the cycle model; plus its config checks and models without a simulator."""
@@ -6,15 +6,15 @@ and the cycle model; plus its config checks and models without a simulator."""
 import numpy as np
 import pytest
 
-from bertforge.generators.sparse_gemm_sim import layout_sparse_problems, read_c, simulate_sparse_engine
-from bertforge.rtl.gemm_engine import GemmEngine
-from bertforge.rtl.sparse_gemm_engine import SparseGemmConfig, SparseGemmEngine, pack_sparse_command
+from bertforge.generators.sparse_engine_sim import layout_sparse_problems, read_c, simulate_sparse_engine
+from bertforge.rtl.gemm import GemmEngine
+from bertforge.rtl.sparse_engine import SparseEngineConfig, SparseEngine, pack_sparse_command
 from bertforge.sim.gemm_golden import gemm_golden
-from bertforge.sim.nm_sparse_gemm_cycles import sparse_gemm_cycles
-from bertforge.sim.nm_sparse_gemm_golden import run_sparse_commands, sparse_command_error
-from bertforge.sim.nm_sparse_golden import prune_nm
+from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles
+from bertforge.sim.sparse_engine_golden import run_sparse_commands, sparse_command_error
+from bertforge.sim.sparse_golden import prune_nm
 
-TINY = SparseGemmConfig(rows=2, cols=2, mem_width=64, k_chunk=32, m_tile=16, m_max=8, addr_width=15)
+TINY = SparseEngineConfig(rows=2, cols=2, mem_width=64, k_chunk=32, m_tile=16, m_max=8, addr_width=15)
 
 
 def test_compute_bound_commands_match_golden_and_cycle_model(tmp_path):
@@ -23,7 +23,7 @@ def test_compute_bound_commands_match_golden_and_cycle_model(tmp_path):
                 dict(m=4, k=64, n=8, pat_n=8, pat_m=8), dict(m=4, k=64, n=8, pat_n=2, pat_m=8),
                 dict(m=4, k=64, n=8, pat_n=1, pat_m=4), dict(m=2, k=96, n=8, pat_n=2, pat_m=8)]
     image, commands = layout_sparse_problems(TINY, problems, np.random.default_rng(1))
-    model = sparse_gemm_cycles(TINY, commands)
+    model = sparse_engine_cycles(TINY, commands)
     assert model["exact"] and model["bound"] == "compute"
     result = simulate_sparse_engine(TINY, image, commands, seed=1, workdir=tmp_path)
     assert result["passed"], result["log"]
@@ -82,15 +82,15 @@ def test_results_equal_the_dense_product_of_the_pruned_weights(tmp_path):
 def test_bad_config_fails_at_construction(fields, error, message):
     base = dict(rows=2, cols=2, mem_width=64, k_chunk=32)
     with pytest.raises(error, match=message):
-        SparseGemmConfig(**{**base, **fields})
+        SparseEngineConfig(**{**base, **fields})
 
 
 def test_engine_takes_only_a_sparse_config():
-    with pytest.raises(TypeError, match=r"^config must be a SparseGemmConfig, not 3$"):
-        SparseGemmEngine(3)
-    engine = SparseGemmEngine(TINY)
+    with pytest.raises(TypeError, match=r"^config must be a SparseEngineConfig, not 3$"):
+        SparseEngine(3)
+    engine = SparseEngine(TINY)
     assert isinstance(engine, GemmEngine)
-    assert TINY.name == "sparse_gemm_2x2_m8" and TINY.sparse.m_max == 8
+    assert TINY.name == "sparse_engine_2x2_m8" and TINY.sparse.m_max == 8
 
 
 def test_command_packing_and_error_rules():
@@ -106,19 +106,19 @@ def test_command_packing_and_error_rules():
 
 
 def test_cycle_model_speedup_tends_to_m_over_n_when_compute_bound():
-    config = SparseGemmConfig(rows=8, cols=8, m_tile=16, addr_width=22)
+    config = SparseEngineConfig(rows=8, cols=8, m_tile=16, addr_width=22)
     base = {"m": 32, "k": 768, "n": 96, "a_stride": 768, "b_stride": 96, "c_stride": 384,
             "idx_stride": 96}
-    dense = sparse_gemm_cycles(config, [dict(base, pat_n=1, pat_m=1)])
+    dense = sparse_engine_cycles(config, [dict(base, pat_n=1, pat_m=1)])
     for n, m in [(1, 4), (2, 4), (2, 8), (4, 8)]:
-        sparse = sparse_gemm_cycles(config, [dict(base, pat_n=n, pat_m=m)])
+        sparse = sparse_engine_cycles(config, [dict(base, pat_n=n, pat_m=m)])
         assert sparse["exact"]
         assert 0.9 * m / n <= dense["cycles"] / sparse["cycles"] <= m / n
 
 
 SLOW_ENGINES = [
-    SparseGemmConfig(rows=3, cols=2, mem_width=128, k_chunk=64, m_tile=16, m_max=16, addr_width=16),
-    SparseGemmConfig(rows=2, cols=3, width=16, mem_width=64, k_chunk=32, m_tile=16, m_max=4,
+    SparseEngineConfig(rows=3, cols=2, mem_width=128, k_chunk=64, m_tile=16, m_max=16, addr_width=16),
+    SparseEngineConfig(rows=2, cols=3, width=16, mem_width=64, k_chunk=32, m_tile=16, m_max=4,
                      addr_width=16),
 ]
 

@@ -1,12 +1,12 @@
 """Simulation-only wrapper of the sparse GEMM engine: as
 :class:`~bertforge.sim.gemm_harness.GemmHarness` (command queue, HDL
 testbench memory with seeded random latency and stalls, cycle counter),
-around a :class:`~bertforge.rtl.sparse_gemm_engine.SparseGemmEngine`."""
+around a :class:`~bertforge.rtl.sparse_engine.SparseEngine`."""
 
-from bertforge.rtl.sparse_gemm_engine import SparseGemmConfig, SparseGemmEngine, sparse_command_layout
+from bertforge.rtl.sparse_engine import SparseEngineConfig, SparseEngine, sparse_command_layout
 from .gemm_harness import GemmHarness, harness_name, harness_verilog
 
-__all__ = ["SparseGemmHarness", "sparse_harness_name", "sparse_harness_verilog"]
+__all__ = ["SparseEngineHarness", "sparse_harness_name", "sparse_harness_verilog"]
 
 
 def sparse_harness_name(config):
@@ -16,13 +16,13 @@ def sparse_harness_name(config):
 def sparse_harness_verilog(config):
     """Verilog of the harness around ``config``'s sparse engine, with the
     memory module appended (deterministic)."""
-    return harness_verilog(config, SparseGemmHarness)
+    return harness_verilog(config, SparseEngineHarness)
 
 
-class SparseGemmHarness(GemmHarness):
-    """:class:`SparseGemmEngine` + command queue + random-latency memory;
+class SparseEngineHarness(GemmHarness):
+    """:class:`SparseEngine` + command queue + random-latency memory;
     ports and behaviour as :class:`~bertforge.sim.gemm_harness.GemmHarness`."""
 
-    config_class = SparseGemmConfig
-    engine_class = SparseGemmEngine
+    config_class = SparseEngineConfig
+    engine_class = SparseEngine
     command_layout = staticmethod(sparse_command_layout)

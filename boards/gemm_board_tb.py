@@ -19,9 +19,9 @@ import numpy as np
 from bertforge.boards import protocol
 from bertforge.boards.gemm_top import GemmTopConfig
 from bertforge.boards.host import gemm_board_layout, gemm_command_bytes, run_gemm
-from bertforge.rtl.gemm_engine import GemmConfig
+from bertforge.rtl.gemm import GemmConfig
 from bertforge.sim.gemm_golden import gemm_golden
-from bertforge.sim.uart_model import board_link, bridge, corrupt_frame_rejected
+from bertforge.boards.uart_model import board_link, bridge, corrupt_frame_rejected
 
 
 @cocotb.test()

@@ -8,18 +8,18 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .gemm_engine import GemmConfig, GemmEngine, _ahead, _clamp, read_request_layout, write_request_layout
-from .nm_sparse import NMSparseArray, NMSparseConfig
+from .gemm import GemmConfig, GemmEngine, _ahead, _clamp, read_request_layout, write_request_layout
+from .sparse import SparseArray, SparseConfig
 from .params import check_choice
 from .tile_scheduler import TileScheduler, chunk_layout, command_layout, completion_layout
 
-__all__ = ["SparseGemmConfig", "SparseGemmEngine", "sparse_command_layout", "pack_sparse_command"]
+__all__ = ["SparseEngineConfig", "SparseEngine", "sparse_command_layout", "pack_sparse_command"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class SparseGemmConfig(GemmConfig):
-    """Parameters of a :class:`SparseGemmEngine`: those of
-    :class:`~bertforge.rtl.gemm_engine.GemmConfig` (output stationary only)
+class SparseEngineConfig(GemmConfig):
+    """Parameters of a :class:`SparseEngine`: those of
+    :class:`~bertforge.rtl.gemm.GemmConfig` (output stationary only)
     and ``m_max`` (2, 4, 8 or 16; the largest group size M, a divisor of
     ``mem_width // width``)."""
 
@@ -35,12 +35,12 @@ class SparseGemmConfig(GemmConfig):
 
     @property
     def name(self):
-        return f"sparse_gemm_{self.rows}x{self.cols}_m{self.m_max}"
+        return f"sparse_engine_{self.rows}x{self.cols}_m{self.m_max}"
 
     @property
     def sparse(self):
-        """The config of the engine's :class:`NMSparseArray`."""
-        return NMSparseConfig(rows=self.rows, cols=self.cols, m_max=self.m_max, width=self.width,
+        """The config of the engine's :class:`SparseArray`."""
+        return SparseConfig(rows=self.rows, cols=self.cols, m_max=self.m_max, width=self.width,
                               acc_width=self.acc_width)
 
     @property
@@ -80,13 +80,13 @@ def _sparse_chunk_layout(config):
         "idx_base": addr, "idx_stride": addr})
 
 
-class SparseGemmEngine(GemmEngine):
-    """Runs queued N:M sparse GEMM commands on an :class:`NMSparseArray`.
+class SparseEngine(GemmEngine):
+    """Runs queued N:M sparse GEMM commands on an :class:`SparseArray`.
 
-    Ports as :class:`~bertforge.rtl.gemm_engine.GemmEngine`, with commands of
+    Ports as :class:`~bertforge.rtl.gemm.GemmEngine`, with commands of
     :func:`sparse_command_layout`. A command computes ``C = A @ W`` where W
     (K x N) is given compressed: its values (as B) and indices, both
-    ``ceil(K / M) * N`` rows (:func:`bertforge.sim.nm_sparse_golden.compress_nm`),
+    ``ceil(K / M) * N`` rows (:func:`bertforge.sim.sparse_golden.compress_nm`),
     for a pattern N:M chosen per command (M a power of two up to ``m_max``,
     ``1 <= N <= M``; N = M is dense mode). K is cut into chunks of
     ``k_chunk`` (whole groups, since M divides it); the last group may be
@@ -97,17 +97,17 @@ class SparseGemmEngine(GemmEngine):
     Throughput (compute bound): a tile of a chunk occupies the array
     ``max(ceil(k_len / M) * N, rows)`` cycles, back to back; loads of a chunk
     take ``A rows x ceil(k_len / L) + 2 * ceil(k_len / M) * N`` read beats
-    (values and indices). :func:`bertforge.sim.sparse_gemm_cycles.sparse_gemm_cycles`
+    (values and indices). :func:`bertforge.sim.sparse_engine_cycles.sparse_engine_cycles`
     is the model.
 
     Parameters
     ----------
-    config : SparseGemmConfig
+    config : SparseEngineConfig
     """
 
     def __init__(self, config):
-        if not isinstance(config, SparseGemmConfig):
-            raise TypeError(f"config must be a SparseGemmConfig, not {config!r}")
+        if not isinstance(config, SparseEngineConfig):
+            raise TypeError(f"config must be a SparseEngineConfig, not {config!r}")
         self.config = config
         wiring.Component.__init__(self, {
             "cmd": In(stream.Signature(sparse_command_layout(config))),
@@ -170,7 +170,7 @@ class SparseGemmEngine(GemmEngine):
                     m.d.sync += [cur.eq(held), cur_shift.eq(shift)]
                     m.next = "IDLE"
 
-        array = m.submodules.array = NMSparseArray(cfg.sparse)
+        array = m.submodules.array = SparseArray(cfg.sparse)
 
         # Fan the chunk descriptors (with the command's extras) out to every stage.
         layout = _sparse_chunk_layout(cfg)
