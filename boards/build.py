@@ -16,12 +16,13 @@ from amaranth.lib import io
 
 from .clocking import ClockShell
 from .targets import board, toolchain_environment
+from bertforge.rtl.errors import BertforgeError
 
 __all__ = ["BuildError", "build_board", "design_sha256", "connect_uart_top", "parse_report", "over_capacity",
            "RESOURCE_KINDS"]
 
 
-class BuildError(RuntimeError):
+class BuildError(BertforgeError, RuntimeError):
     """A build step failed; ``does_not_fit`` if because the design is too big
     for the device (not worth trying again), rather than e.g. a killed tool."""
 

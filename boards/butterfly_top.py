@@ -46,6 +46,7 @@ from bertforge.rtl.uart import UartConfig
 from .sparse_top import MAX_BYTES, _pow2_bytes
 from .systolic_top import (BOARD_TOP_PORTS, RunSequencer, _MemoryToStream, link_memories,
                            uart_host_link)
+from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["ButterflyTopConfig", "ButterflyBoardTop", "DESIGN_ID", "RUN_MODES", "SCALE_MEM",
            "run_is_valid"]
@@ -80,15 +81,15 @@ class ButterflyTopConfig:
 
     def __post_init__(self):
         if not isinstance(self.engine, ButterflyConfig):
-            raise TypeError(f"engine must be a ButterflyConfig, not {self.engine!r}")
+            raise ParameterTypeError(f"engine must be a ButterflyConfig, not {self.engine!r}")
         UartConfig(divisor=self.divisor)
         check_int("depth", self.depth, maximum=MAX_DEPTH)
         if self.depth < self.engine.n_max:
-            raise ValueError(f"depth must be at least n_max = {self.engine.n_max} (one group "
+            raise ParameterError(f"depth must be at least n_max = {self.engine.n_max} (one group "
                              f"of the longest vectors), not {self.depth}")
         x_bytes = self.word_bytes()[0]
         if x_bytes * self.depth > MAX_BYTES:
-            raise ValueError(f"depth must be at most {MAX_BYTES // x_bytes} for this engine "
+            raise ParameterError(f"depth must be at most {MAX_BYTES // x_bytes} for this engine "
                              f"(memory X has {x_bytes}-byte words and the host link addresses "
                              f"{MAX_BYTES} bytes), not {self.depth}")
 
@@ -124,7 +125,7 @@ class ButterflyBoardTop(wiring.Component):
 
     def __init__(self, config):
         if not isinstance(config, ButterflyTopConfig):
-            raise TypeError(f"config must be a ButterflyTopConfig, not {config!r}")
+            raise ParameterTypeError(f"config must be a ButterflyTopConfig, not {config!r}")
         self.config = config
         super().__init__(BOARD_TOP_PORTS)
 

@@ -4,6 +4,7 @@ frequency, through the FPGA's PLL (iCE40 ``SB_PLL40_PAD``, ECP5
 
 from amaranth.lib import io
 from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Instance, Module, ResetSignal, Signal
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["ice40_pll_params", "ecp5_pll_params", "ClockShell"]
 
@@ -27,7 +28,7 @@ def ice40_pll_params(f_in, f_out):
                         else 4 if f_pfd < 66 else 5 if f_pfd < 101 else 6
                     best = (divr, divf, divq, filt, f)
     if best is None or abs(best[4] - f_out) > 0.01 * f_out:
-        raise ValueError(f"no iCE40 PLL setting makes {f_out} MHz from {f_in} MHz")
+        raise ParameterError(f"no iCE40 PLL setting makes {f_out} MHz from {f_in} MHz")
     return best
 
 
@@ -49,7 +50,7 @@ def ecp5_pll_params(f_in, f_out):
                         best = (clki, clkfb, clkop, f)
                     break
     if best is None or abs(best[3] - f_out) > 0.01 * f_out:
-        raise ValueError(f"no ECP5 PLL setting makes {f_out} MHz from {f_in} MHz")
+        raise ParameterError(f"no ECP5 PLL setting makes {f_out} MHz from {f_in} MHz")
     return best
 
 
@@ -75,7 +76,7 @@ class ClockShell(Elaboratable):
                 self.pll = ecp5_pll_params(board_mhz, mhz)
                 self.achieved_mhz = self.pll[3]
             else:
-                raise ValueError(f"--clock needs a PLL, which bertforge does not drive on "
+                raise ParameterError(f"--clock needs a PLL, which bertforge does not drive on "
                                  f"{family}; leave --clock out to run at {board_mhz} MHz")
 
     def elaborate(self, platform):

@@ -32,6 +32,7 @@ from bertforge.rtl.gemm import GemmConfig, GemmEngine
 from bertforge.rtl.tile_scheduler import command_layout
 from bertforge.rtl.uart import UartConfig
 from .systolic_top import BOARD_TOP_PORTS, uart_host_link
+from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["GemmTopConfig", "GemmBoardTop", "DESIGN_ID", "board_engine_config"]
 
@@ -63,11 +64,11 @@ class GemmTopConfig:
 
     def __post_init__(self):
         if not isinstance(self.engine, GemmConfig):
-            raise TypeError(f"engine must be a GemmConfig, not {self.engine!r}")
+            raise ParameterTypeError(f"engine must be a GemmConfig, not {self.engine!r}")
         UartConfig(divisor=self.divisor)
         replace(self.engine.systolic, max_dsp=self.max_dsp)   # checks max_dsp
         if self.engine.addr_width > 16:
-            raise ValueError(f"engine.addr_width must be at most 16 (the host link addresses "
+            raise ParameterError(f"engine.addr_width must be at most 16 (the host link addresses "
                              f"64 KiB), not {self.engine.addr_width}")
 
     @property
@@ -87,7 +88,7 @@ class GemmBoardTop(wiring.Component):
 
     def __init__(self, config):
         if not isinstance(config, GemmTopConfig):
-            raise TypeError(f"config must be a GemmTopConfig, not {config!r}")
+            raise ParameterTypeError(f"config must be a GemmTopConfig, not {config!r}")
         self.config = config
         super().__init__(BOARD_TOP_PORTS)
 

@@ -2,6 +2,7 @@
 ``bertforge run`` over a serial port (pyserial)."""
 
 import numpy as np
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["pack_words", "unpack_words", "systolic_tile_bytes", "systolic_result_from_bytes",
            "sparse_tile_bytes", "sparse_run_args", "sparse_result_from_bytes", "run_sparse",
@@ -52,7 +53,7 @@ def systolic_tile_bytes(top_config, a, b):
     else:
         k, a_words = a.shape[0], a
     if not 1 <= k <= top_config.k_max:
-        raise ValueError(f"K = {k} does not fit this bitstream (k_max {top_config.k_max})")
+        raise ParameterError(f"K = {k} does not fit this bitstream (k_max {top_config.k_max})")
     return (pack_words(a_words, array.width, a_bytes), pack_words(b, array.width, b_bytes), k)
 
 
@@ -80,26 +81,26 @@ def sparse_tile_bytes(top_config, a, w, n, m):
     a, w = np.asarray(a), np.asarray(w)
     for name, matrix in (("A", a), ("W", w)):
         if matrix.ndim != 2 or matrix.dtype.kind not in "iu":
-            raise ValueError(f"{name} must be a 2-D integer matrix, not {matrix.dtype} of "
+            raise ParameterError(f"{name} must be a 2-D integer matrix, not {matrix.dtype} of "
                              f"shape {matrix.shape}")
     rows, cols = array.rows, array.cols
     if a.shape[0] != rows or w.shape[1] != cols or a.shape[1] != w.shape[0] or a.shape[1] < 1:
-        raise ValueError(f"A is {a.shape[0]} x {a.shape[1]} and W is {w.shape[0]} x {w.shape[1]}; "
+        raise ParameterError(f"A is {a.shape[0]} x {a.shape[1]} and W is {w.shape[0]} x {w.shape[1]}; "
                          f"the {rows}x{cols} array takes A as {rows} x K and W as K x {cols}")
     lo, hi = -(1 << (array.width - 1)), (1 << (array.width - 1)) - 1
     for name, matrix in (("A", a), ("W", w)):
         if matrix.min() < lo or matrix.max() > hi:
-            raise ValueError(f"{name} holds values in [{matrix.min()}, {matrix.max()}]; "
+            raise ParameterError(f"{name} holds values in [{matrix.min()}, {matrix.max()}]; "
                              f"int{array.width} values must lie in [{lo}, {hi}]")
     k = a.shape[1]
     groups, beats = compressed_rows(k, 1, m), compressed_rows(k, n, m)
     if beats > top_config.k_max:
-        raise ValueError(f"K = {k} at {n}:{m} is {beats} compressed beats; this bitstream "
+        raise ParameterError(f"K = {k} at {n}:{m} is {beats} compressed beats; this bitstream "
                          f"holds k_max = {top_config.k_max} (build with a larger --k-max)")
     try:
         values, indices = compress_nm(w, n, m)
     except ValueError as error:
-        raise ValueError(f"W breaks the {n}:{m} pattern: {error}") from None
+        raise ParameterError(f"W breaks the {n}:{m} pattern: {error}") from None
     a_beats, b_beats, _ = sparse_beats(array, [(a.astype(np.int64), values, indices, n, m)])
     a_bits, _, _ = top_config.word_bits()
     a_bytes, b_bytes, _ = top_config.word_bytes()
@@ -142,11 +143,11 @@ def gemm_board_layout(top_config, a, b, *, int8=False, multiplier=1, shift=0, ta
     esize = engine.width // 8
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"A {a.shape} and B {b.shape} do not multiply (A is M x K, B is K x N)")
+        raise ParameterError(f"A {a.shape} and B {b.shape} do not multiply (A is M x K, B is K x N)")
     (m, k), n = a.shape, b.shape[1]
     limit = (1 << engine.dim_width) - 1
     if max(m, k, n) > limit:
-        raise ValueError(f"M, K, N = {m}, {k}, {n}: this bitstream takes sizes up to {limit}")
+        raise ParameterError(f"M, K, N = {m}, {k}, {n}: this bitstream takes sizes up to {limit}")
     word = engine.mem_bytes
 
     def align(value):
@@ -160,7 +161,7 @@ def gemm_board_layout(top_config, a, b, *, int8=False, multiplier=1, shift=0, ta
     end = c_addr + m * c_stride
     size = 1 << engine.addr_width
     if end > size:
-        raise ValueError(f"A, B and C need {end} bytes; the board memory holds {size} "
+        raise ParameterError(f"A, B and C need {end} bytes; the board memory holds {size} "
                          f"(build with a larger --mem-kib or use smaller matrices)")
     image = bytearray(c_addr)
     image[:len(a_bytes)] = a_bytes
@@ -265,17 +266,17 @@ def run_stream(link, top_config, phase_values):
     memories = top_config.memories()
     strides = top_config.strides()
     if len(phase_values) != len(top_config.phases()):
-        raise ValueError(f"{len(phase_values)} phases given, the design has "
+        raise ParameterError(f"{len(phase_values)} phases given, the design has "
                          f"{len(top_config.phases())}")
     counts = []
     for index, (value, beats) in enumerate(phase_values):
         layout, depth = memories[index]
         if beats > depth:
-            raise ValueError(f"the input needs {beats} beats; this bitstream holds {depth} "
+            raise ParameterError(f"the input needs {beats} beats; this bitstream holds {depth} "
                              f"(build with a larger --depth or send less)")
         counts.append(beats)
     if counts[-1] == 0:
-        raise ValueError("nothing to run: the input is empty")
+        raise ParameterError("nothing to run: the input is empty")
     for index, (value, beats) in enumerate(phase_values):
         if beats:
             link.write(index, 0, pack_layout(memories[index][0], value, beats, strides[index]))
@@ -303,10 +304,10 @@ def softmax_phases(unit, x, mask=None, multipliers=None, shifts=None):
     x = np.asarray(x, dtype=np.int64)
     rows, length = x.shape
     if not 1 <= length <= unit.l_max:
-        raise ValueError(f"rows of {length} elements: this bitstream takes 1 to l_max = "
+        raise ParameterError(f"rows of {length} elements: this bitstream takes 1 to l_max = "
                          f"{unit.l_max}")
     if not unit.mask and (length % unit.lanes or mask is not None):
-        raise ValueError(f"this bitstream has no mask input: rows must fill whole beats "
+        raise ParameterError(f"this bitstream has no mask input: rows must fill whole beats "
                          f"(L a multiple of lanes = {unit.lanes}) and no mask may be given")
     data_beats, last, per_row = _row_beats(x, length, unit.lanes)
     fields = {"data": data_beats, "last": last}
@@ -348,10 +349,10 @@ def layernorm_phases(unit, x, r=None, gamma=None, beta=None):
     x = np.asarray(x, dtype=np.int64)
     vectors, h = x.shape
     if h < 1 or h % unit.lanes or h > unit.h_max:
-        raise ValueError(f"vectors of {h} elements: this bitstream takes a multiple of "
+        raise ParameterError(f"vectors of {h} elements: this bitstream takes a multiple of "
                          f"lanes = {unit.lanes}, at most h_max = {unit.h_max}")
     if unit.add_residual != (r is not None):
-        raise ValueError("a residual is needed exactly when the bitstream adds one "
+        raise ParameterError("a residual is needed exactly when the bitstream adds one "
                          f"(add_residual = {unit.add_residual})")
     data_beats, last, _ = _row_beats(x, h, unit.lanes)
     main = {"x": {"data": data_beats, "last": last}}
@@ -377,7 +378,7 @@ def gelu_phases(unit, x):
     x = np.asarray(x, dtype=np.int64)
     rows, length = x.shape
     if length < 1 or length % unit.lanes:
-        raise ValueError(f"rows of {length} elements: this bitstream takes a positive "
+        raise ParameterError(f"rows of {length} elements: this bitstream takes a positive "
                          f"multiple of lanes = {unit.lanes}")
     data_beats, last, _ = _row_beats(x, length, unit.lanes)
     return [({"x": {"data": data_beats, "last": last}}, len(data_beats))]
@@ -399,23 +400,23 @@ def butterfly_run_args(mode, n, groups):
     for a field that does not fit."""
     for name, value, bits in (("mode", mode, 2), ("n", n, 16), ("groups", groups, 14)):
         if not 0 <= value < 1 << bits:
-            raise ValueError(f"{name} must be in [0, {(1 << bits) - 1}], not {value}")
+            raise ParameterError(f"{name} must be in [0, {(1 << bits) - 1}], not {value}")
     return (mode | n << 2 | groups << 18).to_bytes(4, "little")
 
 
 def butterfly_scale_bytes(mult, shift):
     """The scale register's bytes: ``mult`` (2 bytes), ``shift`` (1 byte)."""
     if not 0 <= mult <= 0xFFFF:
-        raise ValueError(f"mult must be in [0, 65535], not {mult}")
+        raise ParameterError(f"mult must be in [0, 65535], not {mult}")
     if not 0 <= shift <= 63:
-        raise ValueError(f"shift must be in [0, 63], not {shift}")
+        raise ParameterError(f"shift must be in [0, 63], not {shift}")
     return mult.to_bytes(2, "little") + bytes([shift])
 
 
 def _check_signed(name, matrix, width):
     lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
     if matrix.size and (matrix.min() < lo or matrix.max() > hi):
-        raise ValueError(f"{name} holds values in [{matrix.min()}, {matrix.max()}]; "
+        raise ParameterError(f"{name} holds values in [{matrix.min()}, {matrix.max()}]; "
                          f"int{width} values must lie in [{lo}, {hi}]")
 
 
@@ -437,24 +438,24 @@ def butterfly_images(top_config, mode, re, im=None, weights=None):
     from bertforge.sim.butterfly_tb import x_beats
     engine = top_config.engine
     if mode not in RUN_MODES:
-        raise ValueError(f"mode must be {', '.join(RUN_MODES[:-1])} or {RUN_MODES[-1]}, not {mode!r}")
+        raise ParameterError(f"mode must be {', '.join(RUN_MODES[:-1])} or {RUN_MODES[-1]}, not {mode!r}")
     re = np.asarray(re)
     if re.ndim != 2 or re.dtype.kind not in "iu" or re.shape[0] < 1:
-        raise ValueError(f"X must be a batch x n integer matrix with at least one vector, "
+        raise ParameterError(f"X must be a batch x n integer matrix with at least one vector, "
                          f"not {re.dtype} of shape {re.shape}")
     batch, n = re.shape
     m = log2_length(engine, n)
     if mode == "linear" and im is not None:
-        raise ValueError("linear mode is real: no imaginary part")
+        raise ParameterError("linear mode is real: no imaginary part")
     im = np.zeros_like(re) if im is None else np.asarray(im)
     if im.shape != re.shape or im.dtype.kind not in "iu":
-        raise ValueError(f"the imaginary part must be integers of X's shape {re.shape}, "
+        raise ParameterError(f"the imaginary part must be integers of X's shape {re.shape}, "
                          f"not {im.dtype} of shape {im.shape}")
     _check_signed("X", re, engine.width)
     _check_signed("X (imaginary)", im, engine.width)
     groups = butterfly_groups(engine, batch)
     if groups * n > top_config.depth:
-        raise ValueError(f"{batch} vectors of {n} ({groups} groups of {engine.lanes}) are "
+        raise ParameterError(f"{batch} vectors of {n} ({groups} groups of {engine.lanes}) are "
                          f"{groups * n} beats; this bitstream holds depth = {top_config.depth} "
                          f"(build with a larger --depth or send fewer vectors)")
     x_bytes, w_bytes, _ = top_config.word_bytes()
@@ -463,15 +464,15 @@ def butterfly_images(top_config, mode, re, im=None, weights=None):
     mem_w = b""
     if mode == "linear":
         if weights is None:
-            raise ValueError("linear mode needs weights")
+            raise ParameterError("linear mode needs weights")
         weights = np.asarray(weights)
         if weights.shape != (m, n // 2, 4) or weights.dtype.kind not in "iu":
-            raise ValueError(f"weights for n = {n} must be integers of shape {(m, n // 2, 4)}, "
+            raise ParameterError(f"weights for n = {n} must be integers of shape {(m, n // 2, 4)}, "
                              f"not {weights.dtype} of shape {weights.shape}")
         _check_signed("weights", weights, engine.weight_width)
         mem_w = pack_words(weights.reshape(-1, 4), engine.weight_width, w_bytes)
     elif weights is not None:
-        raise ValueError(f"weights are for linear mode only, not {mode}")
+        raise ParameterError(f"weights are for linear mode only, not {mode}")
     return mem_x, mem_w, groups
 
 

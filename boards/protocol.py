@@ -22,6 +22,7 @@ The same code drives the simulated board (cocotb) and a real one (pyserial).
 """
 
 import struct
+from bertforge.rtl.errors import BertforgeError, ParameterError
 
 __all__ = ["SYNC_HOST", "SYNC_BOARD", "PING", "WRITE", "READ", "RUN", "OK", "BAD_CRC",
            "BAD_COMMAND", "BAD_ARGUMENT", "STATUS_NAMES", "crc8", "encode_frame", "FrameParser",
@@ -50,7 +51,7 @@ def encode_frame(sync, code, payload=b""):
     """One frame: sync, code (command or status), length, payload, CRC."""
     payload = bytes(payload)
     if len(payload) > MAX_PAYLOAD:
-        raise ValueError(f"payload of {len(payload)} bytes is longer than {MAX_PAYLOAD}")
+        raise ParameterError(f"payload of {len(payload)} bytes is longer than {MAX_PAYLOAD}")
     body = bytes([code]) + struct.pack("<H", len(payload)) + payload
     return bytes([sync]) + body + bytes([crc8(body)])
 
@@ -83,7 +84,7 @@ class FrameParser:
             del self.buffer[:5 + length]
 
 
-class LinkError(RuntimeError):
+class LinkError(BertforgeError, RuntimeError):
     """The board answered with an error status, a bad CRC, or not at all."""
 
 

@@ -39,6 +39,7 @@ from bertforge.rtl.params import check_int
 from bertforge.rtl.uart import UartConfig
 from .systolic_top import (BOARD_TOP_PORTS, RunSequencer, _MemoryToStream, link_memories,
                            uart_host_link)
+from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["SparseTopConfig", "SparseBoardTop", "DESIGN_ID", "MAX_BYTES"]
 
@@ -63,12 +64,12 @@ class SparseTopConfig:
 
     def __post_init__(self):
         if not isinstance(self.array, SparseConfig):
-            raise TypeError(f"array must be an SparseConfig, not {self.array!r}")
+            raise ParameterTypeError(f"array must be an SparseConfig, not {self.array!r}")
         UartConfig(divisor=self.divisor)
         check_int("k_max", self.k_max, maximum=1 << 15)
         a_bytes = self.word_bytes()[0]
         if a_bytes * self.k_max > MAX_BYTES:
-            raise ValueError(f"k_max must be at most {MAX_BYTES // a_bytes} for this array "
+            raise ParameterError(f"k_max must be at most {MAX_BYTES // a_bytes} for this array "
                              f"(memory A has {a_bytes}-byte words and the host link addresses "
                              f"{MAX_BYTES} bytes), not {self.k_max}")
 
@@ -103,7 +104,7 @@ class SparseBoardTop(wiring.Component):
 
     def __init__(self, config):
         if not isinstance(config, SparseTopConfig):
-            raise TypeError(f"config must be a SparseTopConfig, not {config!r}")
+            raise ParameterTypeError(f"config must be a SparseTopConfig, not {config!r}")
         self.config = config
         super().__init__(BOARD_TOP_PORTS)
 

@@ -42,6 +42,7 @@ from bertforge.rtl.params import check_int
 from bertforge.rtl.softmax import Softmax, SoftmaxConfig
 from bertforge.rtl.uart import UartConfig
 from .systolic_top import BOARD_TOP_PORTS, uart_host_link
+from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["StreamDesign", "STREAM_DESIGNS", "StreamTopConfig", "StreamBoardTop", "MAX_BYTES"]
 
@@ -82,18 +83,18 @@ class StreamTopConfig:
     def __post_init__(self):
         kinds = tuple(d.config for d in STREAM_DESIGNS.values())
         if not isinstance(self.unit, kinds):
-            raise TypeError(f"unit must be a {', '.join(k.__name__ for k in kinds)}, "
+            raise ParameterTypeError(f"unit must be a {', '.join(k.__name__ for k in kinds)}, "
                             f"not {self.unit!r}")
         UartConfig(divisor=self.divisor)
         check_int("depth", self.depth, maximum=MAX_BYTES)
         beats_max = getattr(self.unit, "beats_max", None)
         if beats_max is not None and self.depth < beats_max:
-            raise ValueError(f"depth must be at least the unit's longest row or vector "
+            raise ParameterError(f"depth must be at least the unit's longest row or vector "
                              f"({beats_max} beats), not {self.depth}")
         for index, (layout, depth) in enumerate(self.memories()):
             stride = _pow2_bytes(layout.size)
             if stride * depth > MAX_BYTES:
-                raise ValueError(f"depth must be at most {MAX_BYTES // stride} for this unit "
+                raise ParameterError(f"depth must be at most {MAX_BYTES // stride} for this unit "
                                  f"(memory {index} has {stride}-byte words and the host link "
                                  f"addresses {MAX_BYTES} bytes), not {depth}")
 
@@ -194,7 +195,7 @@ class StreamBoardTop(wiring.Component):
 
     def __init__(self, config):
         if not isinstance(config, StreamTopConfig):
-            raise TypeError(f"config must be a StreamTopConfig, not {config!r}")
+            raise ParameterTypeError(f"config must be a StreamTopConfig, not {config!r}")
         self.config = config
         super().__init__(BOARD_TOP_PORTS)
 

@@ -26,6 +26,7 @@ from bertforge.rtl.host_link import HostLink
 from bertforge.rtl.params import check_int
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
 from bertforge.rtl.uart import Uart, UartConfig
+from bertforge.rtl.errors import ParameterTypeError
 
 __all__ = ["SystolicTopConfig", "SystolicBoardTop", "DESIGN_ID", "link_memories", "RunSequencer",
            "BOARD_TOP_PORTS", "uart_host_link"]
@@ -43,7 +44,7 @@ class SystolicTopConfig:
 
     def __post_init__(self):
         if not isinstance(self.array, SystolicConfig):
-            raise TypeError(f"array must be a SystolicConfig, not {self.array!r}")
+            raise ParameterTypeError(f"array must be a SystolicConfig, not {self.array!r}")
         UartConfig(divisor=self.divisor)
         check_int("k_max", self.k_max, maximum=1 << 15)
 
@@ -194,7 +195,7 @@ class SystolicBoardTop(wiring.Component):
 
     def __init__(self, config):
         if not isinstance(config, SystolicTopConfig):
-            raise TypeError(f"config must be a SystolicTopConfig, not {config!r}")
+            raise ParameterTypeError(f"config must be a SystolicTopConfig, not {config!r}")
         self.config = config
         super().__init__(BOARD_TOP_PORTS)
 

@@ -12,6 +12,7 @@ from amaranth_boards.machxo2_breakout import MachXO2_7000HE_BreakoutPlatform
 from amaranth_boards.orangecrab_r0_2 import OrangeCrabR0_2_25FPlatform
 from amaranth_boards.resources import UARTResource
 from amaranth_boards.ulx3s import ULX3S_85F_Platform
+from bertforge.rtl.errors import BertforgeError, ParameterError
 
 __all__ = ["Board", "BOARDS", "board", "toolchain_environment", "ToolchainError",
            "ARRAY_MULTIPLY"]
@@ -23,7 +24,7 @@ __all__ = ["Board", "BOARDS", "board", "toolchain_environment", "ToolchainError"
 ARRAY_MULTIPLY = {"ecp5": {"multiply_stages": 3, "multiplier_cell": "ecp5"}}
 
 
-class ToolchainError(RuntimeError):
+class ToolchainError(BertforgeError, RuntimeError):
     """A tool the build needs is missing."""
 
 
@@ -99,7 +100,7 @@ def board(name):
     try:
         return BOARDS[name]
     except KeyError:
-        raise ValueError(f"unknown board {name!r}; boards: {', '.join(BOARDS)} "
+        raise ParameterError(f"unknown board {name!r}; boards: {', '.join(BOARDS)} "
                          "(see: bertforge boards)") from None
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from .cli_common import (CliError, add_config_flags, config_from_args, config_overrides, positive_float,
                          save_npy_atomic)
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["add_parsers", "run_boards", "run_build", "run_flash", "run_run", "BOARD_DESIGNS"]
 
@@ -418,7 +419,7 @@ def _run_stream(args, target, saved, protocol):
             phases = host.gelu_phases(unit, x)
         for (_, beats), (_, depth) in zip(phases, config.memories()):
             if beats > depth:
-                raise ValueError(f"X needs {beats} beats; this bitstream holds {depth} "
+                raise ParameterError(f"X needs {beats} beats; this bitstream holds {depth} "
                                  f"(build with a larger --depth or send fewer rows)")
     except ValueError as error:
         raise CliError(str(error)) from None

@@ -22,9 +22,7 @@ import importlib
 import os
 import sys
 
-from bertforge.boards.build import BuildError
-from bertforge.boards.targets import ToolchainError
-from bertforge.sim.runner import SimulationError
+from bertforge.rtl.errors import BertforgeError
 from . import analyze_cli, board_cli
 from .blocks import BLOCKS, PRESETS
 from .cli_common import CliError, add_config_flags, config_from_args
@@ -143,8 +141,7 @@ def main(argv=None):
             from .demo import run_demo
             return run_demo(args.out)
         return cmd_presets(args)
-    except (CliError, ConfigError, TypeError, ValueError, SimulationError, BuildError,
-            ToolchainError, OSError) as error:
+    except (BertforgeError, OSError) as error:
         if os.environ.get("BERTFORGE_DEBUG"):
             raise
         message = str(error).splitlines()[0] if str(error) else type(error).__name__

@@ -11,12 +11,13 @@ import numpy as np
 
 from .blocks import BLOCKS, PRESETS
 from .presets import make_config
+from bertforge.rtl.errors import BertforgeError
 
 __all__ = ["CliError", "positive_int", "probability", "add_config_flags", "config_from_args", "config_overrides",
            "add_sim_flags", "positive_float", "load_int_matrix", "save_npy_atomic", "report", "check_result"]
 
 
-class CliError(Exception):
+class CliError(BertforgeError):
     """Bad input from the user: printed as one line, exit code 2."""
 
 

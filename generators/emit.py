@@ -8,6 +8,7 @@ from amaranth.hdl import Value
 from amaranth.lib.wiring import In
 
 from .blocks import BLOCKS
+from bertforge.rtl.errors import ParameterTypeError
 
 __all__ = ["component_for", "emit_verilog", "port_list", "write_design"]
 
@@ -19,7 +20,7 @@ def component_for(config):
     for config_class, component_class in BLOCKS.values():
         if isinstance(config, config_class):
             return component_class(config)
-    raise TypeError(f"no block takes a config of type {type(config).__name__}")
+    raise ParameterTypeError(f"no block takes a config of type {type(config).__name__}")
 
 
 def emit_verilog(config, component=None):

@@ -11,6 +11,7 @@ from .bench import bert_base_gemm_cycles, column, synth_ecp5_counts
 from .cli_common import (CliError, add_config_flags, add_sim_flags, check_result, config_from_args,
                          load_int_matrix, positive_float, positive_int, report, save_npy_atomic)
 from .simulate import build_design
+from bertforge.rtl.errors import ParameterError
 
 BLOCK = "gelu"
 
@@ -29,7 +30,7 @@ def simulate_gelu(config, x, *, seed=0, x_gap=0.0, y_stall=0.0, workdir=None, qu
     from bertforge.sim import runner
     x = np.asarray(x, dtype=np.int64)
     if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 1 or x.shape[1] % config.lanes:
-        raise ValueError(f"x must be rows x L with L a positive multiple of lanes={config.lanes}, "
+        raise ParameterError(f"x must be rows x L with L a positive multiple of lanes={config.lanes}, "
                          f"not shape {x.shape}")
     verilog = build_design(config, quiet=quiet)
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{config.name}-"))

@@ -15,6 +15,7 @@ import numpy as np
 from bertforge.sim import runner
 from bertforge.sim import gemm_harness
 from bertforge.sim.gemm_harness import harness_name
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["harness_verilog", "MemoryImage", "layout_problems", "read_matrix", "simulate_gemm"]
 
@@ -39,7 +40,7 @@ class MemoryImage:
         addr = self.cursor
         self.cursor = -(-(addr + rows * stride + 16) // 16) * 16
         if self.cursor > self.image.size:
-            raise ValueError(f"the matrices need more than the {self.image.size} bytes of a "
+            raise ParameterError(f"the matrices need more than the {self.image.size} bytes of a "
                              f"{self.config.addr_width}-bit address space; raise addr_width")
         return addr, stride
 

@@ -12,6 +12,7 @@ from .cli_common import (CliError, add_config_flags, add_sim_flags, check_result
 from .bench import bert_base_gemm_cycles, column, synth_ecp5_counts
 from .cli_common import positive_float
 from .simulate import build_design
+from bertforge.rtl.errors import ParameterError
 
 BLOCK = "layernorm"
 
@@ -37,13 +38,13 @@ def simulate_layernorm(config, xs, rs, gamma, beta, *, seed=0, x_gap=0.0, y_stal
     beta = np.asarray(beta, dtype=np.int64)
     for k, x in enumerate(xs):
         if x.ndim != 1 or not x.size or x.size % config.lanes or x.size > config.h_max:
-            raise ValueError(f"vector {k} has shape {x.shape}; vectors must have a length that "
+            raise ParameterError(f"vector {k} has shape {x.shape}; vectors must have a length that "
                              f"is a multiple of lanes={config.lanes} and at most h_max={config.h_max}")
     if gamma.shape != beta.shape or gamma.ndim != 1 or len(gamma) < longest:
-        raise ValueError(f"gamma {gamma.shape} and beta {beta.shape} must be 1-D, of one length "
+        raise ParameterError(f"gamma {gamma.shape} and beta {beta.shape} must be 1-D, of one length "
                          f">= the longest vector ({longest})")
     if config.add_residual and (rs is None or [len(r) for r in rs] != [len(x) for x in xs]):
-        raise ValueError("residual vectors must match the x vectors one to one")
+        raise ParameterError("residual vectors must match the x vectors one to one")
     padded = -(-len(gamma) // config.lanes) * config.lanes
     if padded > config.h_max:
         gamma, beta, padded = gamma[:config.h_max], beta[:config.h_max], config.h_max

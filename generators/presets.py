@@ -16,11 +16,12 @@ import tomllib
 from pathlib import Path
 
 from .blocks import PRESETS
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["ConfigError", "preset", "load_toml", "make_config"]
 
 
-class ConfigError(ValueError):
+class ConfigError(ParameterError):
     """A config file, preset or field that cannot be used."""
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from bertforge.sim import runner
 from bertforge.sim.sparse_golden import check_compressed, check_pattern, compress_nm, prune_nm
 from .simulate import build_design
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["random_sparse_tile", "check_tile", "simulate_sparse", "gemm_tiles", "simulate_sparse_product"]
 
@@ -47,15 +48,15 @@ def check_tile(config, tile):
     n, m = check_pattern(n, m, config.m_max)
     a = np.asarray(a)
     if a.ndim != 2 or a.shape[0] != config.rows or a.shape[1] < 1:
-        raise ValueError(f"a tile's activations must be {config.rows} x K, not shape {a.shape}")
+        raise ParameterError(f"a tile's activations must be {config.rows} x K, not shape {a.shape}")
     values, indices = check_compressed(values, indices, n, m, a.shape[1])
     if values.shape[1] != config.cols:
-        raise ValueError(f"a tile's compressed weights must have {config.cols} columns, "
+        raise ParameterError(f"a tile's compressed weights must have {config.cols} columns, "
                          f"not {values.shape[1]}")
     lo, hi = _operand_range(config)
     for name, array in (("activations", a), ("weights", values)):
         if array.size and (array.min() < lo or array.max() > hi):
-            raise ValueError(f"{name} must lie in [{lo}, {hi}] (int{config.width}), "
+            raise ParameterError(f"{name} must lie in [{lo}, {hi}] (int{config.width}), "
                              f"not [{array.min()}, {array.max()}]")
     return np.asarray(a, dtype=np.int64), values, indices, n, m
 
@@ -73,7 +74,7 @@ def simulate_sparse(config, tiles, *, seed=0, a_gap=0.0, b_gap=0.0, c_stall=0.0,
     """
     tiles = [check_tile(config, tile) for tile in tiles]
     if not tiles:
-        raise ValueError("tiles must not be empty")
+        raise ParameterError("tiles must not be empty")
     verilog = build_design(config, waves, quiet)
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{config.name}-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ probabilities, attention output and FFN output.
 """
 
 from dataclasses import dataclass
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["BertModel", "MODELS", "Operation", "encoder_layer"]
 
@@ -79,10 +80,10 @@ def encoder_layer(model, seq, batch=1, training=False):
     """Operations of one encoder layer of ``model`` (a name or BertModel)."""
     if isinstance(model, str):
         if model not in MODELS:
-            raise ValueError(f"unknown model {model!r}; models: {', '.join(MODELS)}")
+            raise ParameterError(f"unknown model {model!r}; models: {', '.join(MODELS)}")
         model = MODELS[model]
     if seq < 1 or batch < 1:
-        raise ValueError(f"seq and batch must be positive, not {seq} and {batch}")
+        raise ParameterError(f"seq and batch must be positive, not {seq} and {batch}")
     tokens, h, d, heads = batch * seq, model.hidden, model.head_dim, model.heads
     ops = [
         Operation("q, v projections", "gemm", 2, m=tokens, k=h, n=h, sparse_weights=True),

@@ -24,6 +24,7 @@ from amaranth.lib.wiring import In, Out
 
 from .fixed import Q, requantize
 from .params import check_choice, check_int
+from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["ButterflyConfig", "ButterflyEngine", "MODES", "COMPUTE_LATENCY", "SLOTS",
            "twiddle_table", "FFT_GUARD_BITS", "stage_period", "command_is_valid"]
@@ -88,10 +89,10 @@ class ButterflyConfig:
     def __post_init__(self):
         check_int("n_max", self.n_max, minimum=4, maximum=1024)
         if not _is_power_of_two(self.n_max):
-            raise ValueError(f"n_max must be a power of two, not {self.n_max!r}")
+            raise ParameterError(f"n_max must be a power of two, not {self.n_max!r}")
         check_int("lanes", self.lanes, maximum=self.n_max // 2)
         if not _is_power_of_two(self.lanes):
-            raise ValueError(f"lanes must be a power of two, not {self.lanes!r}")
+            raise ParameterError(f"lanes must be a power of two, not {self.lanes!r}")
         check_choice("width", self.width, (8, 16))
         check_choice("weight_width", self.weight_width, (8, 16))
 
@@ -185,7 +186,7 @@ class ButterflyEngine(wiring.Component):
 
     def __init__(self, config):
         if not isinstance(config, ButterflyConfig):
-            raise TypeError(f"config must be a ButterflyConfig, not {config!r}")
+            raise ParameterTypeError(f"config must be a ButterflyConfig, not {config!r}")
         self.config = config
         vector = data.ArrayLayout(complex_layout(config.width), config.lanes)
         cmd_layout = data.StructLayout({

@@ -52,6 +52,7 @@ from .gemm import GemmConfig, GemmEngine, read_request_layout, write_request_lay
 from .layernorm import LayerNorm, LayerNormConfig
 from .softmax import MULT_BITS, SHIFT_BITS, Softmax, SoftmaxConfig
 from .tile_scheduler import command_layout
+from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["EncoderConfig", "EncoderTop", "encoder_command_layout",
            "OP_GEMM", "OP_SOFTMAX", "OP_LAYERNORM", "OP_GELU", "WORD_QUEUE"]
@@ -87,20 +88,20 @@ class EncoderConfig:
         for name, cls in (("gemm", GemmConfig), ("softmax", SoftmaxConfig),
                           ("layernorm", LayerNormConfig), ("gelu", GeluConfig)):
             if not isinstance(getattr(self, name), cls):
-                raise TypeError(f"{name} must be a {cls.__name__}, not {getattr(self, name)!r}")
+                raise ParameterTypeError(f"{name} must be a {cls.__name__}, not {getattr(self, name)!r}")
         mb = self.gemm.mem_bytes
         if self.gemm.width != 8:
-            raise ValueError(f"the encoder top needs gemm width 8, not {self.gemm.width}")
+            raise ParameterError(f"the encoder top needs gemm width 8, not {self.gemm.width}")
         if self.softmax.in_width != 32 or self.softmax.out_width != 8:
-            raise ValueError("the encoder top needs softmax in_width 32 and out_width 8")
+            raise ParameterError("the encoder top needs softmax in_width 32 and out_width 8")
         if not self.layernorm.add_residual:
-            raise ValueError("the encoder top needs layernorm add_residual = true")
+            raise ParameterError("the encoder top needs layernorm add_residual = true")
         if self.gelu.in_width != 8 or self.gelu.out_width != 8:
-            raise ValueError("the encoder top needs gelu in_width 8 and out_width 8")
+            raise ParameterError("the encoder top needs gelu in_width 8 and out_width 8")
         for name, beat in (("softmax", self.softmax.lanes * 4), ("layernorm", self.layernorm.lanes),
                            ("gelu", self.gelu.lanes)):
             if mb % beat:
-                raise ValueError(f"{name} beats of {beat} bytes must divide the {mb}-byte memory "
+                raise ParameterError(f"{name} beats of {beat} bytes must divide the {mb}-byte memory "
                                  f"word; change [{name}] lanes or [gemm] mem_width")
 
     @property
@@ -139,7 +140,7 @@ class EncoderTop(wiring.Component):
 
     def __init__(self, config):
         if not isinstance(config, EncoderConfig):
-            raise TypeError(f"config must be an EncoderConfig, not {config!r}")
+            raise ParameterTypeError(f"config must be an EncoderConfig, not {config!r}")
         self.config = config
         g = config.gemm
         super().__init__({

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from amaranth.hdl import Const, Mux, Shape, signed, unsigned
 
 from .params import check_int
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["Q", "requantize"]
 
@@ -33,7 +34,7 @@ class Q:
         check_int("int_bits", self.int_bits, minimum=0)
         check_int("frac_bits", self.frac_bits, minimum=0)
         if self.width < 1:
-            raise ValueError("a Q format needs at least 1 bit")
+            raise ParameterError("a Q format needs at least 1 bit")
 
     @property
     def width(self):

@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from .fixed import Q, requantize
 from .params import check_choice, check_int
+from bertforge.rtl.errors import ParameterTypeError
 
 __all__ = ["GeluConfig", "Gelu", "GELU_X", "GELU_Y", "GELU_SEGMENT_BITS", "GELU_SEGMENTS",
            "GELU_LATENCY", "gelu_tables"]
@@ -129,7 +130,7 @@ class Gelu(wiring.Component):
 
     def __init__(self, config):
         if not isinstance(config, GeluConfig):
-            raise TypeError(f"config must be a GeluConfig, not {config!r}")
+            raise ParameterTypeError(f"config must be a GeluConfig, not {config!r}")
         self.config = config
         in_layout = data.StructLayout({
             "data": data.ArrayLayout(signed(config.in_width), config.lanes), "last": 1})

@@ -13,6 +13,7 @@ from .fixed import requantize
 from .params import check_choice, check_int
 from .systolic import SystolicArray, SystolicConfig
 from .tile_scheduler import TileScheduler, chunk_layout, command_layout, completion_layout
+from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["GemmConfig", "GemmEngine", "read_request_layout", "write_request_layout"]
 
@@ -73,16 +74,16 @@ class GemmConfig:
         check_int("acc_width", self.acc_width, minimum=2 * self.width, maximum=32)
         check_int("mem_width", self.mem_width, minimum=32, maximum=4096)
         if self.mem_width & (self.mem_width - 1):
-            raise ValueError(f"mem_width must be a power of two, not {self.mem_width}")
+            raise ParameterError(f"mem_width must be a power of two, not {self.mem_width}")
         need = max(self.rows, self.cols) * self.width
         if self.mem_width < need:
-            raise ValueError(f"mem_width must be at least max(rows, cols) * width = {need}, "
+            raise ParameterError(f"mem_width must be at least max(rows, cols) * width = {need}, "
                              f"not {self.mem_width}")
         check_int("addr_width", self.addr_width, minimum=8, maximum=48)
         check_int("dim_width", self.dim_width, minimum=4, maximum=24)
         check_int("k_chunk", self.k_chunk, maximum=1 << 16)
         if self.k_chunk % self.lanes:
-            raise ValueError(f"k_chunk must be a multiple of mem_width // width = {self.lanes}, "
+            raise ParameterError(f"k_chunk must be a multiple of mem_width // width = {self.lanes}, "
                              f"not {self.k_chunk}")
         check_int("m_tile", self.m_tile, maximum=4096)
 
@@ -211,7 +212,7 @@ class GemmEngine(wiring.Component):
 
     def __init__(self, config, *, max_dsp=None):
         if not isinstance(config, GemmConfig):
-            raise TypeError(f"config must be a GemmConfig, not {config!r}")
+            raise ParameterTypeError(f"config must be a GemmConfig, not {config!r}")
         self.config = config
         self.systolic = replace(config.systolic, max_dsp=max_dsp)
         super().__init__({

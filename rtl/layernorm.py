@@ -12,6 +12,7 @@ from amaranth.lib.wiring import In, Out
 from .fixed import requantize
 from .params import check_choice, check_int
 from .rsqrt import RSQRT_FRAC, RSQRT_STAGES, RsqrtPipeline
+from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["LayerNormConfig", "LayerNorm", "LN_Z_FRAC", "LN_Z_WIDTH", "LN_STATS_LATENCY",
            "LN_OUT_LATENCY"]
@@ -80,10 +81,10 @@ class LayerNormConfig:
         check_int("lanes", self.lanes, maximum=64)
         check_int("h_max", self.h_max, maximum=4096)
         if self.h_max % self.lanes:
-            raise ValueError(f"h_max must be a multiple of lanes ({self.lanes}), not {self.h_max}")
+            raise ParameterError(f"h_max must be a multiple of lanes ({self.lanes}), not {self.h_max}")
         check_choice("in_width", self.in_width, (16, 32))
         if not isinstance(self.add_residual, bool):
-            raise TypeError(f"add_residual must be a bool, not {self.add_residual!r}")
+            raise ParameterTypeError(f"add_residual must be a bool, not {self.add_residual!r}")
         check_choice("param_width", self.param_width, (8, 16))
         check_int("gamma_frac", self.gamma_frac, minimum=0, maximum=self.param_width - 1)
         check_int("beta_frac", self.beta_frac, minimum=0, maximum=LN_Z_FRAC + self.gamma_frac)
@@ -176,7 +177,7 @@ class LayerNorm(wiring.Component):
 
     def __init__(self, config):
         if not isinstance(config, LayerNormConfig):
-            raise TypeError(f"config must be a LayerNormConfig, not {config!r}")
+            raise ParameterTypeError(f"config must be a LayerNormConfig, not {config!r}")
         self.config = config
         lanes = config.lanes
         value = signed(config.in_width)

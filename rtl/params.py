@@ -5,13 +5,15 @@ Verilator: ``TypeError`` for a wrong type, ``ValueError`` for a broken
 constraint, worded ``"rows must be a positive integer, not 0"``.
 """
 
+from bertforge.rtl.errors import ParameterError, ParameterTypeError
+
 __all__ = ["check_int", "check_choice"]
 
 
 def check_int(name, value, *, minimum=1, maximum=None):
     """Return ``value`` if it is an ``int`` in ``[minimum, maximum]``."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer, not {value!r}")
+        raise ParameterTypeError(f"{name} must be an integer, not {value!r}")
     if value < minimum:
         if minimum == 1:
             kind = "a positive integer"
@@ -19,9 +21,9 @@ def check_int(name, value, *, minimum=1, maximum=None):
             kind = "a non-negative integer"
         else:
             kind = f"an integer >= {minimum}"
-        raise ValueError(f"{name} must be {kind}, not {value!r}")
+        raise ParameterError(f"{name} must be {kind}, not {value!r}")
     if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be an integer <= {maximum}, not {value!r}")
+        raise ParameterError(f"{name} must be an integer <= {maximum}, not {value!r}")
     return value
 
 
@@ -30,9 +32,9 @@ def check_choice(name, value, choices):
     kind = int if isinstance(choices[0], int) else str
     if isinstance(value, bool) or not isinstance(value, kind):
         noun = "an integer" if kind is int else "a string"
-        raise TypeError(f"{name} must be {noun}, not {value!r}")
+        raise ParameterTypeError(f"{name} must be {noun}, not {value!r}")
     if value not in choices:
         listed = [repr(c) for c in choices]
         text = listed[0] if len(listed) == 1 else ", ".join(listed[:-1]) + " or " + listed[-1]
-        raise ValueError(f"{name} must be {text}, not {value!r}")
+        raise ParameterError(f"{name} must be {text}, not {value!r}")
     return value

@@ -22,6 +22,7 @@ the RTL's table and the golden model.
 import math
 
 from amaranth.hdl import Array, Const, Mux, Signal, unsigned
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["RSQRT_FRAC", "RSQRT_MANT", "RSQRT_STAGES", "rsqrt_seed_table", "rsqrt_reference",
            "RsqrtPipeline"]
@@ -48,7 +49,7 @@ def rsqrt_seed_table():
 def rsqrt_reference(d):
     """``(R, e)`` for the integer ``d >= 0``, bit-exact with the RTL."""
     if d < 0:
-        raise ValueError(f"d must be non-negative, not {d}")
+        raise ParameterError(f"d must be non-negative, not {d}")
     rf, mf = RSQRT_FRAC, RSQRT_MANT
     e = max(d.bit_length() - 1, 0) >> 1
     m = (d << mf) >> (2 * e)

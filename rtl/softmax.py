@@ -10,6 +10,7 @@ from amaranth.lib.wiring import In, Out
 
 from .fixed import Q, requantize
 from .params import check_choice, check_int
+from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["SoftmaxConfig", "Softmax", "softmax_scale",
            "T_FRAC", "T_HI_BITS", "T_INT", "MULT_BITS", "SHIFT_BITS", "RECIP_GUARD"]
@@ -43,23 +44,23 @@ def softmax_scale(scale):
     ``[2e-16, 11]``.
     """
     if isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise TypeError(f"scale must be a number, not {scale!r}")
+        raise ParameterTypeError(f"scale must be a number, not {scale!r}")
     if not (scale > 0 and math.isfinite(scale)):
-        raise ValueError(f"scale must be a positive finite number, not {scale!r}")
+        raise ParameterError(f"scale must be a positive finite number, not {scale!r}")
     target = scale * math.log2(math.e) * (1 << T_FRAC)
     shift = MULT_BITS - 1 - math.floor(math.log2(target))
     shift = min(shift, (1 << SHIFT_BITS) - 1)
     if shift < 0:
-        raise ValueError(f"scale must be at most {((1 << MULT_BITS) - 1) / (target / scale):.4g}, "
+        raise ParameterError(f"scale must be at most {((1 << MULT_BITS) - 1) / (target / scale):.4g}, "
                          f"not {scale!r}")
     multiplier = math.floor(target * 2.0 ** shift + 0.5)
     if multiplier >= 1 << MULT_BITS:
         multiplier, shift = multiplier >> 1, shift - 1
         if shift < 0:
-            raise ValueError(f"scale must be at most {((1 << MULT_BITS) - 1) / (target / scale):.4g}, "
+            raise ParameterError(f"scale must be at most {((1 << MULT_BITS) - 1) / (target / scale):.4g}, "
                              f"not {scale!r}")
     if multiplier < 1 << (MULT_BITS - 8):
-        raise ValueError(f"scale must be at least {2.0 ** (MULT_BITS - 8 - 63) / (target / scale):.4g}, "
+        raise ParameterError(f"scale must be at least {2.0 ** (MULT_BITS - 8 - 63) / (target / scale):.4g}, "
                          f"not {scale!r}")
     return multiplier, shift
 
@@ -96,7 +97,7 @@ class SoftmaxConfig:
         check_choice("in_width", self.in_width, (32, 16))
         check_choice("out_width", self.out_width, (8, 16))
         if not isinstance(self.mask, bool):
-            raise TypeError(f"mask must be a bool, not {self.mask!r}")
+            raise ParameterTypeError(f"mask must be a bool, not {self.mask!r}")
 
     @property
     def name(self):
@@ -247,7 +248,7 @@ class Softmax(wiring.Component):
 
     def __init__(self, config):
         if not isinstance(config, SoftmaxConfig):
-            raise TypeError(f"config must be a SoftmaxConfig, not {config!r}")
+            raise ParameterTypeError(f"config must be a SoftmaxConfig, not {config!r}")
         self.config = config
         fields = {"data": data.ArrayLayout(signed(config.in_width), config.lanes)}
         if config.mask:

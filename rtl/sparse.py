@@ -28,6 +28,7 @@ from amaranth.lib.wiring import In, Out
 from .arith import SaturatingIntArith
 from .params import check_choice, check_int
 from .systolic import _delay, _delay_flag, os_readout, output_queue, push_rows
+from bertforge.rtl.errors import ParameterTypeError
 
 __all__ = ["SparseConfig", "SparseArray", "SparseOutputStationaryPE"]
 
@@ -205,7 +206,7 @@ class SparseArray(wiring.Component):
 
     def __init__(self, config):
         if not isinstance(config, SparseConfig):
-            raise TypeError(f"config must be an SparseConfig, not {config!r}")
+            raise ParameterTypeError(f"config must be an SparseConfig, not {config!r}")
         self.config = config
         super().__init__({
             "a": In(stream.Signature(a_layout(config))),

@@ -12,6 +12,7 @@ from .gemm import GemmConfig, GemmEngine, _ahead, _clamp, read_request_layout, w
 from .sparse import SparseArray, SparseConfig
 from .params import check_choice
 from .tile_scheduler import TileScheduler, chunk_layout, command_layout, completion_layout
+from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["SparseEngineConfig", "SparseEngine", "sparse_command_layout", "pack_sparse_command"]
 
@@ -28,10 +29,10 @@ class SparseEngineConfig(GemmConfig):
     def __post_init__(self):
         super().__post_init__()
         if self.dataflow != "os":
-            raise ValueError(f"dataflow must be 'os' for the sparse engine, not {self.dataflow!r}")
+            raise ParameterError(f"dataflow must be 'os' for the sparse engine, not {self.dataflow!r}")
         check_choice("m_max", self.m_max, (2, 4, 8, 16))
         if self.lanes % self.m_max:
-            raise ValueError(f"m_max must divide mem_width // width = {self.lanes}, not {self.m_max}")
+            raise ParameterError(f"m_max must divide mem_width // width = {self.lanes}, not {self.m_max}")
 
     @property
     def name(self):
@@ -107,7 +108,7 @@ class SparseEngine(GemmEngine):
 
     def __init__(self, config):
         if not isinstance(config, SparseEngineConfig):
-            raise TypeError(f"config must be a SparseEngineConfig, not {config!r}")
+            raise ParameterTypeError(f"config must be a SparseEngineConfig, not {config!r}")
         self.config = config
         wiring.Component.__init__(self, {
             "cmd": In(stream.Signature(sparse_command_layout(config))),

@@ -11,6 +11,7 @@ from amaranth.lib.wiring import In, Out
 from .arith import MULTIPLIER_CELLS, SaturatingIntArith
 from .params import check_choice, check_int
 from .systolic_pe import OutputStationaryPE, WeightStationaryPE
+from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["SystolicConfig", "SystolicArray", "QUEUE_LATENCY"]
 
@@ -67,7 +68,7 @@ class SystolicConfig:
         check_choice("multiply_stages", self.multiply_stages, (1, 2, 3))
         check_choice("multiplier_cell", self.multiplier_cell, MULTIPLIER_CELLS)
         if self.multiplier_cell == "ecp5" and self.multiply_stages == 1:
-            raise ValueError("multiplier_cell 'ecp5' uses the MULT18X18D's input and output "
+            raise ParameterError("multiplier_cell 'ecp5' uses the MULT18X18D's input and output "
                              "registers: set multiply_stages to 2 or 3")
 
     @property
@@ -200,7 +201,7 @@ class SystolicArray(wiring.Component):
 
     def __init__(self, config):
         if not isinstance(config, SystolicConfig):
-            raise TypeError(f"config must be a SystolicConfig, not {config!r}")
+            raise ParameterTypeError(f"config must be a SystolicConfig, not {config!r}")
         self.config = config
         operand = signed(config.width)
         a_layout = data.StructLayout({

@@ -7,6 +7,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .params import check_int
+from bertforge.rtl.errors import ParameterTypeError
 
 __all__ = ["UartConfig", "Uart"]
 
@@ -41,7 +42,7 @@ class Uart(wiring.Component):
 
     def __init__(self, config):
         if not isinstance(config, UartConfig):
-            raise TypeError(f"config must be a UartConfig, not {config!r}")
+            raise ParameterTypeError(f"config must be a UartConfig, not {config!r}")
         self.config = config
         super().__init__({
             "tx": In(stream.Signature(8)),

@@ -12,6 +12,7 @@ import numpy as np
 
 from bertforge.rtl.butterfly import FFT_GUARD_BITS, twiddle_table
 from .fixed_golden import requantize
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["log2_length", "butterfly_linear", "butterfly_dense_factors", "dense_linear",
            "butterfly_fft", "bit_reverse_permutation", "sqnr_db"]
@@ -20,7 +21,7 @@ __all__ = ["log2_length", "butterfly_linear", "butterfly_dense_factors", "dense_
 def log2_length(config, n):
     """``log2 n`` if ``n`` is a length the engine accepts, else ValueError."""
     if not isinstance(n, int) or n < 2 or n > config.n_max or n & (n - 1):
-        raise ValueError(f"n must be a power of two in [2, {config.n_max}], not {n!r}")
+        raise ParameterError(f"n must be a power of two in [2, {config.n_max}], not {n!r}")
     return n.bit_length() - 1
 
 
@@ -32,7 +33,7 @@ def _rotr(i, s, bits):
 def _check_weights(weights, n, m):
     weights = np.asarray(weights, dtype=np.int64)
     if weights.shape != (m, n // 2, 4):
-        raise ValueError(f"weights must have shape {(m, n // 2, 4)}, not {weights.shape}")
+        raise ParameterError(f"weights must have shape {(m, n // 2, 4)}, not {weights.shape}")
     return weights
 
 

@@ -41,6 +41,7 @@ from bertforge.sim.butterfly_cycles import (butterfly_groups, butterfly_ideal_cy
                                             butterfly_queue_cycles, butterfly_timeline)
 from bertforge.sim.butterfly_golden import butterfly_fft, butterfly_linear, sqnr_db
 from bertforge.sim.streams import StreamDriver, StreamMonitor, StreamTB, unpack_vector
+from bertforge.rtl.errors import ParameterError
 
 
 def pack_command(mode, n, groups, shift=0, mult=1):
@@ -114,7 +115,7 @@ def plan(config, jobs, arrays):
         lo, hi = -(1 << (config.width - 1)), (1 << (config.width - 1)) - 1
         if re.shape != im.shape or re.shape != (batch, n) or min(re.min(), im.min()) < lo \
                 or max(re.max(), im.max()) > hi:
-            raise ValueError(f"job {j}: x must be {batch} x {n} values in [{lo}, {hi}]")
+            raise ParameterError(f"job {j}: x must be {batch} x {n} values in [{lo}, {hi}]")
         x_all += x_beats(config, re, im)
         if mode == "linear":
             out_re = butterfly_linear(config, re, memory[:m, : n // 2], job.get("mult", 1),

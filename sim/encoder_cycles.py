@@ -26,6 +26,8 @@ This holds when memory answers one beat per cycle after ``lat`` cycles
 apply unchanged); measured equal in Verilator by ``tests/test_encoder.py``.
 """
 
+from bertforge.rtl.errors import ParameterError
+
 __all__ = ["ADAPTER_FILL", "operation_gap"]
 
 #: Cycles from an elementwise command's dispatch to its unit's first input,
@@ -44,4 +46,4 @@ def operation_gap(kind, lat, *, layernorm=None, length=None):
         return ADAPTER_FILL + lat
     if kind == "layernorm":
         return ADAPTER_FILL + lat + 1 + length // layernorm.lanes
-    raise ValueError(f"no encoder operation class {kind!r}")
+    raise ParameterError(f"no encoder operation class {kind!r}")

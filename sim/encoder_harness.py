@@ -25,6 +25,7 @@ from amaranth.lib.wiring import In, Out
 
 from bertforge.rtl.encoder import EncoderConfig, EncoderTop, encoder_command_layout
 from bertforge.sim.gemm_harness import SIM_MEMORY_VERILOG, add_sim_memory
+from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["EncoderHarness", "encoder_harness_name", "encoder_harness_verilog", "MAX_COMMANDS"]
 
@@ -50,10 +51,10 @@ class EncoderHarness(wiring.Component):
 
     def __init__(self, config, abits):
         if not isinstance(config, EncoderConfig):
-            raise TypeError(f"config must be an EncoderConfig, not {config!r}")
+            raise ParameterTypeError(f"config must be an EncoderConfig, not {config!r}")
         mbb = config.gemm.mem_bytes.bit_length() - 1
         if not isinstance(abits, int) or not mbb + 2 <= abits <= min(config.gemm.addr_width, 26):
-            raise ValueError(f"abits must be an integer in [{mbb + 2}, "
+            raise ParameterError(f"abits must be an integer in [{mbb + 2}, "
                              f"{min(config.gemm.addr_width, 26)}], not {abits!r}")
         self.config = config
         self.abits = abits

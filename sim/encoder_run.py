@@ -17,6 +17,7 @@ from . import runner
 from .encoder_golden import cosine, encoder_float, encoder_golden
 from .encoder_harness import MAX_COMMANDS, encoder_harness_name, encoder_harness_verilog
 from bertforge.rtl.encoder import OP_GELU, OP_GEMM, OP_LAYERNORM, OP_SOFTMAX
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["harness_verilog", "encoder_program", "check_shape", "simulate_encoder", "OPERATIONS"]
 
@@ -36,17 +37,17 @@ def check_shape(config, seq, hidden, heads, ffn):
     """``ValueError`` (one line) if the adapters cannot take this layer."""
     mb = config.gemm.mem_bytes
     if seq > config.softmax.l_max:
-        raise ValueError(f"sequence length {seq} exceeds the softmax unit's l_max = {config.softmax.l_max}")
+        raise ParameterError(f"sequence length {seq} exceeds the softmax unit's l_max = {config.softmax.l_max}")
     if hidden > config.layernorm.h_max:
-        raise ValueError(f"hidden {hidden} exceeds the layernorm unit's h_max = {config.layernorm.h_max}")
+        raise ParameterError(f"hidden {hidden} exceeds the layernorm unit's h_max = {config.layernorm.h_max}")
     if (4 * seq) % mb:
-        raise ValueError(f"sequence length {seq} must be a multiple of {mb // 4} (softmax rows of "
+        raise ParameterError(f"sequence length {seq} must be a multiple of {mb // 4} (softmax rows of "
                          f"int32 must fill whole {mb}-byte memory words)")
     for name, n in (("hidden", hidden), ("ffn", ffn)):
         if n % mb:
-            raise ValueError(f"{name} {n} must be a multiple of the {mb}-byte memory word")
+            raise ParameterError(f"{name} {n} must be a multiple of the {mb}-byte memory word")
     if hidden % heads:
-        raise ValueError(f"hidden {hidden} is not a multiple of heads {heads}")
+        raise ParameterError(f"hidden {hidden} is not a multiple of heads {heads}")
 
 
 def encoder_program(config, layer):

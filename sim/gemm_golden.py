@@ -4,6 +4,7 @@ import numpy as np
 
 from .fixed_golden import requantize
 from .systolic_golden import saturating_matmul
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["gemm_golden", "command_error", "reduction_pieces", "run_commands"]
 
@@ -34,7 +35,7 @@ def gemm_golden(config, a, b, *, c_old=None, int8=False, multiplier=1, shift=0):
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"cannot multiply shapes {a.shape} and {b.shape}")
+        raise ParameterError(f"cannot multiply shapes {a.shape} and {b.shape}")
     hi = (1 << (config.acc_width - 1)) - 1
     lo = -hi - 1
     acc = np.zeros((a.shape[0], b.shape[1]), dtype=np.int64)

@@ -33,6 +33,7 @@ from amaranth.lib.wiring import In, Out
 
 from bertforge.rtl.gemm import GemmConfig, GemmEngine
 from bertforge.rtl.tile_scheduler import command_layout
+from bertforge.rtl.errors import ParameterTypeError
 
 __all__ = ["GemmHarness", "harness_name", "harness_verilog", "add_sim_memory", "MAX_COMMANDS",
            "SIM_MEMORY_VERILOG"]
@@ -92,7 +93,7 @@ class GemmHarness(wiring.Component):
 
     def __init__(self, config):
         if not isinstance(config, self.config_class):
-            raise TypeError(f"config must be a {self.config_class.__name__}, not {config!r}")
+            raise ParameterTypeError(f"config must be a {self.config_class.__name__}, not {config!r}")
         self.config = config
         words = 1 << (config.addr_width - (config.mem_bytes.bit_length() - 1))
         self.words = words

@@ -6,6 +6,7 @@ output always ready; gamma and beta are loaded before.
 """
 
 from bertforge.rtl.layernorm import LN_OUT_LATENCY, LN_STATS_LATENCY
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["layernorm_cycles"]
 
@@ -24,12 +25,12 @@ def layernorm_cycles(config, lengths):
     """
     lengths = list(lengths)
     if not lengths:
-        raise ValueError("lengths must be a non-empty list of vector lengths")
+        raise ParameterError("lengths must be a non-empty list of vector lengths")
     taken = -1
     finish = None
     for h in lengths:
         if h < config.lanes or h % config.lanes or h > config.h_max:
-            raise ValueError(f"vector length {h} is not a multiple of lanes={config.lanes} "
+            raise ParameterError(f"vector length {h} is not a multiple of lanes={config.lanes} "
                              f"in [{config.lanes}, {config.h_max}]")
         beats = h // config.lanes
         taken += beats

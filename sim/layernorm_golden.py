@@ -18,6 +18,7 @@ import numpy as np
 from bertforge.rtl.layernorm import LN_Z_FRAC, LN_Z_WIDTH
 from bertforge.rtl.rsqrt import RSQRT_FRAC, rsqrt_reference
 from .fixed_golden import requantize
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["layernorm_vector_stats", "layernorm_golden", "layernorm_float",
            "layernorm_reference_int8", "layernorm_config_for_scale"]
@@ -40,9 +41,9 @@ def layernorm_golden(config, x, r=None, gamma=None, beta=None):
     per-channel ``gamma`` and ``beta`` (length >= H). Returns int64."""
     x = np.asarray(x, dtype=np.int64)
     if x.ndim != 1 or x.size < 1:
-        raise ValueError(f"x must be one non-empty vector, not shape {x.shape}")
+        raise ParameterError(f"x must be one non-empty vector, not shape {x.shape}")
     if config.add_residual != (r is not None):
-        raise ValueError("r is required exactly when config.add_residual is set")
+        raise ParameterError("r is required exactly when config.add_residual is set")
     v = x + np.asarray(r, dtype=np.int64) if r is not None else x
     h, s1, _, rs, e = layernorm_vector_stats(v)
     num = v.astype(object) * h - s1

@@ -23,11 +23,12 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from bertforge.rtl.errors import BertforgeError
 
 __all__ = ["SimulationError", "cache_dir", "verilator_environment", "is_built", "build", "run"]
 
 
-class SimulationError(RuntimeError):
+class SimulationError(BertforgeError, RuntimeError):
     """The simulator could not be built or did not produce results."""
 
 

@@ -4,6 +4,8 @@ Cycles count from the first input handshake to the last output handshake,
 both included, with input always valid and output always ready.
 """
 
+from bertforge.rtl.errors import ParameterError
+
 __all__ = ["softmax_beats", "softmax_cycles", "softmax_latency"]
 
 
@@ -11,10 +13,10 @@ def softmax_beats(config, lengths):
     """Beats per row: ``ceil(L / lanes)``; checks ``1 <= L <= l_max``."""
     lengths = list(lengths)
     if not lengths:
-        raise ValueError("lengths must be a non-empty list of row lengths")
+        raise ParameterError("lengths must be a non-empty list of row lengths")
     for length in lengths:
         if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= config.l_max:
-            raise ValueError(f"row length must be an integer in [1, {config.l_max}], not {length!r}")
+            raise ParameterError(f"row length must be an integer in [1, {config.l_max}], not {length!r}")
     return [-(-length // config.lanes) for length in lengths]
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from bertforge.rtl.softmax import T_FRAC, T_HI_BITS, T_INT, softmax_scale
 from bertforge.sim.fixed_golden import requantize
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["softmax_golden", "softmax_float", "row_scales", "softmax_errors"]
 
@@ -21,7 +22,7 @@ def _rows(x, mask):
     if mask.ndim == 1:
         mask = mask[None, :]
     if mask.shape != x.shape:
-        raise ValueError(f"mask shape {mask.shape} differs from x shape {x.shape}")
+        raise ParameterError(f"mask shape {mask.shape} differs from x shape {x.shape}")
     return x, mask
 
 

@@ -26,6 +26,7 @@ from bertforge.rtl.softmax import MULT_BITS, SHIFT_BITS, SoftmaxConfig
 from bertforge.sim.softmax_cycles import softmax_beats, softmax_cycles
 from bertforge.sim.softmax_golden import softmax_errors, softmax_golden
 from bertforge.sim.streams import StreamDriver, StreamMonitor, StreamTB, pack_vector, unpack_vector
+from bertforge.rtl.errors import ParameterError
 
 
 def load_rows(path):
@@ -42,7 +43,7 @@ def softmax_input_beats(config, rows):
     for index, b in enumerate(beats):
         length = int(rows["lengths"][index])
         if not config.mask and length % lanes:
-            raise ValueError(f"without a mask, rows must fill whole beats of {lanes}")
+            raise ParameterError(f"without a mask, rows must fill whole beats of {lanes}")
         padded = np.zeros(b * lanes, dtype=np.int64)
         padded[:length] = rows["x"][index, :length]
         masked = np.ones(b * lanes, dtype=bool)

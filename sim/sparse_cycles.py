@@ -8,6 +8,7 @@ is the dense output-stationary array's model over *compressed* beats:
 """
 
 from bertforge.rtl.systolic import QUEUE_LATENCY
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["nm_tile_beats", "nm_tile_period", "sparse_cycles", "nm_gemm_tiles", "nm_gemm_cycles"]
 
@@ -16,7 +17,7 @@ def nm_tile_beats(k, n, m):
     """Compressed beats of a tile with reduction length ``k`` at N:M:
     ``ceil(k / m) * n`` (the last group is partial when M does not divide K)."""
     if k < 1 or not 1 <= n <= m:
-        raise ValueError(f"need k >= 1 and 1 <= n <= m, not k={k}, n={n}, m={m}")
+        raise ParameterError(f"need k >= 1 and 1 <= n <= m, not k={k}, n={n}, m={m}")
     return -(-k // m) * n
 
 
@@ -32,7 +33,7 @@ def sparse_cycles(config, beats):
     :data:`~bertforge.rtl.systolic.QUEUE_LATENCY`)."""
     beats = list(beats)
     if not beats or any(b < 1 for b in beats):
-        raise ValueError("beats must be a non-empty list of positive tile lengths")
+        raise ParameterError("beats must be a non-empty list of positive tile lengths")
     body = beats[0] + sum(nm_tile_period(config, b) for b in beats[1:])
     return body + config.rows + config.cols + 2 + QUEUE_LATENCY
 

@@ -18,6 +18,7 @@ group) may only hold zeros.
 import numpy as np
 
 from .systolic_golden import saturating_matmul
+from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["prune_nm", "compress_nm", "decompress_nm", "check_compressed", "check_pattern",
            "parse_pattern", "is_nm_sparse", "nm_tile_golden", "compressed_rows"]
@@ -27,13 +28,13 @@ def check_pattern(n, m, m_max=None):
     """Raise ``TypeError``/``ValueError`` unless ``1 <= n <= m (<= m_max)``."""
     for name, value in (("n", n), ("m", m)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise TypeError(f"{name} must be an integer, not {value!r}")
+            raise ParameterTypeError(f"{name} must be an integer, not {value!r}")
     if m < 1:
-        raise ValueError(f"m must be a positive integer, not {m}")
+        raise ParameterError(f"m must be a positive integer, not {m}")
     if not 1 <= n <= m:
-        raise ValueError(f"n must be in 1..m = {m}, not {n}")
+        raise ParameterError(f"n must be in 1..m = {m}, not {n}")
     if m_max is not None and m > m_max:
-        raise ValueError(f"m must be at most m_max = {m_max}, not {m}")
+        raise ParameterError(f"m must be at most m_max = {m_max}, not {m}")
     return int(n), int(m)
 
 
@@ -43,7 +44,7 @@ def parse_pattern(text):
     try:
         n, m = (int(p) for p in parts)
     except ValueError:
-        raise ValueError(f"a pattern is N:M with integers, like 2:4, not {text!r}") from None
+        raise ParameterError(f"a pattern is N:M with integers, like 2:4, not {text!r}") from None
     return check_pattern(n, m)
 
 
@@ -55,9 +56,9 @@ def compressed_rows(k, n, m):
 def _weights(weights):
     w = np.asarray(weights)
     if w.ndim != 2:
-        raise ValueError(f"weights must be a 2-D K x C matrix, not shape {w.shape}")
+        raise ParameterError(f"weights must be a 2-D K x C matrix, not shape {w.shape}")
     if w.dtype.kind not in "iu":
-        raise ValueError(f"weights must be integers, not {w.dtype}")
+        raise ParameterError(f"weights must be integers, not {w.dtype}")
     return w.astype(np.int64)
 
 
@@ -104,7 +105,7 @@ def compress_nm(weights, n, m):
     counts = np.count_nonzero(g, axis=1)
     if np.any(counts > n):
         grp, col = (int(x[0]) for x in np.nonzero(counts > n))
-        raise ValueError(f"weights are not {n}:{m} sparse: group {grp} (rows {grp * m}.."
+        raise ParameterError(f"weights are not {n}:{m} sparse: group {grp} (rows {grp * m}.."
                          f"{min(k, grp * m + m) - 1}) of column {col} has {int(counts[grp, col])} "
                          f"non-zeros; prune with prune_nm first")
     # Positions to keep: non-zeros first, then the lowest zero positions, then sort.
@@ -123,25 +124,25 @@ def check_compressed(values, indices, n, m, k):
     out of order in a group, or a non-zero value placed past row K-1."""
     n, m = check_pattern(n, m)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer, not {k!r}")
+        raise ParameterError(f"k must be a positive integer, not {k!r}")
     values, indices = np.asarray(values), np.asarray(indices)
     rows = compressed_rows(k, n, m)
     if values.ndim != 2 or values.shape[0] != rows:
-        raise ValueError(f"compressed values must have ceil(K/M)*N = {rows} rows for K = {k} "
+        raise ParameterError(f"compressed values must have ceil(K/M)*N = {rows} rows for K = {k} "
                          f"at {n}:{m}, not shape {values.shape}")
     if indices.shape != values.shape:
-        raise ValueError(f"compressed indices have shape {indices.shape}; "
+        raise ParameterError(f"compressed indices have shape {indices.shape}; "
                          f"the values have {values.shape}")
     for name, array in (("values", values), ("indices", indices)):
         if array.dtype.kind not in "iu":
-            raise ValueError(f"compressed {name} must be integers, not {array.dtype}")
+            raise ParameterError(f"compressed {name} must be integers, not {array.dtype}")
     idx = indices.astype(np.int64)
     val = values.astype(np.int64)
     groups = rows // n
     bad = np.argwhere((idx < 0) | (idx >= m))
     if bad.size:
         r, col = (int(x) for x in bad[0])
-        raise ValueError(f"index {int(idx[r, col])} out of range 0..{m - 1} (M = {m}) at "
+        raise ParameterError(f"index {int(idx[r, col])} out of range 0..{m - 1} (M = {m}) at "
                          f"compressed row {r}, column {col} (group {r // n})")
     g = idx.reshape(groups, n, -1)
     if n > 1:
@@ -150,20 +151,20 @@ def check_compressed(values, indices, n, m, k):
         hit = np.argwhere(np.diff(ordered, axis=1) == 0)
         if hit.size:
             grp, slot, col = (int(x) for x in hit[0])
-            raise ValueError(f"repeated index in group {grp} of column {col}: index "
+            raise ParameterError(f"repeated index in group {grp} of column {col}: index "
                              f"{int(ordered[grp, slot, col])} appears twice (each position "
                              f"of a group holds at most one value)")
         hit = np.argwhere(np.diff(g, axis=1) < 0)
         if hit.size:
             grp, slot, col = (int(x) for x in hit[0])
-            raise ValueError(f"indices out of order in group {grp} of column {col}: index "
+            raise ParameterError(f"indices out of order in group {grp} of column {col}: index "
                              f"{int(g[grp, slot + 1, col])} follows {int(g[grp, slot, col])} "
                              f"(indices must increase within a group)")
     pos = (np.arange(groups) * m)[:, None, None] + g
     past = np.argwhere((pos >= k) & (val.reshape(groups, n, -1) != 0))
     if past.size:
         grp, slot, col = (int(x) for x in past[0])
-        raise ValueError(f"non-zero value at row {int(pos[grp, slot, col])} >= K = {k} "
+        raise ParameterError(f"non-zero value at row {int(pos[grp, slot, col])} >= K = {k} "
                          f"(group {grp}, column {col})")
     return val, idx
 

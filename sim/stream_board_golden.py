@@ -5,6 +5,7 @@ board testbench: one call per design, on whole input matrices."""
 import numpy as np
 
 from bertforge.rtl.softmax import softmax_scale
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["stream_golden"]
 
@@ -28,4 +29,4 @@ def stream_golden(design, unit, x, *, mask=None, scale=1.0, r=None, gamma=None, 
     if design == "gelu":
         from bertforge.sim.gelu_golden import gelu_golden
         return gelu_golden(unit, x)
-    raise ValueError(f"no streaming design named {design!r}")
+    raise ParameterError(f"no streaming design named {design!r}")

@@ -6,6 +6,7 @@ operands always valid and the result always ready.
 """
 
 from bertforge.rtl.systolic import QUEUE_LATENCY
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["systolic_tile_period", "systolic_cycles"]
 
@@ -28,7 +29,7 @@ def systolic_cycles(config, ks):
     """
     ks = list(ks)
     if not ks or any(k < 1 for k in ks):
-        raise ValueError("ks must be a non-empty list of positive tile lengths")
+        raise ParameterError("ks must be a non-empty list of positive tile lengths")
     rows, cols = config.rows, config.cols
     if config.dataflow == "os":
         body = ks[0] + sum(systolic_tile_period(config, k) for k in ks[1:])

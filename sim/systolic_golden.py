@@ -5,6 +5,7 @@ component, and reproduces the hardware's overflow rule exactly.
 """
 
 import numpy as np
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["saturating_matmul", "systolic_golden"]
 
@@ -19,7 +20,7 @@ def saturating_matmul(a, b, acc_width):
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"cannot multiply shapes {a.shape} and {b.shape}")
+        raise ParameterError(f"cannot multiply shapes {a.shape} and {b.shape}")
     hi = (1 << (acc_width - 1)) - 1
     lo = -(1 << (acc_width - 1))
     # Exact in float64: integer terms and sums stay far below 2**53 here.
