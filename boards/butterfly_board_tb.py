@@ -10,26 +10,24 @@ Spec: ``config`` (a ButterflyTopConfig as a dict), ``runs`` (``{"mode",
 run, ``w_<t>`` (log2 n x n/2 x 4) per run t), ``corrupt`` (send a frame with
 a bad CRC before each run).
 
-Each run's result must equal :func:`board_golden` bit for bit and its
+Each run's result must equal
+:func:`~bertforge.sim.butterfly_golden.board_golden` bit for bit and its
 reported cycles :func:`board_cycles`. Then RUNs the top must refuse
 (:func:`bad_runs`) must be answered ``BAD_ARGUMENT``, the first run, run
 again, must still be right, and the LEDs must say idle, done, bad frame seen.
 """
 
-import json
-import os
-
 import cocotb
 import numpy as np
 
-from bertforge.boards import protocol
 from bertforge.boards.butterfly_top import ButterflyTopConfig, run_is_valid
 from bertforge.boards.host import butterfly_run_args, run_butterfly
 from bertforge.sim.butterfly_cycles import butterfly_cycles, butterfly_groups
-from bertforge.sim.butterfly_golden import butterfly_fft, butterfly_linear
-from bertforge.boards.uart_model import board_link, bridge, corrupt_frame_rejected
+from bertforge.sim.butterfly_golden import board_golden
+from bertforge.boards.uart_model import (bad_argument_rejected, board_link, bridge,
+                                         corrupt_frame_rejected, read_spec, save_report)
 
-__all__ = ["board_cycles", "board_golden", "bad_runs"]
+__all__ = ["board_cycles", "bad_runs"]
 
 
 def board_cycles(engine, mode, n, groups):
@@ -50,16 +48,6 @@ def board_cycles(engine, mode, n, groups):
     return cycles
 
 
-def board_golden(engine, mode, re, im=None, weights=None, mult=1, shift=0):
-    """``(re, im)`` the top computes (:mod:`bertforge.sim.butterfly_golden`);
-    linear mode: ``im`` all zero."""
-    re = np.asarray(re, dtype=np.int64)
-    if mode == "linear":
-        return butterfly_linear(engine, re, weights, mult, shift), np.zeros_like(re)
-    im = np.zeros_like(re) if im is None else np.asarray(im, dtype=np.int64)
-    return butterfly_fft(engine, re, im, inverse=mode == "ifft")
-
-
 def bad_runs(config):
     """``(mode, n, groups)`` RUN words the top must refuse: the weights mode,
     ``n`` 0, 1, 3, ``2 n_max``, no groups, and one group more than ``depth``
@@ -78,7 +66,7 @@ def load_runs(path, runs):
 
 @cocotb.test()
 async def butterfly_board_runs(dut):
-    spec = json.loads(open(os.environ["BERTFORGE_SPEC"]).read())
+    spec = read_spec()
     config = ButterflyTopConfig.from_dict(spec["config"])
     engine = config.engine
     runs = load_runs(spec["data"], spec["runs"])
@@ -103,20 +91,16 @@ async def butterfly_board_runs(dut):
             report["runs"].append(one_run(*run))
         for mode, n, groups in bad_runs(config):
             assert not run_is_valid(config, mode, n, groups), (mode, n, groups)
-            try:
-                link.run(butterfly_run_args(mode, n, groups))
-                report["bad_runs_rejected"].append(False)
-            except protocol.LinkError as error:
-                report["bad_runs_rejected"].append("bad argument" in str(error))
+            report["bad_runs_rejected"].append(
+                bad_argument_rejected(link, butterfly_run_args(mode, n, groups)))
         report["works_after_errors"] = one_run(*runs[0])["match"]
 
     await bridge(session)()
     report["leds"] = int(dut.leds.value)
     report["match"] = all(r["match"] for r in report["runs"]) and len(report["runs"]) == len(runs)
     report["cycles_match"] = all(r["cycles"] == r["model_cycles"] for r in report["runs"])
-    report["bytes_sent"] = link.transport.sent
-    with open(spec["result_path"], "w") as f:
-        json.dump(report, f)
+    save_report(spec, report, link)
+    assert report["design_id"] == config.design_id, report
     assert report["match"], report
     assert report["cycles_match"], report
     assert report["bad_runs_rejected"] == [True] * len(bad_runs(config)), report

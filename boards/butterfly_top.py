@@ -48,10 +48,8 @@ from .systolic_top import (BOARD_TOP_PORTS, RunSequencer, _MemoryToStream, link_
                            uart_host_link)
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
-__all__ = ["ButterflyTopConfig", "ButterflyBoardTop", "DESIGN_ID", "RUN_MODES", "SCALE_MEM",
+__all__ = ["ButterflyTopConfig", "ButterflyBoardTop", "RUN_MODES", "SCALE_MEM",
            "run_is_valid"]
-
-DESIGN_ID = 7
 
 #: Modes a ``RUN`` takes (the engine's ``MODES`` codes).
 RUN_MODES = ("linear", "fft", "ifft")
@@ -78,11 +76,13 @@ class ButterflyTopConfig:
     engine: ButterflyConfig = ButterflyConfig()
     divisor: int = 104
     depth: int = 256
+    design_id: int          # the PING reply's design byte (from its BoardDesign)
 
     def __post_init__(self):
         if not isinstance(self.engine, ButterflyConfig):
             raise ParameterTypeError(f"engine must be a ButterflyConfig, not {self.engine!r}")
         UartConfig(divisor=self.divisor)
+        check_int("design_id", self.design_id, minimum=0, maximum=255)
         check_int("depth", self.depth, maximum=MAX_DEPTH)
         if self.depth < self.engine.n_max:
             raise ParameterError(f"depth must be at least n_max = {self.engine.n_max} (one group "
@@ -98,12 +98,13 @@ class ButterflyTopConfig:
         return f"board_{self.engine.name}"
 
     def to_dict(self):
-        return {"engine": self.engine.to_dict(), "divisor": self.divisor, "depth": self.depth}
+        return {"engine": self.engine.to_dict(), "divisor": self.divisor, "depth": self.depth,
+                "design_id": self.design_id}
 
     @classmethod
     def from_dict(cls, raw):
         return cls(engine=ButterflyConfig(**raw["engine"]), divisor=raw["divisor"],
-                   depth=raw["depth"])
+                   depth=raw["depth"], design_id=raw["design_id"])
 
     def word_bits(self):
         """Bits used of a word of X (an ``x`` beat), W (a ``w`` beat), Y (a ``y`` beat's data)."""
@@ -133,7 +134,7 @@ class ButterflyBoardTop(wiring.Component):
         m = Module()
         cfg = self.config
         ecfg = cfg.engine
-        link = uart_host_link(m, self, cfg.divisor, DESIGN_ID)
+        link = uart_host_link(m, self, cfg.divisor, cfg.design_id)
         m.submodules.engine = engine = ButterflyEngine(ecfg)
 
         depths = cfg.depths()

@@ -10,23 +10,20 @@ After the problems it runs a command with M = 0 and one whose C leaves
 memory: both must be rejected (``BAD_ARGUMENT``) and the link must go on.
 """
 
-import json
-import os
-
 import cocotb
 import numpy as np
 
-from bertforge.boards import protocol
 from bertforge.boards.gemm_top import GemmTopConfig
 from bertforge.boards.host import gemm_board_layout, gemm_command_bytes, run_gemm
 from bertforge.rtl.gemm import GemmConfig
 from bertforge.sim.gemm_golden import gemm_golden
-from bertforge.boards.uart_model import board_link, bridge, corrupt_frame_rejected
+from bertforge.boards.uart_model import (bad_argument_rejected, board_link, bridge,
+                                         corrupt_frame_rejected, read_spec, save_report)
 
 
 @cocotb.test()
 async def board_gemms(dut):
-    spec = json.loads(open(os.environ["BERTFORGE_SPEC"]).read())
+    spec = read_spec()
     raw = dict(spec["config"])
     config = GemmTopConfig(engine=GemmConfig(**raw.pop("engine")), **raw)
     data = np.load(spec["data"])
@@ -36,11 +33,7 @@ async def board_gemms(dut):
 
     def rejected(command):
         link.write(1, 0, gemm_command_bytes(config, command))
-        try:
-            link.run(b"")
-        except protocol.LinkError as error:
-            return "bad argument" in str(error)
-        return False
+        return bad_argument_rejected(link)
 
     def session():
         report["design_id"], report["version"] = link.ping()
@@ -62,9 +55,8 @@ async def board_gemms(dut):
     await bridge(session)()
     report["match"] = (len(report["problems"]) == len(problems)
                        and all(p["match"] for p in report["problems"]))
-    report["bytes_sent"] = link.transport.sent
-    with open(spec["result_path"], "w") as f:
-        json.dump(report, f)
+    save_report(spec, report, link)
+    assert report["design_id"] == config.design_id, report
     assert report["match"], report
     assert report["bad_rejected"] == 2, report
     assert report["works_after_errors"], report

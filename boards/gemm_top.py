@@ -25,18 +25,17 @@ from dataclasses import dataclass, replace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 
 from bertforge.rtl.gemm import GemmConfig, GemmEngine
+from bertforge.rtl.params import check_int
+from bertforge.rtl.stream import Queue
 from bertforge.rtl.tile_scheduler import command_layout
 from bertforge.rtl.uart import UartConfig
 from .systolic_top import BOARD_TOP_PORTS, uart_host_link
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
-__all__ = ["GemmTopConfig", "GemmBoardTop", "DESIGN_ID", "board_engine_config"]
-
-DESIGN_ID = 2
+__all__ = ["GemmTopConfig", "GemmBoardTop", "board_engine_config"]
 
 
 def board_engine_config(*, rows=4, cols=4, mem_kib=16, **fields):
@@ -61,11 +60,13 @@ class GemmTopConfig:
     engine: GemmConfig = board_engine_config()
     divisor: int = 104
     max_dsp: int = None
+    design_id: int          # the PING reply's design byte (from its BoardDesign)
 
     def __post_init__(self):
         if not isinstance(self.engine, GemmConfig):
             raise ParameterTypeError(f"engine must be a GemmConfig, not {self.engine!r}")
         UartConfig(divisor=self.divisor)
+        check_int("design_id", self.design_id, minimum=0, maximum=255)
         replace(self.engine.systolic, max_dsp=self.max_dsp)   # checks max_dsp
         if self.engine.addr_width > 16:
             raise ParameterError(f"engine.addr_width must be at most 16 (the host link addresses "
@@ -80,7 +81,8 @@ class GemmTopConfig:
         return (command_layout(self.engine).size + 7) // 8
 
     def to_dict(self):
-        return {"engine": self.engine.to_dict(), "divisor": self.divisor, "max_dsp": self.max_dsp}
+        return {"engine": self.engine.to_dict(), "divisor": self.divisor, "max_dsp": self.max_dsp,
+                "design_id": self.design_id}
 
 
 class GemmBoardTop(wiring.Component):
@@ -99,7 +101,7 @@ class GemmBoardTop(wiring.Component):
         MB = ecfg.mem_bytes
         mbb = MB.bit_length() - 1
         W = ecfg.mem_width
-        link = uart_host_link(m, self, cfg.divisor, DESIGN_ID)
+        link = uart_host_link(m, self, cfg.divisor, cfg.design_id)
         m.submodules.engine = engine = GemmEngine(ecfg, max_dsp=cfg.max_dsp)
 
         busy = Signal()
@@ -116,7 +118,7 @@ class GemmBoardTop(wiring.Component):
 
         # Engine reads: one request at a time, one beat per cycle into a small queue.
         rq = engine.rd_req
-        out = m.submodules.rdata = SyncFIFOBuffered(width=W, depth=4)
+        out = m.submodules.rdata = Queue(shape=W, depth=4)
         word = Signal(ecfg.addr_width - mbb)
         offset = Signal(mbb)
         left = Signal.like(rq.payload.beats)
@@ -134,9 +136,9 @@ class GemmBoardTop(wiring.Component):
         m.d.sync += [pending.eq(issue), was_odd.eq(odd), read_offset.eq(offset)]
         lo = Mux(was_odd, rports[1].data, rports[0].data)
         hi = Mux(was_odd, rports[0].data, rports[1].data)
-        m.d.comb += [out.w_data.eq((Cat(lo, hi) >> (read_offset * 8))[:W]), out.w_en.eq(pending),
-                     engine.rd_data.payload.eq(out.r_data), engine.rd_data.valid.eq(out.r_rdy),
-                     out.r_en.eq(engine.rd_data.ready)]
+        m.d.comb += [out.i.payload.eq((Cat(lo, hi) >> (read_offset * 8))[:W]),
+                     out.i.valid.eq(pending)]
+        wiring.connect(m, out.o, engine.rd_data)
 
         # Engine writes: unaligned, byte-masked, over the two banks.
         wr = engine.wr_req

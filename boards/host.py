@@ -2,41 +2,25 @@
 ``bertforge run`` over a serial port (pyserial)."""
 
 import numpy as np
-from bertforge.rtl.errors import ParameterError
+from amaranth.hdl import signed
+from amaranth.lib import data
 
-__all__ = ["pack_words", "unpack_words", "systolic_tile_bytes", "systolic_result_from_bytes",
+from bertforge.rtl.errors import ParameterError
+from bertforge.rtl.payload import bytes_to_words, pack, pack_beats, pack_bytes, unpack_bytes, words_to_bytes
+
+__all__ = ["vector_layout", "systolic_tile_bytes", "systolic_result_from_bytes",
            "sparse_tile_bytes", "sparse_run_args", "sparse_result_from_bytes", "run_sparse",
            "gemm_board_layout", "gemm_command_bytes", "gemm_result_from_bytes", "run_gemm",
-           "pack_layout", "unpack_layout", "run_stream", "softmax_phases", "run_softmax",
-           "layernorm_phases", "run_layernorm", "gelu_phases", "run_gelu", "butterfly_run_args",
-           "butterfly_scale_bytes", "butterfly_images", "butterfly_result_from_bytes",
-           "run_butterfly"]
+           "run_stream", "softmax_phases", "run_softmax",
+           "layernorm_phases", "run_layernorm", "gelu_phases", "run_gelu", "BUTTERFLY_RUN_LAYOUT",
+           "butterfly_run_args", "butterfly_scale_bytes", "butterfly_images",
+           "butterfly_result_from_bytes", "run_butterfly"]
 
 
-def pack_words(rows, width, word_bytes):
-    """Each row of signed ints -> one little-endian word of ``word_bytes``
-    bytes, element 0 in the low bits."""
-    out = bytearray()
-    mask = (1 << width) - 1
-    for row in np.asarray(rows, dtype=np.int64):
-        value = 0
-        for index, element in enumerate(row.tolist()):
-            value |= (element & mask) << (index * width)
-        out += value.to_bytes(word_bytes, "little")
-    return bytes(out)
-
-
-def unpack_words(data, width, count, word_bytes):
-    """Inverse of :func:`pack_words`: bytes -> rows of ``count`` signed ints."""
-    rows = []
-    for offset in range(0, len(data), word_bytes):
-        value = int.from_bytes(data[offset:offset + word_bytes], "little")
-        row = []
-        for index in range(count):
-            field = (value >> (index * width)) & ((1 << width) - 1)
-            row.append(field - (1 << width) if field >> (width - 1) else field)
-        rows.append(row)
-    return np.array(rows, dtype=np.int64).reshape(-1, count)
+def vector_layout(width, count):
+    """A memory word of ``count`` signed ``width``-bit elements, element 0 in
+    the low bits (pack and unpack with :mod:`bertforge.rtl.payload`)."""
+    return data.ArrayLayout(signed(width), count)
 
 
 def systolic_tile_bytes(top_config, a, b):
@@ -47,19 +31,22 @@ def systolic_tile_bytes(top_config, a, b):
     """
     array = top_config.array
     a_bytes, b_bytes, _ = top_config.word_bytes()
-    a = np.asarray(a)
+    a, b = np.asarray(a), np.asarray(b)
     if array.dataflow == "os":
         k, a_words = a.shape[1], a.T
     else:
         k, a_words = a.shape[0], a
     if not 1 <= k <= top_config.k_max:
         raise ParameterError(f"K = {k} does not fit this bitstream (k_max {top_config.k_max})")
-    return (pack_words(a_words, array.width, a_bytes), pack_words(b, array.width, b_bytes), k)
+    return (pack_bytes(vector_layout(array.width, a_words.shape[1]), a_words, stride=a_bytes),
+            pack_bytes(vector_layout(array.width, b.shape[1]), b, stride=b_bytes), k)
 
 
-def systolic_result_from_bytes(top_config, data, rows):
+def systolic_result_from_bytes(top_config, raw, rows):
+    """The result rows (``rows`` x C) from the bytes of memory C."""
     array = top_config.array
-    return unpack_words(data, array.acc_width, array.cols, top_config.word_bytes()[2])[:rows]
+    layout = vector_layout(array.acc_width, array.cols)
+    return unpack_bytes(layout, raw, top_config.word_bytes()[2])[:rows]
 
 
 def sparse_tile_bytes(top_config, a, w, n, m):
@@ -74,8 +61,8 @@ def sparse_tile_bytes(top_config, a, w, n, m):
     outside ``signed(width)``, weights that are not N:M sparse (naming the
     group and column) or a tile longer than ``k_max``.
     """
-    from bertforge.sim.sparse_golden import check_pattern, compress_nm, compressed_rows
-    from bertforge.sim.sparse_tb import sparse_beats
+    from bertforge.rtl.sparse import a_layout, b_layout
+    from bertforge.sim.sparse_golden import check_pattern, compress_nm, compressed_rows, sparse_columns
     array = top_config.array
     n, m = check_pattern(n, m, array.m_max)
     a, w = np.asarray(a), np.asarray(w)
@@ -101,11 +88,11 @@ def sparse_tile_bytes(top_config, a, w, n, m):
         values, indices = compress_nm(w, n, m)
     except ValueError as error:
         raise ParameterError(f"W breaks the {n}:{m} pattern: {error}") from None
-    a_beats, b_beats, _ = sparse_beats(array, [(a.astype(np.int64), values, indices, n, m)])
-    a_bits, _, _ = top_config.word_bits()
+    a_value, b_value, _ = sparse_columns(array, [(a.astype(np.int64), values, indices, n, m)])
     a_bytes, b_bytes, _ = top_config.word_bytes()
-    mem_a = b"".join((beat & ((1 << a_bits) - 1)).to_bytes(a_bytes, "little") for beat in a_beats)
-    mem_b = b"".join(beat.to_bytes(b_bytes, "little") for beat in b_beats)
+    # Memory A holds the data of each a beat (the top makes ``last``), B whole b beats.
+    mem_a = pack_bytes(a_layout(array)["data"].shape, a_value["data"], stride=a_bytes)
+    mem_b = pack_bytes(b_layout(array), b_value, stride=b_bytes)
     return mem_a, mem_b, groups, beats
 
 
@@ -114,10 +101,11 @@ def sparse_run_args(groups, beats):
     return groups.to_bytes(2, "little") + beats.to_bytes(2, "little")
 
 
-def sparse_result_from_bytes(top_config, data):
+def sparse_result_from_bytes(top_config, raw):
     """The R x C result from the bytes of memory C."""
     array = top_config.array
-    return unpack_words(data, array.acc_width, array.cols, top_config.word_bytes()[2])[:array.rows]
+    layout = vector_layout(array.acc_width, array.cols)
+    return unpack_bytes(layout, raw, top_config.word_bytes()[2])[:array.rows]
 
 
 def run_sparse(link, top_config, a, w, n, m):
@@ -198,69 +186,9 @@ def run_gemm(link, top_config, a, b, **flags):
 
 # ---- streaming units (boards/stream_top.py) ----------------------------------
 
-def _shape_info(shape):
-    """``(width, signed)`` of a plain shape."""
-    from amaranth.hdl import Shape
-    shape = Shape.cast(shape)
-    return shape.width, shape.signed
-
-
-def _pack_into(layout, value, beat):
-    """The bits of ``value`` (dict / array / int per ``layout``) at ``beat``."""
-    from amaranth.lib import data
-    if isinstance(layout, data.StructLayout):
-        word = 0
-        for name, field in layout:
-            word |= _pack_into(field.shape, value[name], beat) << field.offset
-        return word
-    if isinstance(layout, data.ArrayLayout):
-        width, _ = _shape_info(layout.elem_shape)
-        row = np.asarray(value)[beat]
-        word = 0
-        for index in range(layout.length):
-            word |= (int(row[index]) & ((1 << width) - 1)) << (index * width)
-        return word
-    width, _ = _shape_info(layout)
-    return int(np.asarray(value)[beat]) & ((1 << width) - 1)
-
-
-def pack_layout(layout, value, beats, stride):
-    """``beats`` words of ``layout`` from ``value`` (for a ``StructLayout`` a
-    dict of its fields, for an ``ArrayLayout`` a beats x length array, for a
-    plain shape a length-``beats`` array), each ``stride`` bytes, little endian."""
-    out = bytearray()
-    for beat in range(beats):
-        out += _pack_into(layout, value, beat).to_bytes(stride, "little")
-    return bytes(out)
-
-
-def _unpack_from(layout, words):
-    from amaranth.lib import data
-    if isinstance(layout, data.StructLayout):
-        return {name: _unpack_from(field.shape, [w >> field.offset for w in words])
-                for name, field in layout}
-    if isinstance(layout, data.ArrayLayout):
-        width, _ = _shape_info(layout.elem_shape)
-        columns = [_unpack_from(layout.elem_shape, [w >> (i * width) for w in words])
-                   for i in range(layout.length)]
-        return np.stack(columns, axis=1) if words else np.zeros((0, layout.length), np.int64)
-    width, signed = _shape_info(layout)
-    values = [w & ((1 << width) - 1) for w in words]
-    if signed:
-        values = [v - (1 << width) if v >> (width - 1) else v for v in values]
-    return np.array(values, dtype=np.int64)
-
-
-def unpack_layout(layout, data_bytes, stride):
-    """Inverse of :func:`pack_layout`."""
-    words = [int.from_bytes(data_bytes[i:i + stride], "little")
-             for i in range(0, len(data_bytes), stride)]
-    return _unpack_from(layout, words)
-
-
 def run_stream(link, top_config, phase_values):
-    """Write each phase's beats (``(value, beats)`` per phase, in the form
-    :func:`pack_layout` takes), run, read the output beats back: returns
+    """Write each phase's beats (``(value, beats)`` per phase, ``value``
+    column-wise as :func:`bertforge.rtl.payload.pack_bytes` takes it), run, read the output beats back: returns
     ``(y, cycles)`` with ``y`` the unpacked output payloads (a dict).
     Raises ``ValueError`` if a phase has more beats than its memory holds."""
     memories = top_config.memories()
@@ -279,11 +207,11 @@ def run_stream(link, top_config, phase_values):
         raise ParameterError("nothing to run: the input is empty")
     for index, (value, beats) in enumerate(phase_values):
         if beats:
-            link.write(index, 0, pack_layout(memories[index][0], value, beats, strides[index]))
+            link.write(index, 0, pack_bytes(memories[index][0], value, beats, strides[index]))
     cycles = link.run(b"".join(count.to_bytes(2, "little") for count in counts))
     out = top_config.output_mem
     raw = link.read(out, 0, strides[out] * counts[-1])
-    return unpack_layout(memories[out][0], raw, strides[out])["y"], cycles
+    return unpack_bytes(memories[out][0], raw, strides[out])["y"], cycles
 
 
 def _row_beats(rows, length, lanes, last=True):
@@ -314,8 +242,8 @@ def softmax_phases(unit, x, mask=None, multipliers=None, shifts=None):
     if unit.mask:
         full = np.ones((rows, per_row * unit.lanes), dtype=np.int64)
         full[:, :length] = 0 if mask is None else np.asarray(mask, dtype=np.int64)
-        bits = full.reshape(rows * per_row, unit.lanes) << np.arange(unit.lanes)
-        fields["mask"] = bits.sum(axis=1)
+        # One bit per lane, lane 0 lowest.
+        fields["mask"] = pack_beats(data.ArrayLayout(1, unit.lanes), full.reshape(-1, unit.lanes))
     fields["multiplier"] = np.repeat(np.broadcast_to(multipliers, (rows,)), per_row)
     fields["shift"] = np.repeat(np.broadcast_to(shifts, (rows,)), per_row)
     return [({"x": fields}, rows * per_row)]
@@ -393,15 +321,20 @@ def run_gelu(link, top_config, x):
 
 # ---- butterfly engine (boards/butterfly_top.py) --------------------------------
 
+#: The butterfly top's ``RUN`` word: ``mode`` (0 linear, 1 fft, 2 ifft) in
+#: bits 1:0, ``n`` in bits 17:2, ``groups`` in bits 31:18.
+BUTTERFLY_RUN_LAYOUT = data.StructLayout({"mode": 2, "n": 16, "groups": 14})
+
+
 def butterfly_run_args(mode, n, groups):
-    """The butterfly top's ``RUN`` word (4 bytes): ``mode`` (0 linear, 1 fft,
-    2 ifft) in bits 1:0, ``n`` in bits 17:2, ``groups`` in bits 31:18.
+    """The butterfly top's ``RUN`` word (4 bytes, :data:`BUTTERFLY_RUN_LAYOUT`).
     Any values that fit go to the board, which judges them; ``ValueError``
     for a field that does not fit."""
-    for name, value, bits in (("mode", mode, 2), ("n", n, 16), ("groups", groups, 14)):
-        if not 0 <= value < 1 << bits:
-            raise ParameterError(f"{name} must be in [0, {(1 << bits) - 1}], not {value}")
-    return (mode | n << 2 | groups << 18).to_bytes(4, "little")
+    fields = {"mode": mode, "n": n, "groups": groups}
+    for name, field in BUTTERFLY_RUN_LAYOUT:
+        if not 0 <= fields[name] < 1 << field.width:
+            raise ParameterError(f"{name} must be in [0, {(1 << field.width) - 1}], not {fields[name]}")
+    return words_to_bytes([pack(BUTTERFLY_RUN_LAYOUT, fields)], 4)
 
 
 def butterfly_scale_bytes(mult, shift):
@@ -434,8 +367,7 @@ def butterfly_images(top_config, mode, re, im=None, weights=None):
     """
     from bertforge.boards.butterfly_top import RUN_MODES
     from bertforge.sim.butterfly_cycles import butterfly_groups
-    from bertforge.sim.butterfly_golden import log2_length
-    from bertforge.sim.butterfly_tb import x_beats
+    from bertforge.sim.butterfly_golden import log2_length, x_beats
     engine = top_config.engine
     if mode not in RUN_MODES:
         raise ParameterError(f"mode must be {', '.join(RUN_MODES[:-1])} or {RUN_MODES[-1]}, not {mode!r}")
@@ -459,8 +391,7 @@ def butterfly_images(top_config, mode, re, im=None, weights=None):
                          f"{groups * n} beats; this bitstream holds depth = {top_config.depth} "
                          f"(build with a larger --depth or send fewer vectors)")
     x_bytes, w_bytes, _ = top_config.word_bytes()
-    beats = x_beats(engine, re.astype(np.int64), im.astype(np.int64))
-    mem_x = b"".join(beat.to_bytes(x_bytes, "little") for beat in beats)
+    mem_x = words_to_bytes(x_beats(engine, re.astype(np.int64), im.astype(np.int64)), x_bytes)
     mem_w = b""
     if mode == "linear":
         if weights is None:
@@ -470,17 +401,17 @@ def butterfly_images(top_config, mode, re, im=None, weights=None):
             raise ParameterError(f"weights for n = {n} must be integers of shape {(m, n // 2, 4)}, "
                              f"not {weights.dtype} of shape {weights.shape}")
         _check_signed("weights", weights, engine.weight_width)
-        mem_w = pack_words(weights.reshape(-1, 4), engine.weight_width, w_bytes)
+        mem_w = pack_bytes(vector_layout(engine.weight_width, 4), weights.reshape(-1, 4),
+                           stride=w_bytes)
     elif weights is not None:
         raise ParameterError(f"weights are for linear mode only, not {mode}")
     return mem_x, mem_w, groups
 
 
-def butterfly_result_from_bytes(top_config, data, batch, n):
+def butterfly_result_from_bytes(top_config, raw, batch, n):
     """``(re, im)`` (batch x n each) from the bytes of memory Y."""
-    from bertforge.sim.butterfly_tb import y_vectors
-    y_bytes = top_config.word_bytes()[2]
-    payloads = [int.from_bytes(data[i:i + y_bytes], "little") for i in range(0, len(data), y_bytes)]
+    from bertforge.sim.butterfly_golden import y_vectors
+    payloads = bytes_to_words(raw, top_config.word_bytes()[2])
     re, im, _ = y_vectors(top_config.engine, payloads, batch, n)
     return re, im
 

@@ -17,18 +17,15 @@ rejected (``BAD_ARGUMENT``), two RUNs whose counts disagree with B's
 and the first tile, run again, must still be right.
 """
 
-import json
-import os
-
 import cocotb
 import numpy as np
 
-from bertforge.boards import protocol
 from bertforge.boards.host import run_sparse, sparse_run_args
 from bertforge.boards.sparse_top import SparseTopConfig
 from bertforge.sim.sparse_cycles import sparse_cycles, nm_tile_beats
 from bertforge.sim.sparse_golden import compress_nm, nm_tile_golden
-from bertforge.boards.uart_model import board_link, bridge, corrupt_frame_rejected
+from bertforge.boards.uart_model import (bad_argument_rejected, board_link, bridge,
+                                         corrupt_frame_rejected, read_spec, save_report)
 
 
 def board_cycles(array, beats):
@@ -48,7 +45,7 @@ def load_tiles(path, patterns):
 
 @cocotb.test()
 async def sparse_board_tiles(dut):
-    spec = json.loads(open(os.environ["BERTFORGE_SPEC"]).read())
+    spec = read_spec()
     config = SparseTopConfig.from_dict(spec["config"])
     array = config.array
     tiles = load_tiles(spec["data"], spec["patterns"])
@@ -72,11 +69,8 @@ async def sparse_board_tiles(dut):
                 "model_cycles": board_cycles(array, beats),
                 "match": bool(np.array_equal(result, expected(a, w, n, m)))})
         for groups, beats in ((0, 1), (1, 0), (1, config.k_max + 1), (config.k_max + 1, 1)):
-            try:
-                link.run(sparse_run_args(groups, beats))
-                report["bad_runs_rejected"].append(False)
-            except protocol.LinkError as error:
-                report["bad_runs_rejected"].append("bad argument" in str(error))
+            report["bad_runs_rejected"].append(
+                bad_argument_rejected(link, sparse_run_args(groups, beats)))
         # Counts that disagree with B's group_end bits (valid arguments): the
         # tile ends at B's last beat or A's last group, so the run finishes.
         report["short_b_cycles"] = link.run(sparse_run_args(config.k_max, 1))
@@ -88,9 +82,8 @@ async def sparse_board_tiles(dut):
     await bridge(session)()
     report["match"] = all(t["match"] for t in report["tiles"]) and len(report["tiles"]) == len(tiles)
     report["cycles_match"] = all(t["cycles"] == t["model_cycles"] for t in report["tiles"])
-    report["bytes_sent"] = link.transport.sent
-    with open(spec["result_path"], "w") as f:
-        json.dump(report, f)
+    save_report(spec, report, link)
+    assert report["design_id"] == config.design_id, report
     assert report["match"], report
     assert report["cycles_match"], report
     assert report["bad_runs_rejected"] == [True] * 4, report

@@ -41,9 +41,7 @@ from .systolic_top import (BOARD_TOP_PORTS, RunSequencer, _MemoryToStream, link_
                            uart_host_link)
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
-__all__ = ["SparseTopConfig", "SparseBoardTop", "DESIGN_ID", "MAX_BYTES"]
-
-DESIGN_ID = 6
+__all__ = ["SparseTopConfig", "SparseBoardTop", "MAX_BYTES"]
 
 #: Bytes the host link addresses in one memory (16-bit addresses).
 MAX_BYTES = 1 << 16
@@ -61,11 +59,13 @@ class SparseTopConfig:
     array: SparseConfig = SparseConfig()
     divisor: int = 104
     k_max: int = 256
+    design_id: int          # the PING reply's design byte (from its BoardDesign)
 
     def __post_init__(self):
         if not isinstance(self.array, SparseConfig):
             raise ParameterTypeError(f"array must be an SparseConfig, not {self.array!r}")
         UartConfig(divisor=self.divisor)
+        check_int("design_id", self.design_id, minimum=0, maximum=255)
         check_int("k_max", self.k_max, maximum=1 << 15)
         a_bytes = self.word_bytes()[0]
         if a_bytes * self.k_max > MAX_BYTES:
@@ -78,12 +78,13 @@ class SparseTopConfig:
         return f"board_{self.array.name}"
 
     def to_dict(self):
-        return {"array": self.array.to_dict(), "divisor": self.divisor, "k_max": self.k_max}
+        return {"array": self.array.to_dict(), "divisor": self.divisor, "k_max": self.k_max,
+                "design_id": self.design_id}
 
     @classmethod
     def from_dict(cls, raw):
         return cls(array=SparseConfig(**raw["array"]), divisor=raw["divisor"],
-                   k_max=raw["k_max"])
+                   k_max=raw["k_max"], design_id=raw["design_id"])
 
     def word_bits(self):
         """Bits used of a word of A (R windows), B (one ``b`` beat), C (a row)."""
@@ -112,7 +113,7 @@ class SparseBoardTop(wiring.Component):
         m = Module()
         cfg = self.config
         array_cfg = cfg.array
-        link = uart_host_link(m, self, cfg.divisor, DESIGN_ID)
+        link = uart_host_link(m, self, cfg.divisor, cfg.design_id)
         m.submodules.array = array = SparseArray(array_cfg)
 
         depths = cfg.depths()

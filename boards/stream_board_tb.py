@@ -12,25 +12,21 @@ sends a RUN with no beats and one with more beats than memory: both must be
 rejected (``BAD_ARGUMENT``), and the first run must still work after them.
 """
 
-import json
-import os
-
 import cocotb
 import numpy as np
 
-from bertforge.boards import protocol
 from bertforge.boards.host import run_gelu, run_layernorm, run_softmax
 from bertforge.boards.stream_top import StreamTopConfig
 from bertforge.sim.stream_board_golden import stream_golden
-from bertforge.boards.uart_model import board_link, bridge, corrupt_frame_rejected
+from bertforge.boards.uart_model import (bad_argument_rejected, board_link, bridge,
+                                         corrupt_frame_rejected, read_spec, save_report)
 
 
 @cocotb.test()
 async def board_stream(dut):
-    with open(os.environ["BERTFORGE_SPEC"]) as f:
-        spec = json.load(f)
+    spec = read_spec()
     config = StreamTopConfig.from_dict(spec["config"])
-    design = config.design.name
+    design = config.design
     arrays = np.load(spec["data"])
     link = await board_link(dut, config.divisor, timeout_bytes=4000)
     report = {"runs": [], "corrupt_rejected": 0, "bad_rejected": 0}
@@ -59,11 +55,7 @@ async def board_stream(dut):
                 "mismatches": int(np.sum(y != expected))}
 
     def rejected(counts):
-        try:
-            link.run(b"".join(c.to_bytes(2, "little") for c in counts))
-        except protocol.LinkError as error:
-            return "bad argument" in str(error)
-        return False
+        return bad_argument_rejected(link, b"".join(c.to_bytes(2, "little") for c in counts))
 
     def session():
         report["design_id"], report["version"] = link.ping()
@@ -79,9 +71,8 @@ async def board_stream(dut):
     await bridge(session)()
     report["match"] = (len(report["runs"]) == len(spec["problems"])
                        and all(run["match"] for run in report["runs"]))
-    report["bytes_sent"] = link.transport.sent
-    with open(spec["result_path"], "w") as f:
-        json.dump(report, f)
+    save_report(spec, report, link)
+    assert report["design_id"] == config.design_id, report
     assert report["match"], report
     assert report["bad_rejected"] == 2, report
     assert report["works_after_errors"], report

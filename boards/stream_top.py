@@ -28,63 +28,55 @@ with the cycles from start to then. LEDs: 0 busy, 1 done at least once,
 2 a bad frame seen.
 """
 
+import importlib
 from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Module, Signal, Value
 from amaranth.lib import data, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from bertforge.rtl.gelu import Gelu, GeluConfig
-from bertforge.rtl.layernorm import LayerNorm, LayerNormConfig
 from bertforge.rtl.params import check_int
-from bertforge.rtl.softmax import Softmax, SoftmaxConfig
+from bertforge.rtl.stream import Queue
 from bertforge.rtl.uart import UartConfig
 from .systolic_top import BOARD_TOP_PORTS, uart_host_link
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
-__all__ = ["StreamDesign", "STREAM_DESIGNS", "StreamTopConfig", "StreamBoardTop", "MAX_BYTES"]
+__all__ = ["StreamTopConfig", "StreamBoardTop", "MAX_BYTES"]
 
 #: Bytes the host link addresses in one memory (16-bit addresses).
 MAX_BYTES = 1 << 16
-
-
-@dataclass(frozen=True)
-class StreamDesign:
-    """A streaming unit that can sit behind the host link."""
-
-    name: str
-    design_id: int      # the PING reply's design byte
-    config: type
-    unit: type
-
-
-STREAM_DESIGNS = {d.name: d for d in [
-    StreamDesign("softmax", 3, SoftmaxConfig, Softmax),
-    StreamDesign("layernorm", 4, LayerNormConfig, LayerNorm),
-    StreamDesign("gelu", 5, GeluConfig, Gelu),
-]}
 
 
 def _pow2_bytes(bits):
     return 1 << (((bits + 7) // 8) - 1).bit_length()
 
 
+def _dotted(cls):
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _resolve(dotted):
+    module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
 @dataclass(frozen=True, kw_only=True)
 class StreamTopConfig:
-    """The unit's config, the UART divisor (clock / baud) and ``depth``, the
+    """The unit's config and its component class (config -> unit), the PING
+    reply's design byte, the UART divisor (clock / baud) and ``depth``, the
     beats the input (non-``params``) and output memories hold."""
 
     unit: object
+    component: type
+    design_id: int
     divisor: int = 104
     depth: int = 1024
 
     def __post_init__(self):
-        kinds = tuple(d.config for d in STREAM_DESIGNS.values())
-        if not isinstance(self.unit, kinds):
-            raise ParameterTypeError(f"unit must be a {', '.join(k.__name__ for k in kinds)}, "
-                            f"not {self.unit!r}")
+        if not (isinstance(self.component, type) and issubclass(self.component, wiring.Component)):
+            raise ParameterTypeError(f"component must be a Component class, not {self.component!r}")
+        check_int("design_id", self.design_id, minimum=0, maximum=255)
         UartConfig(divisor=self.divisor)
         check_int("depth", self.depth, maximum=MAX_BYTES)
         beats_max = getattr(self.unit, "beats_max", None)
@@ -100,23 +92,26 @@ class StreamTopConfig:
 
     @property
     def design(self):
-        return next(d for d in STREAM_DESIGNS.values() if isinstance(self.unit, d.config))
+        """The unit's block name (its ``rtl`` module: softmax, layernorm, gelu)."""
+        return self.component.__module__.rpartition(".")[2]
 
     @property
     def name(self):
         return f"board_{self.unit.name}"
 
     def to_dict(self):
-        return {"design": self.design.name, "unit": self.unit.to_dict(),
-                "divisor": self.divisor, "depth": self.depth}
+        return {"design": self.design, "unit": self.unit.to_dict(),
+                "divisor": self.divisor, "depth": self.depth, "design_id": self.design_id,
+                "unit_config": _dotted(type(self.unit)), "component": _dotted(self.component)}
 
     @classmethod
     def from_dict(cls, raw):
-        design = STREAM_DESIGNS[raw["design"]]
-        return cls(unit=design.config(**raw["unit"]), divisor=raw["divisor"], depth=raw["depth"])
+        return cls(unit=_resolve(raw["unit_config"])(**raw["unit"]),
+                   component=_resolve(raw["component"]), design_id=raw["design_id"],
+                   divisor=raw["divisor"], depth=raw["depth"])
 
     def make_unit(self):
-        return self.design.unit(self.unit)
+        return self.component(self.unit)
 
     def ports(self):
         """``(inputs, output)``: input port name -> payload layout, and the
@@ -172,20 +167,18 @@ class _WordReader:
         pointer = Signal(len(port.addr) + 1, name=f"{name}_ptr")
         remaining = Signal(17, name=f"{name}_remaining")
         pending = Signal(name=f"{name}_pending")     # port.data holds a word to queue
-        queue = SyncFIFOBuffered(width=len(port.data), depth=self.DEPTH)
-        m.submodules[f"{name}_queue"] = queue
+        queue = m.submodules[f"{name}_queue"] = Queue(shape=len(port.data), depth=self.DEPTH)
         issue = (remaining != 0) & (queue.level + pending < self.DEPTH)
         m.d.comb += [port.addr.eq(pointer), port.en.eq(issue),
-                     queue.w_en.eq(pending), queue.w_data.eq(port.data)]
+                     queue.i.valid.eq(pending), queue.i.payload.eq(port.data)]
         m.d.sync += pending.eq(issue & ~start)
         with m.If(start):
             m.d.sync += [pointer.eq(0), remaining.eq(count)]
         with m.Elif(issue):
             m.d.sync += [pointer.eq(pointer + 1), remaining.eq(remaining - 1)]
-        self.valid = queue.r_rdy
-        self.ready = Signal(name=f"{name}_ready")
-        m.d.comb += queue.r_en.eq(self.ready)
-        self.data = queue.r_data
+        self.valid = queue.o.valid
+        self.ready = queue.o.ready
+        self.data = queue.o.payload
         self.idle = (remaining == 0) & ~pending & (queue.level == 0)
 
 
@@ -202,7 +195,7 @@ class StreamBoardTop(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        link = uart_host_link(m, self, cfg.divisor, cfg.design.design_id)
+        link = uart_host_link(m, self, cfg.divisor, cfg.design_id)
         m.submodules.unit = unit = cfg.make_unit()
 
         phases = cfg.phases()

@@ -7,24 +7,21 @@ Spec: ``config`` (a SystolicTopConfig as a dict), ``data`` (an ``.npz`` with
 takes them), ``corrupt`` (send a frame with a bad CRC before each tile).
 """
 
-import json
-import os
-
 import cocotb
 import numpy as np
 
-from bertforge.boards import protocol
 from bertforge.boards.host import systolic_tile_bytes, systolic_result_from_bytes
 from bertforge.boards.systolic_top import SystolicTopConfig
 from bertforge.rtl.systolic import SystolicConfig
 from bertforge.sim.systolic_golden import systolic_golden
 from bertforge.sim.systolic_tb import load_tiles
-from bertforge.boards.uart_model import board_link, bridge, corrupt_frame_rejected
+from bertforge.boards.uart_model import (bad_argument_rejected, board_link, bridge,
+                                         corrupt_frame_rejected, read_spec, save_report)
 
 
 @cocotb.test()
 async def board_tiles(dut):
-    spec = json.loads(open(os.environ["BERTFORGE_SPEC"]).read())
+    spec = read_spec()
     raw = dict(spec["config"])
     config = SystolicTopConfig(array=SystolicConfig(**raw.pop("array")), **raw)
     tiles = load_tiles(spec["data"])
@@ -46,16 +43,12 @@ async def board_tiles(dut):
             result = systolic_result_from_bytes(config, link.read(2, 0, nbytes), rows)
             report["tiles"].append({"k": k, "cycles": cycles,
                                     "match": bool(np.array_equal(result, systolic_golden(config.array, a, b)))})
-        try:
-            link.run((0).to_bytes(2, "little"))
-        except protocol.LinkError as error:
-            report["k0_rejected"] = "bad argument" in str(error)
+        report["k0_rejected"] = bad_argument_rejected(link, (0).to_bytes(2, "little"))
 
     await bridge(session)()
     report["match"] = all(t["match"] for t in report["tiles"]) and len(report["tiles"]) == len(tiles)
-    report["bytes_sent"] = link.transport.sent
-    with open(spec["result_path"], "w") as f:
-        json.dump(report, f)
+    save_report(spec, report, link)
+    assert report["design_id"] == config.design_id, report
     assert report["match"], report
     assert report.get("k0_rejected"), report
     if spec.get("corrupt"):

@@ -28,10 +28,8 @@ from bertforge.rtl.systolic import SystolicArray, SystolicConfig
 from bertforge.rtl.uart import Uart, UartConfig
 from bertforge.rtl.errors import ParameterTypeError
 
-__all__ = ["SystolicTopConfig", "SystolicBoardTop", "DESIGN_ID", "link_memories", "RunSequencer",
+__all__ = ["SystolicTopConfig", "SystolicBoardTop", "link_memories", "RunSequencer",
            "BOARD_TOP_PORTS", "uart_host_link"]
-
-DESIGN_ID = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,11 +39,13 @@ class SystolicTopConfig:
     array: SystolicConfig = SystolicConfig()
     divisor: int = 104
     k_max: int = 256
+    design_id: int          # the PING reply's design byte (from its BoardDesign)
 
     def __post_init__(self):
         if not isinstance(self.array, SystolicConfig):
             raise ParameterTypeError(f"array must be a SystolicConfig, not {self.array!r}")
         UartConfig(divisor=self.divisor)
+        check_int("design_id", self.design_id, minimum=0, maximum=255)
         check_int("k_max", self.k_max, maximum=1 << 15)
 
     @property
@@ -53,7 +53,8 @@ class SystolicTopConfig:
         return f"board_{self.array.name}"
 
     def to_dict(self):
-        return {"array": self.array.to_dict(), "divisor": self.divisor, "k_max": self.k_max}
+        return {"array": self.array.to_dict(), "divisor": self.divisor, "k_max": self.k_max,
+                "design_id": self.design_id}
 
     def word_bytes(self):
         """Bytes per word of memories A, B, C: a power of two, so that byte
@@ -203,7 +204,7 @@ class SystolicBoardTop(wiring.Component):
         m = Module()
         cfg = self.config
         array_cfg = cfg.array
-        link = uart_host_link(m, self, cfg.divisor, DESIGN_ID)
+        link = uart_host_link(m, self, cfg.divisor, cfg.design_id)
         m.submodules.array = array = SystolicArray(array_cfg)
 
         word_bytes = cfg.word_bytes()

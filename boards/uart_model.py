@@ -2,6 +2,9 @@
 that the blocking :class:`~bertforge.boards.protocol.HostLink` can use from
 a ``bridge``-d thread."""
 
+import json
+import os
+
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
@@ -13,8 +16,8 @@ try:  # cocotb 2.x exports these when a simulation runs
 except ImportError:  # pragma: no cover - older 2.x layouts
     from cocotb._bridge import bridge, resume
 
-__all__ = ["UartModel", "SimTransport", "board_link", "corrupt_frame_rejected", "bridge",
-           "resume"]
+__all__ = ["UartModel", "SimTransport", "board_link", "corrupt_frame_rejected",
+           "bad_argument_rejected", "read_spec", "save_report", "bridge", "resume"]
 
 
 class UartModel:
@@ -108,3 +111,27 @@ def corrupt_frame_rejected(link):
     except protocol.LinkError as error:
         return "bad checksum" in str(error)
     return False
+
+
+def bad_argument_rejected(link, args=b""):
+    """Send ``RUN`` with ``args`` (from a bridged session); True if the board
+    answers ``BAD_ARGUMENT``, False if it runs or answers anything else."""
+    try:
+        link.run(args)
+    except protocol.LinkError as error:
+        return "bad argument" in str(error)
+    return False
+
+
+def read_spec():
+    """The JSON spec of this run (:mod:`bertforge.sim.runner`)."""
+    with open(os.environ["BERTFORGE_SPEC"]) as f:
+        return json.load(f)
+
+
+def save_report(spec, report, link):
+    """Add the bytes the host sent over ``link`` to ``report`` and write it
+    to the spec's ``result_path``."""
+    report["bytes_sent"] = link.transport.sent
+    with open(spec["result_path"], "w") as f:
+        json.dump(report, f)

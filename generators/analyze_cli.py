@@ -3,19 +3,26 @@
 import sys
 from pathlib import Path
 
-from .cli_common import positive_int
+from .cli_common import CliError, bounded_int
 from .workload import MODELS
 
 __all__ = ["add_parser", "run_analyze"]
 
+#: Most tokens (sequence x batch) ``analyze`` takes: every row of every unit
+#: is costed, so 16384 tokens take seconds and a million minutes (BERT's
+#: longest sequence is 512).
+MAX_TOKENS = 16384
 DEFAULT_HW = Path(__file__).parent / "configs" / "default.toml"
 
 
 def add_parser(commands):
     sub = commands.add_parser("analyze", help="cycle breakdown of a BERT layer on a hardware config")
     sub.add_argument("--model", default="bert-base", choices=sorted(MODELS))
-    sub.add_argument("--seq", type=positive_int, default=128, help="sequence length (default 128)")
-    sub.add_argument("--batch", type=positive_int, default=1)
+    why = "the analysis costs every row of every unit"
+    sub.add_argument("--seq", type=bounded_int(MAX_TOKENS, why), default=128,
+                     help=f"sequence length (default 128; seq x batch at most {MAX_TOKENS})")
+    sub.add_argument("--batch", type=bounded_int(MAX_TOKENS, why), default=1,
+                     help="batch size (default 1)")
     sub.add_argument("--training", action="store_true", help="add the backward pass")
     sub.add_argument("--hw", metavar="FILE.toml", default=str(DEFAULT_HW),
                      help="hardware config (default generators/configs/default.toml)")
@@ -25,6 +32,9 @@ def add_parser(commands):
 
 
 def run_analyze(args):
+    if args.seq * args.batch > MAX_TOKENS:
+        raise CliError(f"--seq x --batch must be at most {MAX_TOKENS} (the analysis costs every "
+                       f"row of every unit), not {args.seq * args.batch}")
     from .analyze import analyze, format_table, load_hardware, write_outputs
     results = []
     for path in [args.hw] + ([args.compare] if args.compare else []):

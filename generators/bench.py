@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from bertforge.rtl.systolic import SystolicConfig
+from .cli_common import bounded_int
 from .emit import emit_verilog
-from .simulate import random_systolic_tiles, simulate_systolic
+from .systolic_sim import random_systolic_tiles, simulate_systolic
 
 __all__ = ["bench_systolic", "column", "write_results", "synth_ecp5_counts", "bert_base_gemm_cycles"]
 
@@ -126,3 +127,16 @@ def bench_systolic(out_dir, *, sizes=(4, 8, 16), ks=(64, 768), tiles=16, emit_on
         "sim cycles/s: simulated cycles per wall second of the cocotb run (build excluded)",
         "emit s: seconds to elaborate and emit the Verilog"])
     return rows
+
+
+def add_bench_args(sub):
+    """``bench systolic``'s flags."""
+    sub.add_argument("--out", default="bench-systolic", metavar="DIR",
+                     help="output directory (default bench-systolic)")
+    sub.add_argument("--tiles", type=bounded_int(4096, "tiles of one run"), default=16,
+                     help="tiles per run (default 16)")
+
+
+def bench(args):
+    bench_systolic(args.out, tiles=args.tiles)
+    return 0

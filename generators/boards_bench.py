@@ -9,7 +9,8 @@ from bertforge.boards.systolic_top import SystolicBoardTop, SystolicTopConfig
 from bertforge.boards.targets import ARRAY_MULTIPLY, board
 from bertforge.rtl.systolic import SystolicConfig
 from .bench import write_results
-from .cli_common import CliError
+from .board_design import SYSTOLIC
+from .cli_common import CliError, int_list
 
 BLOCK = "boards"
 
@@ -20,8 +21,7 @@ SWEEPS = {
 }
 
 
-def add_bench_parser(blocks):
-    sub = blocks.add_parser(BLOCK, help="largest systolic array per board; sizes 2x2..16x16 on ULX3S")
+def add_bench_args(sub):
     sub.add_argument("--out", default="bench-boards", metavar="DIR")
     sub.add_argument("--boards", default=",".join(SWEEPS), help="comma-separated boards")
     sub.add_argument("--sizes", help="comma-separated array sizes (default per board)")
@@ -42,7 +42,9 @@ def _reusable(build_dir, top, rtlil_sha256):
     except (OSError, ValueError):
         return None
     design = report.get("design", {})
-    if (design.get("name") != "systolic" or design.get("config") != top.to_dict()
+    # A build from before the design id was in the config: it is systolic's.
+    config = {"design_id": top.design_id, **design.get("config", {})}
+    if (design.get("name") != "systolic" or config != top.to_dict()
             or report.get("rtlil_sha256") != rtlil_sha256):
         return None
     if report.get("error"):      # a build of it that failed (e.g. did not fit)
@@ -66,7 +68,8 @@ def bench_boards(out_dir, boards=tuple(SWEEPS), sizes=None, reuse=True, build=Tr
             array = SystolicConfig(rows=n, cols=n, dataflow=dataflow, acc_width=acc_width,
                                    max_dsp=target.dsp_count,
                                    **ARRAY_MULTIPLY.get(target.family, {}))
-            top = SystolicTopConfig(array=array, divisor=round(clock * 1e6 / 115200), k_max=256)
+            top = SystolicTopConfig(array=array, divisor=round(clock * 1e6 / 115200), k_max=256,
+                                   design_id=SYSTOLIC.design_id)
             print(f"{name}: {n}x{n} at {clock} MHz", file=sys.stderr, flush=True)
             row = {"board": name, "size": f"{n}x{n}", "macs": n * n, "clock_mhz": clock,
                    "acc_width": acc_width, "dataflow": dataflow}
@@ -133,7 +136,7 @@ def bench_boards(out_dir, boards=tuple(SWEEPS), sizes=None, reuse=True, build=Tr
 
 
 def run_bench(args):
-    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
+    sizes = int_list("--sizes", args.sizes, 1, 64, "array sizes") if args.sizes else None
     if args.rebuild and args.reuse_only:
         raise CliError("--rebuild and --reuse-only contradict each other: give one")
     bench_boards(args.out, boards=args.boards.split(","), sizes=sizes, reuse=not args.rebuild,

@@ -12,47 +12,27 @@ input ends with one line on stderr and exit code 2; a design whose output
 differs from the golden model ends with exit code 1. ``BERTFORGE_DEBUG=1``
 shows the traceback instead.
 
-``sim`` and ``bench`` sub-commands come from one module per block (listed in
-``BLOCK_COMMANDS``), each with ``add_bench_parser`` and ``run_bench`` and,
-for blocks that simulate, ``add_sim_parser`` and ``run_sim``.
+The ``generate``, ``sim`` and ``bench`` sub-commands come from the block
+registry (:data:`~bertforge.generators.blocks.BLOCKS`) and run through one
+generic driver (:mod:`bertforge.generators.simulate`).
 """
 
 import argparse
-import importlib
 import os
 import sys
 
 from bertforge.rtl.errors import BertforgeError
 from . import analyze_cli, board_cli
 from .blocks import BLOCKS, PRESETS
-from .cli_common import CliError, add_config_flags, config_from_args
+from .cli_common import CliError, add_config_flags, add_sim_flags
 from .emit import write_design
-from .presets import ConfigError
 
-__all__ = ["main", "build_parser", "BLOCK_COMMANDS"]
-
-#: Modules (in this package) that add ``sim BLOCK`` and ``bench BLOCK``.
-BLOCK_COMMANDS = [
-    "systolic_cli",
-    "gemm_cli",
-    "butterfly_cli",
-    "gelu_cli",
-    "layernorm_cli",
-    "softmax_cli",
-    "sparse_cli",
-    "norm_bench",
-    "boards_bench",
-    "encoder_cli",
-]
+__all__ = ["main", "build_parser"]
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         raise CliError(f"{message} (see: {self.prog} --help)")
-
-
-def _block_modules():
-    return [importlib.import_module(f".{name}", __package__) for name in BLOCK_COMMANDS]
 
 
 def _subcommands(parser, title):
@@ -67,24 +47,23 @@ def build_parser():
     commands = _subcommands(parser, "command")
 
     generate = commands.add_parser("generate", help="emit a block as Verilog + JSON sidecar")
-    blocks = _subcommands(generate, "block")
-    for block in BLOCKS:
-        sub = blocks.add_parser(block, help=f"the {block} block")
-        add_config_flags(sub, block)
-        sub.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
-    sub = blocks.add_parser("encoder", help="the encoder top: GEMM engine + softmax + layernorm + GELU")
-    sub.add_argument("--hw", metavar="FILE.toml", required=True,
-                     help="hardware config, as for analyze (e.g. generators/configs/tiny.toml)")
-    sub.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
-
+    generate_blocks = _subcommands(generate, "block")
     sim = commands.add_parser("sim", help="simulate a block in Verilator against its golden model")
     sim_blocks = _subcommands(sim, "block")
     bench = commands.add_parser("bench", help="benchmark a block; writes bench.json + bench.md")
     bench_blocks = _subcommands(bench, "block")
-    for module in _block_modules():
-        if hasattr(module, "add_sim_parser"):
-            module.add_sim_parser(sim_blocks)
-        module.add_bench_parser(bench_blocks)
+    for name, block in BLOCKS.items():
+        if block.component:
+            sub = generate_blocks.add_parser(name, help=f"the {name} block")
+            _add_config_args(sub, block)
+            sub.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+        if block.simulates:
+            sub = sim_blocks.add_parser(name, help=block.help)
+            _add_config_args(sub, block)
+            block.add_sim_args(sub)
+            add_sim_flags(sub)
+        if block.bench:
+            block.add_bench_args(bench_blocks.add_parser(name, help=block.bench_help))
 
     demo = commands.add_parser("demo", help="generate, simulate and report a default 4x4 OS array")
     demo.add_argument("-o", "--out", default="bertforge-demo", metavar="DIR",
@@ -96,20 +75,16 @@ def build_parser():
     return parser
 
 
-def _handler(command, block):
-    for module in _block_modules():
-        if block in (getattr(module, "BLOCK", None), *getattr(module, "BENCH_NAMES", ())):
-            return getattr(module, f"run_{command}")
-    raise CliError(f"no {command} command for {block!r}")
+def _add_config_args(sub, block):
+    if block.add_config_args:
+        block.add_config_args(sub)
+    else:
+        add_config_flags(sub, block.name)
 
 
 def cmd_generate(args):
-    if args.block == "encoder":
-        from .analyze import load_hardware
-        from .encoder_cli import encoder_config
-        config = encoder_config(load_hardware(args.hw), args.hw)
-    else:
-        config = config_from_args(args.block, args)
+    from .simulate import block_config
+    config = block_config(BLOCKS[args.block], args)
     verilog_path, sidecar_path = write_design(config, args.out)
     print(f"wrote {verilog_path}")
     print(f"wrote {sidecar_path}")
@@ -132,7 +107,8 @@ def main(argv=None):
         if args.command == "generate":
             return cmd_generate(args)
         if args.command in ("sim", "bench"):
-            return _handler(args.command, args.block)(args)
+            from . import simulate
+            return getattr(simulate, f"run_{args.command}")(BLOCKS[args.block], args)
         if args.command in ("boards", "build", "flash", "run"):
             return getattr(board_cli, f"run_{args.command}")(args)
         if args.command == "analyze":

@@ -4,7 +4,7 @@ import numpy as np
 
 from bertforge.rtl.systolic import SystolicConfig
 from .emit import write_design
-from .simulate import random_systolic_tiles, simulate_systolic
+from .systolic_sim import random_systolic_tiles, simulate_systolic
 
 __all__ = ["run_demo"]
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from bertforge.rtl.gemm import GemmConfig
 from .bench import column, write_results
+from .cli_common import int_list
 from .gemm_sim import layout_problems, simulate_gemm
 
 __all__ = ["BERT_SHAPES", "bench_gemm"]
@@ -81,3 +82,18 @@ def bench_gemm(out_dir, *, quick=False, sizes=(16, 8), limited_bw=16, dataflows=
         "ideal: M*K*N/(rows*cols); utilization = ideal / cycles",
         "sim cycles/s: simulated cycles per wall second of the cocotb run (build excluded)"])
     return rows
+
+
+def add_bench_args(sub):
+    sub.add_argument("--out", default="bench-gemm", metavar="DIR",
+                     help="output directory (default bench-gemm)")
+    sub.add_argument("--sizes", default="16,8", metavar="N,N",
+                     help="square array sizes to run (default 16,8)")
+    sub.add_argument("--quick", action="store_true",
+                     help="shapes with M scaled to 32 (a smoke run)")
+
+
+def bench(args):
+    sizes = int_list("--sizes", args.sizes, 1, 64, "array sizes")
+    bench_gemm(args.out, quick=args.quick, sizes=sizes)
+    return 0

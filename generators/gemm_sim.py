@@ -1,27 +1,25 @@
-"""Simulate the GEMM engine: the Python API behind ``bertforge sim gemm`` and
-``bertforge bench gemm``.
+"""The GEMM engine's own parts: memory images of GEMM problems, results read
+back, the simulation of commands in the engine's HDL harness, and the
+``sim gemm`` flags and stimulus.
 
-The emitted Verilog is that of :class:`~bertforge.sim.gemm_harness.GemmHarness`
+The simulated Verilog is that of :class:`~bertforge.sim.gemm_harness.GemmHarness`
 (the engine plus an HDL testbench memory); Python lays out the matrices in a
 memory image, runs :mod:`bertforge.sim.gemm_tb` and reads the results back.
 """
 
-import functools
-import sys
-import tempfile
-from pathlib import Path
+import dataclasses
 
 import numpy as np
-from bertforge.sim import runner
-from bertforge.sim import gemm_harness
-from bertforge.sim.gemm_harness import harness_name
+
 from bertforge.rtl.errors import ParameterError
+from bertforge.sim.gemm_harness import harness_verilog
+from .cli_common import CliError, load_int_matrix, positive_int
+from .simulate import simulate
 
-__all__ = ["harness_verilog", "MemoryImage", "layout_problems", "read_matrix", "simulate_gemm"]
+__all__ = ["MemoryImage", "layout_problems", "read_matrix", "simulate_gemm"]
 
-
-#: Verilog of the harness around a config's engine (memoized: emission takes seconds).
-harness_verilog = functools.lru_cache(maxsize=16)(gemm_harness.harness_verilog)
+#: Largest simulated memory (the harness holds all of it): 2**26 bytes.
+MAX_SIM_ADDR_WIDTH = 26
 
 
 class MemoryImage:
@@ -116,28 +114,116 @@ def read_matrix(config, image, cmd):
 
 def simulate_gemm(config, image, commands, *, seed=0, lat_min=1, lat_mask=0, p_req=0, p_data=0,
                   p_wr=0, p_cmd=0, p_done=0, bw=0, waves=False, workdir=None, quiet=True,
-                  verilog=None, testbench="bertforge.sim.gemm_tb"):
+                  harness=harness_verilog, testbench="bertforge.sim.gemm_tb"):
     """Run ``commands`` on memory ``image`` in the emitted harness (Verilator;
-    ``verilog`` and ``testbench`` choose another engine's harness and
+    ``harness`` and ``testbench`` choose another engine's harness and
     cocotb module).
 
     Returns the testbench's result dict (``cycles``, ``model_cycles``,
-    ``ideal_cycles``, ``utilization``, ``match``, ...) with ``image``, the
-    memory image read back from the hardware.
+    ``ideal_cycles``, ``utilization``, ``match``, ``phases``, ...) with
+    ``image``, the memory image read back from the hardware (None if the
+    testbench wrote none).
     """
-    text = verilog or harness_verilog(config)
-    top = harness_name(config)
-    if not runner.is_built(text, top, waves=waves) and not quiet:
-        print(f"building the Verilator model of {top} (once per design; cached after)...",
-              file=sys.stderr, flush=True)
-    runner.build(text, top, waves=waves)
-    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{top}-"))
-    work.mkdir(parents=True, exist_ok=True)
-    np.save(work / "image.npy", image)
-    spec = {"config": config.to_dict(), "image": str(work / "image.npy"), "commands": commands,
-            "seed": seed, "lat_min": lat_min, "lat_mask": lat_mask, "p_req": p_req,
-            "p_data": p_data, "p_wr": p_wr, "p_cmd": p_cmd, "p_done": p_done, "bw": bw}
-    result = runner.run(text, top, testbench, spec, waves=waves, workdir=work)
-    path = Path(result.get("image", ""))
-    result["image"] = np.load(path) if path.is_file() else None
+    spec = {"image": image, "commands": commands, "seed": seed, "lat_min": lat_min,
+            "lat_mask": lat_mask, "p_req": p_req, "p_data": p_data, "p_wr": p_wr, "p_cmd": p_cmd,
+            "p_done": p_done, "bw": bw}
+    result = simulate(config, testbench, spec, harness=harness, waves=waves, workdir=workdir,
+                      quiet=quiet)
+    if not isinstance(result.get("image"), np.ndarray):
+        result["image"] = None
+    return result
+
+
+# ---- bertforge sim gemm
+
+def add_sim_args(sub):
+    sub.add_argument("--m", type=positive_int, help="rows of A and C")
+    sub.add_argument("--k", type=positive_int, help="columns of A, rows of B")
+    sub.add_argument("--n", type=positive_int, help="columns of B and C")
+    sub.add_argument("--int8", action="store_true", help="requantize C to int8")
+    sub.add_argument("--multiplier", type=int, default=1, help="requantization multiplier (default 1)")
+    sub.add_argument("--shift", type=int, default=0, help="requantization shift 0..63 (default 0)")
+    sub.add_argument("--mem-bytes-per-cycle", type=int, default=0, metavar="BYTES",
+                     help="read bandwidth of the simulated memory (default: one full beat per cycle)")
+    sub.add_argument("--mem-latency", type=int, default=1, metavar="CYCLES",
+                     help="read latency of the simulated memory, 1..255 (default 1)")
+    sub.add_argument("--a", metavar="A.npy", help="your A (M x K)")
+    sub.add_argument("--b", metavar="B.npy", help="your B (K x N)")
+    sub.add_argument("--out", metavar="C.npy", help="where to write C (with --a/--b)")
+
+
+def _check_knobs(args):
+    if not 0 <= args.shift <= 63:
+        raise CliError(f"--shift must be in 0..63, not {args.shift}")
+    if not 0 <= args.multiplier < 1 << 32:
+        raise CliError(f"--multiplier must be in 0..2**32-1, not {args.multiplier}")
+    if not 1 <= args.mem_latency <= 255:
+        raise CliError(f"--mem-latency must be in 1..255, not {args.mem_latency}")
+    if not 0 <= args.mem_bytes_per_cycle < 1 << 16:
+        raise CliError(f"--mem-bytes-per-cycle must be in 0..65535, not {args.mem_bytes_per_cycle}")
+
+
+def sim_config(config, need_bytes, user_set):
+    """``config`` with an ``addr_width`` the simulated memory can hold."""
+    if user_set:
+        if config.addr_width > MAX_SIM_ADDR_WIDTH:
+            raise CliError(f"the simulated memory is 2**addr_width bytes; use --addr-width "
+                           f"<= {MAX_SIM_ADDR_WIDTH} (or leave it out)")
+        return config
+    width = max(12, (need_bytes - 1).bit_length())
+    if width > MAX_SIM_ADDR_WIDTH:
+        raise CliError(f"the matrices need {need_bytes} bytes; the simulated memory holds at most "
+                       f"2**{MAX_SIM_ADDR_WIDTH}")
+    return dataclasses.replace(config, addr_width=width)
+
+
+def problem_bytes(config, m, k, n, int8):
+    esize = config.width // 8
+    return (m * k + k * n) * esize + m * n * (1 if int8 else 4) + 3 * 32 + config.mem_bytes * 2
+
+
+def _problem(config, args, m, k, n, **operands):
+    limit = (1 << config.dim_width) - 1
+    if max(m, k, n) > limit:
+        raise CliError(f"M, K and N must be at most 2**dim_width - 1 = {limit}")
+    problem = {"m": m, "k": k, "n": n, "int8": args.int8, "multiplier": args.multiplier,
+               "shift": args.shift, **operands}
+    config = sim_config(config, problem_bytes(config, m, k, n, args.int8),
+                        args.cfg_addr_width is not None)
+    return {"config": config, "problem": problem, "summary": {"m": m, "k": k, "n": n},
+            "title": f"{config.name}: {m}x{k}x{n}"}
+
+
+def user_stimulus(config, args):
+    _check_knobs(args)
+    if not (args.a and args.b and args.out):
+        raise CliError("--a, --b and --out go together: give all three")
+    a = load_int_matrix(args.a, "A", config.width)
+    b = load_int_matrix(args.b, "B", config.width)
+    check_product_shapes(a, b)
+    return _problem(config, args, a.shape[0], a.shape[1], b.shape[1], a=a, b=b)
+
+
+def check_product_shapes(a, b):
+    if a.shape[1] != b.shape[0] or 0 in a.shape or 0 in b.shape:
+        raise CliError(f"A is {a.shape[0]} x {a.shape[1]} and B is {b.shape[0]} x {b.shape[1]}; "
+                       "A must be M x K and B K x N, all at least 1")
+
+
+def random_stimulus(config, args, rng):
+    _check_knobs(args)
+    if None in (args.m, args.k, args.n):
+        raise CliError("--m, --k and --n are required (or give --a, --b and --out)")
+    return _problem(config, args, args.m, args.k, args.n)
+
+
+def run(config, stimulus, args):
+    image, commands = layout_problems(config, [stimulus["problem"]], np.random.default_rng(args.seed))
+    p, s = int(args.gap * 256), int(args.stall * 256)
+    result = simulate_gemm(config, image, commands, seed=args.seed, lat_min=args.mem_latency,
+                           p_req=s, p_data=p, p_wr=s, p_cmd=p, p_done=s,
+                           bw=args.mem_bytes_per_cycle, waves=args.waves, quiet=args.json)
+    if result["image"] is not None:
+        c = read_matrix(config, result["image"], commands[0])
+        result["output"] = c.astype(np.int8 if args.int8 else np.int32)
     return result

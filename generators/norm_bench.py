@@ -3,17 +3,14 @@
 and 16 lanes, in one table."""
 
 from .bench import column, write_results
-from .cli_common import positive_int
-
-BLOCK = "norm"
+from .cli_common import bounded_int, int_list
 
 
-def add_bench_parser(blocks):
-    sub = blocks.add_parser(BLOCK, help="softmax, layernorm and GELU at BERT-base sizes, lanes 1, 4, 16")
+def add_bench_args(sub):
     sub.add_argument("--out", default="bench-norm", metavar="DIR")
     sub.add_argument("--lanes", default="1,4,16", help="comma-separated lane counts (default 1,4,16)")
     sub.add_argument("--no-synth", action="store_true", help="skip the ECP5 synthesis counts")
-    sub.add_argument("--softmax-rows", type=positive_int, default=512,
+    sub.add_argument("--softmax-rows", type=bounded_int(1 << 16, "rows of one run"), default=512,
                      help="softmax rows of 128 to run (default 512)")
 
 
@@ -33,9 +30,9 @@ def _common(row, block, error_unit, pace_key):
 
 
 def bench_norm(out_dir, *, lanes=(1, 4, 16), synth=True, softmax_rows=512):
-    from .gelu_cli import bench_gelu
-    from .layernorm_cli import bench_layernorm
-    from .softmax_cli import bench_softmax
+    from .gelu_sim import bench_gelu
+    from .layernorm_sim import bench_layernorm
+    from .softmax_sim import bench_softmax
     rows = []
     rows += [_common(r, "softmax", "probability", "ratio_to_gemm16_layer")
              for r in bench_softmax(None, lanes, rows=softmax_rows, synth=synth, write=False)]
@@ -64,11 +61,7 @@ def bench_norm(out_dir, *, lanes=(1, 4, 16), synth=True, softmax_rows=512):
     return rows
 
 
-def run_bench(args):
-    try:
-        lanes = tuple(int(x) for x in args.lanes.split(","))
-    except ValueError:
-        from .cli_common import CliError
-        raise CliError(f"--lanes must be comma-separated integers, not {args.lanes!r}") from None
+def bench(args):
+    lanes = int_list("--lanes", args.lanes, 1, 64, "lane counts")
     bench_norm(args.out, lanes=lanes, synth=not args.no_synth, softmax_rows=args.softmax_rows)
     return 0

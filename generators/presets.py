@@ -15,7 +15,6 @@ import dataclasses
 import tomllib
 from pathlib import Path
 
-from .blocks import PRESETS
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["ConfigError", "preset", "load_toml", "make_config"]
@@ -26,6 +25,7 @@ class ConfigError(ParameterError):
 
 
 def preset(block, name):
+    from .blocks import PRESETS
     try:
         return PRESETS[block][name]
     except KeyError:

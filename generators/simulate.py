@@ -1,74 +1,150 @@
-"""Simulate emitted Verilog against the golden models: the Python API behind
-``bertforge sim``, ``bench`` and ``demo``."""
+"""The generic simulation driver behind ``bertforge sim``, ``bench`` and ``demo``.
 
-import functools
+:func:`simulate` runs any block: emit (cached) -> Verilator build (cached)
+-> the stimulus arrays written to a work directory -> spec -> the cocotb
+testbench -> outputs loaded back, timing each phase. :func:`run_sim` and
+:func:`run_bench` are the command lines of every block, driven by its
+:class:`~bertforge.generators.block.Block` entry.
+"""
+
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 
-from bertforge.sim import runner
-from .emit import emit_verilog
+from .cli_common import check_result, config_from_args, report, save_npy_atomic
+from .emit import cached_verilog
 
-__all__ = ["build_design", "cached_verilog", "random_systolic_tiles", "systolic_operand_shapes", "simulate_systolic"]
+__all__ = ["PHASES", "simulate", "add_phases", "cached_verilog", "block_config", "run_sim",
+           "run_bench"]
 
-
-@functools.lru_cache(maxsize=32)
-def cached_verilog(config):
-    """:func:`emit_verilog`, once per config per process."""
-    return emit_verilog(config)
+#: Phases :func:`simulate` times (seconds, in ``result["phases"]``).
+PHASES = ("elaborate", "build", "simulate", "check")
 
 
-def systolic_operand_shapes(config, k):
-    """Shapes of one tile's ``(a, b)``: OS ``(R, K), (K, C)``; WS ``(K, R), (R, C)``."""
-    if config.dataflow == "os":
-        return (config.rows, k), (k, config.cols)
-    return (k, config.rows), (config.rows, config.cols)
+def _write_arrays(value, work, name):
+    """``value`` with every array (``.npy``) and dict of arrays (``.npz``)
+    written under ``work`` and replaced by its path."""
+    if isinstance(value, np.ndarray):
+        path = work / f"{name}.npy"
+        np.save(path, value)
+        return str(path)
+    if isinstance(value, dict) and value and all(isinstance(v, np.ndarray) for v in value.values()):
+        path = work / f"{name}.npz"
+        np.savez(path, **value)
+        return str(path)
+    if isinstance(value, dict):
+        return {key: _write_arrays(v, work, key if name == "spec" else f"{name}_{key}")
+                for key, v in value.items()}
+    if isinstance(value, list):
+        return [_write_arrays(v, work, f"{name}_{index}") for index, v in enumerate(value)]
+    return value
 
 
-def random_systolic_tiles(config, k, tiles, rng):
-    """``tiles`` random tiles of streaming length ``k`` (full operand range)."""
-    lo, hi = -(1 << (config.width - 1)), 1 << (config.width - 1)
-    shape_a, shape_b = systolic_operand_shapes(config, k)
-    return [(rng.integers(lo, hi, shape_a), rng.integers(lo, hi, shape_b)) for _ in range(tiles)]
+def _load_arrays(value, work):
+    """``value`` with every path of a ``.npy``/``.npz`` file in ``work``
+    replaced by its array (a dict of arrays for ``.npz``)."""
+    if isinstance(value, dict):
+        return {key: _load_arrays(v, work) for key, v in value.items()}
+    if isinstance(value, list):
+        return [_load_arrays(v, work) for v in value]
+    if isinstance(value, str) and value.endswith((".npy", ".npz")) and Path(value).parent == work:
+        if not Path(value).is_file():
+            return None
+        if value.endswith(".npy"):
+            return np.load(value)
+        with np.load(value) as saved:
+            return {key: saved[key] for key in saved.files}
+    return value
 
 
-def _progress(message, quiet):
-    if not quiet:
-        print(message, file=sys.stderr, flush=True)
+def simulate(config, testbench, spec, *, harness=None, extra=(), waves=False, workdir=None,
+             quiet=True):
+    """Run the cocotb ``testbench`` on the emitted Verilog of ``config`` (or of
+    ``harness(config, *extra)``, module ``<name>_harness``) in Verilator.
 
-
-def build_design(config, waves=False, quiet=True):
-    """Emit (cached) and Verilator-build ``config``'s design; returns the Verilog text."""
-    verilog = cached_verilog(config)
-    if not runner.is_built(verilog, config.name, waves=waves):
-        _progress(f"building the Verilator model of {config.name} "
-                  "(once per design; cached after)...", quiet)
-    runner.build(verilog, config.name, waves=waves)
-    return verilog
-
-
-def simulate_systolic(config, tiles, *, seed=0, a_gap=0.0, b_gap=0.0, c_stall=0.0,
-                      waves=False, workdir=None, quiet=True):
-    """Run ``tiles`` (a list of ``(a, b)``) back to back through the emitted
-    Verilog of ``config`` in Verilator.
-
-    Returns the testbench's result dict (``cycles``, ``model_cycles``,
-    ``ideal_cycles``, ``utilization``, ``match``, ...) with ``outputs``, the
-    list of result matrices read from the hardware.
+    ``spec`` holds the testbench's parameters; its arrays (and dicts of
+    arrays) are written to files and passed as paths, ``config`` is added.
+    Returns the testbench's result dict with the ``.npy``/``.npz`` files it
+    wrote loaded back, and ``phases``: seconds of each of :data:`PHASES`.
     """
-    verilog = build_design(config, waves, quiet)
-    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{config.name}-"))
+    from bertforge.sim import runner
+    phases = {}
+    start = time.perf_counter()
+    verilog = cached_verilog(config, harness, *extra)
+    top = f"{config.name}_harness" if harness else config.name
+    phases["elaborate"] = time.perf_counter() - start
+    if not runner.is_built(verilog, top, waves=waves) and not quiet:
+        print(f"building the Verilator model of {top} (once per design; cached after)...",
+              file=sys.stderr, flush=True)
+    runner.build(verilog, top, waves=waves)
+    phases["build"] = time.perf_counter() - start - phases["elaborate"]
+    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{top}-"))
     work.mkdir(parents=True, exist_ok=True)
-    data = work / "tiles.npz"
-    np.savez(data, **{f"{name}_{t}": np.asarray(m, dtype=np.int64)
-                      for t, (a, b) in enumerate(tiles) for name, m in (("a", a), ("b", b))})
-    spec = {"config": config.to_dict(), "data": str(data), "seed": seed,
-            "a_gap": a_gap, "b_gap": b_gap, "c_stall": c_stall}
-    result = runner.run(verilog, config.name, "bertforge.sim.systolic_tb", spec,
-                        waves=waves, workdir=work)
-    with np.load(result["outputs"]) as saved:
-        result["outputs"] = [saved[f"arr_{t}"] for t in range(len(saved.files))]
+    work = work.resolve()
+    mark = time.perf_counter()
+    spec = _write_arrays({"config": config.to_dict(), **spec}, work, "spec")
+    result = runner.run(verilog, top, testbench, spec, waves=waves, workdir=work)
+    phases["simulate"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    result = _load_arrays(result, work)
+    phases["check"] = time.perf_counter() - mark
+    result["phases"] = phases
     return result
+
+
+def add_phases(*results):
+    """The phases of several simulations, summed."""
+    return {phase: sum(r["phases"][phase] for r in results) for phase in PHASES}
+
+
+def block_config(block, args):
+    """The config a command line's flags (or the block's own ``make_config``) give."""
+    return block.make_config(args) if block.make_config else config_from_args(block.name, args)
+
+
+def run_sim(block, args):
+    """``bertforge sim BLOCK``: config from flags/preset/TOML, stimulus
+    (random, or the user's files), simulate, summary, ``--out``, report;
+    exit code 1 on a mismatch (or, without stalls, cycles off the model)."""
+    config = block_config(block, args)
+    user = any(getattr(args, name, None) not in (None, False) for name in block.user_files)
+    if user:
+        stimulus = block.user_stimulus(config, args)
+    else:
+        stimulus = block.random_stimulus(config, args, np.random.default_rng(args.seed))
+    config = stimulus.get("config", config)
+    result = block.run(config, stimulus, args)
+    mark = time.perf_counter()
+    summary = {"block": block.name, "design": config.name, "config": config.to_dict(),
+               **stimulus["summary"], "seed": args.seed,
+               **{key: result[key] for key in block.summary_keys if key in result}}
+    if result.get("waves"):
+        summary["waves"] = result["waves"]
+    if user and result["match"] and result.get("output") is not None:
+        save_npy_atomic(args.out, result["output"])
+        summary["out"] = str(args.out)
+    if args.json:
+        phases = dict(result["phases"])
+        phases["check"] += time.perf_counter() - mark
+        summary["phases"] = phases
+    if block.report:
+        block.report(summary, args.json)
+    else:
+        keys = [key for key in block.report_keys if key in summary]
+        report(summary, args.json, stimulus["title"], keys=keys)
+    if block.check:
+        return block.check(summary)
+    for checked in result.get("checks", [result]):
+        code = check_result(checked)
+        if code:
+            return code
+    return 0
+
+
+def run_bench(block, args):
+    """``bertforge bench BLOCK``: the block's bench; its exit code."""
+    return block.bench(args) or 0
 

@@ -14,7 +14,7 @@ from bertforge.rtl.sparse import SparseConfig
 from bertforge.rtl.systolic import SystolicConfig
 from bertforge.sim.sparse_golden import prune_nm
 from .bench import column, synth_ecp5_counts, write_results
-from .emit import emit_verilog
+from .emit import cached_verilog
 from .sparse_engine_sim import layout_sparse_problems, simulate_sparse_engine
 from .sparse_sim import simulate_sparse_product
 
@@ -96,7 +96,7 @@ def bench_sparse(out_dir, *, rows=8, cols=8, m_max=8, shapes=SHAPES, synth=True,
         for label, cfg in (("sparse", config), ("dense", dense_config)):
             print(f"synthesizing {cfg.name} for ECP5 (yosys synth_ecp5)...", file=sys.stderr, flush=True)
             start = time.perf_counter()
-            area[label] = synth_ecp5_counts(emit_verilog(cfg), cfg.name)
+            area[label] = synth_ecp5_counts(cached_verilog(cfg), cfg.name)
             area[label]["seconds"] = time.perf_counter() - start
         for label, cfg in (("sparse", config), ("dense", dense_config)):
             counts = area[label]
@@ -121,3 +121,19 @@ def bench_sparse(out_dir, *, rows=8, cols=8, m_max=8, shapes=SHAPES, synth=True,
                ("LUT ratio", column("lut_ratio", "{:.2f}x"))]
     write_results(out_dir, "sparse", results, columns, "bertforge bench sparse", notes=notes)
     return results
+
+
+def add_bench_args(sub):
+    sub.add_argument("--out", default="bench-sparse", metavar="DIR",
+                     help="output directory (default bench-sparse)")
+    sub.add_argument("--no-synth", action="store_true", help="skip the yosys area comparison")
+    sub.add_argument("--no-engine", action="store_true", help="skip the sparse GEMM engine runs")
+
+
+def bench(args):
+    engine = None
+    if not args.no_engine:
+        from bertforge.rtl.sparse_engine import SparseEngineConfig
+        engine = SparseEngineConfig(rows=8, cols=8, m_max=8, m_tile=16, addr_width=22)
+    bench_sparse(args.out, synth=not args.no_synth, engine=engine)
+    return 0

@@ -1,5 +1,5 @@
-"""Simulate the N:M sparse array: the Python API behind ``bertforge sim
-sparse`` and ``bertforge bench sparse``.
+"""The N:M sparse array's own parts: tiles, the simulation of a GEMM as tiles,
+and ``bertforge sim sparse`` (with ``--engine``: the sparse GEMM engine).
 
 A GEMM ``A @ B`` (A: M x K activations, B: K x N weights, N:M sparse along K)
 runs as a sequence of R x C array tiles driven back to back by the
@@ -7,15 +7,12 @@ testbench (:mod:`bertforge.sim.sparse_tb`): the tile loop is in Python,
 not in hardware; each tile streams the whole compressed K.
 """
 
-import tempfile
-from pathlib import Path
-
 import numpy as np
 
-from bertforge.sim import runner
-from bertforge.sim.sparse_golden import check_compressed, check_pattern, compress_nm, prune_nm
-from .simulate import build_design
 from bertforge.rtl.errors import ParameterError
+from bertforge.sim.sparse_golden import check_compressed, check_pattern, compress_nm, prune_nm
+from .cli_common import CliError, load_int_matrix, positive_int
+from .simulate import add_phases, simulate
 
 __all__ = ["random_sparse_tile", "check_tile", "simulate_sparse", "gemm_tiles", "simulate_sparse_product"]
 
@@ -75,21 +72,15 @@ def simulate_sparse(config, tiles, *, seed=0, a_gap=0.0, b_gap=0.0, c_stall=0.0,
     tiles = [check_tile(config, tile) for tile in tiles]
     if not tiles:
         raise ParameterError("tiles must not be empty")
-    verilog = build_design(config, waves, quiet)
-    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{config.name}-"))
-    work.mkdir(parents=True, exist_ok=True)
-    data = work / "tiles.npz"
     arrays = {}
     for t, (a, values, indices, _, _) in enumerate(tiles):
         arrays.update({f"a_{t}": a, f"v_{t}": values, f"i_{t}": indices})
-    np.savez(data, **arrays)
-    spec = {"config": config.to_dict(), "data": str(data), "seed": seed,
-            "patterns": [[n, m] for *_, n, m in tiles],
+    spec = {"data": arrays, "seed": seed, "patterns": [[n, m] for *_, n, m in tiles],
             "a_gap": a_gap, "b_gap": b_gap, "c_stall": c_stall}
-    result = runner.run(verilog, config.name, "bertforge.sim.sparse_tb", spec,
-                        waves=waves, workdir=work)
-    with np.load(result["outputs"]) as saved:
-        result["outputs"] = [saved[f"arr_{t}"] for t in range(len(saved.files))]
+    result = simulate(config, "bertforge.sim.sparse_tb", spec, waves=waves, workdir=workdir,
+                      quiet=quiet)
+    saved = result["outputs"]
+    result["outputs"] = [saved[f"arr_{t}"] for t in range(len(saved))]
     return result
 
 
@@ -129,4 +120,113 @@ def simulate_sparse_product(config, a, b, n, m, **options):
         i, j = divmod(t, per_row)
         grid[i * rows:(i + 1) * rows, j * cols:(j + 1) * cols] = out
     result["c"] = grid[:m_rows, :n_cols]
+    return result
+
+
+# ---- bertforge sim sparse
+
+#: Largest compressed beats a ``sim sparse`` run may stream (the tile loop is Python).
+MAX_BEATS = 4_000_000
+
+
+def add_sim_args(sub):
+    sub.add_argument("--pattern", required=True, metavar="N:M",
+                     help="N non-zeros in every group of M along K (M <= m_max)")
+    sub.add_argument("--m", type=positive_int, help="rows of A and C")
+    sub.add_argument("--k", type=positive_int, help="columns of A, rows of B")
+    sub.add_argument("--n", type=positive_int, help="columns of B and C")
+    sub.add_argument("--a", metavar="A.npy", help="your A (M x K)")
+    sub.add_argument("--b", metavar="B.npy", help="your B (K x N); pruned to the pattern")
+    sub.add_argument("--out", metavar="C.npy", help="where to write C (with --a/--b)")
+    sub.add_argument("--b-is-pruned", action="store_true",
+                     help="B is already N:M sparse: refuse it if not, instead of pruning it")
+    engine = sub.add_argument_group("sparse GEMM engine (with --engine)")
+    engine.add_argument("--engine", action="store_true",
+                        help="run the GEMM as one command of the sparse GEMM engine")
+    engine.add_argument("--mem-width", type=positive_int, metavar="BITS",
+                        help="engine memory width in bits (default 512)")
+    engine.add_argument("--k-chunk", type=positive_int, help="engine K chunk (default 256)")
+    engine.add_argument("--addr-width", type=positive_int, metavar="BITS",
+                        help="engine address width (default: what the matrices need)")
+
+
+def _pattern(config, args):
+    from bertforge.sim.sparse_golden import parse_pattern
+    n, m = parse_pattern(args.pattern)
+    check_pattern(n, m, config.m_max)
+    return n, m
+
+
+def user_stimulus(config, args):
+    from .gemm_sim import check_product_shapes
+    n, m = _pattern(config, args)
+    if not (args.a and args.b and args.out):
+        raise CliError("--a, --b and --out go together: give all three")
+    a = load_int_matrix(args.a, "A", config.width)
+    b = load_int_matrix(args.b, "B", config.width)
+    check_product_shapes(a, b)
+    if args.b_is_pruned:
+        try:
+            compress_nm(b, n, m)
+        except ValueError as error:
+            raise CliError(f"B ({args.b}) breaks the {n}:{m} pattern: {error}") from None
+    else:
+        b = prune_nm(b, n, m)
+    return _stimulus(config, args, a, b, n, m)
+
+
+def random_stimulus(config, args, rng):
+    n, m = _pattern(config, args)
+    if args.b_is_pruned:
+        raise CliError("--b-is-pruned goes with --b")
+    if None in (args.m, args.k, args.n):
+        raise CliError("--m, --k and --n are required (or give --a, --b and --out)")
+    lo, hi = _operand_range(config)
+    a = rng.integers(lo, hi + 1, (args.m, args.k))
+    b = prune_nm(rng.integers(lo, hi + 1, (args.k, args.n)), n, m)
+    return _stimulus(config, args, a, b, n, m)
+
+
+def _stimulus(config, args, a, b, n, m):
+    from bertforge.sim.sparse_cycles import nm_gemm_tiles, nm_tile_beats
+    m_rows, k = a.shape
+    n_cols = b.shape[1]
+    tiles = nm_gemm_tiles(config, m_rows, n_cols)
+    if tiles * nm_tile_beats(k, 1, 1) > MAX_BEATS:
+        raise CliError(f"{m_rows}x{k}x{n_cols} streams {tiles * k} dense beats on a "
+                       f"{config.rows}x{config.cols} array; at most {MAX_BEATS} per run")
+    stimulus = {"a": a, "b": b, "n": n, "m": m,
+                "summary": {"pattern": f"{n}:{m}", "m": m_rows, "k": k, "n": n_cols}}
+    if args.engine:
+        from .sparse_engine_sim import engine_config
+        stimulus["config"] = engine_config(config, args, a, b, n, m)
+        stimulus["summary"]["tile_loop"] = "engine"
+        stimulus["title"] = f"{stimulus['config'].name}: {m_rows}x{k}x{n_cols} at {n}:{m} (engine)"
+        return stimulus
+    if any(value is not None for value in (args.mem_width, args.k_chunk, args.addr_width)):
+        raise CliError("--mem-width, --k-chunk and --addr-width go with --engine")
+    stimulus["summary"].update(tiles=tiles, tile_loop="testbench")
+    stimulus["title"] = f"{config.name}: {m_rows}x{k}x{n_cols} at {n}:{m} ({tiles} tiles)"
+    return stimulus
+
+
+def run(config, stimulus, args):
+    """The GEMM at its pattern, then in dense mode (1:1) on the same hardware."""
+    a, b, n, m = stimulus["a"], stimulus["b"], stimulus["n"], stimulus["m"]
+    if args.engine:
+        from .sparse_engine_sim import run_engine
+        sparse = run_engine(config, args, a, b, n, m, waves=args.waves)
+        dense = run_engine(config, args, a, b, 1, 1)
+    else:
+        common = dict(seed=args.seed, a_gap=args.gap, b_gap=args.gap, c_stall=args.stall,
+                      quiet=args.json)
+        sparse = simulate_sparse_product(config, a, b, n, m, waves=args.waves, **common)
+        dense = simulate_sparse_product(config, a, b, 1, 1, **common)
+        sparse.update(bound="compute", model_exact=True)    # the array model is exact
+    result = dict(sparse, dense_cycles=dense["cycles"], dense_model_cycles=dense["model_cycles"],
+                  dense_match=dense["match"], speedup_vs_dense=dense["cycles"] / sparse["cycles"],
+                  phases=add_phases(sparse, dense), checks=[sparse, dense])
+    if sparse.get("c") is not None:
+        wide = config.acc_width > 32 and not args.engine
+        result["output"] = sparse["c"].astype(np.int64 if wide else np.int32)
     return result

@@ -7,24 +7,14 @@ format is one new class with the same four members.
 
 from amaranth.hdl import ClockSignal, Instance, Mux, Signal, signed
 
-__all__ = ["SaturatingIntArith", "saturate", "MULTIPLIER_CELLS"]
+from .stream import clamp, register, tree
+
+__all__ = ["SaturatingIntArith", "MULTIPLIER_CELLS"]
 
 #: How a DSP multiply is built: ``"inferred"`` (``*``, synthesis picks the
 #: cell) or ``"ecp5"`` (an ECP5 ``MULT18X18D`` instance with its own input and
 #: output registers, which yosys does not pack from fabric registers).
 MULTIPLIER_CELLS = ("inferred", "ecp5")
-
-
-def saturate(value, width):
-    """``value`` (a signal of at most ``width + 1`` bits, signed) clamped to
-    ``signed(width)``.
-
-    Overflow shows as the two top bits differing; the sign bit then picks the
-    bound.
-    """
-    top, sign = value[width], value[width - 1]
-    bound = Mux(top, -(1 << (width - 1)), (1 << (width - 1)) - 1)
-    return Mux(top ^ sign, bound, value[:width])[:width].as_signed()
 
 
 class SaturatingIntArith:
@@ -53,19 +43,12 @@ class SaturatingIntArith:
         which synthesis keeps in logic instead of a DSP block."""
         if not self.logic_multiplier:
             return a * b
-        terms = self._partial_products(a, b)
-        while len(terms) > 1:  # a balanced adder tree: log2(width) adders deep
-            terms = self._add_pairs(terms)
-        return terms[0][:2 * self.width].as_signed()
+        # a balanced adder tree: log2(width) adders deep
+        return tree(self._partial_products(a, b))[:2 * self.width].as_signed()
 
     def _partial_products(self, a, b):
         top = self.width - 1
         return [Mux(b[i], a, 0) << i for i in range(top)] + [-(Mux(b[top], a, 0) << top)]
-
-    @staticmethod
-    def _add_pairs(terms):
-        pairs = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
-        return pairs + ([terms[-1]] if len(terms) % 2 else [])
 
     def registered_product(self, m, a, b, name):
         """``a * b`` in a new signal ``<name>_product``, ``multiply_stages``
@@ -86,14 +69,13 @@ class SaturatingIntArith:
         if stages == 1:
             m.d.sync += out.eq(self.multiply(a, b))
         elif self.logic_multiplier:
-            halfway = []
-            for n, term in enumerate(self._add_pairs(self._partial_products(a, b))):
-                reg = Signal(signed(2 * self.width), name=f"{name}_pp{n}", reset_less=True)
-                m.d.sync += reg.eq(term)
+            terms = self._partial_products(a, b)
+            halfway = []      # the tree's first level, registered
+            for n in range(0, len(terms), 2):
+                reg = register(signed(2 * self.width), f"{name}_pp{n // 2}")
+                m.d.sync += reg.eq(tree(terms[n:n + 2]))
                 halfway.append(reg)
-            while len(halfway) > 1:
-                halfway = self._add_pairs(halfway)
-            m.d.sync += out.eq(halfway[0][:2 * self.width].as_signed())
+            m.d.sync += out.eq(tree(halfway)[:2 * self.width].as_signed())
         elif self.cell == "ecp5":
             self._mult18x18d(m, a, b, out, name)
         else:
@@ -126,4 +108,4 @@ class SaturatingIntArith:
         """``clamp(acc + product)``; adds the sum's signal to module ``m``."""
         total = Signal(signed(self.acc_width + 1))
         m.d.comb += total.eq(acc + product)
-        return saturate(total, self.acc_width)
+        return clamp(total, self.acc_width)

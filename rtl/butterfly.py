@@ -18,12 +18,12 @@ from dataclasses import asdict, dataclass
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .fixed import Q, requantize
 from .params import check_choice, check_int
+from .stream import Queue
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["ButterflyConfig", "ButterflyEngine", "MODES", "COMPUTE_LATENCY", "SLOTS",
@@ -471,7 +471,7 @@ class ButterflyEngine(wiring.Component):
         d_head = Signal(range(SLOTS))
         d_busy = Signal()
         k = Signal(range(cfg.n_max))
-        queue = m.submodules.queue = SyncFIFOBuffered(width=2 * width * lanes + 1, depth=OUT_DEPTH)
+        queue = m.submodules.queue = Queue(shape=self.y.payload.shape(), depth=OUT_DEPTH)
         credits = Signal(range(OUT_DEPTH + 1), init=OUT_DEPTH)
         d_issue = d_busy & (credits != 0)
         m.d.comb += drain_finish.eq(d_issue & (k == d.n - 1))
@@ -504,11 +504,6 @@ class ButterflyEngine(wiring.Component):
             value = q_word[index * inner:(index + 1) * inner].as_signed()
             results.append(Mux(q_linear, value[:width],
                                requantize(value, 1, FFT_GUARD_BITS, signed(width))))
-        m.d.comb += [
-            queue.w_en.eq(q_valid),
-            queue.w_data.eq(Cat(*results, q_last)),
-            self.y.valid.eq(queue.r_rdy),
-            self.y.payload.eq(queue.r_data),
-            queue.r_en.eq(self.y.ready),
-        ]
+        m.d.comb += [queue.i.valid.eq(q_valid), queue.i.payload.eq(Cat(*results, q_last))]
+        wiring.connect(m, queue.o, wiring.flipped(self.y))
         return m

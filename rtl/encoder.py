@@ -44,13 +44,13 @@ from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from .gelu import Gelu, GeluConfig
 from .gemm import GemmConfig, GemmEngine, read_request_layout, write_request_layout
 from .layernorm import LayerNorm, LayerNormConfig
 from .softmax import MULT_BITS, SHIFT_BITS, Softmax, SoftmaxConfig
+from .stream import Queue, register
 from .tile_scheduler import command_layout
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
@@ -225,13 +225,16 @@ class EncoderTop(wiring.Component):
             "wr_req": Out(stream.Signature(write_request_layout(g))),
         }).create(path=(name,))
 
-        def reg(field, width=aw):
-            return Signal(width, name=f"{name}_{field}")
+        widths = {"src": aw, "src2": aw, "dst": aw, "params": aw, "src_stride": aw,
+                  "src2_stride": aw, "dst_stride": aw, "rows": 16, "length": 16,
+                  "mult": MULT_BITS, "shift": SHIFT_BITS, "base0": aw, "base1": aw}
+        regs = {field: register(width, f"{name}_{field}", reset_less=False)
+                for field, width in widths.items()}
         p = cmd.payload
-        src, src2, dst, params = reg("src"), reg("src2"), reg("dst"), reg("params")
-        s_stride, s2_stride, d_stride = reg("src_stride"), reg("src2_stride"), reg("dst_stride")
-        rows, length = reg("rows", 16), reg("length", 16)
-        mult, shift = reg("mult", MULT_BITS), reg("shift", SHIFT_BITS)
+        src, src2, dst, params = regs["src"], regs["src2"], regs["dst"], regs["params"]
+        s_stride, s2_stride, d_stride = regs["src_stride"], regs["src2_stride"], regs["dst_stride"]
+        rows, length = regs["rows"], regs["length"]
+        mult, shift = regs["mult"], regs["shift"]
         row_bytes = Signal(18 + 2, name=f"{name}_row_bytes")
         with m.If(go):
             m.d.sync += [src.eq(p.src), src2.eq(p.src2), dst.eq(p.dst), params.eq(p.params),
@@ -246,7 +249,7 @@ class EncoderTop(wiring.Component):
         r_src = Signal(name=f"{name}_r_src")
         r_off = Signal(20, name=f"{name}_r_off")
         r_row = Signal(16, name=f"{name}_r_row")
-        base0, base1 = reg("base0"), reg("base1")
+        base0, base1 = regs["base0"], regs["base1"]
         with m.If(go):
             m.d.sync += [r_busy.eq(1), r_src.eq(0), r_off.eq(0), r_row.eq(0)]
             if is_ln:
@@ -278,18 +281,16 @@ class EncoderTop(wiring.Component):
         # Word queues, one per source; read data alternates between them.
         queues = []
         for i in range(sources):
-            q = SyncFIFOBuffered(width=g.mem_width, depth=WORD_QUEUE)
-            m.submodules[f"{name}_words{i}"] = q
+            q = m.submodules[f"{name}_words{i}"] = Queue(shape=g.mem_width, depth=WORD_QUEUE)
             queues.append(q)
         which = Signal(name=f"{name}_which")
         rd = mem.rd_data
         if sources == 1:
-            m.d.comb += [queues[0].w_data.eq(rd.payload), queues[0].w_en.eq(rd.valid),
-                         rd.ready.eq(queues[0].w_rdy)]
+            wiring.connect(m, wiring.flipped(rd), queues[0].i)
         else:
             for i, q in enumerate(queues):
-                m.d.comb += [q.w_data.eq(rd.payload), q.w_en.eq(rd.valid & (which == i))]
-            m.d.comb += rd.ready.eq(Mux(which, queues[1].w_rdy, queues[0].w_rdy))
+                m.d.comb += [q.i.payload.eq(rd.payload), q.i.valid.eq(rd.valid & (which == i))]
+            m.d.comb += rd.ready.eq(Mux(which, queues[1].i.ready, queues[0].i.ready))
             with m.If(rd.valid & rd.ready):
                 m.d.sync += which.eq(~which)
 
@@ -302,10 +303,11 @@ class EncoderTop(wiring.Component):
         u_started = Signal(name=f"{name}_u_started")
         with m.If(go):
             m.d.sync += [u_phase.eq(0 if is_ln else 1), u_elem.eq(0), sub.eq(0), u_started.eq(0)]
-        valid = queues[0].r_rdy
+        valid = queues[0].o.valid
         for q in queues[1:]:
-            valid = valid & q.r_rdy
-        pieces = [q.r_data.word_select(sub, bits) if per_word > 1 else q.r_data[:bits] for q in queues]
+            valid = valid & q.o.valid
+        pieces = [q.o.payload.word_select(sub, bits) if per_word > 1 else q.o.payload[:bits]
+                  for q in queues]
         last = u_elem + lanes == length
         x_ready = unit.x.ready
         if is_ln:
@@ -335,7 +337,7 @@ class EncoderTop(wiring.Component):
             with m.If(sub == per_word - 1):
                 m.d.sync += sub.eq(0)
                 for q in queues:
-                    m.d.comb += q.r_en.eq(1)
+                    m.d.comb += q.o.ready.eq(1)
             with m.If(last):
                 m.d.sync += [u_elem.eq(0), sub.eq(0)]
                 if is_ln:
@@ -347,7 +349,7 @@ class EncoderTop(wiring.Component):
 
         # Writer: each output beat is one write of ``lanes`` bytes.
         w_row = Signal(16, name=f"{name}_w_row")
-        w_addr = reg("w_addr")
+        w_addr = register(aw, f"{name}_w_addr", reset_less=False)
         w_off = Signal(16, name=f"{name}_w_off")
         with m.If(go):
             m.d.sync += [w_row.eq(0), w_addr.eq(p.dst), w_off.eq(0)]

@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from .fixed import Q, requantize
 from .params import check_choice, check_int
+from .stream import register
 from bertforge.rtl.errors import ParameterTypeError
 
 __all__ = ["GeluConfig", "Gelu", "GELU_X", "GELU_Y", "GELU_SEGMENT_BITS", "GELU_SEGMENTS",
@@ -166,22 +167,21 @@ class Gelu(wiring.Component):
                 m.d.sync += [valid[k].eq(valid[k - 1]), last[k].eq(last[k - 1])]
 
         for lane in range(cfg.lanes):
-            def reg(name, shape):
-                return Signal(shape, name=f"l{lane}_{name}", reset_less=True)
-
             raw = self.x.payload.data[lane]
-            product = reg("in_product", signed(cfg.in_width + cfg.in_mult.bit_length() + 1))
-            x = reg("x", GELU_X.shape)
+            product = register(signed(cfg.in_width + cfg.in_mult.bit_length() + 1),
+                               f"l{lane}_in_product")
+            x = register(GELU_X.shape, f"l{lane}_x")
             mag = Signal(unsigned(GELU_X.width), name=f"l{lane}_mag")
-            base = reg("base", signed(GELU_Y.width))
-            slope = reg("slope", signed(GELU_Y.width))
-            frac = reg("frac", unsigned(seg_bits))
-            beyond = reg("beyond", 1)
-            relu = reg("relu", signed(GELU_Y.width + 1))
+            base = register(signed(GELU_Y.width), f"l{lane}_base")
+            slope = register(signed(GELU_Y.width), f"l{lane}_slope")
+            frac = register(unsigned(seg_bits), f"l{lane}_frac")
+            beyond = register(1, f"l{lane}_beyond")
+            relu = register(signed(GELU_Y.width + 1), f"l{lane}_relu")
             h = Signal(signed(GELU_Y.width + seg_bits + 2), name=f"l{lane}_h")
-            y = reg("y", signed(GELU_Y.width + 2))
-            out_product = reg("out_product", signed(GELU_Y.width + 2 + cfg.out_mult.bit_length() + 1))
-            out = reg("out", signed(cfg.out_width))
+            y = register(signed(GELU_Y.width + 2), f"l{lane}_y")
+            out_product = register(signed(GELU_Y.width + 2 + cfg.out_mult.bit_length() + 1),
+                                   f"l{lane}_out_product")
+            out = register(signed(cfg.out_width), f"l{lane}_out")
 
             m.d.comb += [
                 mag.eq(Mux(x < 0, -x, x)),

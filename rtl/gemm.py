@@ -4,13 +4,12 @@ from dataclasses import asdict, dataclass, replace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .arith import saturate
 from .fixed import requantize
 from .params import check_choice, check_int
+from .stream import Queue, clamp
 from .systolic import SystolicArray, SystolicConfig
 from .tile_scheduler import TileScheduler, chunk_layout, command_layout, completion_layout
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
@@ -157,14 +156,6 @@ def write_request_layout(config):
                               "bytes": range(config.mem_bytes + 1)})
 
 
-def _clamp(value, width):
-    """``value`` clamped to ``signed(width)``, as ``width`` bits."""
-    if len(value) <= width:
-        return value
-    hi, lo = (1 << (width - 1)) - 1, -(1 << (width - 1))
-    return Mux(value > hi, hi, Mux(value < lo, lo, value))[:width]
-
-
 def _ahead(x, y, n):
     """``x - y <= n`` for wrapping 8-bit counters that are close together."""
     return (x - y)[:8] <= n
@@ -227,12 +218,9 @@ class GemmEngine(wiring.Component):
 
     @staticmethod
     def _queue(m, name, layout, depth=STAGE_QUEUE):
-        """A buffered FIFO and a view of its head as ``layout``."""
-        width = data.Layout.cast(layout).size if isinstance(layout, data.Layout) else layout
-        fifo = SyncFIFOBuffered(width=width, depth=depth)
-        m.submodules[name] = fifo
-        head = data.View(layout, fifo.r_data) if isinstance(layout, data.Layout) else fifo.r_data
-        return fifo, head
+        """A :class:`Queue` of ``layout`` and its head (``o.payload``)."""
+        queue = m.submodules[name] = Queue(shape=layout, depth=depth)
+        return queue, queue.o.payload
 
     def elaborate(self, platform):
         m = Module()
@@ -242,13 +230,9 @@ class GemmEngine(wiring.Component):
         ws = cfg.dataflow == "ws"
 
         sched = m.submodules.scheduler = TileScheduler(cfg)
-        cmd_q, cmd_head = self._queue(m, "cmd_queue", command_layout(cfg))
-        m.d.comb += [
-            cmd_q.w_data.eq(self.cmd.payload), cmd_q.w_en.eq(self.cmd.valid),
-            self.cmd.ready.eq(cmd_q.w_rdy),
-            sched.cmd.payload.eq(cmd_head), sched.cmd.valid.eq(cmd_q.r_rdy),
-            cmd_q.r_en.eq(sched.cmd.ready),
-        ]
+        cmd_q, _ = self._queue(m, "cmd_queue", command_layout(cfg))
+        wiring.connect(m, wiring.flipped(self.cmd), cmd_q.i)
+        wiring.connect(m, cmd_q.o, sched.cmd)
         array = m.submodules.array = SystolicArray(self.systolic)
 
         # Fan the chunk descriptors out to every stage's queue.
@@ -261,9 +245,9 @@ class GemmEngine(wiring.Component):
         m.d.comb += ready.eq(1)
         for name, (fifo, _) in queues.items():
             needed = to_writer if name == "write" else ~chunk.payload.error
-            m.d.comb += fifo.w_data.eq(chunk.payload)
-            m.d.comb += fifo.w_en.eq(chunk.valid & ready & needed)
-            with m.If(needed & ~fifo.w_rdy):
+            m.d.comb += fifo.i.payload.eq(chunk.payload)
+            m.d.comb += fifo.i.valid.eq(chunk.valid & ready & needed)
+            with m.If(needed & ~fifo.i.ready):
                 m.d.comb += ready.eq(0)
         m.d.comb += chunk.ready.eq(ready)
 
@@ -334,7 +318,7 @@ class GemmEngine(wiring.Component):
         m.d.comb += [req.payload.addr.eq(addr),
                      req.payload.beats.eq(Mux(job == 0, c_beats, Mux(job == 1, a_beats, 1)))]
         with m.If(~busy):
-            with m.If(fifo.r_rdy & slot_free & (~load_c | acc_free)):
+            with m.If(fifo.o.valid & slot_free & (~load_c | acc_free)):
                 m.d.sync += [busy.eq(1), row.eq(0), job.eq(Mux(load_c, 0, 1)),
                              addr.eq(Mux(load_c, d.c_base, d.a_base))]
         with m.Else():
@@ -349,7 +333,7 @@ class GemmEngine(wiring.Component):
                         m.d.sync += [job.eq(2), addr.eq(d.b_base)]
                     with m.Else():
                         m.d.sync += [busy.eq(0), issued_chunks.eq(issued_chunks + 1)]
-                        m.d.comb += fifo.r_en.eq(1)
+                        m.d.comb += fifo.o.ready.eq(1)
                         with m.If(d.last):
                             m.d.sync += issued_blocks.eq(issued_blocks + 1)
 
@@ -368,8 +352,8 @@ class GemmEngine(wiring.Component):
         ab_slot = loaded_chunks[0]
         acc_slot = loaded_blocks[0]
         rd = self.rd_data
-        m.d.comb += rd.ready.eq(fifo.r_rdy)
-        take = rd.valid & fifo.r_rdy
+        m.d.comb += rd.ready.eq(fifo.o.valid)
+        take = rd.valid & fifo.o.valid
         row_now = Mux(rstarted, rrow, 0)
         beat_now = Mux(rstarted, beat, 0)
         ptr_now = Mux(rstarted, ptr, 0)
@@ -379,7 +363,7 @@ class GemmEngine(wiring.Component):
         lanes32 = [rd.payload[32 * q:32 * (q + 1)].as_signed() for q in range(Q)]
         m.d.comb += [
             cw.addr.eq(acc_slot * Mt + row_now),
-            cw.data.eq(Cat(*[_clamp(lanes32[p % Q], cfg.acc_width) for p in range(P)])),
+            cw.data.eq(Cat(*[clamp(lanes32[p % Q], cfg.acc_width) for p in range(P)])),
         ]
         with m.If(take & (job_now == 0)):
             for p in range(P):
@@ -407,17 +391,16 @@ class GemmEngine(wiring.Component):
                     m.d.sync += [rrow.eq(0), ptr.eq(0), rjob.eq(job_now + 1)]
                     with m.If(job_now == 2):
                         m.d.sync += [rstarted.eq(0), loaded_chunks.eq(loaded_chunks + 1)]
-                        m.d.comb += fifo.r_en.eq(1)
+                        m.d.comb += fifo.o.ready.eq(1)
                         with m.If(d.last):
                             m.d.sync += loaded_blocks.eq(loaded_blocks + 1)
 
     # -- feeders ------------------------------------------------------------
 
-    def _feed_queue(self, m, name, width):
+    def _feed_queue(self, m, name, shape):
         """Operand queue with a one-cycle read stage in front: ``space`` says a
         buffer read may be issued now."""
-        fifo = SyncFIFOBuffered(width=width, depth=FEED_QUEUE)
-        m.submodules[name] = fifo
+        fifo = m.submodules[name] = Queue(shape=shape, depth=FEED_QUEUE)
         pending = Signal(name=f"{name}_pending")
         space = Signal(name=f"{name}_space")
         m.d.comb += space.eq(fifo.level + pending < FEED_QUEUE - 2)
@@ -428,11 +411,11 @@ class GemmEngine(wiring.Component):
         w, C, SEG, Kc = cfg.width, cfg.cols, cfg.segments, cfg.k_chunk
         fifo, d = queues["feed_a"]
         beat_layout = data.StructLayout({"a": unsigned(cfg.rows * w), "b": unsigned(C * w), "last": 1})
-        out, pending, space = self._feed_queue(m, "os_operands", beat_layout.size)
+        out, pending, space = self._feed_queue(m, "os_operands", beat_layout)
         k = Signal(range(Kc + 1))
         j = Signal(range(cfg.group + 1))
         slot = fed_a[0]
-        go = fifo.r_rdy & (loaded_chunks != fed_a) & space
+        go = fifo.o.valid & (loaded_chunks != fed_a) & space
         a_ports = [mem.read_port() for mem in a_mems]
         b_port = b_mem.read_port()
         for port in a_ports:
@@ -448,20 +431,20 @@ class GemmEngine(wiring.Component):
                 m.d.sync += [k.eq(0), j.eq(j + 1)]
                 with m.If(j == d.tiles - 1):
                     m.d.sync += [j.eq(0), fed_a.eq(fed_a + 1)]
-                    m.d.comb += fifo.r_en.eq(1)
+                    m.d.comb += fifo.o.ready.eq(1)
         beat = Signal(beat_layout)
         m.d.comb += [
             beat.a.eq(Cat(*[p.data.word_select(lane, w) for p in a_ports])),
             beat.b.eq(b_port.data.word_select(col, C * w)),
             beat.last.eq(last),
-            out.w_data.eq(beat), out.w_en.eq(pending),
+            out.i.payload.eq(beat), out.i.valid.eq(pending),
         ]
-        head = data.View(beat_layout, out.r_data)
+        head = out.o.payload
         m.d.comb += [
             array.a.payload.data.eq(head.a), array.a.payload.last.eq(head.last),
             array.b.payload.eq(head.b),
-            array.a.valid.eq(out.r_rdy), array.b.valid.eq(out.r_rdy),
-            out.r_en.eq(array.a.ready),
+            array.a.valid.eq(out.o.valid), array.b.valid.eq(out.o.valid),
+            out.o.ready.eq(array.a.ready),
         ]
 
     def _ws_walk(self, m, name, d, count, advance):
@@ -503,8 +486,8 @@ class GemmEngine(wiring.Component):
         # Activations: rows m of the block, R lanes of the current K block.
         fifo, d = queues["feed_a"]
         act_layout = data.StructLayout({"x": unsigned(R * w), "last": 1})
-        out, pending, space = self._feed_queue(m, "ws_acts", act_layout.size)
-        go = fifo.r_rdy & (loaded_chunks != fed_a) & space
+        out, pending, space = self._feed_queue(m, "ws_acts", act_layout)
+        go = fifo.o.valid & (loaded_chunks != fed_a) & space
         j, seg_base, blk, kbase, row, done = self._ws_walk(m, "act", d, d.m_len, go)
         port = a_mem.read_port()
         row_ptr = Signal(range(Mt * SEG + 1))   # row * SEG
@@ -516,19 +499,19 @@ class GemmEngine(wiring.Component):
         m.d.sync += [pending.eq(go), blk_q.eq(blk), last_q.eq(row == d.m_len - 1)]
         with m.If(go & done):
             m.d.sync += fed_a.eq(fed_a + 1)
-            m.d.comb += fifo.r_en.eq(1)
+            m.d.comb += fifo.o.ready.eq(1)
         padded = Cat(port.data, Const(0, (BPS * R - L) * w))
         act = Signal(act_layout)
         m.d.comb += [act.x.eq(padded.word_select(blk_q, R * w)), act.last.eq(last_q),
-                     out.w_data.eq(act), out.w_en.eq(pending)]
-        head = data.View(act_layout, out.r_data)
+                     out.i.payload.eq(act), out.i.valid.eq(pending)]
+        head = out.o.payload
         m.d.comb += [array.a.payload.data.eq(head.x), array.a.payload.last.eq(head.last),
-                     array.a.valid.eq(out.r_rdy), out.r_en.eq(array.a.ready)]
+                     array.a.valid.eq(out.o.valid), out.o.ready.eq(array.a.ready)]
 
         # Weights: R rows of B per block, zero past the segment or past K.
         fifo, d = queues["feed_w"]
         wout, wpending, wspace = self._feed_queue(m, "ws_weights", C * w)
-        wgo = fifo.r_rdy & (loaded_chunks != fed_w) & wspace
+        wgo = fifo.o.valid & (loaded_chunks != fed_w) & wspace
         j, seg_base, blk, kbase, i, wdone = self._ws_walk(m, "wgt", d, R, wgo)
         wport = b_mem.read_port()
         m.d.comb += wport.addr.eq(fed_w[0] * Kc + kbase + i)
@@ -538,11 +521,11 @@ class GemmEngine(wiring.Component):
                      zero.eq((kbase + i >= d.k_len) | (kbase + i >= seg_base + L))]
         with m.If(wgo & wdone):
             m.d.sync += fed_w.eq(fed_w + 1)
-            m.d.comb += fifo.r_en.eq(1)
-        m.d.comb += [wout.w_data.eq(Mux(zero, 0, wport.data.word_select(col, C * w))),
-                     wout.w_en.eq(wpending),
-                     array.b.payload.eq(wout.r_data), array.b.valid.eq(wout.r_rdy),
-                     wout.r_en.eq(array.b.ready)]
+            m.d.comb += fifo.o.ready.eq(1)
+        m.d.comb += [wout.i.payload.eq(Mux(zero, 0, wport.data.word_select(col, C * w))),
+                     wout.i.valid.eq(wpending),
+                     array.b.payload.eq(wout.o.payload), array.b.valid.eq(wout.o.valid),
+                     wout.o.ready.eq(array.b.ready)]
 
     # -- accumulator --------------------------------------------------------
 
@@ -557,7 +540,7 @@ class GemmEngine(wiring.Component):
         kb = Signal(range(cfg.max_kblocks + 1), name="acc_kb")
         j = Signal(range(cfg.group + 1), name="acc_j")
         c = array.c
-        ok = fifo.r_rdy & _ahead(acc_blocks, read_blocks, 1)
+        ok = fifo.o.valid & _ahead(acc_blocks, read_blocks, 1)
         m.d.comb += c.ready.eq(ok)
         take = c.valid & ok
         slot = acc_blocks[0]
@@ -578,7 +561,7 @@ class GemmEngine(wiring.Component):
                     m.d.sync += [kb.eq(0), j.eq(j + 1)]
                     with m.If(j == d.tiles - 1):
                         m.d.sync += [j.eq(0), acc_chunks.eq(acc_chunks + 1)]
-                        m.d.comb += fifo.r_en.eq(1)
+                        m.d.comb += fifo.o.ready.eq(1)
                         with m.If(d.last):
                             m.d.sync += acc_blocks.eq(acc_blocks + 1)
         old = rp.data.word_select(s_j, C * aw)
@@ -587,7 +570,7 @@ class GemmEngine(wiring.Component):
             total = Signal(signed(aw + 1), name=f"acc_sum{q}")
             prior = Mux(s_init, 0, old[q * aw:(q + 1) * aw].as_signed())
             m.d.comb += total.eq(prior + s_row[q])
-            sums.append(saturate(total, aw)[:aw])
+            sums.append(clamp(total, aw))
         m.d.comb += [wp.addr.eq(s_addr), wp.data.eq(Cat(*(sums * cfg.group)))]
         for p in range(P):
             m.d.comb += wp.en[p].eq(s_valid & (s_j == p // C))
@@ -606,8 +589,7 @@ class GemmEngine(wiring.Component):
             "addr": unsigned(cfg.addr_width), "data": unsigned(cfg.mem_width),
             "bytes": range(MB + 1), "block_end": 1, "cmd_end": 1,
             "error": 1, "tag": unsigned(8)})
-        out = SyncFIFOBuffered(width=entry_layout.size, depth=FEED_QUEUE)
-        m.submodules.write_beats = out
+        out = m.submodules.write_beats = Queue(shape=entry_layout, depth=FEED_QUEUE)
         pending = Signal()
         space = out.level + pending < FEED_QUEUE - 2
         rp = acc_mem.read_port()
@@ -618,7 +600,7 @@ class GemmEngine(wiring.Component):
         total = Mux(d.int8, d.n_len, d.n_len << 2)        # bytes per row
         beats = Mux(d.int8, 1, (total + MB - 1) >> mb_bits)
         ready_block = committed != read_blocks
-        go = fifo.r_rdy & space & (d.error | ready_block)
+        go = fifo.o.valid & space & (d.error | ready_block)
         base = Mux(started, row_addr, d.c_base)
         m.d.comb += rp.addr.eq(read_blocks[0] * Mt + row)
         e = Signal(entry_layout)      # fields known at issue, registered
@@ -641,12 +623,12 @@ class GemmEngine(wiring.Component):
             ]
             with m.If(d.error):
                 m.d.sync += [beat.eq(0), started.eq(0)]
-                m.d.comb += fifo.r_en.eq(1)
+                m.d.comb += fifo.o.ready.eq(1)
             with m.Elif(last_beat):
                 m.d.sync += [beat.eq(0), row.eq(row + 1), row_addr.eq(base + d.c_stride)]
                 with m.If(last_row):
                     m.d.sync += [row.eq(0), started.eq(0), read_blocks.eq(read_blocks + 1)]
-                    m.d.comb += fifo.r_en.eq(1)
+                    m.d.comb += fifo.o.ready.eq(1)
         accs = [rp.data[p * aw:(p + 1) * aw].as_signed() for p in range(P)]
         as32 = Cat(*[Cat(a, a[-1].replicate(32 - aw)) if aw < 32 else a for a in accs],
                    Const(0, 32 * (-P % Q)))
@@ -655,24 +637,20 @@ class GemmEngine(wiring.Component):
         m.d.comb += [
             entry.eq(e),
             entry.data.eq(Mux(s_int8, as8, as32.word_select(s_beat, 32 * Q))),
-            out.w_data.eq(entry), out.w_en.eq(pending),
+            out.i.payload.eq(entry), out.i.valid.eq(pending),
         ]
 
         # Output side: write beats to memory; completions after a command's last beat.
-        head = data.View(entry_layout, out.r_data)
-        done = SyncFIFOBuffered(width=9, depth=STAGE_QUEUE)
-        m.submodules.done_queue = done
-        hold = head.cmd_end & ~done.w_rdy
+        head = out.o.payload
+        done = m.submodules.done_queue = Queue(shape=completion_layout(cfg), depth=STAGE_QUEUE)
+        hold = head.cmd_end & ~done.i.ready
         wr = self.wr_req
         m.d.comb += [
             wr.payload.addr.eq(head.addr), wr.payload.data.eq(head.data),
             wr.payload.bytes.eq(head.bytes),
-            wr.valid.eq(out.r_rdy & ~head.error & ~hold),
-            done.w_data.eq(Cat(head.tag, head.error)),
+            wr.valid.eq(out.o.valid & ~head.error & ~hold),
+            done.i.payload.tag.eq(head.tag), done.i.payload.error.eq(head.error),
         ]
-        consumed = out.r_rdy & ~hold & (head.error | wr.ready)
-        m.d.comb += [out.r_en.eq(consumed), done.w_en.eq(consumed & head.cmd_end)]
-        m.d.comb += [
-            self.done.valid.eq(done.r_rdy), self.done.payload.eq(done.r_data),
-            done.r_en.eq(self.done.ready),
-        ]
+        consumed = out.o.valid & ~hold & (head.error | wr.ready)
+        m.d.comb += [out.o.ready.eq(consumed), done.i.valid.eq(consumed & head.cmd_end)]
+        wiring.connect(m, done.o, wiring.flipped(self.done))

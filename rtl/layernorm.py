@@ -5,13 +5,13 @@ from dataclasses import asdict, dataclass
 
 from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .fixed import requantize
 from .params import check_choice, check_int
 from .rsqrt import RSQRT_FRAC, RSQRT_STAGES, RsqrtPipeline
+from .stream import Queue, delay, register, tree
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["LayerNormConfig", "LayerNorm", "LN_Z_FRAC", "LN_Z_WIDTH", "LN_STATS_LATENCY",
@@ -27,14 +27,6 @@ LN_Z_WIDTH = LN_Z_FRAC + 8
 LN_STATS_LATENCY = 3 + 1 + 2 + RSQRT_STAGES + 2
 #: Register stages of the normalize pass, read to output register.
 LN_OUT_LATENCY = 6
-
-
-def _tree_sum(values):
-    values = list(values)
-    while len(values) > 1:
-        values = [values[i] + values[i + 1] if i + 1 < len(values) else values[i]
-                  for i in range(0, len(values), 2)]
-    return values[0]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -233,10 +225,8 @@ class LayerNorm(wiring.Component):
         stats_layout = data.StructLayout({
             "s1": s1_shape, "h": unsigned(hbits), "r": unsigned(len(rsqrt.r)),
             "e": unsigned(len(rsqrt.e))})
-        m.submodules.buffer = buffer = SyncFIFOBuffered(
-            width=beat_layout.size, depth=cfg.buffer_depth)
-        m.submodules.stats = stats = SyncFIFOBuffered(
-            width=stats_layout.size, depth=cfg.stats_depth)
+        m.submodules.buffer = buffer = Queue(shape=beat_layout, depth=cfg.buffer_depth)
+        m.submodules.stats = stats = Queue(shape=stats_layout, depth=cfg.stats_depth)
 
         # ---- ingest: sum, buffer, statistics ---------------------------------
         pending = Signal(range(cfg.stats_depth + 1), name="pending")
@@ -244,7 +234,7 @@ class LayerNorm(wiring.Component):
         take = Signal(name="take")
         inputs_valid = self.x.valid & (self.r.valid if cfg.add_residual else 1)
         last_ok = ~self.x.payload.last | (pending < cfg.stats_depth)
-        m.d.comb += [take.eq(inputs_valid & buffer.w_rdy & last_ok), self.x.ready.eq(take)]
+        m.d.comb += [take.eq(inputs_valid & buffer.i.ready & last_ok), self.x.ready.eq(take)]
         if cfg.add_residual:
             m.d.comb += self.r.ready.eq(take)
         m.d.sync += pending.eq(pending + (take & self.x.payload.last) - pop)
@@ -255,26 +245,20 @@ class LayerNorm(wiring.Component):
             if cfg.add_residual:
                 total = total + self.r.payload[lane]
             m.d.comb += beat_in.v[lane].eq(total)
-        m.d.comb += [beat_in.last.eq(self.x.payload.last), buffer.w_data.eq(beat_in),
-                     buffer.w_en.eq(take)]
+        m.d.comb += [beat_in.last.eq(self.x.payload.last), buffer.i.payload.eq(beat_in),
+                     buffer.i.valid.eq(take)]
 
-        def reg(name, shape):
-            return Signal(shape, name=name, reset_less=True)
-
-        valid1, last1 = Signal(name="valid1"), Signal(name="last1")
-        valid2, last2 = Signal(name="valid2"), Signal(name="last2")
-        valid3, last3 = Signal(name="valid3"), Signal(name="last3")
-        m.d.sync += [valid1.eq(take), last1.eq(take & self.x.payload.last),
-                     valid2.eq(valid1), last2.eq(last1), valid3.eq(valid2), last3.eq(last2)]
-        v1 = [reg(f"v1_{lane}", signed(vw)) for lane in range(lanes)]
-        v2 = [reg(f"v2_{lane}", signed(vw)) for lane in range(lanes)]
-        sq2 = [reg(f"sq2_{lane}", unsigned(2 * vw)) for lane in range(lanes)]
+        valid3 = delay(m, take, 3, "valid", reset_less=False)
+        last3 = delay(m, take & self.x.payload.last, 3, "last", reset_less=False)
+        v1 = [register(signed(vw), f"v1_{lane}") for lane in range(lanes)]
+        v2 = [register(signed(vw), f"v2_{lane}") for lane in range(lanes)]
+        sq2 = [register(unsigned(2 * vw), f"sq2_{lane}") for lane in range(lanes)]
         for lane in range(lanes):
             m.d.sync += [v1[lane].eq(beat_in.v[lane]), v2[lane].eq(v1[lane]),
                          sq2[lane].eq(v1[lane] * v1[lane])]
-        lane_sum = reg("lane_sum", s1_shape)
-        lane_sq = reg("lane_sq", s2_shape)
-        m.d.sync += [lane_sum.eq(_tree_sum(v2)), lane_sq.eq(_tree_sum(sq2))]
+        lane_sum = register(s1_shape, "lane_sum")
+        lane_sq = register(s2_shape, "lane_sq")
+        m.d.sync += [lane_sum.eq(tree(v2)), lane_sq.eq(tree(sq2))]
 
         acc1 = Signal(s1_shape, name="acc_s1")
         acc2 = Signal(s2_shape, name="acc_s2")
@@ -287,46 +271,43 @@ class LayerNorm(wiring.Component):
                 m.d.sync += [acc1.eq(0), acc2.eq(0), count.eq(0)]
             with m.Else():
                 m.d.sync += [acc1.eq(sum1), acc2.eq(sum2), count.eq(count + 1)]
-        s1_4, s2_4 = reg("s1_4", s1_shape), reg("s2_4", s2_shape)
-        h_4 = reg("h_4", unsigned(hbits))
+        s1_4, s2_4 = register(s1_shape, "s1_4"), register(s2_shape, "s2_4")
+        h_4 = register(unsigned(hbits), "h_4")
         valid4 = Signal(name="valid4")
         m.d.sync += [s1_4.eq(sum1), s2_4.eq(sum2), h_4.eq((count + 1) * lanes),
                      valid4.eq(valid3 & last3)]
 
         # D = H*S2 - S1**2, then rsqrt; S1 and H ride along.
-        hs2, s1sq = reg("hs2", unsigned(d_width)), reg("s1sq", unsigned(d_width))
-        s1_5, h_5 = reg("s1_5", s1_shape), reg("h_5", unsigned(hbits))
-        d6 = reg("d6", unsigned(d_width))
-        s1_6, h_6 = reg("s1_6", s1_shape), reg("h_6", unsigned(hbits))
+        hs2, s1sq = register(unsigned(d_width), "hs2"), register(unsigned(d_width), "s1sq")
+        s1_5, h_5 = register(s1_shape, "s1_5"), register(unsigned(hbits), "h_5")
+        d6 = register(unsigned(d_width), "d6")
+        s1_6, h_6 = register(s1_shape, "s1_6"), register(unsigned(hbits), "h_6")
         valid5, valid6 = Signal(name="valid5"), Signal(name="valid6")
         m.d.sync += [hs2.eq(h_4 * s2_4), s1sq.eq((s1_4 * s1_4).as_unsigned()), s1_5.eq(s1_4),
                      h_5.eq(h_4), valid5.eq(valid4),
                      d6.eq(hs2 - s1sq), s1_6.eq(s1_5), h_6.eq(h_5), valid6.eq(valid5)]
         rsqrt.add_to(m)
         m.d.comb += rsqrt.d.eq(d6)
-        s1_c, h_c, valid_c = s1_6, h_6, valid6
-        for stage in range(RSQRT_STAGES):
-            s1_n, h_n = reg(f"s1_r{stage}", s1_shape), reg(f"h_r{stage}", unsigned(hbits))
-            valid_n = Signal(name=f"valid_r{stage}")
-            m.d.sync += [s1_n.eq(s1_c), h_n.eq(h_c), valid_n.eq(valid_c)]
-            s1_c, h_c, valid_c = s1_n, h_n, valid_n
+        s1_c = delay(m, s1_6, RSQRT_STAGES, "s1_r")
+        h_c = delay(m, h_6, RSQRT_STAGES, "h_r")
+        valid_c = delay(m, valid6, RSQRT_STAGES, "valid_r", reset_less=False)
         stats_in = Signal(stats_layout, name="stats_in")
         m.d.comb += [stats_in.s1.eq(s1_c), stats_in.h.eq(h_c), stats_in.r.eq(rsqrt.r),
-                     stats_in.e.eq(rsqrt.e), stats.w_data.eq(stats_in), stats.w_en.eq(valid_c)]
+                     stats_in.e.eq(rsqrt.e), stats.i.payload.eq(stats_in), stats.i.valid.eq(valid_c)]
 
         # ---- normalize: stall-all pipeline of LN_OUT_LATENCY stages -----------
-        head = data.View(stats_layout, stats.r_data)
-        beat = data.View(beat_layout, buffer.r_data)
+        head = stats.o.payload
+        beat = buffer.o.payload
         valid = [Signal(name=f"out_valid{k}") for k in range(1, LN_OUT_LATENCY + 1)]
         last = [Signal(name=f"out_last{k}") for k in range(1, LN_OUT_LATENCY + 1)]
         advance = Signal(name="advance")
         go = Signal(name="go")
         m.d.comb += [
             advance.eq(~valid[-1] | self.y.ready),
-            go.eq(advance & stats.r_rdy & buffer.r_rdy),
-            buffer.r_en.eq(go),
+            go.eq(advance & stats.o.valid & buffer.o.valid),
+            buffer.o.ready.eq(go),
             pop.eq(go & beat.last),
-            stats.r_en.eq(pop),
+            stats.o.ready.eq(pop),
             self.y.valid.eq(valid[-1]),
             self.y.payload.last.eq(last[-1]),
         ]
@@ -339,24 +320,23 @@ class LayerNorm(wiring.Component):
             for k in range(1, LN_OUT_LATENCY):
                 m.d.sync += [valid[k].eq(valid[k - 1]), last[k].eq(last[k - 1])]
 
-        r1 = reg("n_r1", unsigned(len(rsqrt.r)))
-        sh1 = reg("n_sh1", unsigned(len(rsqrt.e) + 2))
-        sh2 = reg("n_sh2", unsigned(len(rsqrt.e) + 2))
+        r1 = register(unsigned(len(rsqrt.r)), "n_r1")
+        sh1 = register(unsigned(len(rsqrt.e) + 2), "n_sh1")
+        sh2 = register(unsigned(len(rsqrt.e) + 2), "n_sh2")
         with m.If(advance):
             m.d.sync += [r1.eq(head.r), sh1.eq(head.e + (RSQRT_FRAC - LN_Z_FRAC)), sh2.eq(sh1)]
         num_width = hbits + 1 + vw + 1
         acc_width = max(LN_Z_WIDTH + pw, pw + cfg.beta_shift) + 2
         for lane in range(lanes):
-            def lreg(name, shape):
-                return reg(f"l{lane}_{name}", shape)
-            num = lreg("num", signed(num_width))
-            product = lreg("product", signed(num_width + len(rsqrt.r) + 1))
-            z = lreg("z", signed(LN_Z_WIDTH))
-            gamma = [lreg(f"gamma{k}", signed(pw)) for k in (2, 3)]
-            beta = [lreg(f"beta{k}", signed(pw)) for k in (2, 3)]
-            acc = lreg("acc", signed(acc_width))
-            out_product = lreg("out_product", signed(acc_width + cfg.out_mult.bit_length() + 1))
-            out = lreg("out", signed(8))
+            num = register(signed(num_width), f"l{lane}_num")
+            product = register(signed(num_width + len(rsqrt.r) + 1), f"l{lane}_product")
+            z = register(signed(LN_Z_WIDTH), f"l{lane}_z")
+            gamma = [register(signed(pw), f"l{lane}_gamma{k}") for k in (2, 3)]
+            beta = [register(signed(pw), f"l{lane}_beta{k}") for k in (2, 3)]
+            acc = register(signed(acc_width), f"l{lane}_acc")
+            out_product = register(signed(acc_width + cfg.out_mult.bit_length() + 1),
+                                   f"l{lane}_out_product")
+            out = register(signed(8), f"l{lane}_out")
             gamma1 = read.data[2 * pw * lane:2 * pw * lane + pw].as_signed()
             beta1 = read.data[2 * pw * lane + pw:2 * pw * (lane + 1)].as_signed()
             with m.If(advance):

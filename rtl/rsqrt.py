@@ -23,6 +23,7 @@ import math
 
 from amaranth.hdl import Array, Const, Mux, Signal, unsigned
 from bertforge.rtl.errors import ParameterError
+from .stream import register
 
 __all__ = ["RSQRT_FRAC", "RSQRT_MANT", "RSQRT_STAGES", "rsqrt_seed_table", "rsqrt_reference",
            "RsqrtPipeline"]
@@ -81,9 +82,6 @@ class RsqrtPipeline:
         rf, mf = RSQRT_FRAC, RSQRT_MANT
         width = self.d_width
 
-        def reg(name, shape):
-            return Signal(shape, name=f"rsqrt_{name}", reset_less=True)
-
         # Stage 1: normalize (bit length -> e, mantissa m in Q2.MF).
         length = Signal(range(width + 1), name="rsqrt_length")
         for bit in range(width):
@@ -91,33 +89,33 @@ class RsqrtPipeline:
                 m.d.comb += length.eq(bit + 1)
         e_now = Signal(unsigned(self.e_width), name="rsqrt_e_now")
         m.d.comb += e_now.eq(Mux(length == 0, 0, (length - 1) >> 1))
-        mant = reg("m1", unsigned(mf + 2))
-        e = reg("e1", unsigned(self.e_width))
+        mant = register(unsigned(mf + 2), "rsqrt_m1")
+        e = register(unsigned(self.e_width), "rsqrt_e1")
         m.d.sync += [mant.eq(((self.d << mf) >> (e_now << 1))[:mf + 2]), e.eq(e_now)]
 
         # Stage 2: seed.
         seeds = Array(Const(v, unsigned(rf + 2)) for v in rsqrt_seed_table())
-        y = reg("y0", unsigned(rf + 2))
-        mant2 = reg("m2", unsigned(mf + 2))
-        e2 = reg("e2", unsigned(self.e_width))
+        y = register(unsigned(rf + 2), "rsqrt_y0")
+        mant2 = register(unsigned(mf + 2), "rsqrt_m2")
+        e2 = register(unsigned(self.e_width), "rsqrt_e2")
         m.d.sync += [y.eq(seeds[mant[mf - 4:mf + 2]]), mant2.eq(mant), e2.eq(e)]
         mant, e = mant2, e2
 
         # Stages 3-8: two Newton steps of three registered products each.
         for step in range(2):
-            y2 = reg(f"n{step}_y2", unsigned(rf + 3))
-            ya = reg(f"n{step}_ya", unsigned(rf + 2))
-            ma = reg(f"n{step}_ma", unsigned(mf + 2))
-            ea = reg(f"n{step}_ea", unsigned(self.e_width))
+            y2 = register(unsigned(rf + 3), f"rsqrt_n{step}_y2")
+            ya = register(unsigned(rf + 2), f"rsqrt_n{step}_ya")
+            ma = register(unsigned(mf + 2), f"rsqrt_n{step}_ma")
+            ea = register(unsigned(self.e_width), f"rsqrt_n{step}_ea")
             m.d.sync += [y2.eq((y * y + (1 << (rf - 1))) >> rf), ya.eq(y), ma.eq(mant), ea.eq(e)]
-            my = reg(f"n{step}_my", unsigned(rf + 4))
-            yb = reg(f"n{step}_yb", unsigned(rf + 2))
-            mb = reg(f"n{step}_mb", unsigned(mf + 2))
-            eb = reg(f"n{step}_eb", unsigned(self.e_width))
+            my = register(unsigned(rf + 4), f"rsqrt_n{step}_my")
+            yb = register(unsigned(rf + 2), f"rsqrt_n{step}_yb")
+            mb = register(unsigned(mf + 2), f"rsqrt_n{step}_mb")
+            eb = register(unsigned(self.e_width), f"rsqrt_n{step}_eb")
             m.d.sync += [my.eq((ma * y2 + (1 << (mf - 1))) >> mf), yb.eq(ya), mb.eq(ma), eb.eq(ea)]
-            yc = reg(f"n{step}_yc", unsigned(rf + 2))
-            mc = reg(f"n{step}_mc", unsigned(mf + 2))
-            ec = reg(f"n{step}_ec", unsigned(self.e_width))
+            yc = register(unsigned(rf + 2), f"rsqrt_n{step}_yc")
+            mc = register(unsigned(mf + 2), f"rsqrt_n{step}_mc")
+            ec = register(unsigned(self.e_width), f"rsqrt_n{step}_ec")
             t = Signal(unsigned(rf + 3), name=f"rsqrt_n{step}_t")
             m.d.comb += t.eq((3 << rf) - my)
             m.d.sync += [yc.eq((yb * t + (1 << rf)) >> (rf + 1)), mc.eq(mb), ec.eq(eb)]

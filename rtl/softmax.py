@@ -1,15 +1,16 @@
 """Streaming integer softmax: rows of run-time length, ``lanes`` elements per beat."""
 
+import itertools
 import math
 from dataclasses import asdict, dataclass
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, Signal, Value, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from .fixed import Q, requantize
 from .params import check_choice, check_int
+from .stream import Queue, stage, tree
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["SoftmaxConfig", "Softmax", "softmax_scale",
@@ -271,24 +272,20 @@ class Softmax(wiring.Component):
             "max": signed(width), "multiplier": unsigned(MULT_BITS), "shift": unsigned(SHIFT_BITS)})
         e_shape = unsigned(cfg.exp_frac + 1)
         e_layout = data.StructLayout({"data": data.ArrayLayout(e_shape, lanes), "last": 1})
-        xq = m.submodules.x_queue = SyncFIFOBuffered(
-            width=Shape.cast(x_layout).width, depth=cfg.x_depth)
-        mq = m.submodules.meta_queue = SyncFIFOBuffered(
-            width=Shape.cast(meta_layout).width, depth=cfg.meta_depth)
-        eq_ = m.submodules.e_queue = SyncFIFOBuffered(
-            width=Shape.cast(e_layout).width, depth=cfg.e_depth)
-        rq = m.submodules.recip_queue = SyncFIFOBuffered(
-            width=cfg.recip_width, depth=cfg.recip_depth)
+        xq = m.submodules.x_queue = Queue(shape=x_layout, depth=cfg.x_depth)
+        mq = m.submodules.meta_queue = Queue(shape=meta_layout, depth=cfg.meta_depth)
+        eq_ = m.submodules.e_queue = Queue(shape=e_layout, depth=cfg.e_depth)
+        rq = m.submodules.recip_queue = Queue(shape=unsigned(cfg.recip_width), depth=cfg.recip_depth)
 
         # ---- Pass A: take beats, store them, track the row max.
         x = self.x
         mask = x.payload.mask if cfg.mask else Const(0, lanes)
         take = Signal()
         m.d.comb += [
-            x.ready.eq(xq.w_rdy & mq.w_rdy),
+            x.ready.eq(xq.i.ready & mq.i.ready),
             take.eq(x.valid & x.ready),
-            xq.w_en.eq(take),
-            xq.w_data.eq(Cat(x.payload.data, mask, x.payload.last)),
+            xq.i.valid.eq(take),
+            xq.i.payload.eq(Cat(x.payload.data, mask, x.payload.last)),
         ]
         lowest = -(1 << (width - 1))
         candidates = []
@@ -296,56 +293,44 @@ class Softmax(wiring.Component):
             c = Signal(signed(width), name=f"cand{j}")
             m.d.comb += c.eq(Mux(mask[j], lowest, x.payload.data[j]))
             candidates.append(c)
-        level = 0
-        while len(candidates) > 1:
-            candidates = [
-                _max(m, candidates[k], candidates[k + 1], f"max{level}_{k // 2}")
-                if k + 1 < len(candidates) else candidates[k]
-                for k in range(0, len(candidates), 2)]
-            level += 1
+        names = itertools.count()
+        lane_max = tree(candidates, lambda a, b: _max(m, a, b, f"max{next(names)}"))
         run_max = Signal(signed(width), init=lowest)
-        row_max = _max(m, run_max, candidates[0], "row_max")
+        row_max = _max(m, run_max, lane_max, "row_max")
         with m.If(take):
             m.d.sync += run_max.eq(Mux(x.payload.last, lowest, row_max))
         m.d.comb += [
-            mq.w_en.eq(take & x.payload.last),
-            mq.w_data.eq(Cat(row_max, x.payload.multiplier, x.payload.shift)),
+            mq.i.valid.eq(take & x.payload.last),
+            mq.i.payload.eq(Cat(row_max, x.payload.multiplier, x.payload.shift)),
         ]
 
         # ---- Pass B: exponentials and the row sum (a stallable pipeline).
-        x_head = data.View(x_layout, xq.r_data)
-        meta = data.View(meta_layout, mq.r_data)
+        x_head = xq.o.payload
+        meta = mq.o.payload
         adv_b = Signal()
         b_pop = Signal()
         m.d.comb += [
-            b_pop.eq(adv_b & xq.r_rdy & mq.r_rdy),
-            xq.r_en.eq(b_pop),
-            mq.r_en.eq(b_pop & x_head.last),
+            b_pop.eq(adv_b & xq.o.valid & mq.o.valid),
+            xq.o.ready.eq(b_pop),
+            mq.o.ready.eq(b_pop & x_head.last),
         ]
 
-        def stage(values, flags, index):
+        def b_stage(values, flags, index):
             """Registers of stage ``index`` of pass B, loaded when ``adv_b``."""
-            regs = {}
-            for key, value in values.items():
-                regs[key] = Signal(Value.cast(value).shape(), name=f"b{index}_{key}", reset_less=True)
-            for key, value in flags.items():
-                regs[key] = Signal(name=f"b{index}_{key}")
-            with m.If(adv_b):
-                m.d.sync += [regs[key].eq(value) for key, value in {**values, **flags}.items()]
-            return regs
+            return stage(m, values, f"b{index}", en=adv_b, flags=flags)
 
         # b1: u = max - x (>= 0 for unmasked elements).
         diffs = {f"u{j}": (meta.max - x_head.data[j])[:width] for j in range(lanes)}
-        s1 = stage({**diffs, "mask": x_head.mask, "mult": meta.multiplier, "shift": meta.shift},
+        s1 = b_stage({**diffs, "mask": x_head.mask, "mult": meta.multiplier, "shift": meta.shift},
                    {"valid": b_pop, "last": x_head.last}, 1)
         # b2: u * multiplier.
-        s2 = stage({**{f"p{j}": s1[f"u{j}"] * s1["mult"] for j in range(lanes)},
+        s2 = b_stage({**{f"p{j}": s1[f"u{j}"] * s1["mult"] for j in range(lanes)},
                     "mask": s1["mask"], "shift": s1["shift"]},
                    {"valid": s1["valid"], "last": s1["last"]}, 2)
         # b3: t = round(p / 2**shift), saturated to UQ5.12 (the product was
         # registered in b2, so the house rule runs with multiplier 1).
         t_shape = unsigned(T_FRAC + T_INT)
-        s3 = stage({**{f"t{j}": requantize(s2[f"p{j}"], 1, s2["shift"], t_shape) for j in range(lanes)},
+        s3 = b_stage({**{f"t{j}": requantize(s2[f"p{j}"], 1, s2["shift"], t_shape) for j in range(lanes)},
                     "mask": s2["mask"]},
                    {"valid": s2["valid"], "last": s2["last"]}, 3)
         # b4: table lookups.
@@ -360,9 +345,9 @@ class Softmax(wiring.Component):
             values[f"hi{j}"] = coarse_rom[t[lo_bits:T_FRAC]]
             values[f"lo{j}"] = fine_rom[t[:lo_bits]]
             values[f"n{j}"] = t[T_FRAC:]
-        s4 = stage({**values, "mask": s3["mask"]}, {"valid": s3["valid"], "last": s3["last"]}, 4)
+        s4 = b_stage({**values, "mask": s3["mask"]}, {"valid": s3["valid"], "last": s3["last"]}, 4)
         # b5: product of the two table entries.
-        s5 = stage({**{f"f{j}": s4[f"hi{j}"] * s4[f"lo{j}"] for j in range(lanes)},
+        s5 = b_stage({**{f"f{j}": s4[f"hi{j}"] * s4[f"lo{j}"] for j in range(lanes)},
                     **{f"n{j}": s4[f"n{j}"] for j in range(lanes)}, "mask": s4["mask"]},
                    {"valid": s4["valid"], "last": s4["last"]}, 5)
         # b6: e = round(round(f / 2**(2P - W)) / 2**n), 0 if masked or tiny.
@@ -376,11 +361,11 @@ class Softmax(wiring.Component):
             m.d.comb += shifted.eq((mant + ((Const(1, cfg.exp_frac + 2) << n) >> 1)) >> n)
             tiny = n >= cfg.exp_frac + 2
             values[f"e{j}"] = Mux(s5["mask"][j] | tiny, 0, shifted)[:e_shape.width]
-        s6 = stage(values, {"valid": s5["valid"], "last": s5["last"]}, 6)
+        s6 = b_stage(values, {"valid": s5["valid"], "last": s5["last"]}, 6)
         # b7: e leaves to the queue; the row sum goes to the divider.
         lane_sum = Signal(cfg.sum_width)
         m.d.comb += lane_sum.eq(sum(s6[f"e{j}"] for j in range(lanes)))
-        s7 = stage({**{f"e{j}": s6[f"e{j}"] for j in range(lanes)}, "lane_sum": lane_sum},
+        s7 = b_stage({**{f"e{j}": s6[f"e{j}"] for j in range(lanes)}, "lane_sum": lane_sum},
                    {"valid": s6["valid"], "last": s6["last"]}, 7)
         acc = Signal(cfg.sum_width)
         row_sum = Signal(cfg.sum_width)
@@ -388,10 +373,10 @@ class Softmax(wiring.Component):
         push = Signal()
         m.d.comb += [
             row_sum.eq(acc + s7["lane_sum"]),
-            adv_b.eq(~s7["valid"] | (eq_.w_rdy & (~s7["last"] | (credits != 0)))),
+            adv_b.eq(~s7["valid"] | (eq_.i.ready & (~s7["last"] | (credits != 0)))),
             push.eq(s7["valid"] & adv_b),
-            eq_.w_en.eq(push),
-            eq_.w_data.eq(Cat(*[s7[f"e{j}"] for j in range(lanes)], s7["last"])),
+            eq_.i.valid.eq(push),
+            eq_.i.payload.eq(Cat(*[s7[f"e{j}"] for j in range(lanes)], s7["last"])),
         ]
         with m.If(push):
             m.d.sync += acc.eq(Mux(s7["last"], 0, row_sum))
@@ -403,18 +388,18 @@ class Softmax(wiring.Component):
 
         # ---- Divider: r = floor(2**K / sum), free running, one row per cycle.
         recip_valid, recip = self._divider(m, div_valid, div_sum)
-        m.d.comb += [rq.w_en.eq(recip_valid), rq.w_data.eq(recip)]
+        m.d.comb += [rq.i.valid.eq(recip_valid), rq.i.payload.eq(recip)]
 
         # ---- Pass C: normalize (a stallable pipeline).
         y = self.y
-        e_head = data.View(e_layout, eq_.r_data)
+        e_head = eq_.o.payload
         adv_c = Signal()
         c_pop = Signal()
         m.d.comb += [
             adv_c.eq(~y.valid | y.ready),
-            c_pop.eq(adv_c & eq_.r_rdy & rq.r_rdy),
-            eq_.r_en.eq(c_pop),
-            rq.r_en.eq(c_pop & e_head.last),
+            c_pop.eq(adv_c & eq_.o.valid & rq.o.valid),
+            eq_.o.ready.eq(c_pop),
+            rq.o.ready.eq(c_pop & e_head.last),
         ]
         m.d.sync += credits.eq(credits - (push & s7["last"]) + (c_pop & e_head.last))
         products = [Signal(e_shape.width + cfg.recip_width, name=f"c1_p{j}", reset_less=True)
@@ -422,7 +407,7 @@ class Softmax(wiring.Component):
         c1_valid, c1_last = Signal(), Signal()
         out_shift = cfg.recip_shift - cfg.out_q.frac_bits
         with m.If(adv_c):
-            m.d.sync += [products[j].eq(e_head.data[j] * rq.r_data) for j in range(lanes)]
+            m.d.sync += [products[j].eq(e_head.data[j] * rq.o.payload) for j in range(lanes)]
             m.d.sync += [c1_valid.eq(c_pop), c1_last.eq(e_head.last)]
             m.d.sync += [y.payload.data[j].eq(requantize(products[j], 1, out_shift, cfg.out_shape))
                          for j in range(lanes)]

@@ -27,7 +27,8 @@ from amaranth.lib.wiring import In, Out
 
 from .arith import SaturatingIntArith
 from .params import check_choice, check_int
-from .systolic import _delay, _delay_flag, os_readout, output_queue, push_rows
+from .stream import delay, stage
+from .systolic import os_readout, output_queue, push_rows
 from bertforge.rtl.errors import ParameterTypeError
 
 __all__ = ["SparseConfig", "SparseArray", "SparseOutputStationaryPE"]
@@ -243,23 +244,21 @@ class SparseArray(wiring.Component):
         with m.Elif(since_last != rows):
             m.d.sync += since_last.eq(since_last + 1)
 
-        in_win = Signal.like(a.payload.data, name="in_win", reset_less=True)
-        in_w = Signal.like(b.payload.data, name="in_w", reset_less=True)
-        in_idx = Signal.like(b.payload.index, name="in_idx", reset_less=True)
-        in_valid, in_last = Signal(name="in_valid"), Signal(name="in_last")
-        m.d.sync += [in_win.eq(a.payload.data), in_w.eq(b.payload.data),
-                     in_idx.eq(b.payload.index), in_valid.eq(take), in_last.eq(tile_last)]
+        beat = stage(m, {"win": a.payload.data, "w": b.payload.data, "idx": b.payload.index},
+                     "in", flags={"valid": take, "last": tile_last})
+        in_win, in_w, in_idx = beat["win"], beat["w"], beat["idx"]
+        in_valid, in_last = beat["valid"], beat["last"]
 
         for i in range(rows):
             pe = pes[i][0]
             m.d.comb += [
-                pe.win_in.eq(_delay(m, in_win[i], i, f"skew_a{i}")),
-                pe.valid_in.eq(_delay_flag(m, in_valid, i, f"skew_v{i}")),
-                pe.last_in.eq(_delay_flag(m, in_last, i, f"skew_l{i}")),
+                pe.win_in.eq(delay(m, in_win[i], i, f"skew_a{i}")),
+                pe.valid_in.eq(delay(m, in_valid, i, f"skew_v{i}", reset_less=False)),
+                pe.last_in.eq(delay(m, in_last, i, f"skew_l{i}", reset_less=False)),
             ]
         for j in range(cols):
-            m.d.comb += [pes[0][j].w_in.eq(_delay(m, in_w[j], j, f"skew_b{j}")),
-                         pes[0][j].idx_in.eq(_delay(m, in_idx[j], j, f"skew_i{j}"))]
+            m.d.comb += [pes[0][j].w_in.eq(delay(m, in_w[j], j, f"skew_b{j}")),
+                         pes[0][j].idx_in.eq(delay(m, in_idx[j], j, f"skew_i{j}"))]
         for i in range(rows):
             for j in range(cols):
                 pe = pes[i][j]

@@ -8,9 +8,11 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .gemm import GemmConfig, GemmEngine, _ahead, _clamp, read_request_layout, write_request_layout
+from .gemm import GemmConfig, GemmEngine, _ahead, read_request_layout, write_request_layout
+from .stream import clamp
 from .sparse import SparseArray, SparseConfig
 from .params import check_choice
+from .payload import pack
 from .tile_scheduler import TileScheduler, chunk_layout, command_layout, completion_layout
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
@@ -64,12 +66,9 @@ def sparse_command_layout(config):
 
 
 def pack_sparse_command(config, cmd):
-    """A sparse command dict -> the integer of its payload."""
-    value = 0
-    for name, field in sparse_command_layout(config):
-        width = field.width if hasattr(field, "width") else unsigned(field.shape).width
-        value |= (int(cmd.get(name, 0)) & ((1 << width) - 1)) << field.offset
-    return value
+    """A sparse command dict -> the integer of its payload (missing fields 0;
+    see :func:`bertforge.rtl.payload.pack`)."""
+    return pack(sparse_command_layout(config), cmd)
 
 
 def _sparse_chunk_layout(config):
@@ -130,8 +129,8 @@ class SparseEngine(GemmEngine):
         # panel's first column; the loader walks compressed rows itself.
         sched = m.submodules.scheduler = TileScheduler(cfg)
         cmd_q, head = self._queue(m, "cmd_queue", sparse_command_layout(cfg))
-        m.d.comb += [cmd_q.w_data.eq(self.cmd.payload), cmd_q.w_en.eq(self.cmd.valid),
-                     self.cmd.ready.eq(cmd_q.w_rdy)]
+        m.d.comb += [cmd_q.i.payload.eq(self.cmd.payload), cmd_q.i.valid.eq(self.cmd.valid),
+                     self.cmd.ready.eq(cmd_q.i.ready)]
         held = Signal(sparse_command_layout(cfg))
         bad = Signal()
         shift = Signal(range(5))
@@ -154,8 +153,8 @@ class SparseEngine(GemmEngine):
         cur_shift = Signal(range(5))
         with m.FSM(name="precheck"):
             with m.State("IDLE"):
-                m.d.comb += cmd_q.r_en.eq(1)
-                with m.If(cmd_q.r_rdy):
+                m.d.comb += cmd_q.o.ready.eq(1)
+                with m.If(cmd_q.o.valid):
                     m.d.sync += held.eq(head)
                     m.next = "CHECK"
             with m.State("CHECK"):
@@ -193,8 +192,8 @@ class SparseEngine(GemmEngine):
         m.d.comb += ready.eq(1)
         for name, (fifo, _) in queues.items():
             needed = to_writer if name == "write" else ~chunk.payload.error
-            m.d.comb += [fifo.w_data.eq(full), fifo.w_en.eq(chunk.valid & ready & needed)]
-            with m.If(needed & ~fifo.w_rdy):
+            m.d.comb += [fifo.i.payload.eq(full), fifo.i.valid.eq(chunk.valid & ready & needed)]
+            with m.If(needed & ~fifo.i.ready):
                 m.d.comb += ready.eq(0)
         m.d.comb += chunk.ready.eq(ready)
 
@@ -266,7 +265,7 @@ class SparseEngine(GemmEngine):
                                                 Mux(job == 2, d.b_stride, d.idx_stride)))
         m.d.comb += [req.payload.addr.eq(addr), req.payload.beats.eq(job_beats(job, d))]
         with m.If(~busy):
-            with m.If(fifo.r_rdy & slot_free & (~load_c | acc_free)):
+            with m.If(fifo.o.valid & slot_free & (~load_c | acc_free)):
                 m.d.sync += [busy.eq(1), row.eq(0), job.eq(Mux(load_c, 0, 1)),
                              addr.eq(Mux(load_c, d.c_base, d.a_base))]
         with m.Else():
@@ -285,7 +284,7 @@ class SparseEngine(GemmEngine):
                     with m.Else():
                         m.d.sync += [busy.eq(0), issued_chunks.eq(issued_chunks + 1),
                                      i_next.eq(addr + stride)]
-                        m.d.comb += fifo.r_en.eq(1)
+                        m.d.comb += fifo.o.ready.eq(1)
                         with m.If(d.last):
                             m.d.sync += issued_blocks.eq(issued_blocks + 1)
 
@@ -302,8 +301,8 @@ class SparseEngine(GemmEngine):
         ab_slot = loaded_chunks[0]
         acc_slot = loaded_blocks[0]
         rd = self.rd_data
-        m.d.comb += rd.ready.eq(fifo.r_rdy)
-        take = rd.valid & fifo.r_rdy
+        m.d.comb += rd.ready.eq(fifo.o.valid)
+        take = rd.valid & fifo.o.valid
         row_now = Mux(rstarted, rrow, 0)
         beat_now = Mux(rstarted, beat, 0)
 
@@ -311,7 +310,7 @@ class SparseEngine(GemmEngine):
         lanes32 = [rd.payload[32 * q:32 * (q + 1)].as_signed() for q in range(Q)]
         m.d.comb += [
             cw.addr.eq(acc_slot * Mt + row_now),
-            cw.data.eq(Cat(*[_clamp(lanes32[p % Q], cfg.acc_width) for p in range(P)])),
+            cw.data.eq(Cat(*[clamp(lanes32[p % Q], cfg.acc_width) for p in range(P)])),
         ]
         with m.If(take & (job_now == 0)):
             for p in range(P):
@@ -333,7 +332,7 @@ class SparseEngine(GemmEngine):
                     m.d.sync += [rrow.eq(0), rjob.eq(job_now + 1)]
                     with m.If(job_now == 3):
                         m.d.sync += [rstarted.eq(0), loaded_chunks.eq(loaded_chunks + 1)]
-                        m.d.comb += fifo.r_en.eq(1)
+                        m.d.comb += fifo.o.ready.eq(1)
                         with m.If(d.last):
                             m.d.sync += loaded_blocks.eq(loaded_blocks + 1)
 
@@ -354,7 +353,7 @@ class SparseEngine(GemmEngine):
         r = Signal(range(Kc + 1))              # compressed row
         j = Signal(range(cfg.group + 1))
         slot = fed_a[0]
-        go = fifo.r_rdy & (loaded_chunks != fed_a) & a_space & b_space
+        go = fifo.o.valid & (loaded_chunks != fed_a) & a_space & b_space
         a_ports = [mem.read_port() for mem in a_mems]
         b_port, i_port = b_mem.read_port(), i_mem.read_port()
         for port in a_ports:
@@ -376,24 +375,24 @@ class SparseEngine(GemmEngine):
                     m.d.sync += [kpos.eq(0), r.eq(0), j.eq(j + 1)]
                     with m.If(j == d.tiles - 1):
                         m.d.sync += [j.eq(0), fed_a.eq(fed_a + 1)]
-                        m.d.comb += fifo.r_en.eq(1)
+                        m.d.comb += fifo.o.ready.eq(1)
 
         act = Signal(array.a.payload.shape())
         for i, port in enumerate(a_ports):
             window = (port.data >> (off * w))[:mm * w]
             for e in range(mm):
                 m.d.comb += act.data[i][e].eq(Mux(e < pat_m_q, window[e * w:(e + 1) * w], 0))
-        m.d.comb += [act.last.eq(last_q), a_out.w_data.eq(act), a_out.w_en.eq(a_pending)]
+        m.d.comb += [act.last.eq(last_q), a_out.i.payload.eq(act), a_out.i.valid.eq(a_pending)]
         wgt = Signal(array.b.payload.shape())
         values = b_port.data.word_select(col, C * w)
         indices = i_port.data.word_select(col, C * 8)
         for c in range(C):
             m.d.comb += wgt.index[c].eq(indices[8 * c:8 * c + bits])
         m.d.comb += [wgt.data.eq(values), wgt.group_end.eq(end_q),
-                     b_out.w_data.eq(wgt), b_out.w_en.eq(b_pending)]
+                     b_out.i.payload.eq(wgt), b_out.i.valid.eq(b_pending)]
         m.d.comb += [
-            array.a.payload.eq(a_out.r_data), array.a.valid.eq(a_out.r_rdy),
-            a_out.r_en.eq(array.a.ready),
-            array.b.payload.eq(b_out.r_data), array.b.valid.eq(b_out.r_rdy),
-            b_out.r_en.eq(array.b.ready),
+            array.a.payload.eq(a_out.o.payload), array.a.valid.eq(a_out.o.valid),
+            a_out.o.ready.eq(array.a.ready),
+            array.b.payload.eq(b_out.o.payload), array.b.valid.eq(b_out.o.valid),
+            b_out.o.ready.eq(array.b.ready),
         ]

@@ -3,13 +3,13 @@
 from dataclasses import dataclass, asdict
 from functools import reduce
 
-from amaranth.hdl import Module, Mux, Shape, Signal, signed
+from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from .arith import MULTIPLIER_CELLS, SaturatingIntArith
 from .params import check_choice, check_int
+from .stream import Queue, delay, stage
 from .systolic_pe import OutputStationaryPE, WeightStationaryPE
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
@@ -94,35 +94,12 @@ class SystolicConfig:
         return fields
 
 
-def _delay(m, value, cycles, name):
-    """``value`` delayed by ``cycles`` registers."""
-    for n in range(cycles):
-        reg = Signal.like(value, name=f"{name}_d{n}", reset_less=True)
-        m.d.sync += reg.eq(value)
-        value = reg
-    return value
-
-
-def _delay_flag(m, value, cycles, name):
-    """Like :func:`_delay`, for a flag that resets to 0."""
-    for n in range(cycles):
-        reg = Signal(name=f"{name}_d{n}")
-        m.d.sync += reg.eq(value)
-        value = reg
-    return value
-
-
 def output_queue(m, c, depth, rows):
     """The array's output queue on stream ``c``, with credits so that nothing
     in flight is ever dropped: ``(queue, credits, reserve)``; the caller
     drives ``reserve`` (rows a tile will push) when it takes a tile's last beat."""
-    queue = m.submodules.queue = SyncFIFOBuffered(
-        width=Shape.cast(c.payload.shape()).width, depth=depth)
-    m.d.comb += [
-        c.valid.eq(queue.r_rdy),
-        c.payload.eq(queue.r_data),
-        queue.r_en.eq(c.ready),
-    ]
+    queue = m.submodules.queue = Queue(shape=c.payload.shape(), depth=depth)
+    wiring.connect(m, queue.o, wiring.flipped(c))
     credits = Signal(range(depth + 1), init=depth)
     reserve = Signal(range(rows + 1))
     m.d.sync += credits.eq(credits - reserve + (c.valid & c.ready))
@@ -159,8 +136,8 @@ def push_rows(m, queue, row_layout, push_valid, push_last, columns):
     row = Signal(row_layout)
     m.d.comb += row.last.eq(push_last)
     for j in range(cols):
-        m.d.comb += row.data[j].eq(_delay(m, columns[j], cols - 1 - j, f"deskew{j}"))
-    m.d.comb += [queue.w_en.eq(push_valid), queue.w_data.eq(row)]
+        m.d.comb += row.data[j].eq(delay(m, columns[j], cols - 1 - j, f"deskew{j}"))
+    m.d.comb += [queue.i.valid.eq(push_valid), queue.i.payload.eq(row)]
 
 
 class SystolicArray(wiring.Component):
@@ -239,18 +216,6 @@ class SystolicArray(wiring.Component):
         push_rows(m, queue, self.c.payload.shape(), push_valid, push_last, columns)
         return m
 
-    @staticmethod
-    def _input_stage(m, values, flags):
-        """Register the accepted beat: ``values`` and ``flags`` (name -> value)."""
-        regs = {}
-        for name, value in values.items():
-            regs[name] = Signal(value.shape(), name=f"in_{name}", reset_less=True)
-            m.d.sync += regs[name].eq(value)
-        for name, value in flags.items():
-            regs[name] = Signal(name=f"in_{name}")
-            m.d.sync += regs[name].eq(value)
-        return regs
-
     def _elaborate_os(self, m, pes, credits, reserve):
         cfg = self.config
         rows, cols = cfg.rows, cfg.cols
@@ -268,18 +233,18 @@ class SystolicArray(wiring.Component):
         with m.Elif(since_last != rows):
             m.d.sync += since_last.eq(since_last + 1)
 
-        beat = self._input_stage(m, {"a": a.payload.data, "b": b.payload},
-                                 {"valid": take, "last": a.payload.last})
+        beat = stage(m, {"a": a.payload.data, "b": b.payload}, "in",
+                     flags={"valid": take, "last": a.payload.last})
 
         for i in range(rows):
             pe = pes[i][0]
             m.d.comb += [
-                pe.a_in.eq(_delay(m, beat["a"][i], i, f"skew_a{i}")),
-                pe.valid_in.eq(_delay_flag(m, beat["valid"], i, f"skew_v{i}")),
-                pe.last_in.eq(_delay_flag(m, beat["last"], i, f"skew_l{i}")),
+                pe.a_in.eq(delay(m, beat["a"][i], i, f"skew_a{i}")),
+                pe.valid_in.eq(delay(m, beat["valid"], i, f"skew_v{i}", reset_less=False)),
+                pe.last_in.eq(delay(m, beat["last"], i, f"skew_l{i}", reset_less=False)),
             ]
         for j in range(cols):
-            m.d.comb += pes[0][j].b_in.eq(_delay(m, beat["b"][j], j, f"skew_b{j}"))
+            m.d.comb += pes[0][j].b_in.eq(delay(m, beat["b"][j], j, f"skew_b{j}"))
         for i in range(rows):
             for j in range(cols):
                 pe = pes[i][j]
@@ -326,22 +291,22 @@ class SystolicArray(wiring.Component):
         with m.Elif(since_swap != rows):
             m.d.sync += since_swap.eq(since_swap + 1)
 
-        beat = self._input_stage(m, {"a": a.payload.data, "b": b.payload}, {
+        beat = stage(m, {"a": a.payload.data, "b": b.payload}, "in", flags={
             "valid": a_take, "last": a.payload.last, "swap": swap,
             "b_valid": b_take, "commit": commit})
 
         for i in range(rows):
             pe = pes[i][0]
             m.d.comb += [
-                pe.a_in.eq(_delay(m, beat["a"][i], i, f"skew_a{i}")),
-                pe.valid_in.eq(_delay_flag(m, beat["valid"], i, f"skew_v{i}")),
-                pe.last_in.eq(_delay_flag(m, beat["last"], i, f"skew_l{i}")),
-                pe.swap_in.eq(_delay_flag(m, beat["swap"], i, f"skew_s{i}")),
+                pe.a_in.eq(delay(m, beat["a"][i], i, f"skew_a{i}")),
+                pe.valid_in.eq(delay(m, beat["valid"], i, f"skew_v{i}", reset_less=False)),
+                pe.last_in.eq(delay(m, beat["last"], i, f"skew_l{i}", reset_less=False)),
+                pe.swap_in.eq(delay(m, beat["swap"], i, f"skew_s{i}", reset_less=False)),
             ]
         for j in range(cols):
-            w = _delay(m, beat["b"][j], j, f"skew_b{j}")
-            shift = _delay_flag(m, beat["b_valid"], j, f"skew_bv{j}")
-            commit_j = _delay_flag(m, beat["commit"], j, f"skew_c{j}")
+            w = delay(m, beat["b"][j], j, f"skew_b{j}")
+            shift = delay(m, beat["b_valid"], j, f"skew_bv{j}", reset_less=False)
+            commit_j = delay(m, beat["commit"], j, f"skew_c{j}", reset_less=False)
             m.d.comb += pes[rows - 1][j].w_in.eq(w)
             for i in range(rows):
                 m.d.comb += [pes[i][j].w_shift.eq(shift), pes[i][j].w_commit.eq(commit_j)]
@@ -360,8 +325,8 @@ class SystolicArray(wiring.Component):
         push_valid = Signal()
         push_last = Signal()
         # The corner's sum is ready multiply_stages cycles after its flags.
-        valid = _delay_flag(m, corner.valid_out, cfg.multiply_stages - 1, "corner_valid")
-        last = _delay_flag(m, corner.valid_out & corner.last_out, cfg.multiply_stages - 1,
-                           "corner_last")
+        valid = delay(m, corner.valid_out, cfg.multiply_stages - 1, "corner_valid", reset_less=False)
+        last = delay(m, corner.valid_out & corner.last_out, cfg.multiply_stages - 1,
+                     "corner_last", reset_less=False)
         m.d.sync += [push_valid.eq(valid), push_last.eq(last)]
         return push_valid, push_last, [pes[rows - 1][j].psum_out for j in range(cols)]

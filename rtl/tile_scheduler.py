@@ -16,9 +16,11 @@ that leaves the address space, accumulate with int8 output) gives one
 descriptor with ``error`` set and nothing else.
 """
 
-from amaranth.hdl import Array, Const, Module, Mux, Shape, Signal, unsigned
+from amaranth.hdl import Array, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
+
+from .payload import pack
 
 __all__ = ["command_layout", "pack_command", "completion_layout", "chunk_layout", "TileScheduler"]
 
@@ -42,12 +44,9 @@ def command_layout(config):
 
 
 def pack_command(config, cmd):
-    """A command dict -> the integer of its payload."""
-    value = 0
-    for name, field in command_layout(config):
-        raw = int(cmd.get(name, 0)) & ((1 << Shape.cast(field.shape).width) - 1)
-        value |= raw << field.offset
-    return value
+    """A command dict -> the integer of its payload (missing fields 0; see
+    :func:`bertforge.rtl.payload.pack`)."""
+    return pack(command_layout(config), cmd)
 
 
 def completion_layout(config):

@@ -9,13 +9,16 @@ In the original index space stage ``s`` pairs ``(j, j + n / 2**(s+1))`` with
 """
 
 import numpy as np
+from amaranth.lib import data
 
-from bertforge.rtl.butterfly import FFT_GUARD_BITS, twiddle_table
+from bertforge.rtl.butterfly import FFT_GUARD_BITS, complex_layout, twiddle_table
+from bertforge.rtl.payload import pack_beats, unpack_beats
 from .fixed_golden import requantize
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["log2_length", "butterfly_linear", "butterfly_dense_factors", "dense_linear",
-           "butterfly_fft", "bit_reverse_permutation", "sqnr_db"]
+           "butterfly_fft", "bit_reverse_permutation", "sqnr_db", "board_golden",
+           "vector_layout", "x_beats", "y_vectors"]
 
 
 def log2_length(config, n):
@@ -144,3 +147,51 @@ def sqnr_db(config, re, im, out_re, out_im, inverse=False):
     if noise == 0:
         return float("inf")
     return float(10 * np.log10(signal / noise))
+
+
+def board_golden(engine, mode, re, im=None, weights=None, mult=1, shift=0):
+    """``(re, im)`` one run of a butterfly board top computes
+    (:mod:`bertforge.boards.butterfly_top`): :func:`butterfly_linear` in
+    ``"linear"`` mode (``im`` all zero), else :func:`butterfly_fft`."""
+    re = np.asarray(re, dtype=np.int64)
+    if mode == "linear":
+        return butterfly_linear(engine, re, weights, mult, shift), np.zeros_like(re)
+    im = np.zeros_like(re) if im is None else np.asarray(im, dtype=np.int64)
+    return butterfly_fft(engine, re, im, inverse=mode == "ifft")
+
+
+# ---- wire format of the engine's x and y streams (and the board's memories) ----
+
+def vector_layout(config):
+    """One ``x`` beat / the data of a ``y`` beat: ``lanes`` complex values."""
+    return data.ArrayLayout(complex_layout(config.width), config.lanes)
+
+
+def x_beats(config, re, im):
+    """Payload ints of the ``x`` stream for vectors ``re``, ``im`` (batch x n):
+    beat ``k`` of group ``g`` holds element ``k`` of vectors
+    ``gL .. gL+L-1``, ``(re, im)`` per lane; a batch not filling its last
+    group is padded with zero vectors."""
+    from .butterfly_cycles import butterfly_groups   # (it imports this module)
+    lanes = config.lanes
+    batch, n = re.shape
+    groups = butterfly_groups(config, batch)
+    full = np.zeros((groups * lanes, n, 2), dtype=np.int64)
+    full[:batch, :, 0] = re
+    full[:batch, :, 1] = im
+    # (groups, lanes, n, 2) -> (groups, n, lanes, 2) -> one row per beat.
+    beats = full.reshape(groups, lanes, n, 2).transpose(0, 2, 1, 3).reshape(groups * n, lanes, 2)
+    return pack_beats(vector_layout(config), {"re": beats[..., 0], "im": beats[..., 1]})
+
+
+def y_vectors(config, payloads, batch, n):
+    """Output beats of one job (``y`` payloads, or memory Y's words: the
+    ``last`` bit above the data is optional) -> ``(re, im, last_flags)``
+    (batch x n arrays, a list of bools)."""
+    lanes = config.lanes
+    layout = data.StructLayout({"data": vector_layout(config), "last": 1})
+    beats = unpack_beats(layout, payloads)
+    groups = len(payloads) // n
+    values = np.stack([beats["data"]["re"], beats["data"]["im"]], axis=-1)
+    values = values.reshape(groups, n, lanes, 2).transpose(0, 2, 1, 3).reshape(groups * lanes, n, 2)
+    return values[:batch, :, 0], values[:batch, :, 1], [bool(flag) for flag in beats["last"]]

@@ -36,63 +36,20 @@ import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge
 
-from bertforge.rtl.butterfly import MODES, ButterflyConfig, command_is_valid
+from bertforge.rtl.butterfly import MODES, ButterflyConfig, ButterflyEngine, command_is_valid
+from bertforge.rtl.payload import pack, pack_beats
 from bertforge.sim.butterfly_cycles import (butterfly_groups, butterfly_ideal_cycles,
                                             butterfly_queue_cycles, butterfly_timeline)
-from bertforge.sim.butterfly_golden import butterfly_fft, butterfly_linear, sqnr_db
-from bertforge.sim.streams import StreamDriver, StreamMonitor, StreamTB, unpack_vector
+from bertforge.sim.butterfly_golden import (butterfly_fft, butterfly_linear, sqnr_db, x_beats,
+                                            y_vectors)
+from bertforge.sim.streams import StreamDriver, StreamMonitor, StreamTB
 from bertforge.rtl.errors import ParameterError
-
-
-def pack_command(mode, n, groups, shift=0, mult=1):
-    """``cmd`` payload: mode[1:0], n[17:2], groups[33:18], shift[39:34], mult[55:40]."""
-    return (mode & 3) | (n & 0xFFFF) << 2 | (groups & 0xFFFF) << 18 | (shift & 63) << 34 \
-        | (mult & 0xFFFF) << 40
-
-
-def pack_rows(values, width):
-    """Rows of signed ints -> one payload int per row, element 0 lowest."""
-    values = np.asarray(values, dtype=np.int64)
-    mask = (1 << width) - 1
-    if width in (8, 16):
-        raw = values.astype(f"<i{width // 8}")
-        return [int.from_bytes(row.tobytes(), "little") for row in raw]
-    beats = []
-    for row in values.tolist():
-        packed = 0
-        for index, value in enumerate(row):
-            packed |= (value & mask) << (index * width)
-        beats.append(packed)
-    return beats
-
-
-def x_beats(config, re, im):
-    """Beat ``k`` of group ``g``: element ``k`` of vectors ``gL .. gL+L-1``,
-    ``(re, im)`` per lane; a batch not filling its last group is padded with
-    zero vectors."""
-    lanes = config.lanes
-    batch, n = re.shape
-    groups = butterfly_groups(config, batch)
-    full = np.zeros((groups * lanes, n, 2), dtype=np.int64)
-    full[:batch, :, 0] = re
-    full[:batch, :, 1] = im
-    # (groups, lanes, n, 2) -> (groups, n, lanes, 2) -> one row per beat.
-    rows = full.reshape(groups, lanes, n, 2).transpose(0, 2, 1, 3).reshape(groups * n, 2 * lanes)
-    return pack_rows(rows, config.width)
-
-
-def y_vectors(config, payloads, batch, n):
-    """Output beats of one job -> ``(re, im, last_flags)`` (batch x n arrays)."""
-    lanes, width = config.lanes, config.width
-    values = np.array([unpack_vector(p, width, 2 * lanes) for p in payloads], dtype=np.int64)
-    groups = len(payloads) // n
-    values = values.reshape(groups, n, lanes, 2).transpose(0, 2, 1, 3).reshape(groups * lanes, n, 2)
-    last = [bool((p >> (2 * lanes * width)) & 1) for p in payloads]
-    return values[:batch, :, 0], values[:batch, :, 1], last
 
 
 def plan(config, jobs, arrays):
     """Beats of the three streams, and per compute job the golden result."""
+    engine = ButterflyEngine(config)
+    cmd_layout, w_layout = engine.cmd.payload.shape(), engine.w.payload.shape()
     cmd_beats, w_beats, x_all, expected = [], [], [], []
     memory = np.zeros((config.log_n_max, config.n_max // 2, 4), dtype=np.int64)
     for j, job in enumerate(jobs):
@@ -101,14 +58,15 @@ def plan(config, jobs, arrays):
         batch = job.get("batch", 0)
         groups = job.get("groups", butterfly_groups(config, batch) if batch else 0)
         ok = command_is_valid(config, MODES[mode], n, groups)
-        cmd_beats.append(pack_command(MODES[mode], n, groups, job.get("shift", 0), job.get("mult", 1)))
+        cmd_beats.append(pack(cmd_layout, {"mode": MODES[mode], "n": n, "groups": groups,
+                                           "shift": job.get("shift", 0), "mult": job.get("mult", 1)}))
         if not ok:
             expected.append({"job": j, "rejected": True})
             continue
         if mode == "weights":
             weights = arrays[f"w_{j}"]
             memory[:m, : n // 2] = weights
-            w_beats += pack_rows(weights.reshape(-1, 4), config.weight_width)
+            w_beats += pack_beats(w_layout, weights.reshape(-1, 4))
             expected.append({"job": j, "weights": True})
             continue
         re, im = arrays[f"x_re_{j}"], arrays[f"x_im_{j}"]

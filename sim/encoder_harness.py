@@ -20,10 +20,10 @@ import json
 from amaranth.back import verilog
 from amaranth.hdl import Array, Module, Signal
 from amaranth.lib import wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from bertforge.rtl.encoder import EncoderConfig, EncoderTop, encoder_command_layout
+from bertforge.rtl.stream import Queue
 from bertforge.sim.gemm_harness import SIM_MEMORY_VERILOG, add_sim_memory
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
@@ -79,14 +79,14 @@ class EncoderHarness(wiring.Component):
 
         # Commands, completions and time stamps.
         layout = encoder_command_layout(self.config)
-        cmds = m.submodules.cmds = SyncFIFOBuffered(width=layout.size, depth=MAX_COMMANDS)
+        cmds = m.submodules.cmds = Queue(shape=layout, depth=MAX_COMMANDS)
         pushed, done_n, started_n = Signal(8), Signal(8), Signal(8)
         started, finished = Signal(), Signal()
-        m.d.comb += [cmds.w_data.eq(self.cmd_data), cmds.w_en.eq(self.cmd_push & ~self.go)]
-        with m.If(cmds.w_en & cmds.w_rdy):
+        m.d.comb += [cmds.i.payload.eq(self.cmd_data), cmds.i.valid.eq(self.cmd_push & ~self.go)]
+        with m.If(cmds.i.valid & cmds.i.ready):
             m.d.sync += pushed.eq(pushed + 1)
-        m.d.comb += [top.cmd.payload.eq(cmds.r_data), top.cmd.valid.eq(cmds.r_rdy & self.go),
-                     cmds.r_en.eq(top.cmd.ready & self.go)]
+        m.d.comb += [top.cmd.payload.eq(cmds.o.payload), top.cmd.valid.eq(cmds.o.valid & self.go),
+                     cmds.o.ready.eq(top.cmd.ready & self.go)]
         first = top.cmd.valid & top.cmd.ready & ~started
         with m.If(first):
             m.d.sync += started.eq(1)

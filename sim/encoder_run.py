@@ -1,25 +1,19 @@
-"""One encoder layer on :class:`~bertforge.rtl.encoder.EncoderTop` in
-Verilator: memory layout, command program, run, check.
+"""One encoder layer on :class:`~bertforge.rtl.encoder.EncoderTop`: memory
+layout, command program, results read back (the run is
+``bertforge.generators.encoder_sim.simulate_encoder``).
 
 The testbench (:mod:`bertforge.sim.encoder_tb`) only loads the memory image,
 queues the commands, waits and reads memory back; every cycle in between
 runs in HDL (:class:`~bertforge.sim.encoder_harness.EncoderHarness`).
 """
 
-import functools
-import sys
-import tempfile
-from pathlib import Path
-
 import numpy as np
 
-from . import runner
-from .encoder_golden import cosine, encoder_float, encoder_golden
-from .encoder_harness import MAX_COMMANDS, encoder_harness_name, encoder_harness_verilog
+from .encoder_harness import MAX_COMMANDS
 from bertforge.rtl.encoder import OP_GELU, OP_GEMM, OP_LAYERNORM, OP_SOFTMAX
 from bertforge.rtl.errors import ParameterError
 
-__all__ = ["harness_verilog", "encoder_program", "check_shape", "simulate_encoder", "OPERATIONS"]
+__all__ = ["encoder_program", "read_stages", "check_shape", "OPERATIONS"]
 
 #: Operations of the program, in order: (workload name, class); the names are
 #: those of :func:`bertforge.generators.workload.encoder_layer`.
@@ -29,9 +23,6 @@ OPERATIONS = [
     ("residual + layernorm 1", "layernorm"), ("ffn 1", "gemm"), ("gelu", "gelu"), ("ffn 2", "gemm"),
     ("residual + layernorm 2", "layernorm"),
 ]
-
-harness_verilog = functools.lru_cache(maxsize=8)(encoder_harness_verilog)
-
 
 def check_shape(config, seq, hidden, heads, ffn):
     """``ValueError`` (one line) if the adapters cannot take this layer."""
@@ -137,53 +128,3 @@ def read_stages(image, regions, layer):
               "out": (S, H)}
     return {key: _read(image, regions[key], shape, "<i4" if key == "scores" else "<i1")
             for key, shape in shapes.items()}
-
-
-def simulate_encoder(config, layer, *, mem_latency=1, seed=0, lat_mask=0, p_req=0, p_data=0,
-                     p_wr=0, waves=False, quiet=True, workdir=None):
-    """Run ``layer`` on the harness of ``config``. Returns a dict: ``cycles``,
-    ``ops`` (per operation: ``name``, ``class``, measured ``busy`` (first
-    unit input to last completion) and ``span`` (previous operation's end
-    to this one's)), ``match`` (every stage equals :func:`encoder_golden`),
-    ``mismatches`` (per stage), ``max_error`` (output vs the float reference,
-    real units), ``cosine``, ``sim_seconds``."""
-    image, commands, regions, groups, abits = encoder_program(config, layer)
-    text = harness_verilog(config, abits)
-    top = encoder_harness_name(config)
-    if not runner.is_built(text, top, waves=waves) and not quiet:
-        print(f"building the Verilator model of {top} (once per design; cached after)...",
-              file=sys.stderr, flush=True)
-    runner.build(text, top, waves=waves)
-    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{top}-"))
-    work.mkdir(parents=True, exist_ok=True)
-    golden = encoder_golden(config, layer)
-    np.save(work / "image.npy", image)
-    spec = {"image": str(work / "image.npy"), "commands": commands, "abits": abits,
-            "mem_bytes": config.gemm.mem_bytes, "config": config.to_dict(),
-            "seed": seed, "lat_min": mem_latency, "lat_mask": lat_mask, "p_req": p_req,
-            "p_data": p_data, "p_wr": p_wr, "read_bytes": regions["out"] + layer.seq * layer.hidden}
-    result = runner.run(text, top, "bertforge.sim.encoder_tb", spec, waves=waves, workdir=work)
-    got = np.load(result["image"]) if Path(result.get("image", "")).exists() else None
-    stages = read_stages(got, regions, layer) if got is not None else {}
-    mismatches = {key: int(np.count_nonzero(stages[key] != golden[key])) if key in stages else -1
-                  for key in golden}
-    starts, ends = result["starts"], result["ends"]
-    ops, previous_end = [], 0
-    for (name, kind), members in zip(OPERATIONS, groups):
-        busy = ends[members[-1]] - starts[members[0]] + 1
-        span = ends[members[-1]] - previous_end
-        ops.append({"name": name, "class": kind, "busy": busy, "span": span,
-                    "gap": span - busy})
-        previous_end = ends[members[-1]]
-    reference = encoder_float(layer)
-    out = golden["out"] * layer.scales["out"]
-    hw_out = stages["out"] * layer.scales["out"] if "out" in stages else out * np.nan
-    return {
-        "cycles": result["cycles"], "ops": ops, "commands": len(commands),
-        "passed": result["passed"] and not any(result["errors"]),
-        "match": all(v == 0 for v in mismatches.values()), "mismatches": mismatches,
-        "max_error": float(np.abs(hw_out - reference).max()),
-        "max_error_golden": float(np.abs(out - reference).max()),
-        "cosine": cosine(hw_out, reference), "sim_seconds": result["sim_seconds"],
-        "output_lsb": layer.scales["out"], "waves": result.get("waves"),
-    }

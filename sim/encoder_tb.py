@@ -18,32 +18,18 @@ import os
 
 import cocotb
 import numpy as np
-from amaranth.hdl import Shape
 from amaranth.lib import data
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from bertforge.rtl.encoder import EncoderConfig, encoder_command_layout
 from bertforge.rtl.gelu import GeluConfig
 from bertforge.rtl.gemm import GemmConfig
 from bertforge.rtl.layernorm import LayerNormConfig
+from bertforge.rtl.payload import pack, unpack
 from bertforge.rtl.softmax import SoftmaxConfig
-from bertforge.sim.gemm_tb import load_memory, read_memory, wait_finished
+from bertforge.sim.gemm_tb import read_memory, start_harness, wait_finished
 
 KNOBS = ("lat_min", "lat_mask", "p_req", "p_data", "p_wr")
-
-
-def pack_struct(layout, values):
-    """A (nested) dict of field values -> the integer of ``layout``."""
-    packed = 0
-    for name, field in layout:
-        value = values.get(name, 0)
-        if isinstance(field.shape, data.StructLayout):
-            raw = pack_struct(field.shape, value or {})
-        else:
-            raw = int(value) & ((1 << Shape.cast(field.shape).width) - 1)
-        packed |= raw << field.offset
-    return packed
 
 
 def config_from_dict(spec):
@@ -62,24 +48,9 @@ async def encoder_layer(dut):
     mb = int(spec["mem_bytes"])
     assert image.size == 1 << int(spec["abits"])
 
-    Clock(dut.clk, 10, unit="ns").start()
-    dut.go.value = 0
-    dut.host_we.value = 0
-    dut.cmd_push.value = 0
     dut.stamp_sel.value = 0
-    dut.seed.value = int(spec.get("seed", 0)) & 0xFFFFFFFF
-    for key in KNOBS:
-        getattr(dut, key).value = int(spec.get(key, 0))
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
-    await load_memory(dut, image, mb)
-    dut.cmd_push.value = 1
-    for cmd in commands:
-        dut.cmd_data.value = pack_struct(layout, cmd)
-        await RisingEdge(dut.clk)
-    dut.cmd_push.value = 0
-    await RisingEdge(dut.clk)
+    await start_harness(dut, spec, {key: int(spec.get(key, 0)) for key in KNOBS}, image, mb,
+                        [pack(layout, cmd) for cmd in commands])
 
     dut.go.value = 1
     _, seconds = await wait_finished(dut, commands, int(spec.get("timeout", 0)) or 20_000_000)
@@ -87,7 +58,7 @@ async def encoder_layer(dut):
     dut.go.value = 0
     cycles = int(dut.cycles.value)
     completions = int(dut.completions.value)
-    errors = [bool((int(dut.errors.value) >> i) & 1) for i in range(len(commands))]
+    errors = [bool(e) for e in unpack(data.ArrayLayout(1, len(commands)), int(dut.errors.value))]
     starts, ends = [], []
     for index in range(len(commands)):
         dut.stamp_sel.value = index

@@ -21,22 +21,20 @@ import time
 import cocotb
 import numpy as np
 
-from bertforge.rtl.gelu import GeluConfig
+from bertforge.rtl.gelu import Gelu, GeluConfig
+from bertforge.rtl.payload import pack_beats, unpack_beats
 from bertforge.sim.gelu_cycles import gelu_cycles
 from bertforge.sim.gelu_golden import gelu_float, gelu_golden
-from bertforge.sim.streams import finish, StreamDriver, StreamMonitor, StreamTB, pack_vector, unpack_vector
+from bertforge.sim.streams import finish, StreamDriver, StreamMonitor, StreamTB
 
 
 def gelu_beats(config, x):
     """Payload ints of the ``x`` stream for rows ``x`` (rows x L)."""
-    lanes, width = config.lanes, config.in_width
-    last_bit = lanes * width
-    beats = []
-    for row in x:
-        n = len(row) // lanes
-        for b in range(n):
-            beats.append(pack_vector(row[b * lanes:(b + 1) * lanes], width) | (int(b == n - 1) << last_bit))
-    return beats
+    x = np.asarray(x, dtype=np.int64)
+    per_row = x.shape[1] // config.lanes
+    last = np.arange(x.shape[0] * per_row) % per_row == per_row - 1
+    return pack_beats(Gelu(config).x.payload.shape(),
+                      {"data": x.reshape(-1, config.lanes), "last": last})
 
 
 @cocotb.test()
@@ -59,11 +57,9 @@ async def gelu_rows(dut):
     seconds = time.perf_counter() - start
     cycles = last - first + 1
 
-    lanes, width = config.lanes, config.out_width
-    last_bit = lanes * width
-    got = np.concatenate([unpack_vector(p, width, lanes) for p in monitor.received]).reshape(rows, length)
-    flags = [bool((p >> last_bit) & 1) for p in monitor.received]
-    per_row = length // lanes
+    y = unpack_beats(Gelu(config).y.payload.shape(), monitor.received)
+    got, flags = y["data"].reshape(rows, length), [bool(flag) for flag in y["last"]]
+    per_row = length // config.lanes
     flag_errors = sum(flag != ((i % per_row) == per_row - 1) for i, flag in enumerate(flags))
     mismatches = int(np.sum(got != expected)) + flag_errors
     err = np.abs(got * config.out_scale - gelu_float(x * config.in_scale))

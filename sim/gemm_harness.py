@@ -28,10 +28,10 @@ import json
 from amaranth.back import verilog
 from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, Mux, Signal
 from amaranth.lib import data, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from bertforge.rtl.gemm import GemmConfig, GemmEngine
+from bertforge.rtl.stream import Queue
 from bertforge.rtl.tile_scheduler import command_layout
 from bertforge.rtl.errors import ParameterTypeError
 
@@ -118,17 +118,17 @@ class GemmHarness(wiring.Component):
 
         # Commands and completions.
         layout = self.command_layout(cfg)
-        cmds = m.submodules.cmds = SyncFIFOBuffered(width=layout.size, depth=MAX_COMMANDS)
+        cmds = m.submodules.cmds = Queue(shape=layout, depth=MAX_COMMANDS)
         pushed = Signal(8)
         done_n = Signal(8)
         started = Signal()
         finished = Signal()
-        m.d.comb += [cmds.w_data.eq(self.cmd_data), cmds.w_en.eq(self.cmd_push & ~self.go)]
-        with m.If(cmds.w_en & cmds.w_rdy):
+        m.d.comb += [cmds.i.payload.eq(self.cmd_data), cmds.i.valid.eq(self.cmd_push & ~self.go)]
+        with m.If(cmds.i.valid & cmds.i.ready):
             m.d.sync += pushed.eq(pushed + 1)
         cmd_ok = self.go & ~chance(self.p_cmd, 3)
-        m.d.comb += [engine.cmd.payload.eq(cmds.r_data), engine.cmd.valid.eq(cmds.r_rdy & cmd_ok),
-                     cmds.r_en.eq(engine.cmd.ready & cmd_ok)]
+        m.d.comb += [engine.cmd.payload.eq(cmds.o.payload), engine.cmd.valid.eq(cmds.o.valid & cmd_ok),
+                     cmds.o.ready.eq(engine.cmd.ready & cmd_ok)]
         first = engine.cmd.valid & engine.cmd.ready & ~started
         done_take = engine.done.valid & engine.done.ready
         m.d.comb += engine.done.ready.eq(self.go & ~chance(self.p_done, 4))
@@ -198,7 +198,7 @@ def add_sim_memory(m, harness, unit, *, abits, bw=None):
 
     # Reads: requests wait in order until due, then stream their beats.
     req_layout = data.StructLayout({"addr": addr_width, "beats": 8, "due": 32})
-    reqs = m.submodules.reqs = SyncFIFOBuffered(width=req_layout.size, depth=32)
+    reqs = m.submodules.reqs = Queue(shape=req_layout, depth=32)
     last_due = Signal(32)
     due = Signal(32)
     fresh = now + harness.lat_min + (state[40:48] & harness.lat_mask)
@@ -206,19 +206,19 @@ def add_sim_memory(m, harness, unit, *, abits, bw=None):
     rq = unit.rd_req
     entry = Signal(req_layout)
     m.d.comb += [entry.addr.eq(rq.payload.addr), entry.beats.eq(rq.payload.beats),
-                 entry.due.eq(due), reqs.w_data.eq(entry)]
+                 entry.due.eq(due), reqs.i.payload.eq(entry)]
     req_ok = go & ~chance(harness.p_req, 0)
-    m.d.comb += [rq.ready.eq(reqs.w_rdy & req_ok), reqs.w_en.eq(rq.valid & req_ok)]
+    m.d.comb += [rq.ready.eq(reqs.i.ready & req_ok), reqs.i.valid.eq(rq.valid & req_ok)]
     with m.If(rq.valid & rq.ready):
         m.d.sync += last_due.eq(due)
 
-    head = data.View(req_layout, reqs.r_data)
-    out = m.submodules.rdata = SyncFIFOBuffered(width=mem_width, depth=8)
+    head = reqs.o.payload
+    out = m.submodules.rdata = Queue(shape=mem_width, depth=8)
     pending = Signal()
     tokens = Signal(range(4 * MB + (1 << 16)))
     token_ok = 1 if bw is None else (bw == 0) | (tokens >= MB)
     beat = Signal(8)
-    serve = (reqs.r_rdy & (now >= head.due) & token_ok & (out.level + pending < 6)
+    serve = (reqs.o.valid & (now >= head.due) & token_ok & (out.level + pending < 6)
              & ~chance(harness.p_data, 1))
     word = (head.addr >> mbb) + beat
     m.d.comb += [port["r0_addr"].eq(word), port["r1_addr"].eq(word + 1)]
@@ -228,16 +228,15 @@ def add_sim_memory(m, harness, unit, *, abits, bw=None):
         m.d.sync += beat.eq(beat + 1)
         with m.If(beat == head.beats - 1):
             m.d.sync += beat.eq(0)
-            m.d.comb += reqs.r_en.eq(1)
+            m.d.comb += reqs.o.ready.eq(1)
     if bw is not None:
         refill = Mux(tokens + bw > MB + bw, MB + bw, tokens + bw)
         m.d.sync += tokens.eq(refill - Mux(serve, MB, 0))
     m.d.comb += [
-        out.w_data.eq((Cat(port["r0_data"], port["r1_data"]) >> (offset * 8))[:mem_width]),
-        out.w_en.eq(pending),
-        unit.rd_data.payload.eq(out.r_data), unit.rd_data.valid.eq(out.r_rdy),
-        out.r_en.eq(unit.rd_data.ready),
+        out.i.payload.eq((Cat(port["r0_data"], port["r1_data"]) >> (offset * 8))[:mem_width]),
+        out.i.valid.eq(pending),
     ]
+    wiring.connect(m, out.o, unit.rd_data)
 
     # Writes: unaligned, byte-masked, over two words.
     wr = unit.wr_req

@@ -21,10 +21,12 @@ import time
 
 import cocotb
 import numpy as np
+from amaranth.lib import data
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, Timer
 
 from bertforge.rtl.gemm import GemmConfig
+from bertforge.rtl.payload import unpack
 from bertforge.rtl.tile_scheduler import pack_command
 from bertforge.sim.gemm_cycles import gemm_cycles, ideal_cycles
 from bertforge.sim.gemm_golden import run_commands
@@ -54,6 +56,30 @@ async def read_memory(dut, words, mem_bytes):
         raw = int(dut.host_rdata.value)
         out[index * mem_bytes:(index + 1) * mem_bytes] = raw.to_bytes(mem_bytes, "little")
     return np.frombuffer(bytes(out), dtype=np.uint8)
+
+
+async def start_harness(dut, spec, knobs, image, mem_bytes, payloads):
+    """Start a memory-and-commands harness (the GEMM engine's, the
+    encoder's): clock, ``seed`` and ``knobs`` (port name -> value), reset,
+    the memory ``image``, then the command ``payloads`` (ints) pushed one a
+    cycle; ``go`` stays low."""
+    Clock(dut.clk, 10, unit="ns").start()
+    dut.go.value = 0
+    dut.host_we.value = 0
+    dut.cmd_push.value = 0
+    dut.seed.value = int(spec.get("seed", 0)) & 0xFFFFFFFF
+    for key, value in knobs.items():
+        getattr(dut, key).value = value
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, 3)
+    dut.rst.value = 0
+    await load_memory(dut, image, mem_bytes)
+    dut.cmd_push.value = 1
+    for payload in payloads:
+        dut.cmd_data.value = payload
+        await RisingEdge(dut.clk)
+    dut.cmd_push.value = 0
+    await RisingEdge(dut.clk)
 
 
 async def wait_finished(dut, commands, timeout):
@@ -88,24 +114,8 @@ async def run_engine(dut, spec, config, *, pack, golden, cycle_model, ideal):
     image = np.load(spec["image"]).astype(np.uint8)
     assert image.size == 1 << config.addr_width
     knobs = {key: int(spec.get(key, 0)) for key in KNOBS}
-
-    Clock(dut.clk, 10, unit="ns").start()
-    dut.go.value = 0
-    dut.host_we.value = 0
-    dut.cmd_push.value = 0
-    dut.seed.value = int(spec.get("seed", 0)) & 0xFFFFFFFF
-    for key, value in knobs.items():
-        getattr(dut, key).value = value
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
-    await load_memory(dut, image, config.mem_bytes)
-    dut.cmd_push.value = 1
-    for cmd in commands:
-        dut.cmd_data.value = pack(config, cmd)
-        await RisingEdge(dut.clk)
-    dut.cmd_push.value = 0
-    await RisingEdge(dut.clk)
+    await start_harness(dut, spec, knobs, image, config.mem_bytes,
+                        [pack(config, cmd) for cmd in commands])
 
     expected_image = image.copy()
     expected_errors = golden(config, expected_image, commands)
@@ -118,8 +128,8 @@ async def run_engine(dut, spec, config, *, pack, golden, cycle_model, ideal):
     dut.go.value = 0
     cycles = int(dut.cycles.value)
     completions = int(dut.completions.value)
-    errors = [bool((int(dut.errors.value) >> i) & 1) for i in range(len(commands))]
-    tags = [(int(dut.tags.value) >> (8 * i)) & 0xFF for i in range(min(8, len(commands)))]
+    errors = [bool(e) for e in unpack(data.ArrayLayout(1, len(commands)), int(dut.errors.value))]
+    tags = unpack(data.ArrayLayout(8, min(8, len(commands))), int(dut.tags.value))
 
     # Read back only what can have changed: up to the last byte of data or of a C matrix.
     used = max([int(np.flatnonzero(image)[-1]) + 1 if image.any() else 0]

@@ -25,11 +25,12 @@ import time
 import cocotb
 import numpy as np
 
-from bertforge.rtl.layernorm import LayerNormConfig
+from bertforge.rtl.layernorm import LayerNorm, LayerNormConfig
+from bertforge.rtl.payload import pack_beats, unpack_beats
 from bertforge.sim.layernorm_cycles import layernorm_cycles
 from bertforge.sim.layernorm_golden import (layernorm_float, layernorm_golden,
                                             layernorm_reference_int8)
-from bertforge.sim.streams import finish, StreamDriver, StreamMonitor, StreamTB, pack_vector, unpack_vector
+from bertforge.sim.streams import finish, StreamDriver, StreamMonitor, StreamTB
 
 
 def load_vectors(path, residual):
@@ -41,24 +42,25 @@ def load_vectors(path, residual):
 
 
 def vector_beats(config, vectors, with_last):
-    lanes, width = config.lanes, config.in_width
-    beats = []
-    for vector in vectors:
-        n = len(vector) // lanes
-        for b in range(n):
-            word = pack_vector(vector[b * lanes:(b + 1) * lanes], width)
-            if with_last:
-                word |= int(b == n - 1) << (lanes * width)
-            beats.append(word)
-    return beats
+    """Payload ints of the ``x`` stream (``with_last``) or the ``r`` stream."""
+    lanes = config.lanes
+    unit = LayerNorm(config)
+    data_beats = np.concatenate([np.asarray(v, dtype=np.int64)[:len(v) // lanes * lanes].reshape(-1, lanes)
+                                 for v in vectors])
+    if not with_last:
+        return pack_beats(unit.r.payload.shape(), data_beats)
+    last = np.concatenate([np.arange(len(v) // lanes) == len(v) // lanes - 1 for v in vectors])
+    return pack_beats(unit.x.payload.shape(), {"data": data_beats, "last": last})
 
 
 def param_beats(config, gamma, beta):
-    lanes, width = config.lanes, config.param_width
+    """Payload ints of the ``params`` stream."""
+    lanes = config.lanes
     n = len(gamma) // lanes
-    return [pack_vector(gamma[b * lanes:(b + 1) * lanes], width)
-            | (pack_vector(beta[b * lanes:(b + 1) * lanes], width) << (lanes * width))
-            | (int(b == n - 1) << (2 * lanes * width)) for b in range(n)]
+    return pack_beats(LayerNorm(config).params.payload.shape(),
+                      {"gamma": np.asarray(gamma)[:n * lanes].reshape(n, lanes),
+                       "beta": np.asarray(beta)[:n * lanes].reshape(n, lanes),
+                       "last": np.arange(n) == n - 1})
 
 
 @cocotb.test()
@@ -87,8 +89,8 @@ async def layernorm_vectors(dut):
     cycles = last - first + 1
 
     lanes = config.lanes
-    values = [unpack_vector(p, 8, lanes) for p in monitor.received]
-    flags = [bool((p >> (8 * lanes)) & 1) for p in monitor.received]
+    y = unpack_beats(LayerNorm(config).y.payload.shape(), monitor.received)
+    values, flags = list(y["data"]), [bool(flag) for flag in y["last"]]
     outputs, mismatches, errors, real_errors, beat = [], 0, [], [], 0
     for x, r, want in zip(xs, rs, expected):
         n = len(x) // lanes

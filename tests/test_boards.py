@@ -6,25 +6,27 @@ import re
 
 import numpy as np
 import pytest
-from amaranth.back import verilog
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 from bertforge.boards import protocol
 from bertforge.boards.build import connect_uart_top, parse_report
 from bertforge.boards.clocking import ClockShell, ecp5_pll_params, ice40_pll_params
-from bertforge.boards.host import pack_words, systolic_result_from_bytes, systolic_tile_bytes, unpack_words
+from bertforge.boards.host import systolic_result_from_bytes, systolic_tile_bytes, vector_layout
 from bertforge.boards.gemm_top import GemmBoardTop, GemmTopConfig, board_engine_config
 from bertforge.boards.host import gemm_board_layout, gemm_result_from_bytes
 from bertforge.boards.sparse_top import SparseBoardTop, SparseTopConfig
 from bertforge.boards.systolic_top import SystolicBoardTop, SystolicTopConfig
 from bertforge.boards.targets import BOARDS, board
+from bertforge.generators.board_design import GEMM, SPARSE, SYSTOLIC
 from bertforge.generators.cli import main
 from bertforge.rtl.host_link import crc8_step
+from bertforge.rtl.payload import pack_bytes, unpack_bytes
 from bertforge.rtl.sparse import SparseConfig
 from bertforge.rtl.systolic import SystolicConfig
 from bertforge.rtl.uart import Uart, UartConfig
-from bertforge.sim import runner
+
+from board_helpers import run_board_top
 
 
 def test_crc8_check_value_and_frames():
@@ -95,12 +97,13 @@ def test_uart_loopback_in_amaranth_sim():
 ])
 def test_top_config_validation(fields, error, message):
     with pytest.raises(error, match=message):
-        SystolicTopConfig(**fields)
+        SystolicTopConfig(design_id=SYSTOLIC.design_id, **fields)
 
 
 @pytest.mark.parametrize("dataflow", ["os", "ws"])
 def test_memory_images_round_trip(dataflow):
-    config = SystolicTopConfig(array=SystolicConfig(rows=3, cols=5, dataflow=dataflow, width=16))
+    config = SystolicTopConfig(design_id=SYSTOLIC.design_id,
+                               array=SystolicConfig(rows=3, cols=5, dataflow=dataflow, width=16))
     rng = np.random.default_rng(1)
     a = rng.integers(-2**15, 2**15, (3, 7) if dataflow == "os" else (7, 3))
     b = rng.integers(-2**15, 2**15, (7, 5) if dataflow == "os" else (3, 5))
@@ -108,10 +111,10 @@ def test_memory_images_round_trip(dataflow):
     assert k == 7
     assert config.word_bytes() == (8, 16, 32)
     assert len(mem_a) == 7 * 8
-    words = unpack_words(mem_a, 16, 3, 8)
+    words = unpack_bytes(vector_layout(16, 3), mem_a, 8)
     assert np.array_equal(words, a.T if dataflow == "os" else a)
     c = rng.integers(-2**31, 2**31, (4, 5))
-    assert np.array_equal(systolic_result_from_bytes(config, pack_words(c, 32, 32), 4), c)
+    assert np.array_equal(systolic_result_from_bytes(config, pack_bytes(vector_layout(32, 5), c, stride=32), 4), c)
     with pytest.raises(ValueError, match=r"^K = 300 does not fit this bitstream \(k_max 256\)$"):
         systolic_tile_bytes(config, np.zeros((3, 300), int) if dataflow == "os" else
                             np.zeros((300, 3), int), b)
@@ -125,7 +128,7 @@ def test_board_top_over_uart_in_verilator(dataflow, stages, cell, tmp_path):
     on), back-to-back frames, and a RUN with K = 0 (rejected)."""
     array = SystolicConfig(rows=2, cols=3, dataflow=dataflow, multiply_stages=stages,
                            multiplier_cell=cell)
-    config = SystolicTopConfig(array=array, divisor=8, k_max=40)
+    config = SystolicTopConfig(design_id=SYSTOLIC.design_id, array=array, divisor=8, k_max=40)
     rng = np.random.default_rng(7)
     tiles = {}
     for t, k in enumerate([5, 1, 40]):
@@ -135,13 +138,10 @@ def test_board_top_over_uart_in_verilator(dataflow, stages, cell, tmp_path):
     tiles["a_0"][:] = -128
     tiles["b_0"][:] = -128
     np.savez(tmp_path / "tiles.npz", **tiles)
-    text = verilog.convert(SystolicBoardTop(config), name=config.name, emit_src=False)
-    result = runner.run(text, config.name, "bertforge.boards.systolic_board_tb",
-                        {"config": config.to_dict(), "data": str(tmp_path / "tiles.npz"),
-                         "corrupt": True}, workdir=tmp_path / "sim")
-    assert result["passed"], result["log"]
+    result = run_board_top(tmp_path, SystolicBoardTop(config), config, "systolic_board_tb",
+                           data=str(tmp_path / "tiles.npz"), corrupt=True)
     assert result["match"] and result["corrupt_rejected"] == 3 and result["k0_rejected"]
-    assert result["design_id"] == 1
+    assert result["design_id"] == SYSTOLIC.design_id
     assert [t["match"] for t in result["tiles"]] == [True] * 3
 
 
@@ -166,13 +166,16 @@ def test_every_board_passes_the_build_plan(name, clock, design):
         return
     mhz = {"ice40": 24.0, "ecp5": 100.0}.get(target.family) if clock else None
     if design == "gemm":
-        top = GemmBoardTop(GemmTopConfig(engine=board_engine_config(rows=2, cols=2, mem_kib=2),
+        top = GemmBoardTop(GemmTopConfig(design_id=GEMM.design_id,
+                                         engine=board_engine_config(rows=2, cols=2, mem_kib=2),
                                          divisor=16, max_dsp=target.dsp_count))
     elif design == "sparse":
-        top = SparseBoardTop(SparseTopConfig(array=SparseConfig(rows=2, cols=2, m_max=4),
+        top = SparseBoardTop(SparseTopConfig(design_id=SPARSE.design_id,
+                                             array=SparseConfig(rows=2, cols=2, m_max=4),
                                              divisor=16, k_max=64))
     else:
-        top = SystolicBoardTop(SystolicTopConfig(array=SystolicConfig(rows=2, cols=2), divisor=16))
+        top = SystolicBoardTop(SystolicTopConfig(design_id=SYSTOLIC.design_id,
+                                                 array=SystolicConfig(rows=2, cols=2), divisor=16))
     shell = ClockShell(top, target.family, target.clock_mhz, mhz, connect_uart_top(target))
     plan = target.make_platform().build(shell, name="top", do_build=False)
     files = plan.files
@@ -275,7 +278,7 @@ def test_gemm_board_top_over_uart_in_verilator(dataflow, rows, cols, tmp_path):
     goes on), then two bad commands rejected with BAD_ARGUMENT, then a good one."""
     engine = board_engine_config(rows=rows, cols=cols, dataflow=dataflow, mem_kib=2,
                                  k_chunk=8)
-    config = GemmTopConfig(engine=engine, divisor=4)
+    config = GemmTopConfig(design_id=GEMM.design_id, engine=engine, divisor=4)
     rng = np.random.default_rng(3)
     shapes = [(3, 5, 4, {}), (1, 1, 1, {}), (5, 19, 3, {"int8": True, "multiplier": 3, "shift": 4})]
     arrays, flags = {}, []
@@ -286,19 +289,16 @@ def test_gemm_board_top_over_uart_in_verilator(dataflow, rows, cols, tmp_path):
     arrays["a_2"][0] = 127
     arrays["b_2"][:, 0] = 127   # C[0, 0] saturates the int8 output
     np.savez(tmp_path / "data.npz", **arrays)
-    text = verilog.convert(GemmBoardTop(config), name=config.name, emit_src=False)
-    result = runner.run(text, config.name, "bertforge.boards.gemm_board_tb",
-                        {"config": config.to_dict(), "data": str(tmp_path / "data.npz"),
-                         "flags": flags, "corrupt": True}, workdir=tmp_path / "sim")
-    assert result["passed"], result["log"]
-    assert result["design_id"] == 2
+    result = run_board_top(tmp_path, GemmBoardTop(config), config, "gemm_board_tb",
+                           data=str(tmp_path / "data.npz"), flags=flags, corrupt=True)
+    assert result["design_id"] == GEMM.design_id
     assert [p["match"] for p in result["problems"]] == [True] * 3
     assert result["corrupt_rejected"] == 3 and result["bad_rejected"] == 2
     assert result["works_after_errors"]
 
 
 def test_gemm_board_layout_and_limits():
-    config = GemmTopConfig(engine=board_engine_config(rows=4, cols=4, mem_kib=1))
+    config = GemmTopConfig(design_id=GEMM.design_id, engine=board_engine_config(rows=4, cols=4, mem_kib=1))
     a = np.arange(6).reshape(2, 3)
     b = np.arange(12).reshape(3, 4)
     image, command = gemm_board_layout(config, a, b)
@@ -310,7 +310,7 @@ def test_gemm_board_layout_and_limits():
     with pytest.raises(ValueError, match=r"do not multiply"):
         gemm_board_layout(config, np.zeros((2, 3)), np.zeros((2, 3)))
     with pytest.raises(ValueError, match=r"^engine.addr_width must be at most 16"):
-        GemmTopConfig(engine=board_engine_config(mem_kib=128))
+        GemmTopConfig(design_id=GEMM.design_id, engine=board_engine_config(mem_kib=128))
 
 
 def test_design_hash_names_the_hardware_not_the_source_lines():
@@ -320,10 +320,65 @@ def test_design_hash_names_the_hardware_not_the_source_lines():
     from bertforge.boards.systolic_top import SystolicBoardTop, SystolicTopConfig
     from bertforge.rtl.systolic import SystolicConfig
     array = SystolicConfig(rows=2, cols=2, dataflow="os", acc_width=32)
-    top = SystolicTopConfig(array=array, divisor=868, k_max=256)
+    top = SystolicTopConfig(design_id=SYSTOLIC.design_id, array=array, divisor=868, k_max=256)
     first = design_sha256("ulx3s-85f", SystolicBoardTop(top), 100.0)
     assert first == design_sha256("ulx3s-85f", SystolicBoardTop(top), 100.0)
     assert len(first) == 64
-    other = SystolicTopConfig(array=array, divisor=434, k_max=256)
+    other = SystolicTopConfig(design_id=SYSTOLIC.design_id, array=array, divisor=434, k_max=256)
     assert design_sha256("ulx3s-85f", SystolicBoardTop(other), 100.0) != first
     assert design_sha256("ulx3s-85f", SystolicBoardTop(top), 50.0) != first
+
+
+def _board_designs():
+    from bertforge.generators.blocks import BLOCKS
+    return {block.name: block.board for block in BLOCKS.values() if block.board}
+
+
+def test_every_board_design_has_its_own_design_id():
+    designs = _board_designs()
+    assert set(designs) == {"gemm", "systolic", "softmax", "layernorm", "gelu", "sparse", "butterfly"}
+    assert all(design.name == name for name, design in designs.items())
+    ids = [design.design_id for design in designs.values()]
+    assert len(set(ids)) == len(ids) and all(0 <= i <= 255 for i in ids)
+
+
+@pytest.mark.parametrize("name", ["gemm", "systolic", "softmax", "layernorm", "gelu", "sparse",
+                                  "butterfly"])
+def test_board_design_builds_its_top_with_its_design_id(name):
+    from bertforge.generators.cli import build_parser
+    design = _board_designs()[name]
+    args = build_parser().parse_args(["build", "--board", "ulx3s-85f", "--design", name])
+    config = design.top_config(design.design_id, args, 25.0, board("ulx3s-85f"))
+    assert config.design_id == design.design_id
+    assert config.to_dict()["design_id"] == design.design_id
+    assert design.per_cycle(config) > 0
+
+
+#: Per design: its required ``run`` flags, and a flag of another design it refuses.
+RUN_FLAGS = {
+    "gemm": (["--a", "a.npy", "--b", "a.npy"], ["--x", "a.npy"]),
+    "systolic": (["--a", "a.npy", "--b", "a.npy"], ["--n", "2"]),
+    "sparse": (["--a", "a.npy", "--b", "a.npy", "--n", "2", "--m", "4"], ["--int8"]),
+    "butterfly": (["--mode", "fft", "--x", "a.npy"], ["--a", "a.npy"]),
+    "softmax": (["--x", "a.npy"], ["--residual", "a.npy"]),
+    "layernorm": (["--x", "a.npy"], ["--scale", "2"]),
+    "gelu": (["--x", "a.npy"], ["--mode", "fft"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUN_FLAGS))
+def test_run_takes_only_its_designs_flags(name, capsys, tmp_path, monkeypatch):
+    """``run DESIGN`` refuses another design's flag (argparse, before any
+    file is read); the common flags go before or after the design."""
+    monkeypatch.chdir(tmp_path)
+    own, foreign = RUN_FLAGS[name]
+    common = ["--board", "icebreaker", "--port", "/dev/null"]
+    assert main(["run", *common, name, *own, *foreign, "--out", "y.npy"]) == 2
+    assert f"{foreign[0]} is not a flag of design {name}" in capsys.readouterr().err
+    for argv in (["run", *common, name, *own, "--out", "y.npy", "--check"],
+                 ["run", name, *common, *own, "--out", "y.npy"],
+                 ["run", "--board", "icebreaker", name, "--port", "/dev/null", *own, "--out", "y.npy"]):
+        assert main(argv) == 2
+        assert f"no build report at build-icebreaker-{name}/report.json" in capsys.readouterr().err
+    assert main(["run", "--board", "icebreaker", name, *own]) == 2
+    assert "the following arguments are required: --port, --out" in capsys.readouterr().err

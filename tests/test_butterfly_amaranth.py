@@ -9,6 +9,7 @@ from amaranth.sim import Simulator
 
 from bertforge.rtl.butterfly import MODES, ButterflyConfig, ButterflyEngine
 from bertforge.sim.butterfly_golden import butterfly_fft, butterfly_linear
+from bertforge.sim.stream_sim import add_watchdog, stream_get, stream_put
 
 
 def run_engine(config, commands, x_vectors, weights):
@@ -20,40 +21,29 @@ def run_engine(config, commands, x_vectors, weights):
                    and 2 <= c["n"] <= config.n_max and c["n"] & (c["n"] - 1) == 0
                    and c["groups"])
 
-    async def bench(ctx):
-        cmds, wbeats, xbeats = list(commands), list(weights), list(x_vectors)
-        ctx.set(dut.y.ready, 1)
-        check_error = False
-        for _ in range(5000):
-            ctx.set(dut.cmd.valid, bool(cmds))
-            if cmds:
-                ctx.set(dut.cmd.payload, cmds[0])
-            ctx.set(dut.w.valid, bool(wbeats))
-            if wbeats:
-                ctx.set(dut.w.payload, wbeats[0])
-            ctx.set(dut.x.valid, bool(xbeats))
-            if xbeats:
-                ctx.set(dut.x.payload, xbeats[0])
-            _, _, c_ready, w_ready, x_ready, y_valid, y_payload, error = await ctx.tick().sample(
-                dut.cmd.ready, dut.w.ready, dut.x.ready, dut.y.valid, dut.y.payload, dut.error)
-            if check_error:
-                errors.append(error)
-                check_error = False
-            if cmds and c_ready:
-                cmds.pop(0)
-                check_error = True
-            if wbeats and w_ready:
-                wbeats.pop(0)
-            if xbeats and x_ready:
-                xbeats.pop(0)
-            if y_valid:
-                outputs.append(([(e.re, e.im) for e in y_payload.data], y_payload.last))
-            if len(outputs) == expected and not cmds and not check_error:
-                break
+    async def send_commands(ctx):
+        for command in commands:
+            await stream_put(ctx, dut.cmd, command)
+            errors.append(ctx.get(dut.error))     # the cycle after the command is taken
+
+    def send(port, beats):
+        async def bench(ctx):
+            for beat in beats:
+                await stream_put(ctx, port, beat)
+        return bench
+
+    async def collect(ctx):
+        while len(outputs) < expected:
+            y = await stream_get(ctx, dut.y)
+            outputs.append(([(e["re"], e["im"]) for e in y["data"]], y["last"]))
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
-    sim.add_testbench(bench)
+    sim.add_testbench(send_commands)
+    sim.add_testbench(send(dut.w, weights), background=True)
+    sim.add_testbench(send(dut.x, x_vectors), background=True)
+    sim.add_testbench(collect)
+    add_watchdog(sim, 5000)
     sim.run()
     return outputs, errors
 

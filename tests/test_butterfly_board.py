@@ -6,26 +6,25 @@ import json
 
 import numpy as np
 import pytest
-from amaranth.back import verilog
 
-from bertforge.boards import protocol
-from bertforge.boards.build import connect_uart_top
-from bertforge.boards.butterfly_top import (DESIGN_ID, SCALE_MEM, ButterflyBoardTop,
-                                            ButterflyTopConfig, run_is_valid)
-from bertforge.boards.clocking import ClockShell
+from bertforge.boards.butterfly_board_tb import bad_runs, board_cycles
+from bertforge.boards.butterfly_top import SCALE_MEM, ButterflyBoardTop, ButterflyTopConfig, run_is_valid
 from bertforge.boards.host import (butterfly_images, butterfly_result_from_bytes,
-                                   butterfly_run_args, butterfly_scale_bytes, pack_words,
-                                   unpack_words)
-from bertforge.boards.targets import BOARDS, board
-from bertforge.generators import board_cli
+                                   butterfly_run_args, butterfly_scale_bytes, vector_layout)
+from bertforge.boards.targets import BOARDS
+from bertforge.generators import board_design
+from bertforge.generators.board_design import BUTTERFLY
 from bertforge.generators.cli import main
 from bertforge.rtl.butterfly import MODES, ButterflyConfig, command_is_valid
-from bertforge.sim import runner
-from bertforge.boards.butterfly_board_tb import bad_runs, board_cycles, board_golden
+from bertforge.rtl.payload import pack_bytes, unpack_bytes
 from bertforge.sim.butterfly_cycles import butterfly_timeline
+from bertforge.sim.butterfly_golden import board_golden
+
+from board_helpers import FakeBoard, check_build_plan, cli_error, run_board_top, save_build_report
 
 ENGINE = ButterflyConfig(n_max=16, lanes=2)
-CONFIG = ButterflyTopConfig(engine=ENGINE, divisor=8, depth=64)
+CONFIG = ButterflyTopConfig(design_id=BUTTERFLY.design_id, engine=ENGINE, divisor=8, depth=64)
+INT16X4 = vector_layout(16, 4)          # one 8-byte word of X, W or Y
 
 
 @pytest.mark.parametrize("fields, error, message", [
@@ -43,14 +42,15 @@ CONFIG = ButterflyTopConfig(engine=ENGINE, divisor=8, depth=64)
 ])
 def test_butterfly_top_config_validation(fields, error, message):
     with pytest.raises(error, match=message):
-        ButterflyTopConfig(**fields)
+        ButterflyTopConfig(design_id=BUTTERFLY.design_id, **fields)
 
 
 def test_butterfly_top_word_sizes_and_round_trip():
     # X and Y: 2 lanes x (re, im) x int16 = 64 bits; W: 4 x int16 = 64 bits.
     assert CONFIG.word_bits() == (64, 64, 64) and CONFIG.word_bytes() == (8, 8, 8)
     assert CONFIG.depths() == (64, 4 * 8, 64)
-    small = ButterflyTopConfig(engine=ButterflyConfig(n_max=8, lanes=1, width=8, weight_width=8),
+    small = ButterflyTopConfig(design_id=BUTTERFLY.design_id,
+                               engine=ButterflyConfig(n_max=8, lanes=1, width=8, weight_width=8),
                                depth=8)
     assert small.word_bits() == (16, 32, 16) and small.word_bytes() == (2, 4, 2)
     assert small.name == "board_butterfly_n8_l1_d8_w8"
@@ -68,7 +68,7 @@ def test_butterfly_memory_images_follow_the_documented_layout():
     re, im = rng.integers(-2**15, 2**15, (3, 8)), rng.integers(-2**15, 2**15, (3, 8))
     mem_x, mem_w, groups = butterfly_images(CONFIG, "fft", re, im)
     assert groups == 2 and len(mem_x) == 2 * 8 * 8 and mem_w == b""
-    words = unpack_words(mem_x, 16, 4, 8)            # (re0, im0, re1, im1) per beat
+    words = unpack_bytes(INT16X4, mem_x)              # (re0, im0, re1, im1) per beat
     for v in range(4):
         group, lane = divmod(v, 2)
         beats = words[group * 8:(group + 1) * 8]
@@ -77,13 +77,13 @@ def test_butterfly_memory_images_follow_the_documented_layout():
         assert np.array_equal(beats[:, 2 * lane + 1], want[1])
     weights = rng.integers(-2**15, 2**15, (3, 4, 4))
     mem_x, mem_w, groups = butterfly_images(CONFIG, "linear", re, weights=weights)
-    assert not unpack_words(mem_x, 16, 4, 8)[:, 1::2].any()       # linear: im = 0
-    assert np.array_equal(unpack_words(mem_w, 16, 4, 8), weights.reshape(12, 4))
+    assert not unpack_bytes(INT16X4, mem_x)[:, 1::2].any()       # linear: im = 0
+    assert np.array_equal(unpack_bytes(INT16X4, mem_w), weights.reshape(12, 4))
     assert butterfly_run_args(2, 16, 3) == (2 | 16 << 2 | 3 << 18).to_bytes(4, "little")
     assert butterfly_run_args(3, 65535, 16383) == b"\xff" * 4
     assert butterfly_scale_bytes(0x1234, 17) == b"\x34\x12\x11"
     y = rng.integers(-2**15, 2**15, (2 * 8, 4))
-    out_re, out_im = butterfly_result_from_bytes(CONFIG, pack_words(y, 16, 8), 3, 8)
+    out_re, out_im = butterfly_result_from_bytes(CONFIG, pack_bytes(INT16X4, y), 3, 8)
     assert np.array_equal(out_re[2], y[8:, 0]) and np.array_equal(out_im[1], y[:8, 3])
 
 
@@ -139,7 +139,7 @@ def test_board_cycles_follow_the_engine_timeline():
                     jobs.insert(0, {"mode": "weights", "n": n})
                 last_y = butterfly_timeline(engine, jobs)[-1][1]
                 assert board_cycles(engine, mode, n, groups) == last_y + 1, (mode, n, groups)
-    config = ButterflyTopConfig(engine=engine, depth=128)
+    config = ButterflyTopConfig(design_id=BUTTERFLY.design_id, engine=engine, depth=128)
     for mode in range(4):
         for n in (0, 1, 2, 3, 4, 48, 64, 128):
             for groups in (0, 1, 2, 3, 64, 65):
@@ -191,12 +191,9 @@ def test_butterfly_board_top_over_uart_in_verilator(tmp_path):
     a good run; LEDs idle, done, bad frame seen."""
     runs, arrays = _random_runs(np.random.default_rng(11))
     np.savez(tmp_path / "runs.npz", **arrays)
-    text = verilog.convert(ButterflyBoardTop(CONFIG), name=CONFIG.name, emit_src=False)
-    result = runner.run(text, CONFIG.name, "bertforge.boards.butterfly_board_tb",
-                        {"config": CONFIG.to_dict(), "data": str(tmp_path / "runs.npz"),
-                         "runs": runs, "corrupt": True}, workdir=tmp_path / "sim")
-    assert result["passed"], result["log"]
-    assert result["design_id"] == DESIGN_ID == 7
+    result = run_board_top(tmp_path, ButterflyBoardTop(CONFIG), CONFIG, "butterfly_board_tb",
+                           data=str(tmp_path / "runs.npz"), runs=runs, corrupt=True)
+    assert result["design_id"] == BUTTERFLY.design_id == 7
     done = result["runs"]
     assert [r["match"] for r in done] == [True] * len(runs)
     assert [(r["mode"], r["n"], r["batch"]) for r in done] == [
@@ -216,17 +213,9 @@ def test_butterfly_board_top_over_uart_in_verilator(tmp_path):
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
 def test_every_board_passes_the_build_plan_with_butterfly(name):
-    target = board(name)
-    mhz = {"ice40": 24.0, "ecp5": 100.0}.get(target.family)
-    config = ButterflyTopConfig(engine=ButterflyConfig(n_max=8, lanes=1), divisor=16, depth=16)
-    shell = ClockShell(ButterflyBoardTop(config), target.family, target.clock_mhz, mhz,
-                       connect_uart_top(target))
-    plan = target.make_platform().build(shell, name="top", do_build=False)
-    netlist = plan.files.get("top.il") or plan.files.get("top.v")
-    assert "build_top.sh" in plan.files and netlist
-    assert "module \\top.top.engine\n" in netlist and "module \\top.top.link\n" in netlist
-    if mhz:
-        assert ("SB_PLL40_PAD" if target.family == "ice40" else "EHXPLLL") in netlist
+    config = ButterflyTopConfig(design_id=BUTTERFLY.design_id, engine=ButterflyConfig(n_max=8, lanes=1),
+                                divisor=16, depth=16)
+    check_build_plan(name, ButterflyBoardTop(config), "engine")
 
 
 def test_butterfly_build_cli(capsys, tmp_path, monkeypatch):
@@ -251,9 +240,11 @@ def test_butterfly_build_cli(capsys, tmp_path, monkeypatch):
                  "--width", "8", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["design"] == {"name": "butterfly", "config": ButterflyTopConfig(
-        engine=ButterflyConfig(n_max=1024, width=8), divisor=217, depth=1024).to_dict()}
+        design_id=BUTTERFLY.design_id, engine=ButterflyConfig(n_max=1024, width=8), divisor=217,
+        depth=1024).to_dict()}
     (_, ice, ice_macs), (_, ecp5, _) = built
-    assert ice.config == ButterflyTopConfig(engine=ButterflyConfig(lanes=1), divisor=104,
+    assert ice.config == ButterflyTopConfig(design_id=BUTTERFLY.design_id,
+                                            engine=ButterflyConfig(lanes=1), divisor=104,
                                             depth=256)
     assert ice_macs == 4 and isinstance(ecp5, ButterflyBoardTop)
     cases = [
@@ -273,13 +264,6 @@ def test_butterfly_build_cli(capsys, tmp_path, monkeypatch):
     assert len(built) == 2
 
 
-def _saved_build(tmp_path, config=CONFIG):
-    build = tmp_path / "build-ulx3s-85f-butterfly"
-    build.mkdir()
-    (build / "report.json").write_text(json.dumps(
-        {"design": {"name": "butterfly", "config": config.to_dict()}}))
-
-
 def test_butterfly_run_cli_rejects_bad_input_before_opening_the_port(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     rng = np.random.default_rng(2)
@@ -292,17 +276,14 @@ def test_butterfly_run_cli_rejects_bad_input_before_opening_the_port(capsys, tmp
     run = ["run", "--board", "ulx3s-85f", "--port", "/dev/null", "butterfly", "--out", "y.npy"]
 
     def error(flags):
-        assert main(run + flags) == 2, flags
-        err = capsys.readouterr().err.strip()
-        assert len(err.splitlines()) == 1 and err.startswith("bertforge: error: "), err
-        return err
+        return cli_error(capsys, run + flags)
 
     assert "no build report at build-ulx3s-85f-butterfly/report.json" in error(
         ["--mode", "fft", "--x", "x.npy"])
-    _saved_build(tmp_path)
+    save_build_report(tmp_path, "butterfly", CONFIG)
     cases = [
-        (["--x", "x.npy"], "design butterfly needs --mode (linear, fft or ifft)"),
-        (["--mode", "fft"], "design butterfly needs --x (X.npy)"),
+        (["--x", "x.npy"], "the following arguments are required: --mode"),
+        (["--mode", "fft"], "the following arguments are required: --x"),
         (["--mode", "linear", "--x", "x.npy"], "--mode linear with --x needs --weights W.npy"),
         (["--mode", "linear", "--x", "x.npy", "--w", "w_bad.npy"],
          "weights have shape (3, 4, 3); for n = 8 they must be (3, 4, 4)"),
@@ -326,93 +307,64 @@ def test_butterfly_run_cli_rejects_bad_input_before_opening_the_port(capsys, tmp
     # Valid input gets as far as the serial port: /dev/null is none.
     assert "/dev/null" in error(["--mode", "linear", "--x", "x.npy", "--w", "w.npy"])
     assert not (tmp_path / "y.npy").exists()
-    (tmp_path / "build-ulx3s-85f-gelu").mkdir()
-    (tmp_path / "build-ulx3s-85f-gelu" / "report.json").write_text(
-        json.dumps({"design": {"name": "gelu", "config": {}}}))
+    save_build_report(tmp_path, "gelu", {})
     assert main(["run", "--board", "ulx3s-85f", "--port", "/dev/null", "gelu", "--x", "x.npy",
                  "--mode", "fft", "--out", "y.npy"]) == 2
     assert "--mode is not a flag of design gelu" in capsys.readouterr().err
 
 
-class FakeButterflyBoard:
-    """A serial port with a Python stand-in for the butterfly top behind it:
-    the protocol's frames, memories X, W, Y and the scale register, and a
-    RUN that reads them as the module doc of
+class FakeButterflyBoard(FakeBoard):
+    """The butterfly top's stand-in: memories X, W, Y and the scale
+    register, and a RUN that reads them as the module doc of
     :mod:`bertforge.boards.butterfly_top` lays them out."""
 
-    def __init__(self, config, design_id=DESIGN_ID, flip=False):
-        self.config, self.design_id, self.flip = config, design_id, flip
-        self.mems = [bytearray(1 << 16) for _ in range(4)]
+    def __init__(self, config, design_id=BUTTERFLY.design_id, flip=False):
+        super().__init__(config, design_id, flip, memories=4)
         self.mems[SCALE_MEM][:3] = b"\x01\x00\x00"
-        self.parser = protocol.FrameParser(protocol.SYNC_HOST)
-        self.out = bytearray()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def write(self, data):
-        for code, payload, crc_ok in self.parser.feed(data):
-            assert crc_ok
-            self.out += protocol.encode_frame(protocol.SYNC_BOARD, protocol.OK,
-                                              self.answer(code, payload))
-
-    def read(self, count):
-        data = bytes(self.out[:count])
-        del self.out[:count]
-        return data
-
-    def answer(self, code, payload):
-        if code == protocol.PING:
-            return b"BF" + bytes([self.design_id, 1])
-        mem, addr = payload[0], int.from_bytes(payload[1:3], "little")
-        if code == protocol.WRITE:
-            self.mems[mem][addr:addr + len(payload) - 3] = payload[3:]
-            return b""
-        if code == protocol.READ:
-            return bytes(self.mems[mem][addr:addr + int.from_bytes(payload[3:5], "little")])
-        word = int.from_bytes(payload[:4], "little")
+    def run(self, args):
+        word = int.from_bytes(args[:4], "little")
         mode, n, groups = word & 3, (word >> 2) & 0xFFFF, word >> 18
         engine, (xb, wb, yb) = self.config.engine, self.config.word_bytes()
         lanes, m = engine.lanes, n.bit_length() - 1
-        beats = unpack_words(self.mems[0][:groups * n * xb], engine.width, 2 * lanes, xb)
+        beats = unpack_bytes(vector_layout(engine.width, 2 * lanes), self.mems[0][:groups * n * xb], xb)
         vectors = beats.reshape(groups, n, lanes, 2).transpose(0, 2, 1, 3).reshape(-1, n, 2)
         name = ("linear", "fft", "ifft")[mode]
-        weights = unpack_words(self.mems[1][:m * n // 2 * wb], engine.weight_width, 4, wb)
+        weights = unpack_bytes(vector_layout(engine.weight_width, 4), self.mems[1][:m * n // 2 * wb], wb)
         scale = self.mems[SCALE_MEM]
         re, im = board_golden(engine, name, vectors[..., 0], vectors[..., 1],
                               weights.reshape(m, n // 2, 4), scale[0] | scale[1] << 8, scale[2])
         out = np.stack([re, im], -1).reshape(groups, lanes, n, 2).transpose(0, 2, 1, 3)
-        self.mems[2][:groups * n * yb] = pack_words(out.reshape(-1, 2 * lanes), engine.width, yb)
+        self.mems[2][:groups * n * yb] = pack_bytes(vector_layout(engine.width, 2 * lanes),
+                                                    out.reshape(-1, 2 * lanes), stride=yb)
         self.mems[2][0] ^= self.flip
         return (4321).to_bytes(4, "little")
 
 
 @pytest.mark.parametrize("mode, design_id, flip", [
-    ("linear", DESIGN_ID, False), ("fft", DESIGN_ID, False), ("ifft", DESIGN_ID, True),
+    ("linear", BUTTERFLY.design_id, False), ("fft", BUTTERFLY.design_id, False),
+    ("ifft", BUTTERFLY.design_id, True),
     ("fft", 6, False)])
 def test_butterfly_run_cli(mode, design_id, flip, capsys, tmp_path, monkeypatch):
     """``bertforge run butterfly`` against the stand-in board: Y written
     (linear batch x n, FFTs batch x n x 2, int16) and checked (--check; a
     wrong bit fails it), or a board running another design refused."""
     monkeypatch.chdir(tmp_path)
-    _saved_build(tmp_path)
+    save_build_report(tmp_path, "butterfly", CONFIG)
     rng = np.random.default_rng(4)
     re, im = rng.integers(-2**15, 2**15, (2, 3, 8))
     weights = rng.integers(-2**15, 2**15, (3, 4, 4))
     np.save("x.npy", re.astype(np.int16))
     np.save("xi.npy", im.astype(np.int16))
     np.save("w.npy", weights.astype(np.int16))
-    monkeypatch.setattr(board_cli, "_open_link",
+    monkeypatch.setattr(board_design, "_open_link",
                         lambda port: FakeButterflyBoard(CONFIG, design_id, flip))
     flags = (["--w", "w.npy", "--mult", "3", "--shift", "17"] if mode == "linear"
              else ["--x-im", "xi.npy"])
     code = main(["run", "--board", "ulx3s-85f", "--port", "/dev/fake", "butterfly", "--mode", mode,
                  "--x", "x.npy", "--out", "y.npy", "--check", *flags])
     out, err = capsys.readouterr()
-    if design_id != DESIGN_ID:
+    if design_id != BUTTERFLY.design_id:
         assert code == 2 and not (tmp_path / "y.npy").exists()
         assert err.strip() == ("bertforge: error: the board on /dev/fake runs design 6, not the "
                                "butterfly top (7); flash build first")

@@ -16,7 +16,7 @@ import json
 import numpy as np
 import pytest
 
-from bertforge.generators.butterfly_cli import simulate_butterfly
+from bertforge.generators.butterfly_sim import simulate_butterfly
 from bertforge.generators.cli import main
 from bertforge.rtl.butterfly import ButterflyConfig
 from bertforge.sim.butterfly_cycles import butterfly_cycles, butterfly_groups
@@ -226,7 +226,7 @@ def test_cli_sim_random_and_user_data(tmp_path, capsys):
 
 def test_bench_rows_and_files(tmp_path):
     """The bench's rows (a small version: n = 64, 2 lanes, batch 8)."""
-    from bertforge.generators.butterfly_cli import bench_butterfly
+    from bertforge.generators.butterfly_sim import bench_butterfly
     rows = bench_butterfly(tmp_path, ns=(64,), lanes=(2,), batch=8, n_max=256)
     assert [(row["n"], row["mode"]) for row in rows] == [(64, "linear"), (64, "fft")]
     for row in rows:
@@ -248,7 +248,7 @@ def test_n1024_batch_128_targets(mode, tmp_path):
     """The bench's hardest length on its widest engine: 128 vectors of 1024
     back to back on 16 lanes match the golden model and the cycle model, with
     utilization >= 90% (and SQNR >= 60 dB for the FFT)."""
-    from bertforge.generators.butterfly_cli import random_jobs_data
+    from bertforge.generators.butterfly_sim import random_jobs_data
     config = ButterflyConfig(n_max=1024, lanes=16)
     jobs, arrays = random_jobs_data(config, 1024, mode, 128, np.random.default_rng(11))
     result = simulate_butterfly(config, jobs, arrays, seed=11, workdir=tmp_path)

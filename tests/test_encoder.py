@@ -13,7 +13,7 @@ import pytest
 
 from bertforge.generators.analyze import analyze, load_hardware
 from bertforge.generators.cli import main
-from bertforge.generators.encoder_cli import TINY_HW, run_encoder
+from bertforge.generators.encoder_sim import TINY_HW, run_encoder
 from bertforge.generators.workload import encoder_layer
 from bertforge.rtl.encoder import EncoderConfig, EncoderTop
 from bertforge.rtl.gelu import GeluConfig

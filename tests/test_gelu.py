@@ -9,7 +9,7 @@ import pytest
 
 from bertforge.generators.cli import main
 from bertforge.generators.emit import emit_verilog
-from bertforge.generators.gelu_cli import random_gelu_input, simulate_gelu
+from bertforge.generators.gelu_sim import random_gelu_input, simulate_gelu
 from bertforge.rtl.gelu import GeluConfig
 from bertforge.sim.gelu_cycles import gelu_cycles
 from bertforge.sim.gelu_golden import (gelu_config_for_scales, gelu_float, gelu_golden,
@@ -172,7 +172,7 @@ def test_cli_generate(tmp_path):
 
 @pytest.mark.slow
 def test_bench_gelu_small(tmp_path):
-    from bertforge.generators.gelu_cli import bench_gelu
+    from bertforge.generators.gelu_sim import bench_gelu
     rows = bench_gelu(tmp_path, lanes=(1,), rows=2, synth=True)
     assert rows[0]["match"] and rows[0]["cycles"] == rows[0]["model_cycles"]
     assert rows[0]["ecp5_luts"] > 0

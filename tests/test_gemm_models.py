@@ -10,6 +10,7 @@ from bertforge.rtl.tile_scheduler import TileScheduler
 from bertforge.sim.fixed_golden import requantize
 from bertforge.sim.gemm_cycles import chunks, gemm_cycles, ideal_cycles
 from bertforge.sim.gemm_golden import command_error, gemm_golden, reduction_pieces, run_commands
+from bertforge.sim.stream_sim import stream_put
 from bertforge.sim.systolic_golden import saturating_matmul
 
 
@@ -142,15 +143,8 @@ def test_scheduler_chunks(dataflow):
     async def bench(ctx):
         ctx.set(dut.chunk.ready, 1)
         for c in (cmd, bad):
-            ctx.set(dut.cmd.valid, 1)
-            for name, value in c.items():
-                ctx.set(getattr(dut.cmd.payload, name), value)
-            await ctx.tick().until(dut.cmd.ready)
-            ctx.set(dut.cmd.valid, 0)
-        for _ in range(60):
-            await ctx.tick()
-            if ctx.get(dut.chunk.valid):
-                pass
+            await stream_put(ctx, dut.cmd, c)
+        await ctx.tick().repeat(60)
 
     async def monitor(ctx):
         async for _, _, valid, payload in ctx.tick().sample(dut.chunk.valid, dut.chunk.payload):

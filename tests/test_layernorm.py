@@ -13,7 +13,7 @@ from amaranth.sim import Simulator
 
 from bertforge.generators.cli import main
 from bertforge.generators.emit import emit_verilog
-from bertforge.generators.layernorm_cli import random_layernorm_data, simulate_layernorm
+from bertforge.generators.layernorm_sim import random_layernorm_data, simulate_layernorm
 from bertforge.rtl.layernorm import LN_OUT_LATENCY, LN_STATS_LATENCY, LayerNorm, LayerNormConfig
 from bertforge.rtl.rsqrt import RSQRT_FRAC, RSQRT_STAGES, RsqrtPipeline, rsqrt_reference
 from bertforge.sim.layernorm_cycles import layernorm_cycles
@@ -296,7 +296,7 @@ def test_verilator_bert_base_16_lanes():
 
 @pytest.mark.slow
 def test_bench_layernorm_small(tmp_path):
-    from bertforge.generators.layernorm_cli import bench_layernorm
+    from bertforge.generators.layernorm_sim import bench_layernorm
     rows = bench_layernorm(tmp_path, lanes=(4,), vectors=4, length=64, synth=True)
     assert rows[0]["match"] and rows[0]["cycles"] == rows[0]["model_cycles"]
     assert rows[0]["ecp5_luts"] > 0

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bertforge.generators.emit import emit_verilog
-from bertforge.generators.softmax_cli import extreme_softmax_rows, make_rows, random_softmax_rows
+from bertforge.generators.softmax_sim import extreme_softmax_rows, make_rows, random_softmax_rows
 from bertforge.rtl.softmax import Softmax, SoftmaxConfig, softmax_scale
 from bertforge.sim.softmax_cycles import softmax_beats, softmax_cycles, softmax_latency
 from bertforge.sim.softmax_golden import softmax_errors, softmax_float, softmax_golden

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from bertforge.generators.emit import emit_verilog
-from bertforge.generators.softmax_cli import (ecp5_stats, extreme_softmax_rows, random_softmax_rows,
+from bertforge.generators.softmax_sim import (ecp5_stats, extreme_softmax_rows, random_softmax_rows,
                                               simulate_softmax)
 from bertforge.rtl.softmax import SoftmaxConfig
 from bertforge.sim.softmax_golden import softmax_golden

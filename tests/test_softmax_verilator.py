@@ -11,7 +11,7 @@ the cycle model) and once with random input gaps and output backpressure
 import numpy as np
 import pytest
 
-from bertforge.generators.softmax_cli import (extreme_softmax_rows, make_rows, random_softmax_rows,
+from bertforge.generators.softmax_sim import (extreme_softmax_rows, make_rows, random_softmax_rows,
                                               simulate_softmax)
 from bertforge.rtl.softmax import SoftmaxConfig
 from bertforge.sim.softmax_cycles import softmax_beats, softmax_latency

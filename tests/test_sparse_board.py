@@ -5,17 +5,18 @@ import json
 
 import numpy as np
 import pytest
-from amaranth.back import verilog
 
-from bertforge.boards import protocol
-from bertforge.boards.host import (pack_words, sparse_result_from_bytes, sparse_run_args,
-                                   sparse_tile_bytes, unpack_words)
+from bertforge.boards.host import (sparse_result_from_bytes, sparse_run_args, sparse_tile_bytes,
+                                   vector_layout)
 from bertforge.boards.sparse_top import SparseBoardTop, SparseTopConfig
-from bertforge.generators import board_cli
+from bertforge.generators import board_design
+from bertforge.generators.board_design import SPARSE
 from bertforge.generators.cli import main
+from bertforge.rtl.payload import pack_bytes, unpack_bytes
 from bertforge.rtl.sparse import SparseConfig
-from bertforge.sim import runner
 from bertforge.sim.sparse_golden import compress_nm, nm_tile_golden, prune_nm
+
+from board_helpers import FakeBoard, cli_error, run_board_top, save_build_report
 
 ARRAY = SparseConfig(rows=2, cols=3, m_max=8, acc_width=20)
 
@@ -31,11 +32,11 @@ ARRAY = SparseConfig(rows=2, cols=3, m_max=8, acc_width=20)
 ])
 def test_sparse_top_config_validation(fields, error, message):
     with pytest.raises(error, match=message):
-        SparseTopConfig(**fields)
+        SparseTopConfig(design_id=SPARSE.design_id, **fields)
 
 
 def test_sparse_top_word_sizes_and_round_trip():
-    config = SparseTopConfig(array=ARRAY, divisor=8, k_max=64)
+    config = SparseTopConfig(design_id=SPARSE.design_id, array=ARRAY, divisor=8, k_max=64)
     # A: 2 rows x 8 x int8 = 128 bits; B: 3 x (8 + 3) + 1 = 34 bits; C: 3 x 20 bits.
     assert config.word_bits() == (128, 34, 60)
     assert config.word_bytes() == (16, 8, 8)
@@ -48,7 +49,7 @@ def test_sparse_memory_images_follow_the_documented_layout():
     """A word g holds each row's window of group g (M values, zeros to m_max),
     B word b one compressed beat (values, indices, group_end): decoded
     independently of the packer here."""
-    config = SparseTopConfig(array=ARRAY, divisor=8, k_max=64)
+    config = SparseTopConfig(design_id=SPARSE.design_id, array=ARRAY, divisor=8, k_max=64)
     rng = np.random.default_rng(5)
     n, m, k = 2, 4, 10                      # a partial last group (rows 8, 9)
     a = rng.integers(-128, 128, (2, k))
@@ -56,7 +57,7 @@ def test_sparse_memory_images_follow_the_documented_layout():
     mem_a, mem_b, groups, beats = sparse_tile_bytes(config, a, w, n, m)
     assert (groups, beats) == (3, 6)
     assert len(mem_a) == 3 * 16 and len(mem_b) == 6 * 8
-    windows = unpack_words(mem_a, 8, 2 * 8, 16).reshape(3, 2, 8)
+    windows = unpack_bytes(vector_layout(8, 2 * 8), mem_a).reshape(3, 2, 8)
     padded = np.zeros((2, 12), np.int64)
     padded[:, :k] = a
     for g in range(3):
@@ -71,7 +72,7 @@ def test_sparse_memory_images_follow_the_documented_layout():
         assert (word >> 33) == int(b % n == n - 1)
     assert sparse_run_args(3, 6) == b"\x03\x00\x06\x00"
     c = rng.integers(-2**19, 2**19, (2, 3))
-    assert np.array_equal(sparse_result_from_bytes(config, pack_words(c, 20, 8)), c)
+    assert np.array_equal(sparse_result_from_bytes(config, pack_bytes(vector_layout(20, 3), c, stride=8)), c)
 
 
 @pytest.mark.parametrize("a_shape, w, n, m, message", [
@@ -88,7 +89,7 @@ def test_sparse_memory_images_follow_the_documented_layout():
      r"\(build with a larger --k-max\)$"),
 ])
 def test_sparse_tile_bytes_rejects(a_shape, w, n, m, message):
-    config = SparseTopConfig(array=ARRAY, divisor=8, k_max=64)
+    config = SparseTopConfig(design_id=SPARSE.design_id, array=ARRAY, divisor=8, k_max=64)
     with pytest.raises(ValueError, match=message):
         sparse_tile_bytes(config, np.zeros(a_shape, int), w, n, m)
 
@@ -100,7 +101,7 @@ def test_sparse_board_top_over_uart_in_verilator(tmp_path):
     on); results bit-exact, cycles = the array's cycle model + 1; bad RUNs
     (0 groups, 0 beats, beats or groups > k_max) rejected; RUNs whose counts
     disagree with B's group_end bits finish (no hang); then a good run."""
-    config = SparseTopConfig(array=ARRAY, divisor=8, k_max=64)
+    config = SparseTopConfig(design_id=SPARSE.design_id, array=ARRAY, divisor=8, k_max=64)
     rng = np.random.default_rng(11)
     cases = [(2, 4, 20, None), (1, 8, 37, None), (1, 8, 3, None), (8, 8, 64, (-128, -128)),
              (3, 8, 24, (-128, 127))]
@@ -113,12 +114,9 @@ def test_sparse_board_top_over_uart_in_verilator(tmp_path):
         arrays[f"a_{t}"], arrays[f"w_{t}"] = a, prune_nm(w, n, m)
         patterns.append([n, m])
     np.savez(tmp_path / "tiles.npz", **arrays)
-    text = verilog.convert(SparseBoardTop(config), name=config.name, emit_src=False)
-    result = runner.run(text, config.name, "bertforge.boards.sparse_board_tb",
-                        {"config": config.to_dict(), "data": str(tmp_path / "tiles.npz"),
-                         "patterns": patterns, "corrupt": True}, workdir=tmp_path / "sim")
-    assert result["passed"], result["log"]
-    assert result["design_id"] == 6
+    result = run_board_top(tmp_path, SparseBoardTop(config), config, "sparse_board_tb",
+                           data=str(tmp_path / "tiles.npz"), patterns=patterns, corrupt=True)
+    assert result["design_id"] == SPARSE.design_id == 6
     tiles = result["tiles"]
     assert [t["match"] for t in tiles] == [True] * len(cases)
     assert [t["beats"] for t in tiles] == [10, 5, 1, 64, 9]
@@ -142,20 +140,14 @@ def test_sparse_board_cli_errors(capsys, tmp_path, monkeypatch):
            "--out", "c.npy"]
 
     def error(argv):
-        assert main(argv) == 2
-        err = capsys.readouterr().err.strip()
-        assert len(err.splitlines()) == 1 and err.startswith("bertforge: error: "), err
-        return err
+        return cli_error(capsys, argv)
 
     assert "no build report at build-ulx3s-85f-sparse/report.json" in error(
         run + ["--b", "w.npy", "--n", "2", "--m", "4"])
-    build = tmp_path / "build-ulx3s-85f-sparse"
-    build.mkdir()
-    config = SparseTopConfig(array=ARRAY, divisor=8, k_max=64)
-    (build / "report.json").write_text(json.dumps(
-        {"design": {"name": "sparse", "config": config.to_dict()}}))
-    assert "design sparse needs --n (N)" in error(run + ["--b", "w.npy", "--m", "4"])
-    assert "design sparse needs --b (B.npy)" in error(run + ["--n", "2", "--m", "4"])
+    save_build_report(tmp_path, "sparse", SparseTopConfig(design_id=SPARSE.design_id, array=ARRAY,
+                                                          divisor=8, k_max=64))
+    assert "the following arguments are required: --n" in error(run + ["--b", "w.npy", "--m", "4"])
+    assert "the following arguments are required: --b" in error(run + ["--n", "2", "--m", "4"])
     assert "--n 5 --m 4: n must be in 1..m = 4, not 5" in error(
         run + ["--b", "w.npy", "--n", "5", "--m", "4"])
     assert "--n 2 --m 16: m must be at most m_max = 8, not 16" in error(
@@ -169,9 +161,7 @@ def test_sparse_board_cli_errors(capsys, tmp_path, monkeypatch):
     assert not (tmp_path / "c.npy").exists()
     assert "--x is not a flag of design sparse" in error(
         run + ["--b", "w24.npy", "--n", "2", "--m", "4", "--x", "a.npy"])
-    (tmp_path / "build-ulx3s-85f-systolic").mkdir()
-    (tmp_path / "build-ulx3s-85f-systolic" / "report.json").write_text(
-        json.dumps({"design": {"name": "systolic", "config": {}}}))
+    save_build_report(tmp_path, "systolic", {})
     assert "--n is not a flag of design systolic" in error(
         ["run", "--board", "ulx3s-85f", "--port", "/dev/null", "systolic", "--a", "a.npy",
          "--b", "a.npy", "--n", "2", "--out", "c.npy"])
@@ -185,47 +175,20 @@ def test_sparse_board_cli_errors(capsys, tmp_path, monkeypatch):
         ["build", "--board", "ulx3s-85f", "--design", "systolic", "--m-max", "4"])
 
 
-class FakeSparseBoard:
-    """A serial port with a Python stand-in for the sparse top behind it:
-    the protocol's frames, memories A, B, C, and a RUN that reads A and B as
-    the module doc of :mod:`bertforge.boards.sparse_top` lays them out."""
+class FakeSparseBoard(FakeBoard):
+    """The sparse top's stand-in: memories A, B, C, and a RUN that reads A
+    and B as the module doc of :mod:`bertforge.boards.sparse_top` lays them
+    out (B decoded by hand, independently of the packer)."""
 
     def __init__(self, config, design_id=6, flip=False):
-        self.config, self.design_id, self.flip = config, design_id, flip
-        self.mems = [bytearray(1 << 16) for _ in range(3)]
-        self.parser = protocol.FrameParser(protocol.SYNC_HOST)
-        self.out = bytearray()
+        super().__init__(config, design_id, flip, memories=3)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def write(self, data):
-        for code, payload, crc_ok in self.parser.feed(data):
-            assert crc_ok
-            self.out += protocol.encode_frame(protocol.SYNC_BOARD, protocol.OK, self.answer(code, payload))
-
-    def read(self, count):
-        data = bytes(self.out[:count])
-        del self.out[:count]
-        return data
-
-    def answer(self, code, payload):
-        if code == protocol.PING:
-            return b"BF" + bytes([self.design_id, 1])
-        mem, addr = payload[0], int.from_bytes(payload[1:3], "little")
-        if code == protocol.WRITE:
-            self.mems[mem][addr:addr + len(payload) - 3] = payload[3:]
-            return b""
-        if code == protocol.READ:
-            return bytes(self.mems[mem][addr:addr + int.from_bytes(payload[3:5], "little")])
+    def run(self, args):
         array = self.config.array
         rows, cols, mm = array.rows, array.cols, array.m_max
-        groups, beats = int.from_bytes(payload[:2], "little"), int.from_bytes(payload[2:4], "little")
+        groups, beats = int.from_bytes(args[:2], "little"), int.from_bytes(args[2:4], "little")
         a_bytes, b_bytes, c_bytes = self.config.word_bytes()
-        windows = unpack_words(self.mems[0][:groups * a_bytes], 8, rows * mm, a_bytes)
+        windows = unpack_bytes(vector_layout(8, rows * mm), self.mems[0][:groups * a_bytes], a_bytes)
         acc, group = np.zeros((rows, cols), np.int64), 0
         for beat in range(beats):
             word = int.from_bytes(self.mems[1][beat * b_bytes:(beat + 1) * b_bytes], "little")
@@ -234,7 +197,8 @@ class FakeSparseBoard:
                 index = (word >> (8 * cols + 3 * c)) & 7
                 acc[:, c] += windows[group].reshape(rows, mm)[:, index] * value
             group += (word >> (11 * cols)) & 1
-        self.mems[2][:rows * c_bytes] = pack_words(acc, array.acc_width, c_bytes)
+        self.mems[2][:rows * c_bytes] = pack_bytes(vector_layout(array.acc_width, cols), acc,
+                                                   stride=c_bytes)
         self.mems[2][0] ^= self.flip
         return (1234).to_bytes(4, "little")
 
@@ -245,17 +209,14 @@ def test_sparse_board_cli_run(design_id, flip, capsys, tmp_path, monkeypatch):
     int32 and checked (--check; a wrong bit fails it), or a board running
     another design refused."""
     monkeypatch.chdir(tmp_path)
-    config = SparseTopConfig(array=ARRAY, divisor=8, k_max=64)
-    build = tmp_path / "build-ulx3s-85f-sparse"
-    build.mkdir()
-    (build / "report.json").write_text(json.dumps(
-        {"design": {"name": "sparse", "config": config.to_dict()}}))
+    config = SparseTopConfig(design_id=SPARSE.design_id, array=ARRAY, divisor=8, k_max=64)
+    save_build_report(tmp_path, "sparse", config)
     rng = np.random.default_rng(4)
     a = rng.integers(-128, 128, (2, 13)).astype(np.int8)
     w = prune_nm(rng.integers(-128, 128, (13, 3)), 3, 8).astype(np.int8)
     np.save(tmp_path / "a.npy", a)
     np.save(tmp_path / "w.npy", w)
-    monkeypatch.setattr(board_cli, "_open_link", lambda port: FakeSparseBoard(config, design_id, flip))
+    monkeypatch.setattr(board_design, "_open_link", lambda port: FakeSparseBoard(config, design_id, flip))
     code = main(["run", "--board", "ulx3s-85f", "--port", "/dev/fake", "sparse", "--a", "a.npy",
                  "--b", "w.npy", "--n", "3", "--m", "8", "--out", "c.npy", "--check"])
     out, err = capsys.readouterr()

@@ -6,20 +6,25 @@ import json
 
 import numpy as np
 import pytest
-from amaranth.back import verilog
-from amaranth.lib import data
 
-from bertforge.boards.build import connect_uart_top
-from bertforge.boards.clocking import ClockShell
-from bertforge.boards.host import (gelu_phases, layernorm_phases, pack_layout, softmax_phases,
-                                   unpack_layout)
-from bertforge.boards.stream_top import STREAM_DESIGNS, StreamBoardTop, StreamTopConfig
-from bertforge.boards.targets import BOARDS, board
+from bertforge.boards.host import gelu_phases, layernorm_phases, softmax_phases
+from bertforge.boards.stream_top import StreamBoardTop, StreamTopConfig
+from bertforge.boards.targets import BOARDS
+from bertforge.generators.blocks import BLOCKS
 from bertforge.generators.cli import main
 from bertforge.rtl.gelu import GeluConfig
 from bertforge.rtl.layernorm import LayerNormConfig
+from bertforge.rtl.payload import pack_bytes, unpack_bytes
 from bertforge.rtl.softmax import SoftmaxConfig
-from bertforge.sim import runner
+
+from board_helpers import check_build_plan, run_board_top, save_build_report
+
+
+def stream_top(unit, **fields):
+    """The streaming top config of ``unit``: its block's component and board design id."""
+    block, = [b for b in BLOCKS.values() if b.config is type(unit)]
+    return StreamTopConfig(unit=unit, component=block.component, design_id=block.board.design_id,
+                           **fields)
 
 
 def _softmax_case(rng):
@@ -64,14 +69,11 @@ def test_stream_board_top_over_uart_in_verilator(design, tmp_path):
     through the UART link against the golden model, a corrupted frame before
     each (rejected, the link goes on), two bad RUNs rejected, then a good one."""
     unit, arrays, problems = CASES[design](np.random.default_rng(11))
-    config = StreamTopConfig(unit=unit, divisor=4, depth=128)
+    config = stream_top(unit, divisor=4, depth=128)
     np.savez(tmp_path / "data.npz", **arrays)
-    text = verilog.convert(StreamBoardTop(config), name=config.name, emit_src=False)
-    result = runner.run(text, config.name, "bertforge.boards.stream_board_tb",
-                        {"config": config.to_dict(), "data": str(tmp_path / "data.npz"),
-                         "problems": problems, "corrupt": True}, workdir=tmp_path / "sim")
-    assert result["passed"], result["log"]
-    assert result["design_id"] == STREAM_DESIGNS[design].design_id
+    result = run_board_top(tmp_path, StreamBoardTop(config), config, "stream_board_tb",
+                           data=str(tmp_path / "data.npz"), problems=problems, corrupt=True)
+    assert result["design_id"] == BLOCKS[design].board.design_id
     assert [run["match"] for run in result["runs"]] == [True] * 3, result["runs"]
     assert result["corrupt_rejected"] == 3 and result["bad_rejected"] == 2
     assert result["works_after_errors"]
@@ -79,8 +81,7 @@ def test_stream_board_top_over_uart_in_verilator(design, tmp_path):
 
 
 @pytest.mark.parametrize("fields, error, message", [
-    ({"unit": {"lanes": 2}}, TypeError, r"^unit must be a SoftmaxConfig, LayerNormConfig, GeluConfig, "
-                                        r"not \{'lanes': 2\}$"),
+    ({"unit": {"lanes": 2}}, TypeError, r"^config must be a SoftmaxConfig, not \{'lanes': 2\}$"),
     ({"unit": GeluConfig(), "divisor": 2}, ValueError, r"^divisor must be an integer >= 4, not 2$"),
     ({"unit": GeluConfig(), "depth": 0}, ValueError, r"^depth must be a positive integer, not 0$"),
     ({"unit": SoftmaxConfig(lanes=1, l_max=64), "depth": 32}, ValueError,
@@ -90,34 +91,36 @@ def test_stream_board_top_over_uart_in_verilator(design, tmp_path):
      r"addresses 65536 bytes\), not 4096$"),
 ])
 def test_stream_top_config_validation(fields, error, message):
+    softmax = BLOCKS["softmax"]
     with pytest.raises(error, match=message):
-        StreamTopConfig(**fields)
+        StreamTopConfig(component=softmax.component, design_id=softmax.board.design_id,
+                        **fields)
 
 
 def test_stream_top_memories_and_phases():
-    ln = StreamTopConfig(unit=LayerNormConfig(lanes=2, h_max=8, in_width=16), depth=32)
+    ln = stream_top(LayerNormConfig(lanes=2, h_max=8, in_width=16), depth=32)
     assert ln.phases() == (("params",), ("x", "r"))
     assert ln.output_mem == 2
     # params: 2 x (gamma, beta) int8 + last; x: 2 x int17? no: 2 x int16 + last, r: 2 x int16.
     assert [(layout.size, depth) for layout, depth in ln.memories()] == [(33, 4), (65, 32), (17, 32)]
     assert ln.strides() == [8, 16, 4]
     assert StreamTopConfig.from_dict(json.loads(json.dumps(ln.to_dict()))) == ln
-    sm = StreamTopConfig(unit=SoftmaxConfig(lanes=4), depth=2048)
+    sm = stream_top(SoftmaxConfig(lanes=4), depth=2048)
     assert sm.phases() == (("x",),) and sm.strides() == [32, 8]
 
 
 def test_stream_phases_pack_round_trip():
     unit = SoftmaxConfig(lanes=4, l_max=16, in_width=32)
-    config = StreamTopConfig(unit=unit, depth=16)
+    config = stream_top(unit, depth=16)
     x = np.array([[-2**31, 2**31 - 1, 0, 5, -7, 9]] * 2)
     mask = np.zeros(x.shape, bool)
     mask[1, 2] = True
     (value, beats), = softmax_phases(unit, x, mask, [40000, 50000], [20, 30])
     assert beats == 4
     layout, stride = config.memories()[0][0], config.strides()[0]
-    raw = pack_layout(layout, value, beats, stride)
+    raw = pack_bytes(layout, value, beats, stride)
     assert len(raw) == 4 * stride
-    back = unpack_layout(layout, raw, stride)["x"]
+    back = unpack_bytes(layout, raw, stride)["x"]
     assert back["data"].tolist() == [[-2**31, 2**31 - 1, 0, 5], [-7, 9, 0, 0]] * 2
     assert back["mask"].tolist() == [0, 0b1100, 0b0100, 0b1100]   # padding lanes masked
     assert back["last"].tolist() == [0, 1, 0, 1]
@@ -147,17 +150,8 @@ SMALL_UNITS = {"softmax": SoftmaxConfig(lanes=2, l_max=16, in_width=16),
 @pytest.mark.parametrize("name", sorted(BOARDS))
 @pytest.mark.parametrize("design", sorted(SMALL_UNITS))
 def test_every_board_passes_the_build_plan_with_stream_units(name, design):
-    target = board(name)
-    mhz = {"ice40": 24.0, "ecp5": 100.0}.get(target.family)
-    config = StreamTopConfig(unit=SMALL_UNITS[design], divisor=16, depth=64)
-    shell = ClockShell(StreamBoardTop(config), target.family, target.clock_mhz, mhz,
-                       connect_uart_top(target))
-    plan = target.make_platform().build(shell, name="top", do_build=False)
-    netlist = plan.files.get("top.il") or plan.files.get("top.v")
-    assert "build_top.sh" in plan.files and netlist
-    assert "module \\top.top.unit\n" in netlist and "module \\top.top.link\n" in netlist
-    if mhz:
-        assert ("SB_PLL40_PAD" if target.family == "ice40" else "EHXPLLL") in netlist
+    config = stream_top(SMALL_UNITS[design], divisor=16, depth=64)
+    check_build_plan(name, StreamBoardTop(config), "unit")
 
 
 def test_stream_build_cli_rejects(capsys, tmp_path, monkeypatch):
@@ -167,7 +161,7 @@ def test_stream_build_cli_rejects(capsys, tmp_path, monkeypatch):
         (["--design", "gelu", "--lanes", "0"], "lanes must be a positive integer, not 0"),
         (["--design", "layernorm", "--depth", "8"],
          "depth must be at least the unit's longest row or vector (768 beats), not 8"),
-        (["--design", "systolic", "--depth", "8"], "--depth is for softmax, layernorm and gelu"),
+        (["--design", "systolic", "--depth", "8"], "--depth is not a flag of design systolic"),
         (["--design", "gelu", "--k-max", "8"], "--k-max is not a flag of design gelu"),
         (["--design", "softmax", "--preset", "nosuch"], "no softmax preset named 'nosuch'"),
     ]
@@ -178,11 +172,8 @@ def test_stream_build_cli_rejects(capsys, tmp_path, monkeypatch):
 
 
 def _saved_build(tmp_path, design, unit, depth=64):
-    config = StreamTopConfig(unit=unit, divisor=104, depth=depth)
-    build = tmp_path / f"build-icebreaker-{design}"
-    build.mkdir()
-    (build / "report.json").write_text(json.dumps({"design": {"name": design,
-                                                              "config": config.to_dict()}}))
+    save_build_report(tmp_path, design, stream_top(unit, divisor=104, depth=depth),
+                      "icebreaker")
 
 
 def test_stream_run_cli_rejects_bad_input_before_opening_the_port(capsys, tmp_path, monkeypatch):
@@ -199,7 +190,7 @@ def test_stream_run_cli_rejects_bad_input_before_opening_the_port(capsys, tmp_pa
     (tmp_path / "junk.npy").write_bytes(b"not numpy")
     port = ["run", "--board", "icebreaker", "--port", "/dev/nonexistent-port"]
     cases = [
-        (["softmax", "--out", "y.npy"], "design softmax needs --x (X.npy)"),
+        (["softmax", "--out", "y.npy"], "the following arguments are required: --x"),
         (["softmax", "--x", "junk.npy", "--out", "y.npy"], "is not a .npy file"),
         (["softmax", "--x", "float.npy", "--out", "y.npy"], "holds float64 values"),
         (["softmax", "--x", "big.npy", "--out", "y.npy"], "int16 values must lie in"),
@@ -217,7 +208,8 @@ def test_stream_run_cli_rejects_bad_input_before_opening_the_port(capsys, tmp_pa
          "--gamma and --beta go together"),
         (["layernorm", "--x", "x.npy", "--residual", "long.npy", "--out", "y.npy"],
          "R has shape (1, 9); it must have the shape of X (2, 8)"),
-        (["systolic", "--x", "x.npy", "--out", "y.npy"], "no build report at build-icebreaker-systolic"),
+        (["systolic", "--a", "x.npy", "--b", "x.npy", "--out", "y.npy"],
+         "no build report at build-icebreaker-systolic"),
     ]
     for flags, message in cases:
         assert main(port + flags) == 2, flags
@@ -266,7 +258,8 @@ def test_bench_boards_reuses_matching_builds(tmp_path, monkeypatch, capsys):
     (earlier / "top.bit").write_bytes(b"bits")
     array = SystolicConfig(rows=4, cols=4, dataflow="os", acc_width=32, max_dsp=156,
                            **ARRAY_MULTIPLY["ecp5"])
-    top_config = SystolicTopConfig(array=array, divisor=868, k_max=256)
+    top_config = SystolicTopConfig(array=array, divisor=868, k_max=256,
+                                   design_id=BLOCKS["systolic"].board.design_id)
     config = top_config.to_dict()
     report = {"timing_met": False, "fmax_mhz": 90.0, "peak_gops": 3.2, "resources": {},
               "seconds": 5.0, "bitstream": "/elsewhere/top.bit", "rtlil_sha256": "rtl-4",
@@ -275,6 +268,12 @@ def test_bench_boards_reuses_matching_builds(tmp_path, monkeypatch, capsys):
     assert boards_bench._reusable(earlier, top_config, "rtl-4") is None
     (earlier / "report.json").write_text(json.dumps(report))
     assert boards_bench._reusable(earlier, top_config, "rtl-4") == report
+    # A build from before the config held the design id is the same design.
+    old = dict(report, design={"name": "systolic", "config": {
+        key: value for key, value in config.items() if key != "design_id"}})
+    (earlier / "report.json").write_text(json.dumps(old))
+    assert boards_bench._reusable(earlier, top_config, "rtl-4") == old
+    (earlier / "report.json").write_text(json.dumps(report))
     rows = boards_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[2, 4])
     assert built == [("ulx3s-85f", 2)]
     assert [(r["size"], r["timing_met"], r["fmax_mhz"]) for r in rows] == [
@@ -345,7 +344,7 @@ def test_stream_run_cli_writes_and_checks(design, wrong, tmp_path, monkeypatch, 
     import contextlib
 
     from bertforge.boards import host, protocol
-    from bertforge.generators import board_cli
+    from bertforge.generators import board_design
     from bertforge.sim.stream_board_golden import stream_golden
     monkeypatch.chdir(tmp_path)
     units = {"softmax": SoftmaxConfig(lanes=2, l_max=8, in_width=16),
@@ -359,14 +358,14 @@ def test_stream_run_cli_writes_and_checks(design, wrong, tmp_path, monkeypatch, 
             pass
 
         def ping(self):
-            return STREAM_DESIGNS[design].design_id, 1
+            return BLOCKS[design].board.design_id, 1
 
     def fake_run(link, config, x, **inputs):
         calls.append(inputs)
         return stream_golden(design, config.unit, x, **inputs) + int(wrong), 77
 
     monkeypatch.setattr(protocol, "HostLink", FakeLink)
-    monkeypatch.setattr(board_cli, "_open_link", lambda port: contextlib.nullcontext(port))
+    monkeypatch.setattr(board_design, "_open_link", lambda port: contextlib.nullcontext(port))
     monkeypatch.setattr(host, f"run_{design}", fake_run)
     rng = np.random.default_rng(5)
     np.save("x.npy", rng.integers(-100, 100, (3, 6)).astype(np.int16))

@@ -3,9 +3,9 @@ a few tiles back to back in both dataflows, against the golden model."""
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
+from bertforge.sim.stream_sim import run_streams
 from bertforge.sim.systolic_golden import systolic_golden
 
 
@@ -35,33 +35,7 @@ def test_tiles_back_to_back(dataflow):
         tiles.append((rng.integers(-128, 128, sa), rng.integers(-128, 128, sb)))
     a_beats, b_beats = beats(config, tiles)
     expected = np.concatenate([systolic_golden(config, a, b) for a, b in tiles])
-    received = []
-
-    async def drive_a(ctx):
-        for data, last in a_beats:
-            ctx.set(dut.a.payload, {"data": data, "last": last})
-            ctx.set(dut.a.valid, 1)
-            await ctx.tick().until(dut.a.ready)
-        ctx.set(dut.a.valid, 0)
-
-    async def drive_b(ctx):
-        for data in b_beats:
-            ctx.set(dut.b.payload, data)
-            ctx.set(dut.b.valid, 1)
-            await ctx.tick().until(dut.b.ready)
-        ctx.set(dut.b.valid, 0)
-
-    async def collect(ctx):
-        ctx.set(dut.c.ready, 1)
-        while len(received) < len(expected):
-            _, _, valid, payload = await ctx.tick().sample(dut.c.valid, dut.c.payload)
-            if valid:
-                received.append([int(x) for x in payload.data])
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(drive_a)
-    sim.add_testbench(drive_b)
-    sim.add_testbench(collect)
-    sim.run_until(5e-6)
-    assert np.array_equal(np.array(received), expected)
+    received, _ = run_streams(
+        dut, {"a": [{"data": data, "last": last} for data, last in a_beats], "b": b_beats},
+        {"c": len(expected)}, max_cycles=500)
+    assert np.array_equal(np.array([row["data"] for row in received["c"]]), expected)

@@ -9,7 +9,7 @@ output backpressure that must match with nothing lost or duplicated.
 import numpy as np
 import pytest
 
-from bertforge.generators.simulate import random_systolic_tiles, simulate_systolic, systolic_operand_shapes
+from bertforge.generators.systolic_sim import random_systolic_tiles, simulate_systolic, systolic_operand_shapes
 from bertforge.rtl.systolic import SystolicConfig
 from bertforge.sim.systolic_golden import systolic_golden
 
@@ -71,7 +71,19 @@ def check_outputs(config, tiles, result):
         assert np.array_equal(got, systolic_golden(config, a, b))
 
 
-@pytest.mark.parametrize("config", DESIGNS, ids=design_id)
+#: The sweep's other designs run with ``-m slow``; the default run keeps one
+#: of each kind: 1x1, ws and os, w16, 8x8, a 16-bit accumulator, max_dsp,
+#: inferred and ECP5 pipelined multipliers (and the models that other tests
+#: here build anyway: 3x5 both dataflows, 2x3 ws, 2x2 os acc16).
+DEFAULT_DESIGNS = {"1x1-os-w8-acc32", "2x3-ws-w8-acc32", "2x3-ws-w16-acc32", "3x5-os-w8-acc32",
+                   "3x5-ws-w8-acc32", "4x4-os-w8-acc32", "8x8-ws-w8-acc32", "2x2-os-w8-acc16",
+                   "3x5-ws-w8-acc32-dsp4", "3x4-os-w8-acc32-s2-inferred",
+                   "3x4-ws-w8-acc32-dsp7-s3-ecp5"}
+
+
+@pytest.mark.parametrize("config", [
+    c if design_id(c) in DEFAULT_DESIGNS else pytest.param(c, marks=pytest.mark.slow)
+    for c in DESIGNS], ids=design_id)
 def test_tiles_match_golden_and_cycle_model(config, tmp_path):
     tiles = mixed_tiles(config, seed=config.rows * 100 + config.cols)
     result = simulate_systolic(config, tiles, seed=1, workdir=tmp_path / "clean")

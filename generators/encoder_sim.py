@@ -1,5 +1,5 @@
-"""``bertforge sim encoder`` and ``bertforge bench encoder``: one BERT encoder
-layer on :class:`~bertforge.rtl.encoder.EncoderTop` in Verilator, against
+"""The encoder's own parts, behind ``bertforge sim encoder`` and ``bertforge
+bench encoder``: one BERT encoder layer on :class:`~bertforge.rtl.encoder.EncoderTop` in Verilator, against
 the integer golden model, the float reference and ``analyze``'s prediction.
 
 The hardware comes from an ``analyze`` hardware config (``--hw``): its
@@ -10,19 +10,26 @@ bandwidth when the file asks for less (a note says so).
 """
 
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
+from bertforge.sim.encoder_golden import cosine, encoder_float, encoder_golden
+from bertforge.sim.encoder_harness import encoder_harness_verilog
+from bertforge.sim.encoder_run import OPERATIONS, encoder_program, read_stages
 from .analyze import analyze, load_hardware
-from .cli_common import CliError, add_sim_flags, positive_int
-from .presets import ConfigError
 from .bench import column, write_results
+from .cli_common import CliError, bounded_int, int_list
+from .presets import ConfigError
+from .simulate import simulate
 from .workload import MODELS
 
-__all__ = ["BLOCK", "encoder_config", "run_encoder", "add_sim_parser", "run_sim",
-           "add_bench_parser", "run_bench"]
+__all__ = ["encoder_config", "simulate_encoder", "run_encoder"]
 
-BLOCK = "encoder"
+#: Longest sequence a simulated layer may have (the softmax unit's l_max bounds it too).
+MAX_SEQ = 4096
 TINY_HW = Path(__file__).parent / "configs" / "tiny.toml"
 #: Allowed relative difference between measured and predicted layer cycles.
 TOLERANCE = 0.03
@@ -38,11 +45,51 @@ def encoder_config(hw, path):
         raise ConfigError(f"{path}: {error}") from None
 
 
+def simulate_encoder(config, layer, *, mem_latency=1, seed=0, lat_mask=0, p_req=0, p_data=0,
+                     p_wr=0, waves=False, quiet=True, workdir=None):
+    """Run ``layer`` on the harness of ``config``. Returns a dict: ``cycles``,
+    ``ops`` (per operation: ``name``, ``class``, measured ``busy`` (first
+    unit input to last completion) and ``span`` (previous operation's end
+    to this one's)), ``match`` (every stage equals the golden model),
+    ``mismatches`` (per stage), ``max_error`` (output vs the float reference,
+    real units), ``cosine``, ``sim_seconds``, ``phases``."""
+    image, commands, regions, groups, abits = encoder_program(config, layer)
+    spec = {"image": image, "commands": commands, "abits": abits, "mem_bytes": config.gemm.mem_bytes,
+            "seed": seed, "lat_min": mem_latency, "lat_mask": lat_mask, "p_req": p_req,
+            "p_data": p_data, "p_wr": p_wr, "read_bytes": regions["out"] + layer.seq * layer.hidden}
+    result = simulate(config, "bertforge.sim.encoder_tb", spec, harness=encoder_harness_verilog,
+                      extra=(abits,), waves=waves, workdir=workdir, quiet=quiet)
+    golden = encoder_golden(config, layer)
+    got = result.get("image")
+    stages = read_stages(got, regions, layer) if isinstance(got, np.ndarray) else {}
+    mismatches = {key: int(np.count_nonzero(stages[key] != golden[key])) if key in stages else -1
+                  for key in golden}
+    starts, ends = result["starts"], result["ends"]
+    ops, previous_end = [], 0
+    for (name, kind), members in zip(OPERATIONS, groups):
+        busy = ends[members[-1]] - starts[members[0]] + 1
+        span = ends[members[-1]] - previous_end
+        ops.append({"name": name, "class": kind, "busy": busy, "span": span, "gap": span - busy})
+        previous_end = ends[members[-1]]
+    reference = encoder_float(layer)
+    out = golden["out"] * layer.scales["out"]
+    hw_out = stages["out"] * layer.scales["out"] if "out" in stages else out * np.nan
+    return {
+        "cycles": result["cycles"], "ops": ops, "commands": len(commands),
+        "passed": result["passed"] and not any(result["errors"]),
+        "match": all(v == 0 for v in mismatches.values()), "mismatches": mismatches,
+        "max_error": float(np.abs(hw_out - reference).max()),
+        "max_error_golden": float(np.abs(out - reference).max()),
+        "cosine": cosine(hw_out, reference), "sim_seconds": result["sim_seconds"],
+        "output_lsb": layer.scales["out"], "waves": result.get("waves"), "phases": result["phases"],
+    }
+
+
 def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, waves=False,
                 quiet=True):
     """Simulate one layer and compare it; returns the result dict."""
     from bertforge.sim.encoder_golden import random_layer
-    from bertforge.sim.encoder_run import check_shape, simulate_encoder
+    from bertforge.sim.encoder_run import check_shape
     hw = load_hardware(hw_path)
     config = encoder_config(hw, hw_path)
     shape = MODELS[model]
@@ -78,7 +125,7 @@ def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, wa
                         "difference": (measured - model_cycles) / model_cycles})
     total, model_total = result["cycles"], prediction["total_cycles"]
     return {
-        "block": BLOCK, "design": config.name, "hardware": hw.name, "model": model, "seq": seq,
+        "block": "encoder", "design": config.name, "hardware": hw.name, "model": model, "seq": seq,
         "seed": seed, "stalls": stalls, "commands": result["commands"],
         "cycles": total, "predicted_cycles": model_total,
         "difference": (total - model_total) / model_total,
@@ -88,20 +135,47 @@ def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, wa
         "cosine": result["cosine"], "sim_seconds": result["sim_seconds"],
         "sim_cycles_per_second": total / max(result["sim_seconds"], 1e-9),
         "waves": result.get("waves"), "notes": notes, "config": config.to_dict(),
+        "phases": result["phases"],
     }
 
 
-def add_sim_parser(blocks):
-    sub = blocks.add_parser(BLOCK, help="one BERT encoder layer on GEMM + softmax + layernorm + GELU")
+# ---- bertforge generate/sim/bench encoder
+
+def add_config_args(sub):
     sub.add_argument("--hw", metavar="FILE.toml", default=str(TINY_HW),
                      help="hardware config, as for analyze (default generators/configs/tiny.toml)")
+
+
+def make_config(args):
+    return encoder_config(load_hardware(args.hw), args.hw)
+
+
+def add_sim_args(sub):
     sub.add_argument("--model", default="tiny", choices=sorted(MODELS),
                      help="layer shape (default tiny: hidden 64, 2 heads, FFN 256)")
-    sub.add_argument("--seq", type=positive_int, default=32, help="sequence length (default 32)")
-    add_sim_flags(sub)
+    sub.add_argument("--seq", type=bounded_int(MAX_SEQ, "a simulated layer's sequence"), default=32,
+                     help="sequence length (default 32)")
 
 
-def _print(result):
+def random_stimulus(config, args, rng):
+    return {"summary": {"model": args.model, "seq": args.seq}}
+
+
+def run(config, stimulus, args):
+    return run_encoder(args.hw, model=args.model, seq=args.seq, seed=args.seed, gap=args.gap,
+                       stall=args.stall, waves=args.waves, quiet=args.json)
+
+
+#: Result keys of ``sim encoder`` besides the block, design, config, model, seq and seed.
+SUMMARY_KEYS = ("hardware", "stalls", "commands", "cycles", "predicted_cycles", "difference",
+                "classes", "operations", "match", "mismatches", "passed", "max_error",
+                "output_lsb", "cosine", "sim_seconds", "sim_cycles_per_second", "waves", "notes")
+
+
+def report(result, as_json):
+    if as_json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+        return
     print(f"{result['design']}: {result['model']} encoder layer, seq {result['seq']}, "
           f"{result['commands']} commands")
     print(f"  {'cycles':<17} {result['cycles']:,}")
@@ -118,14 +192,7 @@ def _print(result):
         print(f"  note: {note}")
 
 
-def run_sim(args):
-    import json
-    result = run_encoder(args.hw, model=args.model, seq=args.seq, seed=args.seed, gap=args.gap,
-                         stall=args.stall, waves=args.waves, quiet=args.json)
-    if args.json:
-        print(json.dumps(result, indent=2, sort_keys=True))
-    else:
-        _print(result)
+def check(result):
     if not result["match"] or not result["passed"]:
         bad = {k: v for k, v in result["mismatches"].items() if v}
         where = f"; waveform: {result['waves']}" if result.get("waves") else ""
@@ -139,19 +206,15 @@ def run_sim(args):
     return 0
 
 
-def add_bench_parser(blocks):
-    sub = blocks.add_parser(BLOCK, help="the tiny encoder layer at several sequence lengths")
+def add_bench_args(sub):
     sub.add_argument("--out", default="bench-encoder", metavar="DIR",
                      help="output directory (default bench-encoder)")
     sub.add_argument("--hw", metavar="FILE.toml", default=str(TINY_HW))
     sub.add_argument("--seqs", default="32,64", help="comma-separated sequence lengths (default 32,64)")
 
 
-def run_bench(args):
-    try:
-        seqs = [int(text) for text in args.seqs.split(",")]
-    except ValueError:
-        raise CliError(f"--seqs must be comma-separated integers, not {args.seqs!r}") from None
+def bench(args):
+    seqs = int_list("--seqs", args.seqs, 1, MAX_SEQ, "a simulated layer's sequence")
     rows = []
     for seq in seqs:
         print(f"encoder: tiny layer, seq {seq}", file=sys.stderr, flush=True)

@@ -1,23 +1,20 @@
-"""``bertforge sim layernorm`` and ``bertforge bench layernorm``; the Python
-API behind them (:func:`simulate_layernorm`, :func:`bench_layernorm`)."""
+"""The LayerNorm unit's own parts: vectors (random or the user's), their
+simulation, ``sim layernorm``'s flags and :func:`bench_layernorm` (also run
+by ``bench norm``)."""
 
 import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
-from .cli_common import (CliError, add_config_flags, add_sim_flags, check_result, config_from_args,
-                         load_int_matrix, positive_int, report, save_npy_atomic)
-from .bench import bert_base_gemm_cycles, column, synth_ecp5_counts
-from .cli_common import positive_float
-from .simulate import build_design
 from bertforge.rtl.errors import ParameterError
+from .bench import bert_base_gemm_cycles, column, synth_ecp5_counts, write_results
+from .cli_common import CliError, bounded_int, config_from_args, load_int_matrix, positive_float, positive_int
+from .simulate import cached_verilog, simulate
 
-BLOCK = "layernorm"
+__all__ = ["simulate_layernorm", "random_layernorm_data", "bench_layernorm"]
 
-__all__ = ["BLOCK", "add_sim_parser", "run_sim", "add_bench_parser", "run_bench",
-           "simulate_layernorm", "random_layernorm_data", "bench_layernorm"]
+#: Most vectors of one ``sim layernorm`` run.
+MAX_VECTORS = 1 << 16
 
 
 def simulate_layernorm(config, xs, rs, gamma, beta, *, seed=0, x_gap=0.0, y_stall=0.0,
@@ -31,7 +28,6 @@ def simulate_layernorm(config, xs, rs, gamma, beta, *, seed=0, x_gap=0.0, y_stal
     ``mean_abs_err`` in output LSBs against the float reference, ...) with
     ``outputs``, the list of output vectors.
     """
-    from bertforge.sim import runner
     xs = [np.asarray(x, dtype=np.int64) for x in xs]
     longest = max(len(x) for x in xs)
     gamma = np.asarray(gamma, dtype=np.int64)
@@ -50,19 +46,13 @@ def simulate_layernorm(config, xs, rs, gamma, beta, *, seed=0, x_gap=0.0, y_stal
         gamma, beta, padded = gamma[:config.h_max], beta[:config.h_max], config.h_max
     gamma = np.concatenate([gamma, np.zeros(padded - len(gamma), np.int64)])
     beta = np.concatenate([beta, np.zeros(padded - len(beta), np.int64)])
-    verilog = build_design(config, quiet=quiet)
-    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{config.name}-"))
-    work.mkdir(parents=True, exist_ok=True)
     arrays = {"gamma": gamma, "beta": beta}
     arrays.update({f"x_{k}": x for k, x in enumerate(xs)})
     if config.add_residual:
         arrays.update({f"r_{k}": np.asarray(r, dtype=np.int64) for k, r in enumerate(rs)})
-    np.savez(work / "data.npz", **arrays)
-    spec = {"config": config.to_dict(), "data": str(work / "data.npz"), "seed": seed,
-            "x_gap": x_gap, "y_stall": y_stall}
-    result = runner.run(verilog, config.name, "bertforge.sim.layernorm_tb", spec, workdir=work)
-    with np.load(result["outputs"]) as saved:
-        result["outputs"] = [saved[f"y_{k}"] for k in range(len(xs))]
+    spec = {"data": arrays, "seed": seed, "x_gap": x_gap, "y_stall": y_stall}
+    result = simulate(config, "bertforge.sim.layernorm_tb", spec, workdir=workdir, quiet=quiet)
+    result["outputs"] = [result["outputs"][f"y_{k}"] for k in range(len(xs))]
     return result
 
 
@@ -97,12 +87,10 @@ def random_layernorm_data(config, vectors, length, rng, *, var_range=(1e-2, 1e4)
     return xs, (rs if config.add_residual else None), gamma.astype(np.int64), beta.astype(np.int64)
 
 
-def add_sim_parser(blocks):
-    sub = blocks.add_parser(BLOCK, help="LayerNorm(x + r) over vectors back to back")
-    add_config_flags(sub, BLOCK)
-    sub.add_argument("--vectors", type=positive_int, default=4, help="random vectors (default 4)")
+def add_sim_args(sub):
+    sub.add_argument("--vectors", type=bounded_int(MAX_VECTORS, "vectors of one run"), default=4,
+                     help="random vectors (default 4)")
     sub.add_argument("--length", type=positive_int, help="random vector length H (default h_max)")
-    add_sim_flags(sub)
     sub.add_argument("--x", metavar="X.npy", help="your input: vectors x H integers")
     sub.add_argument("--residual", dest="residual_file", metavar="R.npy",
                      help="your residual, shaped as X (with --x and a residual config)")
@@ -116,11 +104,11 @@ def add_sim_parser(blocks):
     sub.add_argument("--out", metavar="Y.npy", help="where to write the int8 output (with --x)")
 
 
-def add_bench_parser(blocks):
-    sub = blocks.add_parser(BLOCK, help="LayerNorm over BERT-base 128 x 768, lanes 1, 4, 16")
+def add_bench_args(sub):
     sub.add_argument("--out", default="bench-layernorm", metavar="DIR",
                      help="output directory (default bench-layernorm)")
-    sub.add_argument("--vectors", type=positive_int, default=128, help="vectors of 768 (default 128)")
+    sub.add_argument("--vectors", type=bounded_int(MAX_VECTORS, "vectors of one run"), default=128,
+                     help="vectors of 768 (default 128)")
     sub.add_argument("--no-synth", action="store_true", help="skip ECP5 synthesis counts")
 
 
@@ -156,38 +144,37 @@ def _user_data(config, args):
     return list(x), (list(r) if r is not None else None), gamma, beta
 
 
-def run_sim(args):
+def make_config(args):
     from bertforge.sim.layernorm_golden import layernorm_config_for_scale
-    config = config_from_args(BLOCK, args)
-    if args.out_scale is not None:
+    config = config_from_args("layernorm", args)
+    if getattr(args, "out_scale", None) is not None:     # a sim flag; generate has none
         config = layernorm_config_for_scale(config, args.out_scale)
-    user = any((args.x, args.out, args.residual_file, args.gamma, args.beta))
-    if user:
-        xs, rs, gamma, beta = _user_data(config, args)
-    else:
-        length = args.length or config.h_max
-        if length % config.lanes or length > config.h_max:
-            raise CliError(f"--length {length} must be a multiple of lanes={config.lanes} and at "
-                           f"most h_max={config.h_max}")
-        xs, rs, gamma, beta = random_layernorm_data(config, args.vectors, length,
-                                                    np.random.default_rng(args.seed))
-    result = simulate_layernorm(config, xs, rs, gamma, beta, seed=args.seed, x_gap=args.gap,
+    return config
+
+
+def _vectors(config, data):
+    xs = data[0]
+    return {"data": data, "summary": {"vectors": len(xs), "length": len(xs[0])},
+            "title": f"{config.name}: {len(xs)} vector(s) of {len(xs[0])}"}
+
+
+def user_stimulus(config, args):
+    return _vectors(config, _user_data(config, args))
+
+
+def random_stimulus(config, args, rng):
+    length = args.length or config.h_max
+    if length % config.lanes or length > config.h_max:
+        raise CliError(f"--length {length} must be a multiple of lanes={config.lanes} and at "
+                       f"most h_max={config.h_max}")
+    return _vectors(config, random_layernorm_data(config, args.vectors, length, rng))
+
+
+def run(config, stimulus, args):
+    result = simulate_layernorm(config, *stimulus["data"], seed=args.seed, x_gap=args.gap,
                                 y_stall=args.stall, quiet=args.json)
-    outputs = result.pop("outputs")
-    summary = {"block": BLOCK, "design": config.name, "config": config.to_dict(),
-               "vectors": len(xs), "length": len(xs[0]), "seed": args.seed,
-               **{key: result[key] for key in (
-                   "cycles", "model_cycles", "ideal_cycles", "utilization", "elements_per_cycle",
-                   "match", "mismatches", "stalls", "max_abs_err", "mean_abs_err",
-                   "max_abs_err_real")}}
-    if result.get("waves"):
-        summary["waves"] = result["waves"]
-    if user and result["match"]:
-        save_npy_atomic(args.out, np.stack(outputs).astype(np.int8))
-        summary["out"] = str(args.out)
-    report(summary, args.json, f"{config.name}: {len(xs)} vector(s) of {len(xs[0])}",
-           keys=("cycles", "model_cycles", "ideal_cycles", "max_abs_err", "mean_abs_err"))
-    return check_result(result)
+    result["output"] = np.stack(result["outputs"]).astype(np.int8)
+    return result
 
 
 def bench_layernorm(out_dir, *, lanes=(1, 4, 16), vectors=128, length=768, in_width=16,
@@ -199,7 +186,6 @@ def bench_layernorm(out_dir, *, lanes=(1, 4, 16), vectors=128, length=768, in_wi
     Returns the result rows; with ``write``, writes ``bench.json`` and
     ``bench.md`` to ``out_dir``."""
     from bertforge.rtl.layernorm import LN_OUT_LATENCY, LN_STATS_LATENCY, LayerNormConfig
-    from .simulate import cached_verilog
     results = []
     for index, n in enumerate(lanes, 1):
         config = LayerNormConfig(lanes=n, h_max=length, in_width=in_width)
@@ -227,7 +213,6 @@ def bench_layernorm(out_dir, *, lanes=(1, 4, 16), vectors=128, length=768, in_wi
                        ecp5_brams=counts.get("DP16KD", 0))
         results.append(row)
     if write:
-        from .bench import write_results
         columns = [("design", column("design", "{}")), ("shape", column("shape", "{}")),
                    ("cycles", column("cycles", "{}")), ("model", column("model_cycles", "{}")),
                    ("ideal", column("ideal_cycles", "{}")),
@@ -254,6 +239,6 @@ def bench_layernorm(out_dir, *, lanes=(1, 4, 16), vectors=128, length=768, in_wi
     return results
 
 
-def run_bench(args):
+def bench(args):
     bench_layernorm(args.out, vectors=args.vectors, synth=not args.no_synth)
     return 0

@@ -1,24 +1,24 @@
-"""``bertforge sim softmax`` and ``bertforge bench softmax``, the data they
-use and :func:`bench_softmax` (also run by ``bench norm``)."""
+"""The softmax unit's own parts: rows (random, extreme or the user's), their
+simulation, ``sim softmax``'s flags and :func:`bench_softmax` (also run by
+``bench norm``)."""
 
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from bertforge.rtl.softmax import SoftmaxConfig
-from bertforge.sim import runner
+from bertforge.sim.runner import SimulationError
 from bertforge.sim.softmax_cycles import softmax_latency
 from bertforge.sim.softmax_golden import row_scales
-from .cli_common import (CliError, add_config_flags, add_sim_flags, check_result, config_from_args,
-                         load_int_matrix, positive_int, report, save_npy_atomic)
+from .cli_common import CliError, bounded_int, load_int_matrix, positive_int
+from .simulate import cached_verilog, simulate
 
-BLOCK = "softmax"
+__all__ = ["make_rows", "random_softmax_rows", "extreme_softmax_rows", "simulate_softmax",
+           "ecp5_stats", "bench_softmax"]
 
-__all__ = ["BLOCK", "make_rows", "random_softmax_rows", "extreme_softmax_rows", "simulate_softmax",
-           "ecp5_stats", "bench_softmax", "add_sim_parser", "run_sim", "add_bench_parser",
-           "run_bench"]
+#: Most rows of one ``sim softmax`` run.
+MAX_ROWS = 1 << 16
 
 
 def make_rows(config, x_rows, masks=None, scales=1.0):
@@ -115,27 +115,18 @@ def simulate_softmax(config, scenarios, *, seed=0, waves=False, workdir=None, qu
     ``max_abs_err``, ``mean_abs_err``, ...) with ``outputs``, the R x L raw
     outputs read from the hardware.
     """
-    from .simulate import build_design
-    verilog = build_design(config, waves, quiet)
-    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{config.name}-"))
-    work.mkdir(parents=True, exist_ok=True)
-    specs = []
-    for index, scenario in enumerate(scenarios):
-        path = work / f"rows{index}.npz"
-        np.savez(path, **scenario["rows"])
-        specs.append({"data": str(path), "x_gap": scenario.get("x_gap", 0.0),
-                      "y_stall": scenario.get("y_stall", 0.0)})
-    spec = {"config": config.to_dict(), "seed": seed, "scenarios": specs}
-    result = runner.run(verilog, config.name, "bertforge.sim.softmax_tb", spec,
-                        waves=waves, workdir=work)
+    specs = [{"data": scenario["rows"], "x_gap": scenario.get("x_gap", 0.0),
+              "y_stall": scenario.get("y_stall", 0.0)} for scenario in scenarios]
+    result = simulate(config, "bertforge.sim.softmax_tb", {"seed": seed, "scenarios": specs},
+                      waves=waves, workdir=workdir, quiet=quiet)
     results = result.get("scenarios", [])
     for item in results:
-        item["outputs"] = np.load(item["outputs"])
+        item["phases"] = result["phases"]
         if result.get("waves"):
             item["waves"] = result["waves"]
     if len(results) != len(scenarios):
-        raise runner.SimulationError(f"the testbench finished {len(results)} of {len(scenarios)} "
-                                     f"runs; log: {result['log']}")
+        raise SimulationError(f"the testbench finished {len(results)} of {len(scenarios)} "
+                              f"runs; log: {result['log']}")
     return result["passed"], results
 
 
@@ -169,7 +160,6 @@ def bench_softmax(out_dir=None, lanes=(1, 4, 16), *, rows=512, length=128, synth
     Returns the result rows (dicts); writes ``bench.json``/``bench.md`` to
     ``out_dir`` when ``write``.
     """
-    from .simulate import cached_verilog
     from .workload import encoder_layer
     ops = encoder_layer("bert-base", length)
     gemm_layer_cycles = sum(op.macs for op in ops) / 256
@@ -234,14 +224,12 @@ def bench_softmax(out_dir=None, lanes=(1, 4, 16), *, rows=512, length=128, synth
     return results
 
 
-# ---- Command line.
+# ---- bertforge sim softmax / bench softmax
 
-def add_sim_parser(blocks):
-    sub = blocks.add_parser(BLOCK, help="softmax rows back to back through the softmax unit")
-    add_config_flags(sub, BLOCK)
-    sub.add_argument("--rows", type=positive_int, default=8, help="random rows (default 8)")
+def add_sim_args(sub):
+    sub.add_argument("--rows", type=bounded_int(MAX_ROWS, "rows of one run"), default=8,
+                     help="random rows (default 8)")
     sub.add_argument("--length", type=positive_int, help="row length L (default l_max)")
-    add_sim_flags(sub)
     sub.add_argument("--x", metavar="X.npy", help="your rows: R x L integers of in_width")
     sub.add_argument("--scale", type=float, help="real value of one input LSB (with --x; default 1)")
     sub.add_argument("--x-mask", dest="x_mask", metavar="M.npy",
@@ -249,11 +237,11 @@ def add_sim_parser(blocks):
     sub.add_argument("--out", metavar="Y.npy", help="where to write the probabilities (with --x)")
 
 
-def add_bench_parser(blocks):
-    sub = blocks.add_parser(BLOCK, help="BERT-base softmax rows (128) at 1, 4 and 16 lanes")
+def add_bench_args(sub):
     sub.add_argument("--out", default="bench-softmax", metavar="DIR",
                      help="output directory (default bench-softmax)")
-    sub.add_argument("--rows", type=positive_int, default=512, help="rows per run (default 512)")
+    sub.add_argument("--rows", type=bounded_int(MAX_ROWS, "rows of one run"), default=512,
+                     help="rows per run (default 512)")
     sub.add_argument("--no-synth", action="store_true", help="skip ECP5 synthesis")
 
 
@@ -301,40 +289,33 @@ def user_rows(config, args):
         raise CliError(str(error)) from None
 
 
-def run_sim(args):
-    config = config_from_args(BLOCK, args)
-    user = any((args.x, args.out, args.x_mask, args.scale is not None))
-    if user:
-        rows = user_rows(config, args)
-    else:
-        length = config.l_max if args.length is None else args.length
-        if length > config.l_max:
-            raise CliError(f"--length {length} is longer than l_max = {config.l_max}")
-        if not config.mask and length % config.lanes:
-            raise CliError(f"without a mask input, --length must be a multiple of lanes = {config.lanes}")
-        rows = random_softmax_rows(config, args.rows, length, np.random.default_rng(args.seed))
+def _rows(config, rows):
+    return {"rows": rows, "summary": {"rows": int(len(rows["lengths"])), "length": int(rows["x"].shape[1])},
+            "title": f"{config.name}: {len(rows['lengths'])} row(s) of {rows['x'].shape[1]}"}
+
+
+def user_stimulus(config, args):
+    return _rows(config, user_rows(config, args))
+
+
+def random_stimulus(config, args, rng):
+    length = config.l_max if args.length is None else args.length
+    if length > config.l_max:
+        raise CliError(f"--length {length} is longer than l_max = {config.l_max}")
+    if not config.mask and length % config.lanes:
+        raise CliError(f"without a mask input, --length must be a multiple of lanes = {config.lanes}")
+    return _rows(config, random_softmax_rows(config, args.rows, length, rng))
+
+
+def run(config, stimulus, args):
     passed, (result,) = simulate_softmax(
-        config, [{"rows": rows, "x_gap": args.gap, "y_stall": args.stall}],
+        config, [{"rows": stimulus["rows"], "x_gap": args.gap, "y_stall": args.stall}],
         seed=args.seed, waves=args.waves, quiet=args.json)
-    outputs = result.pop("outputs")
-    summary = {"block": BLOCK, "design": config.name, "config": config.to_dict(),
-               "rows": int(len(rows["lengths"])), "length": int(rows["x"].shape[1]),
-               "seed": args.seed,
-               **{key: result[key] for key in (
-                   "cycles", "model_cycles", "ideal_cycles", "utilization", "elements_per_cycle",
-                   "match", "mismatches", "stalls", "max_abs_err", "mean_abs_err")}}
-    summary["match"] = summary["match"] and passed
-    if result.get("waves"):
-        summary["waves"] = result["waves"]
-    if user and summary["match"]:
-        dtype = np.uint8 if config.out_width == 8 else np.int16
-        save_npy_atomic(args.out, outputs.astype(dtype))
-        summary["out"] = str(args.out)
-    report(summary, args.json, f"{config.name}: {summary['rows']} row(s) of {summary['length']}",
-           keys=("cycles", "model_cycles", "ideal_cycles", "max_abs_err", "mean_abs_err"))
-    return check_result(summary)
+    result["match"] = result["match"] and passed
+    result["output"] = result["outputs"].astype(np.uint8 if config.out_width == 8 else np.int16)
+    return result
 
 
-def run_bench(args):
+def bench(args):
     bench_softmax(args.out, rows=args.rows, synth=not args.no_synth)
     return 0

@@ -1,22 +1,19 @@
-"""``bertforge sim gelu`` and ``bertforge bench gelu``; the Python API
-behind them (:func:`simulate_gelu`, :func:`bench_gelu`)."""
+"""The GELU unit's own parts: inputs (random or the user's), their simulation,
+``sim gelu``'s flags and :func:`bench_gelu` (also run by ``bench norm``)."""
 
 import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
-from .bench import bert_base_gemm_cycles, column, synth_ecp5_counts
-from .cli_common import (CliError, add_config_flags, add_sim_flags, check_result, config_from_args,
-                         load_int_matrix, positive_float, positive_int, report, save_npy_atomic)
-from .simulate import build_design
 from bertforge.rtl.errors import ParameterError
+from .bench import bert_base_gemm_cycles, column, synth_ecp5_counts, write_results
+from .cli_common import CliError, bounded_int, config_from_args, load_int_matrix, positive_float, positive_int
+from .simulate import cached_verilog, simulate
 
-BLOCK = "gelu"
+__all__ = ["simulate_gelu", "random_gelu_input", "bench_gelu"]
 
-__all__ = ["BLOCK", "add_sim_parser", "run_sim", "add_bench_parser", "run_bench", "simulate_gelu",
-           "random_gelu_input", "bench_gelu"]
+#: Most elements of one ``sim gelu`` run.
+MAX_ELEMENTS = 1 << 24
 
 
 def simulate_gelu(config, x, *, seed=0, x_gap=0.0, y_stall=0.0, workdir=None, quiet=True):
@@ -27,20 +24,13 @@ def simulate_gelu(config, x, *, seed=0, x_gap=0.0, y_stall=0.0, workdir=None, qu
     ``ideal_cycles``, ``utilization``, ``match``, ``max_abs_err``,
     ``mean_abs_err``, ...) with ``outputs``, the output array.
     """
-    from bertforge.sim import runner
     x = np.asarray(x, dtype=np.int64)
     if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 1 or x.shape[1] % config.lanes:
         raise ParameterError(f"x must be rows x L with L a positive multiple of lanes={config.lanes}, "
                          f"not shape {x.shape}")
-    verilog = build_design(config, quiet=quiet)
-    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{config.name}-"))
-    work.mkdir(parents=True, exist_ok=True)
-    np.savez(work / "data.npz", x=x)
-    spec = {"config": config.to_dict(), "data": str(work / "data.npz"), "seed": seed,
-            "x_gap": x_gap, "y_stall": y_stall}
-    result = runner.run(verilog, config.name, "bertforge.sim.gelu_tb", spec, workdir=work)
-    with np.load(result["outputs"]) as saved:
-        result["outputs"] = saved["y"]
+    spec = {"data": {"x": x}, "seed": seed, "x_gap": x_gap, "y_stall": y_stall}
+    result = simulate(config, "bertforge.sim.gelu_tb", spec, workdir=workdir, quiet=quiet)
+    result["outputs"] = result["outputs"]["y"]
     return result
 
 
@@ -54,12 +44,9 @@ def random_gelu_input(config, rows, length, rng):
     return np.clip(np.floor(real / config.in_scale + 0.5), lo, hi).astype(np.int64)
 
 
-def add_sim_parser(blocks):
-    sub = blocks.add_parser(BLOCK, help="elementwise GELU over rows back to back")
-    add_config_flags(sub, BLOCK)
+def add_sim_args(sub):
     sub.add_argument("--rows", type=positive_int, default=4, help="random rows (default 4)")
     sub.add_argument("--length", type=positive_int, help="random row length (default 64 x lanes)")
-    add_sim_flags(sub)
     sub.add_argument("--x", metavar="X.npy", help="your input: a 2-D integer array (rows x L)")
     sub.add_argument("--scale", type=positive_float,
                      help="real value of one input LSB (sets in_mult/in_shift)")
@@ -68,52 +55,58 @@ def add_sim_parser(blocks):
     sub.add_argument("--out", metavar="Y.npy", help="where to write the output (with --x)")
 
 
-def add_bench_parser(blocks):
-    sub = blocks.add_parser(BLOCK, help="GELU over BERT-base 128 x 3072, lanes 1, 4, 16")
+def add_bench_args(sub):
     sub.add_argument("--out", default="bench-gelu", metavar="DIR",
                      help="output directory (default bench-gelu)")
-    sub.add_argument("--rows", type=positive_int, default=128, help="rows of 3072 (default 128)")
+    sub.add_argument("--rows", type=bounded_int(4096, "rows of 3072 in one run"), default=128,
+                     help="rows of 3072 (default 128)")
     sub.add_argument("--no-synth", action="store_true", help="skip ECP5 synthesis counts")
 
 
 def _scaled_config(config, args):
-    if args.scale is None and args.out_scale is None:
+    if getattr(args, "scale", None) is None and getattr(args, "out_scale", None) is None:
         return config
     from bertforge.sim.gelu_golden import gelu_config_for_scales
     return gelu_config_for_scales(config, args.scale or config.in_scale,
                                   args.out_scale or config.out_scale)
 
 
-def run_sim(args):
-    config = _scaled_config(config_from_args(BLOCK, args), args)
+def make_config(args):
+    return _scaled_config(config_from_args("gelu", args), args)
+
+
+def _input(config, x):
+    if x.shape[0] * x.shape[1] > MAX_ELEMENTS:
+        raise CliError(f"{x.shape[0]} x {x.shape[1]} is more than the {MAX_ELEMENTS:,} elements "
+                       "one run streams")
+    return {"x": x, "summary": {"rows": int(x.shape[0]), "length": int(x.shape[1])},
+            "title": f"{config.name}: {x.shape[0]} row(s) of {x.shape[1]}"}
+
+
+def user_stimulus(config, args):
     if bool(args.x) != bool(args.out):
         raise CliError("--x and --out go together: give both")
-    if args.x:
-        x = load_int_matrix(args.x, "X", config.in_width)
-        if x.shape[0] < 1 or x.shape[1] < 1 or x.shape[1] % config.lanes:
-            raise CliError(f"X has shape {x.shape}; its rows must have a positive multiple of "
-                           f"lanes={config.lanes} elements")
-    else:
-        length = args.length or 64 * config.lanes
-        if length % config.lanes:
-            raise CliError(f"--length {length} is not a multiple of lanes={config.lanes}")
-        x = random_gelu_input(config, args.rows, length, np.random.default_rng(args.seed))
-    result = simulate_gelu(config, x, seed=args.seed, x_gap=args.gap, y_stall=args.stall,
-                           quiet=args.json)
-    outputs = result.pop("outputs")
-    summary = {"block": BLOCK, "design": config.name, "config": config.to_dict(),
-               "rows": int(x.shape[0]), "length": int(x.shape[1]), "seed": args.seed,
-               **{key: result[key] for key in (
-                   "cycles", "model_cycles", "ideal_cycles", "utilization", "elements_per_cycle",
-                   "match", "mismatches", "stalls", "max_abs_err", "mean_abs_err")}}
-    if result.get("waves"):
-        summary["waves"] = result["waves"]
-    if args.x and result["match"]:
-        save_npy_atomic(args.out, outputs.astype(np.int8 if config.out_width == 8 else np.int16))
-        summary["out"] = str(args.out)
-    report(summary, args.json, f"{config.name}: {x.shape[0]} row(s) of {x.shape[1]}",
-           keys=("cycles", "model_cycles", "ideal_cycles", "max_abs_err", "mean_abs_err"))
-    return check_result(result)
+    x = load_int_matrix(args.x, "X", config.in_width)
+    if x.shape[0] < 1 or x.shape[1] < 1 or x.shape[1] % config.lanes:
+        raise CliError(f"X has shape {x.shape}; its rows must have a positive multiple of "
+                       f"lanes={config.lanes} elements")
+    return _input(config, x)
+
+
+def random_stimulus(config, args, rng):
+    length = args.length or 64 * config.lanes
+    if length % config.lanes:
+        raise CliError(f"--length {length} is not a multiple of lanes={config.lanes}")
+    if args.rows * length > MAX_ELEMENTS:
+        raise CliError(f"--rows x --length is more than the {MAX_ELEMENTS:,} elements one run streams")
+    return _input(config, random_gelu_input(config, args.rows, length, rng))
+
+
+def run(config, stimulus, args):
+    result = simulate_gelu(config, stimulus["x"], seed=args.seed, x_gap=args.gap,
+                           y_stall=args.stall, quiet=args.json)
+    result["output"] = result["outputs"].astype(np.int8 if config.out_width == 8 else np.int16)
+    return result
 
 
 def bench_gelu(out_dir, *, lanes=(1, 4, 16), rows=128, length=3072, synth=True, write=True):
@@ -124,7 +117,6 @@ def bench_gelu(out_dir, *, lanes=(1, 4, 16), rows=128, length=3072, synth=True, 
     writes ``bench.json`` and ``bench.md`` to ``out_dir``."""
     from bertforge.rtl.gelu import GeluConfig
     from bertforge.rtl.gelu import GELU_LATENCY
-    from .simulate import cached_verilog
     results = []
     for index, n in enumerate(lanes, 1):
         config = GeluConfig(lanes=n)
@@ -148,7 +140,6 @@ def bench_gelu(out_dir, *, lanes=(1, 4, 16), rows=128, length=3072, synth=True, 
                        ecp5_ffs=counts.get("TRELLIS_FF", 0), ecp5_mults=counts.get("MULT18X18D", 0))
         results.append(row)
     if write:
-        from .bench import write_results
         write_results(out_dir, "gelu", results, _COLUMNS, "bertforge bench gelu", notes=_NOTES)
     return results
 
@@ -176,6 +167,6 @@ _NOTES = [
 ]
 
 
-def run_bench(args):
+def bench(args):
     bench_gelu(args.out, rows=args.rows, synth=not args.no_synth)
     return 0

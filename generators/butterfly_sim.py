@@ -1,18 +1,17 @@
-"""``bertforge sim butterfly`` and ``bertforge bench butterfly``, and the
-Python API behind them (:func:`simulate_butterfly`, :func:`bench_butterfly`)."""
+"""The butterfly engine's own parts: jobs (random or the user's), their
+simulation, ``sim butterfly``'s flags and :func:`bench_butterfly`."""
 
 import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
-from .cli_common import (CliError, add_config_flags, add_sim_flags, check_result, config_from_args,
-                         load_int_matrix, positive_int, report, save_npy_atomic)
+from .cli_common import CliError, bounded_int, load_int_matrix
+from .simulate import simulate
 
-__all__ = ["BLOCK", "random_jobs_data", "simulate_butterfly", "bench_butterfly"]
+__all__ = ["random_jobs_data", "simulate_butterfly", "bench_butterfly"]
 
-BLOCK = "butterfly"
+#: Most vectors of one ``sim butterfly`` run.
+MAX_BATCH = 1 << 16
 MODE_CHOICES = ("linear", "fft", "ifft")
 
 
@@ -50,20 +49,11 @@ def simulate_butterfly(config, jobs, arrays, *, seed=0, cmd_gap=0.0, x_gap=0.0, 
     """Run ``jobs`` (see :mod:`bertforge.sim.butterfly_tb`) with ``arrays``
     through the emitted Verilog of ``config`` in Verilator. Returns the
     testbench's result dict with ``outputs`` (name -> array)."""
-    from bertforge.sim import runner
-    from .simulate import build_design
-    verilog = build_design(config, waves, quiet)
-    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{config.name}-"))
-    work.mkdir(parents=True, exist_ok=True)
-    data = work / "jobs.npz"
-    np.savez(data, **{key: np.asarray(value, dtype=np.int64) for key, value in arrays.items()})
-    spec = {"config": config.to_dict(), "jobs": jobs, "data": str(data), "seed": seed,
-            "cmd_gap": cmd_gap, "x_gap": x_gap, "w_gap": w_gap, "y_stall": y_stall}
-    result = runner.run(verilog, config.name, "bertforge.sim.butterfly_tb", spec,
-                        waves=waves, workdir=work)
-    with np.load(result["outputs"]) as saved:
-        result["outputs"] = {key: saved[key] for key in saved.files}
-    return result
+    data = {key: np.asarray(value, dtype=np.int64) for key, value in arrays.items()}
+    spec = {"jobs": jobs, "data": data, "seed": seed, "cmd_gap": cmd_gap, "x_gap": x_gap,
+            "w_gap": w_gap, "y_stall": y_stall}
+    return simulate(config, "bertforge.sim.butterfly_tb", spec, waves=waves, workdir=workdir,
+                    quiet=quiet)
 
 
 def _power_of_two_length(config, n):
@@ -72,18 +62,16 @@ def _power_of_two_length(config, n):
     return n
 
 
-def add_sim_parser(blocks):
-    sub = blocks.add_parser(BLOCK, help="butterfly linear layers or FFTs on a batch of vectors")
-    add_config_flags(sub, BLOCK)
-    sub.add_argument("--n", type=positive_int, help="vector length, a power of two <= n_max")
+def add_sim_args(sub):
+    sub.add_argument("--n", type=bounded_int(1 << 16, "n is at most n_max"),
+                     help="vector length, a power of two <= n_max")
     sub.add_argument("--mode", choices=MODE_CHOICES, default="fft", help="default fft")
-    sub.add_argument("--batch", type=positive_int, default=None,
+    sub.add_argument("--batch", type=bounded_int(MAX_BATCH, "vectors of one run"), default=None,
                      help="vectors back to back (default: lanes)")
     sub.add_argument("--mult", type=int, default=None,
                      help="linear mode: requantize multiplier (0..65535, default 1)")
     sub.add_argument("--shift", type=int, default=None,
                      help="linear mode: requantize shift (0..63, default weight_width)")
-    add_sim_flags(sub)
     sub.add_argument("--x", metavar="X.npy", help="your input: batch x n ints (real parts)")
     sub.add_argument("--x-im", metavar="XI.npy", help="imaginary parts (fft/ifft), batch x n")
     sub.add_argument("--weights", metavar="W.npy",
@@ -92,12 +80,11 @@ def add_sim_parser(blocks):
                      help="where to write the result (linear: batch x n, fft: batch x n x 2)")
 
 
-def add_bench_parser(blocks):
-    sub = blocks.add_parser(BLOCK, help="n = 64, 256, 1024 on n_max = 1024, lanes 1, 4, 16, "
-                            "linear and fft, batch 128")
+def add_bench_args(sub):
     sub.add_argument("--out", default="bench-butterfly", metavar="DIR",
                      help="output directory (default bench-butterfly)")
-    sub.add_argument("--batch", type=positive_int, default=128, help="vectors per run (default 128)")
+    sub.add_argument("--batch", type=bounded_int(MAX_BATCH, "vectors of one run"), default=128,
+                     help="vectors per run (default 128)")
 
 
 def _user_jobs(config, args):
@@ -149,44 +136,40 @@ def _linear_jobs(config, args, n, batch, weights, re, im):
     return jobs, {"w_0": weights, "x_re_1": re, "x_im_1": im}
 
 
-def run_sim(args):
-    config = config_from_args(BLOCK, args)
-    user = bool(args.x or args.out or args.weights or args.x_im)
-    if user:
-        jobs, arrays, n = _user_jobs(config, args)
-    else:
-        if args.n is None:
-            raise CliError("--n is required (or give --x and --out)")
-        n = _power_of_two_length(config, args.n)
-        batch = args.batch or config.lanes
-        rng = np.random.default_rng(args.seed)
-        jobs, arrays = random_jobs_data(config, n, args.mode, batch, rng)
-        if args.mode == "linear":
-            mult, shift = _linear_params(config, args)
-            jobs[1].update(mult=mult, shift=shift)
-    result = simulate_butterfly(config, jobs, arrays, seed=args.seed, cmd_gap=args.gap,
+def _jobs(config, jobs, arrays, n):
+    summary = {"n": n, "mode": jobs[-1]["mode"], "batch": jobs[-1]["batch"]}
+    return {"jobs": jobs, "arrays": arrays, "summary": summary,
+            "title": f"{config.name}: {summary['mode']} n={n}, batch {summary['batch']}"}
+
+
+def user_stimulus(config, args):
+    return _jobs(config, *_user_jobs(config, args))
+
+
+def random_stimulus(config, args, rng):
+    if args.n is None:
+        raise CliError("--n is required (or give --x and --out)")
+    n = _power_of_two_length(config, args.n)
+    jobs, arrays = random_jobs_data(config, n, args.mode, args.batch or config.lanes, rng)
+    if args.mode == "linear":
+        mult, shift = _linear_params(config, args)
+        jobs[1].update(mult=mult, shift=shift)
+    return _jobs(config, jobs, arrays, n)
+
+
+def run(config, stimulus, args):
+    jobs = stimulus["jobs"]
+    result = simulate_butterfly(config, jobs, stimulus["arrays"], seed=args.seed, cmd_gap=args.gap,
                                 x_gap=args.gap, w_gap=args.gap, y_stall=args.stall,
                                 waves=args.waves, quiet=args.json)
-    outputs = result.pop("outputs")
     job = result["jobs"][0] if result["jobs"] else {}
-    summary = {"block": BLOCK, "design": config.name, "config": config.to_dict(),
-               "n": n, "mode": jobs[-1]["mode"], "batch": jobs[-1]["batch"], "seed": args.seed,
-               **{key: result[key] for key in ("cycles", "model_cycles", "ideal_cycles",
-                                                "utilization", "match", "mismatches", "stalls")}}
     if "sqnr_db" in job:
-        summary["sqnr_db"] = job["sqnr_db"]
-    if result.get("waves"):
-        summary["waves"] = result["waves"]
-    if user and result["match"]:
-        index = len(jobs) - 1
-        re, im = outputs[f"y_re_{index}"], outputs[f"y_im_{index}"]
-        out = re if jobs[-1]["mode"] == "linear" else np.stack([re, im], axis=-1)
-        save_npy_atomic(args.out, out.astype(np.int16 if config.width == 16 else np.int8))
-        summary["out"] = str(args.out)
-    keys = ("cycles", "model_cycles", "ideal_cycles") + (("sqnr_db",) if "sqnr_db" in summary else ())
-    report(summary, args.json, f"{config.name}: {summary['mode']} n={n}, batch {summary['batch']}",
-           keys=keys)
-    return check_result(result)
+        result["sqnr_db"] = job["sqnr_db"]
+    index = len(jobs) - 1
+    re, im = result["outputs"][f"y_re_{index}"], result["outputs"][f"y_im_{index}"]
+    out = re if jobs[-1]["mode"] == "linear" else np.stack([re, im], axis=-1)
+    result["output"] = out.astype(np.int16 if config.width == 16 else np.int8)
+    return result
 
 
 def dense_systolic(config, n, mode, batch):
@@ -254,6 +237,6 @@ def bench_butterfly(out_dir, *, ns=(64, 256, 1024), lanes=(1, 4, 16), modes=("li
     return rows
 
 
-def run_bench(args):
+def bench(args):
     bench_butterfly(args.out, batch=args.batch)
     return 0

@@ -1,0 +1,130 @@
+"""Imports run one way: rtl <- sim <- boards <- generators (each package
+imports only the floors below it), and cocotb is imported only by testbench
+modules. Checked on the source with ``ast`` (no module is imported), every
+import statement at any depth (module level, in functions, in ``try``),
+absolute (``bertforge.X``) and relative (``.X``, ``..X``) forms.
+
+Testbench modules: ``sim/*_tb.py``, ``sim/streams.py``,
+``boards/*_board_tb.py``, ``boards/uart_model.py``. One more module may
+import ``cocotb_tools``: ``sim/runner.py`` is the Verilator runner and
+imports ``cocotb_tools.runner`` inside its functions (never at module
+level), so importing it loads no cocotb.
+"""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FLOORS = ["rtl", "sim", "boards", "generators"]          # ground floor first
+TESTBENCH_GLOBS = {"sim": ["*_tb.py", "streams.py"], "boards": ["*_board_tb.py", "uart_model.py"]}
+RUNNER = ("sim", "runner.py")
+
+
+def _modules():
+    for package in FLOORS:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            yield package, path
+
+
+def _is_testbench(package, path):
+    return any(path.match(pattern) and path.parent == ROOT / package
+               for pattern in TESTBENCH_GLOBS.get(package, []))
+
+
+def _imports(path):
+    """``(line, module name, in a function)`` per import; relative imports
+    resolved against the file's package (``bertforge.<folder>...``)."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = ["bertforge", *path.relative_to(ROOT).parent.parts]
+    found = []
+
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                       ast.Lambda))
+            if isinstance(child, ast.Import):
+                found.extend((child.lineno, alias.name, in_function) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = package[:len(package) - (child.level - 1)]
+                    names = [".".join(base + ([child.module] if child.module else []))]
+                    if not child.module:                    # from . import x, from .. import y
+                        names = [f"{names[0]}.{alias.name}" for alias in child.names]
+                else:
+                    names = [child.module]
+                found.extend((child.lineno, name, in_function) for name in names)
+            visit(child, nested)
+
+    visit(tree, False)
+    return found
+
+
+def _floor(name):
+    """The floor a module name is on (``bertforge.sim.x`` -> ``sim``), or None."""
+    parts = name.split(".")
+    if parts[0] == "bertforge" and len(parts) > 1 and parts[1] in FLOORS:
+        return parts[1]
+    return None
+
+
+def _violations():
+    problems = []
+    for package, path in _modules():
+        where = path.relative_to(ROOT)
+        level = FLOORS.index(package)
+        testbench = _is_testbench(package, path)
+        for line, name, in_function in _imports(path):
+            target = _floor(name)
+            if target is not None and FLOORS.index(target) > level:
+                problems.append(f"{where}:{line}: imports {name}: {package} may import only "
+                                f"{', '.join(FLOORS[:level + 1])} (rtl <- sim <- boards <- "
+                                f"generators; nothing imports a floor above it)")
+            top = name.split(".")[0]
+            if top in ("cocotb", "cocotb_tools") and not testbench:
+                if (package, path.name) == RUNNER and name == "cocotb_tools.runner" and in_function:
+                    continue
+                problems.append(f"{where}:{line}: imports {name}: cocotb only in testbench "
+                                f"modules (sim/*_tb.py, sim/streams.py, boards/*_board_tb.py, "
+                                f"boards/uart_model.py; sim/runner.py may import "
+                                f"cocotb_tools.runner inside functions)")
+    return problems
+
+
+def test_no_upward_imports_and_cocotb_only_in_testbenches():
+    problems = _violations()
+    assert not problems, "\n".join(problems)
+
+
+def test_the_checker_sees_every_form(tmp_path, monkeypatch):
+    """The rule bites: upward imports at module level, in a function,
+    absolute and relative, and cocotb outside a testbench are all found."""
+    fake = tmp_path / "root"
+    for package in FLOORS:
+        (fake / package).mkdir(parents=True)
+    (fake / "rtl" / "a.py").write_text("from ..sim import golden\n"
+                                       "def f():\n    import bertforge.boards.host\n")
+    (fake / "sim" / "b.py").write_text("from bertforge.generators.cli import main\n"
+                                       "import cocotb\n")
+    (fake / "sim" / "runner.py").write_text("def run():\n    from cocotb_tools.runner import get_runner\n")
+    (fake / "sim" / "x_tb.py").write_text("import cocotb\nfrom bertforge.rtl import payload\n")
+    (fake / "boards" / "c.py").write_text("try:\n    from bertforge.generators import blocks\n"
+                                          "except ImportError:\n    pass\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", fake)
+    problems = _violations()
+    assert [p.split(": ")[0] for p in problems] == [
+        "rtl/a.py:1", "rtl/a.py:3", "sim/b.py:1", "sim/b.py:2", "boards/c.py:2"], problems
+    assert "imports bertforge.sim: rtl may import only rtl" in problems[0]
+    assert "cocotb only in testbench modules" in problems[3]
+
+
+@pytest.mark.parametrize("module", ["bertforge.boards.host", "bertforge.boards.protocol",
+                                    "bertforge.boards.build", "bertforge.generators.cli"])
+def test_host_code_loads_no_cocotb(module):
+    """Talking to a real board (or running the command line) never loads cocotb."""
+    code = f"import {module}, sys; assert 'cocotb' not in sys.modules, sorted(sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
