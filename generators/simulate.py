@@ -7,7 +7,6 @@ testbench -> outputs loaded back, timing each phase. :func:`run_sim` and
 :class:`~bertforge.generators.block.Block` entry.
 """
 
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -76,17 +75,14 @@ def simulate(config, testbench, spec, *, harness=None, extra=(), waves=False, wo
     verilog = cached_verilog(config, harness, *extra)
     top = f"{config.name}_harness" if harness else config.name
     phases["elaborate"] = time.perf_counter() - start
-    if not runner.is_built(verilog, top, waves=waves) and not quiet:
-        print(f"building the Verilator model of {top} (once per design; cached after)...",
-              file=sys.stderr, flush=True)
-    runner.build(verilog, top, waves=waves)
+    runner.build(verilog, top, waves=waves, quiet=quiet)
     phases["build"] = time.perf_counter() - start - phases["elaborate"]
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{top}-"))
     work.mkdir(parents=True, exist_ok=True)
     work = work.resolve()
     mark = time.perf_counter()
     spec = _write_arrays({"config": config.to_dict(), **spec}, work, "spec")
-    result = runner.run(verilog, top, testbench, spec, waves=waves, workdir=work)
+    result = runner.run(verilog, top, testbench, spec, waves=waves, workdir=work, quiet=quiet)
     phases["simulate"] = time.perf_counter() - mark
     mark = time.perf_counter()
     result = _load_arrays(result, work)

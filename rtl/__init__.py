@@ -1,1 +1,35 @@
-"""x"""
+"""``bertforge.rtl``: the ground floor. Amaranth components and their frozen
+config dataclasses, hardware only (no numpy file I/O, no simulator, no
+board); it imports nothing of ``sim``, ``boards`` or ``generators``.
+
+One row per block (the same name is used in every folder):
+
+==============  ===========================================================
+block           files here
+==============  ===========================================================
+systolic        ``systolic.py`` (``SystolicArray``, ``SystolicConfig``),
+                ``systolic_pe.py`` (one PE class per dataflow),
+                ``arith.py`` (the PE's number format: one class per format)
+gemm            ``gemm.py`` (``GemmEngine``), ``tile_scheduler.py``
+                (commands -> chunk descriptors)
+sparse          ``sparse.py`` (``SparseArray``: N:M structured sparsity)
+sparse_engine   ``sparse_engine.py`` (``SparseEngine``)
+butterfly       ``butterfly.py`` (``ButterflyEngine``: butterfly layers, FFT)
+softmax         ``softmax.py`` (``Softmax``)
+layernorm       ``layernorm.py`` (``LayerNorm``), ``rsqrt.py``
+gelu            ``gelu.py`` (``Gelu``)
+encoder         ``encoder.py`` (``EncoderTop``: GEMM engine + the three units)
+==============  ===========================================================
+
+Shared by every block:
+
+- ``stream.py``: ``Queue`` (the only FIFO) and the pipeline helpers
+  (``register``, ``stage``, ``delay``, ``tree``, ``clamp``).
+- ``payload.py``: the one payload codec (any ``data.Layout`` <-> bits,
+  numpy fast paths for arrays of 8/16/32/64-bit elements).
+- ``params.py``: parameter checks; ``errors.py``: ``BertforgeError``, the
+  root of every user-facing error.
+- ``fixed.py``: the ``Q(int_bits, frac_bits)`` fixed-point formats.
+- ``host_link.py``, ``uart.py``: the board side of the host link (the board
+  tops themselves are in ``boards``).
+"""
