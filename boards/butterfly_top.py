@@ -37,16 +37,13 @@ LEDs: 0 busy, 1 done at least once, 2 a bad frame seen.
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.hdl import Mux, Signal
 
 from bertforge.rtl.butterfly import MODES, ButterflyConfig, ButterflyEngine, command_is_valid
 from bertforge.rtl.params import check_int
-from bertforge.rtl.uart import UartConfig
-from .sparse_top import MAX_BYTES, _pow2_bytes
-from .systolic_top import (BOARD_TOP_PORTS, RunSequencer, _MemoryToStream, link_memories,
-                           uart_host_link)
-from bertforge.rtl.errors import ParameterError, ParameterTypeError
+from .systolic_top import (MAX_BYTES, BoardTop, BoardTopConfig, RunSequencer, _MemoryToStream,
+                           link_memories)
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["ButterflyTopConfig", "ButterflyBoardTop", "RUN_MODES", "SCALE_MEM",
            "run_is_valid"]
@@ -69,7 +66,7 @@ def run_is_valid(config, mode, n, groups):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ButterflyTopConfig:
+class ButterflyTopConfig(BoardTopConfig):
     """The engine, the UART divisor (clock / baud) and ``depth``, the beats
     memories X and Y hold (``groups * n`` of one run)."""
 
@@ -79,10 +76,7 @@ class ButterflyTopConfig:
     design_id: int          # the PING reply's design byte (from its BoardDesign)
 
     def __post_init__(self):
-        if not isinstance(self.engine, ButterflyConfig):
-            raise ParameterTypeError(f"engine must be a ButterflyConfig, not {self.engine!r}")
-        UartConfig(divisor=self.divisor)
-        check_int("design_id", self.design_id, minimum=0, maximum=255)
+        self.check_link()
         check_int("depth", self.depth, maximum=MAX_DEPTH)
         if self.depth < self.engine.n_max:
             raise ParameterError(f"depth must be at least n_max = {self.engine.n_max} (one group "
@@ -93,52 +87,25 @@ class ButterflyTopConfig:
                              f"(memory X has {x_bytes}-byte words and the host link addresses "
                              f"{MAX_BYTES} bytes), not {self.depth}")
 
-    @property
-    def name(self):
-        return f"board_{self.engine.name}"
-
-    def to_dict(self):
-        return {"engine": self.engine.to_dict(), "divisor": self.divisor, "depth": self.depth,
-                "design_id": self.design_id}
-
-    @classmethod
-    def from_dict(cls, raw):
-        return cls(engine=ButterflyConfig(**raw["engine"]), divisor=raw["divisor"],
-                   depth=raw["depth"], design_id=raw["design_id"])
-
     def word_bits(self):
         """Bits used of a word of X (an ``x`` beat), W (a ``w`` beat), Y (a ``y`` beat's data)."""
         e = self.engine
         return 2 * e.lanes * e.width, 4 * e.weight_width, 2 * e.lanes * e.width
-
-    def word_bytes(self):
-        """Bytes per word of memories X, W, Y: a power of two, so that byte
-        addresses split into word and lane with wires, not dividers."""
-        return tuple(_pow2_bytes(bits) for bits in self.word_bits())
 
     def depths(self):
         e = self.engine
         return self.depth, e.log_n_max * e.n_max // 2, self.depth
 
 
-class ButterflyBoardTop(wiring.Component):
+class ButterflyBoardTop(BoardTop):
     """Host link + memories + scale register + sequencer around one butterfly engine."""
 
-    def __init__(self, config):
-        if not isinstance(config, ButterflyTopConfig):
-            raise ParameterTypeError(f"config must be a ButterflyTopConfig, not {config!r}")
-        self.config = config
-        super().__init__(BOARD_TOP_PORTS)
+    Config = ButterflyTopConfig
 
-    def elaborate(self, platform):
-        m = Module()
-        cfg = self.config
+    def build(self, m, link, cfg):
         ecfg = cfg.engine
-        link = uart_host_link(m, self, cfg.divisor, cfg.design_id)
         m.submodules.engine = engine = ButterflyEngine(ecfg)
-
-        depths = cfg.depths()
-        mem_x, mem_w, mem_y = link_memories(m, link, cfg.word_bytes(), depths)
+        mem_x, mem_w, mem_y = link_memories(m, link, cfg.word_bytes(), cfg.depths())
 
         # Scale register (memory 3): mult (2 bytes), shift (1 byte).
         mult = Signal(16, init=1)
@@ -184,6 +151,5 @@ class ButterflyBoardTop(wiring.Component):
         x_bits, w_bits, _ = cfg.word_bits()
         m.d.comb += [engine.x.payload.as_value().eq(x_reader.data[:x_bits]),
                      engine.w.payload.as_value().eq(w_reader.data[:w_bits])]
-        run.write_results(m, mem_y, engine.y, depths[2])
-        m.d.comb += self.leds.eq(run.leds)
-        return m
+        run.write_results(m, mem_y, engine.y)
+        return run.leds

@@ -23,17 +23,15 @@ Host accesses use the same ports while the engine is idle.
 
 from dataclasses import dataclass, replace
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 
 from bertforge.rtl.gemm import GemmConfig, GemmEngine
-from bertforge.rtl.params import check_int
 from bertforge.rtl.stream import Queue
 from bertforge.rtl.tile_scheduler import command_layout
-from bertforge.rtl.uart import UartConfig
-from .systolic_top import BOARD_TOP_PORTS, uart_host_link
-from bertforge.rtl.errors import ParameterError, ParameterTypeError
+from .systolic_top import BoardTop, BoardTopConfig, status_leds
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["GemmTopConfig", "GemmBoardTop", "board_engine_config"]
 
@@ -53,7 +51,7 @@ def board_engine_config(*, rows=4, cols=4, mem_kib=16, **fields):
 
 
 @dataclass(frozen=True, kw_only=True)
-class GemmTopConfig:
+class GemmTopConfig(BoardTopConfig):
     """The engine, the UART divisor (clock / baud) and how many PEs may use
     DSP blocks (``None``: all)."""
 
@@ -63,45 +61,27 @@ class GemmTopConfig:
     design_id: int          # the PING reply's design byte (from its BoardDesign)
 
     def __post_init__(self):
-        if not isinstance(self.engine, GemmConfig):
-            raise ParameterTypeError(f"engine must be a GemmConfig, not {self.engine!r}")
-        UartConfig(divisor=self.divisor)
-        check_int("design_id", self.design_id, minimum=0, maximum=255)
+        self.check_link()
         replace(self.engine.systolic, max_dsp=self.max_dsp)   # checks max_dsp
         if self.engine.addr_width > 16:
             raise ParameterError(f"engine.addr_width must be at most 16 (the host link addresses "
                              f"64 KiB), not {self.engine.addr_width}")
 
     @property
-    def name(self):
-        return f"board_{self.engine.name}"
-
-    @property
     def command_bytes(self):
         return (command_layout(self.engine).size + 7) // 8
 
-    def to_dict(self):
-        return {"engine": self.engine.to_dict(), "divisor": self.divisor, "max_dsp": self.max_dsp,
-                "design_id": self.design_id}
 
-
-class GemmBoardTop(wiring.Component):
+class GemmBoardTop(BoardTop):
     """Host link + banked memory + command register around one GEMM engine."""
 
-    def __init__(self, config):
-        if not isinstance(config, GemmTopConfig):
-            raise ParameterTypeError(f"config must be a GemmTopConfig, not {config!r}")
-        self.config = config
-        super().__init__(BOARD_TOP_PORTS)
+    Config = GemmTopConfig
 
-    def elaborate(self, platform):
-        m = Module()
-        cfg = self.config
+    def build(self, m, link, cfg):
         ecfg = cfg.engine
         MB = ecfg.mem_bytes
         mbb = MB.bit_length() - 1
         W = ecfg.mem_width
-        link = uart_host_link(m, self, cfg.divisor, cfg.design_id)
         m.submodules.engine = engine = GemmEngine(ecfg, max_dsp=cfg.max_dsp)
 
         busy = Signal()
@@ -212,9 +192,4 @@ class GemmBoardTop(wiring.Component):
             m.d.comb += [link.run_done.eq(~engine.done.payload.error),
                          link.run_error.eq(engine.done.payload.error)]
         m.d.comb += link.run_cycles.eq(cycles + 1)
-
-        done_once = Signal()
-        with m.If(link.run_done):
-            m.d.sync += done_once.eq(1)
-        m.d.comb += self.leds.eq(Cat(busy, done_once, link.bad_frames != 0))
-        return m
+        return status_leds(m, link, busy)

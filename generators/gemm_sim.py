@@ -14,7 +14,7 @@ import numpy as np
 from bertforge.rtl.errors import ParameterError
 from bertforge.sim.gemm_harness import harness_verilog
 from .cli_common import CliError, load_int_matrix, positive_int
-from .simulate import simulate
+from .simulate import make_stimulus, simulate
 
 __all__ = ["MemoryImage", "layout_problems", "read_matrix", "simulate_gemm"]
 
@@ -48,7 +48,15 @@ class MemoryImage:
         view[...] = matrix
 
 
-def layout_problems(config, problems, rng=None, *, extreme=False):
+def place_dense(memory, p, b, pad):
+    """B as it is, after A: the command fields ``b_addr``, ``b_stride``."""
+    esize = memory.config.width // 8
+    b_addr, b_stride = memory.place(*b.shape, esize, pad)
+    memory.write(b_addr, b_stride, b, f"<i{esize}")
+    return {"b_addr": b_addr, "b_stride": b_stride}
+
+
+def layout_problems(config, problems, rng=None, *, extreme=False, b_key="b", place_b=place_dense):
     """Place the matrices of ``problems`` in a memory image.
 
     Each problem is a dict with ``m, k, n`` and optional ``a``, ``b`` (the
@@ -57,13 +65,14 @@ def layout_problems(config, problems, rng=None, *, extreme=False):
     ``pad`` (extra bytes per row, to test strides), ``extreme`` (operands
     only -128 and 127), ``same_c_as`` (index of an
     earlier problem whose C this one accumulates into) and ``raw`` (fields
-    used as they are: for bad commands). Returns ``(image, commands)``.
+    used as they are: for bad commands). ``place_b(memory, problem, b, pad)``
+    writes B (the problem's ``b_key``) and returns its command fields: the
+    sparse engine places compressed weights there. Returns ``(image, commands)``.
     """
     rng = rng or np.random.default_rng(0)
     esize = config.width // 8
     lo, hi = -(1 << (config.width - 1)), (1 << (config.width - 1)) - 1
     memory = MemoryImage(config)
-    place, write, image = memory.place, memory.write, memory.image
     commands = []
 
     for index, p in enumerate(problems):
@@ -74,34 +83,33 @@ def layout_problems(config, problems, rng=None, *, extreme=False):
         pad = p.get("pad", 0)
         int8 = bool(p.get("int8"))
         if "a" in p:
-            a, b = np.asarray(p["a"]), np.asarray(p["b"])
+            a, b = np.asarray(p["a"]), np.asarray(p[b_key])
         elif p.get("extreme", extreme):
             a = rng.choice([lo, hi], size=(m, k))
             b = rng.choice([lo, hi], size=(k, n))
         else:
             a = rng.integers(lo, hi + 1, size=(m, k))
             b = rng.integers(lo, hi + 1, size=(k, n))
-        a_addr, a_stride = place(m, k, esize, pad)
-        b_addr, b_stride = place(k, n, esize, pad)
-        write(a_addr, a_stride, a, f"<i{esize}")
-        write(b_addr, b_stride, b, f"<i{esize}")
+        a_addr, a_stride = memory.place(m, k, esize, pad)
+        b_fields = place_b(memory, p, b, pad)
+        memory.write(a_addr, a_stride, a, f"<i{esize}")
         if "same_c_as" in p:
             prior = commands[p["same_c_as"]]
             c_addr, c_stride = prior["c_addr"], prior["c_stride"]
         else:
-            c_addr, c_stride = place(m, n, 1 if int8 else 4, pad)
+            c_addr, c_stride = memory.place(m, n, 1 if int8 else 4, pad)
             if p.get("accumulate"):
                 c_old = p.get("c_old")
                 if c_old is None:
                     c_old = rng.integers(-(1 << 31), 1 << 31, size=(m, n))
-                write(c_addr, c_stride, np.asarray(c_old), "<i4")
+                memory.write(c_addr, c_stride, np.asarray(c_old), "<i4")
         commands.append({
-            "m": m, "k": k, "n": n, "a_addr": a_addr, "b_addr": b_addr, "c_addr": c_addr,
-            "a_stride": a_stride, "b_stride": b_stride, "c_stride": c_stride,
+            "m": m, "k": k, "n": n, "a_addr": a_addr, "c_addr": c_addr, "a_stride": a_stride,
+            "c_stride": c_stride, **b_fields,
             "accumulate": int(bool(p.get("accumulate"))), "int8": int(int8),
             "multiplier": int(p.get("multiplier", 1)), "shift": int(p.get("shift", 0)),
             "tag": int(p.get("tag", index)) & 0xFF})
-    return image, commands
+    return memory.image, commands
 
 
 def read_matrix(config, image, cmd):
@@ -190,8 +198,8 @@ def _problem(config, args, m, k, n, **operands):
                "shift": args.shift, **operands}
     config = sim_config(config, problem_bytes(config, m, k, n, args.int8),
                         args.cfg_addr_width is not None)
-    return {"config": config, "problem": problem, "summary": {"m": m, "k": k, "n": n},
-            "title": f"{config.name}: {m}x{k}x{n}"}
+    return make_stimulus(config, {"m": m, "k": k, "n": n}, f"{m}x{k}x{n}", config=config,
+                         problem=problem)
 
 
 def user_stimulus(config, args):

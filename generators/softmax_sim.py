@@ -11,8 +11,9 @@ from bertforge.rtl.softmax import SoftmaxConfig
 from bertforge.sim.runner import SimulationError
 from bertforge.sim.softmax_cycles import softmax_latency
 from bertforge.sim.softmax_golden import row_scales
+from .bench import CYCLE_COLUMNS, add_bench_out, columns, measured, synth_ecp5_counts, write_results
 from .cli_common import CliError, bounded_int, load_int_matrix, positive_int
-from .simulate import cached_verilog, simulate
+from .simulate import cached_verilog, make_stimulus, simulate
 
 __all__ = ["make_rows", "random_softmax_rows", "extreme_softmax_rows", "simulate_softmax",
            "ecp5_stats", "bench_softmax"]
@@ -136,7 +137,6 @@ def ecp5_stats(verilog, top):
     """ECP5 synthesis counts (:func:`~bertforge.generators.bench.synth_ecp5_counts`)
     as ``cells``, ``luts`` (LUT4), ``ffs``, ``dsps`` (MULT18X18D), ``brams``
     (DP16KD), ``carries`` (CCU2C)."""
-    from .bench import synth_ecp5_counts
     try:
         counts = synth_ecp5_counts(verilog, top)
     except FileNotFoundError:
@@ -177,9 +177,7 @@ def bench_softmax(out_dir=None, lanes=(1, 4, 16), *, rows=512, length=128, synth
         softmax_layer_cycles = layer_elements / throughput
         row = {
             "design": config.name, "lanes": count, "l_max": length, "rows": rows,
-            "elements": result["elements"], "cycles": result["cycles"],
-            "model_cycles": result["model_cycles"], "ideal_cycles": result["ideal_cycles"],
-            "utilization": result["utilization"], "elements_per_cycle": throughput,
+            "elements": result["elements"], **measured(result), "elements_per_cycle": throughput,
             "steady_elements_per_cycle": count * 1.0,
             "latency_cycles": softmax_latency(config, length), "match": result["match"] and passed,
             "max_abs_err": result["max_abs_err"], "mean_abs_err": result["mean_abs_err"],
@@ -195,21 +193,14 @@ def bench_softmax(out_dir=None, lanes=(1, 4, 16), *, rows=512, length=128, synth
                         for key, value in ecp5_stats(cached_verilog(config), config.name).items()})
         results.append(row)
     if write and out_dir is not None:
-        from .bench import column, write_results
-
-        columns = [("design", column("design", "{}")), ("rows", column("rows", "{}")),
-                   ("cycles", column("cycles", "{}")), ("model", column("model_cycles", "{}")),
-                   ("ideal", column("ideal_cycles", "{}")), ("utilization", column("utilization", "{:.2%}")),
-                   ("elem/cycle", column("elements_per_cycle", "{:.2f}")),
-                   ("latency", column("latency_cycles", "{}")), ("match", column("match", "{}")),
-                   ("max err (LSB)", column("max_abs_err_lsb", "{:.3f}")),
-                   ("mean err (LSB)", column("mean_abs_err_lsb", "{:.4f}")),
-                   ("vs GEMM16 layer", column("ratio_to_gemm16_layer", "{:.4f}")),
-                   ("vs GEMM16 QK^T", column("ratio_to_gemm16_scores", "{:.3f}")),
-                   ("ECP5 cells", column("ecp5_cells", "{}")), ("LUT4", column("ecp5_luts", "{}")),
-                   ("FF", column("ecp5_ffs", "{}")), ("DSP", column("ecp5_dsps", "{}")),
-                   ("DP16KD", column("ecp5_brams", "{}"))]
-        write_results(out_dir, "softmax", results, columns, "bertforge bench softmax", notes=[
+        table = columns("design", ("rows", "rows", "{}"), *CYCLE_COLUMNS, "elem/cycle",
+                        ("latency", "latency_cycles", "{}"), "match",
+                        ("max err (LSB)", "max_abs_err_lsb", "{:.3f}"),
+                        ("mean err (LSB)", "mean_abs_err_lsb", "{:.4f}"),
+                        ("vs GEMM16 layer", "ratio_to_gemm16_layer", "{:.4f}"),
+                        ("vs GEMM16 QK^T", "ratio_to_gemm16_scores", "{:.3f}"),
+                        "ECP5 cells", "LUT4", "FF", ("DSP", "ecp5_dsps", "{}"), "DP16KD")
+        write_results(out_dir, "softmax", results, table, "bertforge bench softmax", notes=[
             f"BERT-base attention rows: {rows} rows of {length} (int32 scores, per-row scale, "
             "30% of rows with a masked padding tail), uint8 output, back to back, no stalls",
             "cycles: measured in Verilator, first input to last output handshake; model: "
@@ -238,11 +229,9 @@ def add_sim_args(sub):
 
 
 def add_bench_args(sub):
-    sub.add_argument("--out", default="bench-softmax", metavar="DIR",
-                     help="output directory (default bench-softmax)")
+    add_bench_out(sub, "softmax", synth="skip ECP5 synthesis")
     sub.add_argument("--rows", type=bounded_int(MAX_ROWS, "rows of one run"), default=512,
                      help="rows per run (default 512)")
-    sub.add_argument("--no-synth", action="store_true", help="skip ECP5 synthesis")
 
 
 def _load_mask(path, shape):
@@ -290,8 +279,9 @@ def user_rows(config, args):
 
 
 def _rows(config, rows):
-    return {"rows": rows, "summary": {"rows": int(len(rows["lengths"])), "length": int(rows["x"].shape[1])},
-            "title": f"{config.name}: {len(rows['lengths'])} row(s) of {rows['x'].shape[1]}"}
+    count, length = len(rows["lengths"]), rows["x"].shape[1]
+    return make_stimulus(config, {"rows": count, "length": length}, f"{count} row(s) of {length}",
+                         rows=rows)
 
 
 def user_stimulus(config, args):

@@ -13,7 +13,7 @@ import numpy as np
 from bertforge.rtl.sparse import SparseConfig
 from bertforge.rtl.systolic import SystolicConfig
 from bertforge.sim.sparse_golden import prune_nm
-from .bench import column, synth_ecp5_counts, write_results
+from .bench import CYCLE_COLUMNS, add_bench_out, columns, synth_ecp5_counts, write_results
 from .emit import cached_verilog
 from .sparse_engine_sim import layout_sparse_problems, simulate_sparse_engine
 from .sparse_sim import simulate_sparse_product
@@ -26,6 +26,22 @@ PATTERNS = [(1, 1), (2, 4), (1, 4), (4, 8), (2, 8), (1, 8)]
 #: BERT-base FFN GEMMs (seq 128, hidden 768, FFN 3072) with M and N divided by 4
 #: and 32: K, the dimension sparsity shortens, keeps its real length.
 SHAPES = [("ffn up /4,/32", 32, 768, 96), ("ffn down /4,/32", 32, 3072, 24)]
+
+
+def _row(config, shape, n, m, result, dense, start, **extra):
+    """The result row of GEMM ``shape`` at ``n:m`` on ``config``: ``dense``
+    is the shape's dense-mode cycles, ``start`` when the run began; ``extra``
+    fields follow ``model_cycles``."""
+    name, m_rows, k, n_cols = shape
+    speedup = dense / result["cycles"]
+    return {"design": config.name, "gemm": name, "m": m_rows, "k": k, "n": n_cols,
+            "pattern": "dense" if n == m else f"{n}:{m}", "cycles": result["cycles"],
+            "model_cycles": result["model_cycles"], **extra, "ideal_cycles": result["ideal_cycles"],
+            "utilization": result["utilization"], "match": result["match"],
+            "speedup_vs_dense": speedup, "target_speedup": 0.95 * m / n,
+            "meets_target": speedup >= 0.95 * m / n,
+            "sim_cycles_per_second": result["sim_cycles_per_second"],
+            "wall_seconds": time.perf_counter() - start}
 
 
 def bench_sparse(out_dir, *, rows=8, cols=8, m_max=8, shapes=SHAPES, synth=True, engine=None):
@@ -49,16 +65,8 @@ def bench_sparse(out_dir, *, rows=8, cols=8, m_max=8, shapes=SHAPES, synth=True,
         result = simulate_sparse_product(config, a, b, n, m, seed=index, quiet=False)
         if (n, m) == (1, 1):
             dense_cycles[name] = result["cycles"]
-        speedup = dense_cycles[name] / result["cycles"]
-        results.append({
-            "design": config.name, "gemm": name, "m": m_rows, "k": k, "n": n_cols,
-            "pattern": "dense" if n == m else f"{n}:{m}", "cycles": result["cycles"],
-            "model_cycles": result["model_cycles"], "ideal_cycles": result["ideal_cycles"],
-            "utilization": result["utilization"], "match": result["match"],
-            "speedup_vs_dense": speedup, "target_speedup": 0.95 * m / n,
-            "meets_target": speedup >= 0.95 * m / n,
-            "sim_cycles_per_second": result["sim_cycles_per_second"],
-            "wall_seconds": time.perf_counter() - start})
+        results.append(_row(config, (name, m_rows, k, n_cols), n, m, result, dense_cycles[name],
+                            start))
     if engine is not None:
         name, m_rows, k, n_cols = shapes[0]
         dense = None
@@ -70,17 +78,8 @@ def bench_sparse(out_dir, *, rows=8, cols=8, m_max=8, shapes=SHAPES, synth=True,
             start = time.perf_counter()
             result = simulate_sparse_engine(engine, image, commands, seed=index, quiet=False)
             dense = result["cycles"] if (n, m) == (1, 1) else dense
-            speedup = dense / result["cycles"]
-            results.append({
-                "design": engine.name, "gemm": name, "m": m_rows, "k": k, "n": n_cols,
-                "pattern": "dense" if n == m else f"{n}:{m}", "cycles": result["cycles"],
-                "model_cycles": result["model_cycles"], "model_exact": result["model_exact"],
-                "bound": result["bound"], "ideal_cycles": result["ideal_cycles"],
-                "utilization": result["utilization"], "match": result["match"],
-                "speedup_vs_dense": speedup, "target_speedup": 0.95 * m / n,
-                "meets_target": speedup >= 0.95 * m / n,
-                "sim_cycles_per_second": result["sim_cycles_per_second"],
-                "wall_seconds": time.perf_counter() - start})
+            results.append(_row(engine, shapes[0], n, m, result, dense, start,
+                                model_exact=result["model_exact"], bound=result["bound"]))
     notes = [
         "cycles: measured in Verilator on the emitted Verilog, first input handshake to last "
         "output handshake; the GEMM runs as array tiles back to back driven by the testbench",
@@ -108,25 +107,17 @@ def bench_sparse(out_dir, *, rows=8, cols=8, m_max=8, shapes=SHAPES, synth=True,
                 "cell_ratio": counts["cells"] / area["dense"]["cells"]})
         notes.append("area: yosys synth_ecp5 stat of each array alone; ratios against the dense "
                      f"{dense_config.name}")
-    columns = [("design", column("design", "{}")), ("GEMM", column("gemm", "{}")),
-               ("M x K x N", lambda r: f"{r['m']}x{r['k']}x{r['n']}" if "m" in r else "-"),
-               ("pattern", column("pattern", "{}")), ("cycles", column("cycles", "{}")),
-               ("model", column("model_cycles", "{}")), ("ideal", column("ideal_cycles", "{}")),
-               ("utilization", column("utilization", "{:.2%}")), ("bound", column("bound", "{}")),
-               ("match", column("match", "{}")),
-               ("speedup", column("speedup_vs_dense", "{:.3f}")),
-               ("target", column("target_speedup", "{:.3f}")),
-               ("LUT4", column("lut4", "{}")), ("FF", column("ff", "{}")),
-               ("MULT18", column("mult18", "{}")), ("cells", column("cells", "{}")),
-               ("LUT ratio", column("lut_ratio", "{:.2f}x"))]
-    write_results(out_dir, "sparse", results, columns, "bertforge bench sparse", notes=notes)
+    table = columns("design", "GEMM", "M x K x N", ("pattern", "pattern", "{}"), *CYCLE_COLUMNS,
+                    "bound", "match", ("speedup", "speedup_vs_dense", "{:.3f}"),
+                    ("target", "target_speedup", "{:.3f}"), ("LUT4", "lut4", "{}"),
+                    ("FF", "ff", "{}"), ("MULT18", "mult18", "{}"), ("cells", "cells", "{}"),
+                    ("LUT ratio", "lut_ratio", "{:.2f}x"))
+    write_results(out_dir, "sparse", results, table, "bertforge bench sparse", notes=notes)
     return results
 
 
 def add_bench_args(sub):
-    sub.add_argument("--out", default="bench-sparse", metavar="DIR",
-                     help="output directory (default bench-sparse)")
-    sub.add_argument("--no-synth", action="store_true", help="skip the yosys area comparison")
+    add_bench_out(sub, "sparse", synth="skip the yosys area comparison")
     sub.add_argument("--no-engine", action="store_true", help="skip the sparse GEMM engine runs")
 
 

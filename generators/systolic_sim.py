@@ -4,7 +4,7 @@ simulation of tiles back to back, and the ``sim systolic`` flags."""
 import numpy as np
 
 from .cli_common import CliError, bounded_int, load_int_matrix
-from .simulate import simulate
+from .simulate import make_stimulus, simulate
 
 __all__ = ["systolic_operand_shapes", "random_systolic_tiles", "simulate_systolic"]
 
@@ -78,8 +78,8 @@ def user_tile(config, args):
 
 
 def _tiles(config, tiles, k):
-    return {"tiles": tiles, "summary": {"k": k, "tiles": len(tiles)},
-            "title": f"{config.name}: {len(tiles)} tile(s), K={k}"}
+    return make_stimulus(config, {"k": k, "tiles": len(tiles)}, f"{len(tiles)} tile(s), K={k}",
+                         tiles=tiles)
 
 
 def user_stimulus(config, args):

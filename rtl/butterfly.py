@@ -14,7 +14,7 @@ The FFT output, bit-reversed in position, is read out in natural order.
 """
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
@@ -22,9 +22,9 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .fixed import Q, requantize
-from .params import check_choice, check_int
+from .params import Config, check_choice, check_instance, check_int
 from .stream import Queue
-from bertforge.rtl.errors import ParameterError, ParameterTypeError
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["ButterflyConfig", "ButterflyEngine", "MODES", "COMPUTE_LATENCY", "SLOTS",
            "twiddle_table", "FFT_GUARD_BITS", "stage_period", "command_is_valid"]
@@ -64,7 +64,7 @@ def command_is_valid(config, mode, n, groups):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ButterflyConfig:
+class ButterflyConfig(Config):
     """Parameters of a :class:`ButterflyEngine`.
 
     Parameters
@@ -108,9 +108,6 @@ class ButterflyConfig:
     def twiddle_format(self):
         """Twiddles are ``Q(2, width)``: 1.0 is exactly ``2**width``."""
         return Q(2, self.width)
-
-    def to_dict(self):
-        return asdict(self)
 
 
 def twiddle_table(config):
@@ -185,9 +182,7 @@ class ButterflyEngine(wiring.Component):
     """
 
     def __init__(self, config):
-        if not isinstance(config, ButterflyConfig):
-            raise ParameterTypeError(f"config must be a ButterflyConfig, not {config!r}")
-        self.config = config
+        self.config = check_instance("config", config, ButterflyConfig)
         vector = data.ArrayLayout(complex_layout(config.width), config.lanes)
         cmd_layout = data.StructLayout({
             "mode": 2, "n": 16, "groups": 16, "shift": 6, "mult": 16})

@@ -49,10 +49,11 @@ from amaranth.lib.wiring import In, Out
 from .gelu import Gelu, GeluConfig
 from .gemm import GemmConfig, GemmEngine, read_request_layout, write_request_layout
 from .layernorm import LayerNorm, LayerNormConfig
+from .params import check_instance
 from .softmax import MULT_BITS, SHIFT_BITS, Softmax, SoftmaxConfig
 from .stream import Queue, register
 from .tile_scheduler import command_layout
-from bertforge.rtl.errors import ParameterError, ParameterTypeError
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["EncoderConfig", "EncoderTop", "encoder_command_layout",
            "OP_GEMM", "OP_SOFTMAX", "OP_LAYERNORM", "OP_GELU", "WORD_QUEUE"]
@@ -87,8 +88,7 @@ class EncoderConfig:
     def __post_init__(self):
         for name, cls in (("gemm", GemmConfig), ("softmax", SoftmaxConfig),
                           ("layernorm", LayerNormConfig), ("gelu", GeluConfig)):
-            if not isinstance(getattr(self, name), cls):
-                raise ParameterTypeError(f"{name} must be a {cls.__name__}, not {getattr(self, name)!r}")
+            check_instance(name, getattr(self, name), cls)
         mb = self.gemm.mem_bytes
         if self.gemm.width != 8:
             raise ParameterError(f"the encoder top needs gemm width 8, not {self.gemm.width}")
@@ -139,9 +139,7 @@ class EncoderTop(wiring.Component):
     """
 
     def __init__(self, config):
-        if not isinstance(config, EncoderConfig):
-            raise ParameterTypeError(f"config must be an EncoderConfig, not {config!r}")
-        self.config = config
+        self.config = check_instance("config", config, EncoderConfig, article="an")
         g = config.gemm
         super().__init__({
             "cmd": In(stream.Signature(encoder_command_layout(config))),

@@ -1,16 +1,15 @@
 """GELU unit: elementwise ``x * Phi(x)``, table with linear interpolation."""
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from amaranth.hdl import Array, Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .fixed import Q, requantize
-from .params import check_choice, check_int
-from .stream import register
-from bertforge.rtl.errors import ParameterTypeError
+from .params import Config, check_choice, check_instance, check_int, check_scale
+from .stream import register, row_layout
 
 __all__ = ["GeluConfig", "Gelu", "GELU_X", "GELU_Y", "GELU_SEGMENT_BITS", "GELU_SEGMENTS",
            "GELU_LATENCY", "gelu_tables"]
@@ -43,7 +42,7 @@ def gelu_tables():
 
 
 @dataclass(frozen=True, kw_only=True)
-class GeluConfig:
+class GeluConfig(Config):
     """Parameters of a :class:`Gelu`.
 
     Parameters
@@ -79,10 +78,8 @@ class GeluConfig:
         check_int("lanes", self.lanes, maximum=64)
         check_choice("in_width", self.in_width, (8, 16, 32))
         check_choice("out_width", self.out_width, (8, 16))
-        check_int("in_mult", self.in_mult, maximum=(1 << 24) - 1)
-        check_int("in_shift", self.in_shift, minimum=0, maximum=62)
-        check_int("out_mult", self.out_mult, maximum=(1 << 24) - 1)
-        check_int("out_shift", self.out_shift, minimum=0, maximum=62)
+        check_scale("in", self.in_mult, self.in_shift)
+        check_scale("out", self.out_mult, self.out_shift)
 
     @property
     def name(self):
@@ -97,9 +94,6 @@ class GeluConfig:
     def out_scale(self):
         """Real value of one output LSB."""
         return 2.0 ** (self.out_shift - GELU_Y.frac_bits) / self.out_mult
-
-    def to_dict(self):
-        return asdict(self)
 
 
 class Gelu(wiring.Component):
@@ -130,16 +124,10 @@ class Gelu(wiring.Component):
     """
 
     def __init__(self, config):
-        if not isinstance(config, GeluConfig):
-            raise ParameterTypeError(f"config must be a GeluConfig, not {config!r}")
-        self.config = config
-        in_layout = data.StructLayout({
-            "data": data.ArrayLayout(signed(config.in_width), config.lanes), "last": 1})
-        out_layout = data.StructLayout({
-            "data": data.ArrayLayout(signed(config.out_width), config.lanes), "last": 1})
+        self.config = check_instance("config", config, GeluConfig)
         super().__init__({
-            "x": In(stream.Signature(in_layout)),
-            "y": Out(stream.Signature(out_layout)),
+            "x": In(stream.Signature(row_layout(signed(config.in_width), config.lanes))),
+            "y": Out(stream.Signature(row_layout(signed(config.out_width), config.lanes))),
         })
 
     def elaborate(self, platform):

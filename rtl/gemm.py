@@ -1,6 +1,6 @@
 """GEMM engine: tile scheduler + double-buffered on-chip buffers + systolic array."""
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
@@ -8,11 +8,11 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .fixed import requantize
-from .params import check_choice, check_int
+from .params import Config, check_choice, check_instance, check_int, check_operands, check_size
 from .stream import Queue, clamp
 from .systolic import SystolicArray, SystolicConfig
 from .tile_scheduler import TileScheduler, chunk_layout, command_layout, completion_layout
-from bertforge.rtl.errors import ParameterError, ParameterTypeError
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["GemmConfig", "GemmEngine", "read_request_layout", "write_request_layout"]
 
@@ -23,7 +23,7 @@ FEED_QUEUE = 8
 
 
 @dataclass(frozen=True, kw_only=True)
-class GemmConfig:
+class GemmConfig(Config):
     """Parameters of a :class:`GemmEngine`.
 
     Parameters
@@ -66,11 +66,9 @@ class GemmConfig:
     m_tile: int = 16
 
     def __post_init__(self):
-        check_int("rows", self.rows, maximum=64)
-        check_int("cols", self.cols, maximum=64)
+        check_size(self, 64)
         check_choice("dataflow", self.dataflow, ("os", "ws"))
-        check_choice("width", self.width, (8, 16))
-        check_int("acc_width", self.acc_width, minimum=2 * self.width, maximum=32)
+        check_operands(self, 32)
         check_int("mem_width", self.mem_width, minimum=32, maximum=4096)
         if self.mem_width & (self.mem_width - 1):
             raise ParameterError(f"mem_width must be a power of two, not {self.mem_width}")
@@ -89,9 +87,6 @@ class GemmConfig:
     @property
     def name(self):
         return f"gemm_{self.rows}x{self.cols}_{self.dataflow}"
-
-    def to_dict(self):
-        return asdict(self)
 
     @property
     def systolic(self):
@@ -202,9 +197,7 @@ class GemmEngine(wiring.Component):
     """
 
     def __init__(self, config, *, max_dsp=None):
-        if not isinstance(config, GemmConfig):
-            raise ParameterTypeError(f"config must be a GemmConfig, not {config!r}")
-        self.config = config
+        self.config = check_instance("config", config, GemmConfig)
         self.systolic = replace(config.systolic, max_dsp=max_dsp)
         super().__init__({
             "cmd": In(stream.Signature(command_layout(config))),

@@ -1,7 +1,7 @@
 """LayerNorm unit: exact integer statistics, integer rsqrt, fused residual
 add, per-channel gamma/beta, int8 output, vectors back to back."""
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
@@ -9,10 +9,10 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .fixed import requantize
-from .params import check_choice, check_int
+from .params import Config, check_bool, check_choice, check_instance, check_int, check_scale
 from .rsqrt import RSQRT_FRAC, RSQRT_STAGES, RsqrtPipeline
-from .stream import Queue, delay, register, tree
-from bertforge.rtl.errors import ParameterError, ParameterTypeError
+from .stream import Queue, delay, register, row_layout, tree
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["LayerNormConfig", "LayerNorm", "LN_Z_FRAC", "LN_Z_WIDTH", "LN_STATS_LATENCY",
            "LN_OUT_LATENCY"]
@@ -30,7 +30,7 @@ LN_OUT_LATENCY = 6
 
 
 @dataclass(frozen=True, kw_only=True)
-class LayerNormConfig:
+class LayerNormConfig(Config):
     """Parameters of a :class:`LayerNorm`.
 
     Parameters
@@ -75,13 +75,11 @@ class LayerNormConfig:
         if self.h_max % self.lanes:
             raise ParameterError(f"h_max must be a multiple of lanes ({self.lanes}), not {self.h_max}")
         check_choice("in_width", self.in_width, (16, 32))
-        if not isinstance(self.add_residual, bool):
-            raise ParameterTypeError(f"add_residual must be a bool, not {self.add_residual!r}")
+        check_bool("add_residual", self.add_residual)
         check_choice("param_width", self.param_width, (8, 16))
         check_int("gamma_frac", self.gamma_frac, minimum=0, maximum=self.param_width - 1)
         check_int("beta_frac", self.beta_frac, minimum=0, maximum=LN_Z_FRAC + self.gamma_frac)
-        check_int("out_mult", self.out_mult, maximum=(1 << 24) - 1)
-        check_int("out_shift", self.out_shift, minimum=0, maximum=62)
+        check_scale("out", self.out_mult, self.out_shift)
 
     @property
     def name(self):
@@ -125,9 +123,6 @@ class LayerNormConfig:
         statistics latency, so that ingest never waits on a ready consumer."""
         return 2 * self.beats_max + LN_STATS_LATENCY + 8
 
-    def to_dict(self):
-        return asdict(self)
-
 
 class LayerNorm(wiring.Component):
     """LayerNorm over vectors of run-time length ``H``, ``lanes`` elements
@@ -168,20 +163,16 @@ class LayerNorm(wiring.Component):
     """
 
     def __init__(self, config):
-        if not isinstance(config, LayerNormConfig):
-            raise ParameterTypeError(f"config must be a LayerNormConfig, not {config!r}")
-        self.config = config
+        self.config = check_instance("config", config, LayerNormConfig)
         lanes = config.lanes
         value = signed(config.in_width)
         param = signed(config.param_width)
         ports = {
-            "x": In(stream.Signature(data.StructLayout({
-                "data": data.ArrayLayout(value, lanes), "last": 1}))),
+            "x": In(stream.Signature(row_layout(value, lanes))),
             "params": In(stream.Signature(data.StructLayout({
                 "gamma": data.ArrayLayout(param, lanes), "beta": data.ArrayLayout(param, lanes),
                 "last": 1}))),
-            "y": Out(stream.Signature(data.StructLayout({
-                "data": data.ArrayLayout(signed(8), lanes), "last": 1}))),
+            "y": Out(stream.Signature(row_layout(signed(8), lanes))),
         }
         if config.add_residual:
             ports["r"] = In(stream.Signature(data.ArrayLayout(value, lanes)))

@@ -2,15 +2,15 @@
 
 import itertools
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .fixed import Q, requantize
-from .params import check_choice, check_int
-from .stream import Queue, stage, tree
+from .params import Config, check_bool, check_choice, check_instance, check_int
+from .stream import Queue, row_layout, stage, tree
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["SoftmaxConfig", "Softmax", "softmax_scale",
@@ -67,7 +67,7 @@ def softmax_scale(scale):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SoftmaxConfig:
+class SoftmaxConfig(Config):
     """Parameters of a :class:`Softmax`.
 
     Parameters
@@ -97,16 +97,12 @@ class SoftmaxConfig:
         check_int("l_max", self.l_max, maximum=4096)
         check_choice("in_width", self.in_width, (32, 16))
         check_choice("out_width", self.out_width, (8, 16))
-        if not isinstance(self.mask, bool):
-            raise ParameterTypeError(f"mask must be a bool, not {self.mask!r}")
+        check_bool("mask", self.mask)
 
     @property
     def name(self):
         return (f"softmax_{self.lanes}x{self.l_max}_i{self.in_width}_o{self.out_width}"
                 + ("" if self.mask else "_nomask"))
-
-    def to_dict(self):
-        return asdict(self)
 
     # Derived number formats (golden and cycle models read these too).
 
@@ -248,15 +244,12 @@ class Softmax(wiring.Component):
     """
 
     def __init__(self, config):
-        if not isinstance(config, SoftmaxConfig):
-            raise ParameterTypeError(f"config must be a SoftmaxConfig, not {config!r}")
-        self.config = config
+        self.config = check_instance("config", config, SoftmaxConfig)
         fields = {"data": data.ArrayLayout(signed(config.in_width), config.lanes)}
         if config.mask:
             fields["mask"] = unsigned(config.lanes)
         fields.update({"multiplier": unsigned(MULT_BITS), "shift": unsigned(SHIFT_BITS), "last": 1})
-        out_layout = data.StructLayout({
-            "data": data.ArrayLayout(config.out_shape, config.lanes), "last": 1})
+        out_layout = row_layout(config.out_shape, config.lanes)
         super().__init__({
             "x": In(stream.Signature(data.StructLayout(fields))),
             "y": Out(stream.Signature(out_layout)),
@@ -271,7 +264,7 @@ class Softmax(wiring.Component):
         meta_layout = data.StructLayout({
             "max": signed(width), "multiplier": unsigned(MULT_BITS), "shift": unsigned(SHIFT_BITS)})
         e_shape = unsigned(cfg.exp_frac + 1)
-        e_layout = data.StructLayout({"data": data.ArrayLayout(e_shape, lanes), "last": 1})
+        e_layout = row_layout(e_shape, lanes)
         xq = m.submodules.x_queue = Queue(shape=x_layout, depth=cfg.x_depth)
         mq = m.submodules.meta_queue = Queue(shape=meta_layout, depth=cfg.meta_depth)
         eq_ = m.submodules.e_queue = Queue(shape=e_layout, depth=cfg.e_depth)

@@ -19,23 +19,23 @@ weight and its index move down, as ``a`` and ``b`` do in
 :class:`~bertforge.rtl.systolic.SystolicArray`.
 """
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .arith import SaturatingIntArith
-from .params import check_choice, check_int
+from .params import Config, check_choice, check_instance, check_int, check_operands, check_size
 from .stream import delay, stage
-from .systolic import os_readout, output_queue, push_rows
-from bertforge.rtl.errors import ParameterTypeError
+from .systolic import os_readout, output_queue, push_rows, skew_rows
+from .systolic_pe import _PE
 
 __all__ = ["SparseConfig", "SparseArray", "SparseOutputStationaryPE"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class SparseConfig:
+class SparseConfig(Config):
     """Parameters of an :class:`SparseArray`.
 
     Parameters
@@ -61,12 +61,12 @@ class SparseConfig:
     acc_width: int = 32
     max_dsp: int = None
 
+    LATE_FIELDS = ("max_dsp",)
+
     def __post_init__(self):
-        check_int("rows", self.rows, maximum=256)
-        check_int("cols", self.cols, maximum=256)
+        check_size(self, 256)
         check_choice("m_max", self.m_max, (2, 4, 8, 16))
-        check_choice("width", self.width, (8, 16))
-        check_int("acc_width", self.acc_width, minimum=2 * self.width, maximum=48)
+        check_operands(self, 48)
         if self.max_dsp is not None:
             check_int("max_dsp", self.max_dsp, minimum=0)
 
@@ -82,12 +82,6 @@ class SparseConfig:
     def queue_depth(self):
         """Rows of result the output queue holds (as the dense OS array)."""
         return self.cols + 2 * self.rows + 8
-
-    def to_dict(self):
-        fields = asdict(self)
-        if fields["max_dsp"] is None:
-            del fields["max_dsp"]
-        return fields
 
 
 def a_layout(config):
@@ -113,7 +107,7 @@ def c_layout(config):
         "data": data.ArrayLayout(signed(config.acc_width), config.cols), "last": 1})
 
 
-class SparseOutputStationaryPE:
+class SparseOutputStationaryPE(_PE):
     """Sparse OS PE: ``acc += window[index] * w`` for each valid beat.
 
     The window (``m_max`` activations) and its flags move right, the weight
@@ -128,8 +122,7 @@ class SparseOutputStationaryPE:
     """
 
     def __init__(self, arith, config, name):
-        self.arith = arith
-        self.name = name
+        super().__init__(arith, name)
         op = arith.operand_shape
         window = data.ArrayLayout(op, config.m_max)
         index = unsigned(config.index_bits)
@@ -140,9 +133,6 @@ class SparseOutputStationaryPE:
         self.valid_out, self.last_out = sig("valid", flag=True), sig("last", flag=True)
         self.result = sig("result", arith.acc_shape)
         self.result_valid = sig("result_valid", flag=True)
-
-    def _signal(self, suffix, shape=1, *, flag=False):
-        return Signal(shape, name=f"{self.name}_{suffix}", reset_less=not flag)
 
     def add_to(self, m):
         arith = self.arith
@@ -164,11 +154,7 @@ class SparseOutputStationaryPE:
             product_last.eq(self.valid_in & self.last_in),
             self.result_valid.eq(product_last),
         ]
-        m.d.comb += total.eq(arith.accumulate(m, acc, product))
-        with m.If(product_valid):
-            m.d.sync += acc.eq(Mux(product_last, 0, total))
-        with m.If(product_last):
-            m.d.sync += self.result.eq(total)
+        self._accumulate(m, acc, total, product, product_valid, product_last)
 
 
 class SparseArray(wiring.Component):
@@ -206,9 +192,7 @@ class SparseArray(wiring.Component):
     """
 
     def __init__(self, config):
-        if not isinstance(config, SparseConfig):
-            raise ParameterTypeError(f"config must be an SparseConfig, not {config!r}")
-        self.config = config
+        self.config = check_instance("config", config, SparseConfig, article="an")
         super().__init__({
             "a": In(stream.Signature(a_layout(config))),
             "b": In(stream.Signature(b_layout(config))),
@@ -249,13 +233,7 @@ class SparseArray(wiring.Component):
         in_win, in_w, in_idx = beat["win"], beat["w"], beat["idx"]
         in_valid, in_last = beat["valid"], beat["last"]
 
-        for i in range(rows):
-            pe = pes[i][0]
-            m.d.comb += [
-                pe.win_in.eq(delay(m, in_win[i], i, f"skew_a{i}")),
-                pe.valid_in.eq(delay(m, in_valid, i, f"skew_v{i}", reset_less=False)),
-                pe.last_in.eq(delay(m, in_last, i, f"skew_l{i}", reset_less=False)),
-            ]
+        skew_rows(m, pes, "win_in", in_win, valid=in_valid, last=in_last)
         for j in range(cols):
             m.d.comb += [pes[0][j].w_in.eq(delay(m, in_w[j], j, f"skew_b{j}")),
                          pes[0][j].idx_in.eq(delay(m, in_idx[j], j, f"skew_i{j}"))]

@@ -11,10 +11,10 @@ from amaranth.lib.wiring import In, Out
 from .gemm import GemmConfig, GemmEngine, _ahead, read_request_layout, write_request_layout
 from .stream import clamp
 from .sparse import SparseArray, SparseConfig
-from .params import check_choice
+from .params import check_choice, check_instance
 from .payload import pack
 from .tile_scheduler import TileScheduler, chunk_layout, command_layout, completion_layout
-from bertforge.rtl.errors import ParameterError, ParameterTypeError
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["SparseEngineConfig", "SparseEngine", "sparse_command_layout", "pack_sparse_command"]
 
@@ -106,9 +106,7 @@ class SparseEngine(GemmEngine):
     """
 
     def __init__(self, config):
-        if not isinstance(config, SparseEngineConfig):
-            raise ParameterTypeError(f"config must be a SparseEngineConfig, not {config!r}")
-        self.config = config
+        self.config = check_instance("config", config, SparseEngineConfig)
         wiring.Component.__init__(self, {
             "cmd": In(stream.Signature(sparse_command_layout(config))),
             "done": Out(stream.Signature(completion_layout(config))),

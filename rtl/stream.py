@@ -4,20 +4,21 @@
   (the only place the tree builds a ``SyncFIFOBuffered``);
 - :func:`register`, :func:`stage`, :func:`delay`: pipeline registers;
 - :func:`tree`: a balanced reduction (adder, max, ...) tree;
-- :func:`clamp`: saturation of a signed value to a narrower width.
+- :func:`clamp`: saturation of a signed value to a narrower width;
+- :func:`row_layout`: the ``{data, last}`` payload of a row of elements.
 """
 
 import operator
 
 from amaranth.hdl import Module, Mux, Shape, Signal, Value
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from .errors import ParameterTypeError
 from .params import check_int
 
-__all__ = ["Queue", "register", "stage", "delay", "tree", "clamp"]
+__all__ = ["Queue", "register", "stage", "delay", "tree", "clamp", "row_layout"]
 
 
 class Queue(wiring.Component):
@@ -145,3 +146,9 @@ def clamp(value, width):
         top, sign = value[width], value[width - 1]
         return Mux(top ^ sign, Mux(top, lo, hi), value[:width])[:width].as_signed()
     return Mux(value > hi, hi, Mux(value < lo, lo, value))[:width].as_signed()
+
+
+def row_layout(shape, lanes):
+    """A beat of ``lanes`` elements of ``shape`` and the ``last`` flag:
+    ``StructLayout({"data": ArrayLayout(shape, lanes), "last": 1})``."""
+    return data.StructLayout({"data": data.ArrayLayout(shape, lanes), "last": 1})

@@ -1,6 +1,6 @@
 """Systolic GEMM array, output stationary (OS) or weight stationary (WS)."""
 
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass
 from functools import reduce
 
 from amaranth.hdl import Module, Mux, Signal, signed
@@ -8,10 +8,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .arith import MULTIPLIER_CELLS, SaturatingIntArith
-from .params import check_choice, check_int
-from .stream import Queue, delay, stage
+from .params import Config, check_choice, check_instance, check_int, check_operands, check_size
+from .stream import Queue, delay, row_layout, stage
 from .systolic_pe import OutputStationaryPE, WeightStationaryPE
-from bertforge.rtl.errors import ParameterError, ParameterTypeError
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["SystolicConfig", "SystolicArray", "QUEUE_LATENCY"]
 
@@ -20,7 +20,7 @@ QUEUE_LATENCY = 2
 
 
 @dataclass(frozen=True, kw_only=True)
-class SystolicConfig:
+class SystolicConfig(Config):
     """Parameters of a :class:`SystolicArray`.
 
     Parameters
@@ -57,12 +57,12 @@ class SystolicConfig:
     multiply_stages: int = 1
     multiplier_cell: str = "inferred"
 
+    LATE_FIELDS = ("max_dsp", "multiply_stages", "multiplier_cell")
+
     def __post_init__(self):
-        check_int("rows", self.rows, maximum=256)
-        check_int("cols", self.cols, maximum=256)
+        check_size(self, 256)
         check_choice("dataflow", self.dataflow, ("os", "ws"))
-        check_choice("width", self.width, (8, 16))
-        check_int("acc_width", self.acc_width, minimum=2 * self.width, maximum=48)
+        check_operands(self, 48)
         if self.max_dsp is not None:
             check_int("max_dsp", self.max_dsp, minimum=0)
         check_choice("multiply_stages", self.multiply_stages, (1, 2, 3))
@@ -82,16 +82,6 @@ class SystolicConfig:
         if self.dataflow == "os":
             return self.cols + 2 * self.rows + 8
         return self.rows + self.cols + 8
-
-    def to_dict(self):
-        fields = asdict(self)
-        # Fields added later are left out at their defaults, so that earlier
-        # configs keep byte-identical Verilog headers and sidecars.
-        for name, default in (("max_dsp", None), ("multiply_stages", 1),
-                              ("multiplier_cell", "inferred")):
-            if fields[name] == default:
-                del fields[name]
-        return fields
 
 
 def output_queue(m, c, depth, rows):
@@ -127,6 +117,17 @@ def os_readout(m, pes, acc_width):
         push_last.eq(pes[rows - 1][cols - 1].result_valid),
     ]
     return push_valid, push_last, columns
+
+
+def skew_rows(m, pes, port, data, **flags):
+    """Feeds row i's first PE, ``i`` cycles late: ``data[i]`` on ``port``
+    (registers ``skew_a<i>``) and each flag ``name=value`` on ``<name>_in``
+    (registers ``skew_<initial><i>``, reset to 0)."""
+    for i, row in enumerate(pes):
+        m.d.comb += [getattr(row[0], port).eq(delay(m, data[i], i, f"skew_a{i}")), *(
+            getattr(row[0], f"{name}_in").eq(delay(m, value, i, f"skew_{name[0]}{i}",
+                                                   reset_less=False))
+            for name, value in flags.items())]
 
 
 def push_rows(m, queue, row_layout, push_valid, push_last, columns):
@@ -177,15 +178,11 @@ class SystolicArray(wiring.Component):
     """
 
     def __init__(self, config):
-        if not isinstance(config, SystolicConfig):
-            raise ParameterTypeError(f"config must be a SystolicConfig, not {config!r}")
-        self.config = config
+        self.config = check_instance("config", config, SystolicConfig)
         operand = signed(config.width)
-        a_layout = data.StructLayout({
-            "data": data.ArrayLayout(operand, config.rows), "last": 1})
+        a_layout = row_layout(operand, config.rows)
         b_layout = data.ArrayLayout(operand, config.cols)
-        c_layout = data.StructLayout({
-            "data": data.ArrayLayout(signed(config.acc_width), config.cols), "last": 1})
+        c_layout = row_layout(signed(config.acc_width), config.cols)
         super().__init__({
             "a": In(stream.Signature(a_layout)),
             "b": In(stream.Signature(b_layout)),
@@ -236,13 +233,7 @@ class SystolicArray(wiring.Component):
         beat = stage(m, {"a": a.payload.data, "b": b.payload}, "in",
                      flags={"valid": take, "last": a.payload.last})
 
-        for i in range(rows):
-            pe = pes[i][0]
-            m.d.comb += [
-                pe.a_in.eq(delay(m, beat["a"][i], i, f"skew_a{i}")),
-                pe.valid_in.eq(delay(m, beat["valid"], i, f"skew_v{i}", reset_less=False)),
-                pe.last_in.eq(delay(m, beat["last"], i, f"skew_l{i}", reset_less=False)),
-            ]
+        skew_rows(m, pes, "a_in", beat["a"], valid=beat["valid"], last=beat["last"])
         for j in range(cols):
             m.d.comb += pes[0][j].b_in.eq(delay(m, beat["b"][j], j, f"skew_b{j}"))
         for i in range(rows):
@@ -295,14 +286,8 @@ class SystolicArray(wiring.Component):
             "valid": a_take, "last": a.payload.last, "swap": swap,
             "b_valid": b_take, "commit": commit})
 
-        for i in range(rows):
-            pe = pes[i][0]
-            m.d.comb += [
-                pe.a_in.eq(delay(m, beat["a"][i], i, f"skew_a{i}")),
-                pe.valid_in.eq(delay(m, beat["valid"], i, f"skew_v{i}", reset_less=False)),
-                pe.last_in.eq(delay(m, beat["last"], i, f"skew_l{i}", reset_less=False)),
-                pe.swap_in.eq(delay(m, beat["swap"], i, f"skew_s{i}", reset_less=False)),
-            ]
+        skew_rows(m, pes, "a_in", beat["a"], valid=beat["valid"], last=beat["last"],
+                  swap=beat["swap"])
         for j in range(cols):
             w = delay(m, beat["b"][j], j, f"skew_b{j}")
             shift = delay(m, beat["b_valid"], j, f"skew_bv{j}", reset_less=False)

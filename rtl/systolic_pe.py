@@ -25,6 +25,16 @@ class _PE:
         """A data register (no reset) or, with ``flag``, one that resets to 0."""
         return Signal(shape, name=f"{self.name}_{suffix}", reset_less=not flag)
 
+    def _accumulate(self, m, acc, total, product, valid, last):
+        """``total = clamp(acc + product)``; a ``valid`` product is added to
+        ``acc``, and a ``last`` one moves the sum to ``result`` and restarts
+        ``acc`` at zero."""
+        m.d.comb += total.eq(self.arith.accumulate(m, acc, product))
+        with m.If(valid):
+            m.d.sync += acc.eq(Mux(last, 0, total))
+        with m.If(last):
+            m.d.sync += self.result.eq(total)
+
 
 class OutputStationaryPE(_PE):
     """Output-stationary PE: ``acc += a * b`` for each valid beat.
@@ -72,11 +82,7 @@ class OutputStationaryPE(_PE):
             self.last_out.eq(self.last_in),
             self.result_valid.eq(product_last),
         ]
-        m.d.comb += total.eq(arith.accumulate(m, acc, product))
-        with m.If(product_valid):
-            m.d.sync += acc.eq(Mux(product_last, 0, total))
-        with m.If(product_last):
-            m.d.sync += self.result.eq(total)
+        self._accumulate(m, acc, total, product, product_valid, product_last)
 
 
 class WeightStationaryPE(_PE):

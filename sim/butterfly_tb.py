@@ -42,7 +42,7 @@ from bertforge.sim.butterfly_cycles import (butterfly_groups, butterfly_ideal_cy
                                             butterfly_queue_cycles, butterfly_timeline)
 from bertforge.sim.butterfly_golden import (butterfly_fft, butterfly_linear, sqnr_db, x_beats,
                                             y_vectors)
-from bertforge.sim.streams import StreamDriver, StreamMonitor, StreamTB
+from bertforge.sim.stream_tb import StreamDriver, StreamMonitor, StreamTB
 from bertforge.rtl.errors import ParameterError
 
 

@@ -25,7 +25,7 @@ from bertforge.rtl.gelu import Gelu, GeluConfig
 from bertforge.rtl.payload import pack_beats, unpack_beats
 from bertforge.sim.gelu_cycles import gelu_cycles
 from bertforge.sim.gelu_golden import gelu_float, gelu_golden
-from bertforge.sim.streams import finish, StreamDriver, StreamMonitor, StreamTB
+from bertforge.sim.stream_tb import finish, StreamDriver, StreamMonitor, StreamTB
 
 
 def gelu_beats(config, x):

@@ -30,7 +30,7 @@ from bertforge.rtl.payload import pack_beats, unpack_beats
 from bertforge.sim.layernorm_cycles import layernorm_cycles
 from bertforge.sim.layernorm_golden import (layernorm_float, layernorm_golden,
                                             layernorm_reference_int8)
-from bertforge.sim.streams import finish, StreamDriver, StreamMonitor, StreamTB
+from bertforge.sim.stream_tb import finish, StreamDriver, StreamMonitor, StreamTB
 
 
 def load_vectors(path, residual):

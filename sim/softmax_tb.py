@@ -28,7 +28,7 @@ from bertforge.rtl.payload import pack_beats, unpack_beats
 from bertforge.rtl.softmax import Softmax, SoftmaxConfig
 from bertforge.sim.softmax_cycles import softmax_beats, softmax_cycles
 from bertforge.sim.softmax_golden import softmax_errors, softmax_golden
-from bertforge.sim.streams import StreamDriver, StreamMonitor, StreamTB
+from bertforge.sim.stream_tb import StreamDriver, StreamMonitor, StreamTB
 from bertforge.rtl.errors import ParameterError
 
 

@@ -24,7 +24,7 @@ from bertforge.rtl.payload import pack_beats, unpack_beats
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
 from bertforge.sim.systolic_cycles import systolic_cycles
 from bertforge.sim.systolic_golden import systolic_golden
-from bertforge.sim.streams import finish, StreamDriver, StreamMonitor, StreamTB
+from bertforge.sim.stream_tb import finish, StreamDriver, StreamMonitor, StreamTB
 
 
 def load_tiles(path):

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from config_helpers import config_tests
 from bertforge.generators.cli import main
 from bertforge.generators.emit import emit_verilog
 from bertforge.rtl.butterfly import (COMPUTE_LATENCY, ButterflyConfig, ButterflyEngine,
@@ -22,7 +23,7 @@ from bertforge.sim.butterfly_golden import (bit_reverse_permutation, butterfly_d
 
 # ---- parameters -------------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs, error, message", [
+test_bad_parameters, test_component_needs_a_config = config_tests(ButterflyConfig, ButterflyEngine, [
     ({"n_max": 12}, ValueError, r"^n_max must be a power of two, not 12$"),
     ({"n_max": 2}, ValueError, r"^n_max must be an integer >= 4, not 2$"),
     ({"n_max": 2048}, ValueError, r"^n_max must be an integer <= 1024, not 2048$"),
@@ -34,14 +35,6 @@ from bertforge.sim.butterfly_golden import (bit_reverse_permutation, butterfly_d
     ({"width": 12}, ValueError, r"^width must be 8 or 16, not 12$"),
     ({"weight_width": "8"}, TypeError, r"^weight_width must be an integer, not '8'$"),
 ])
-def test_bad_parameters_fail_at_construction(kwargs, error, message):
-    with pytest.raises(error, match=message):
-        ButterflyConfig(**kwargs)
-
-
-def test_component_needs_a_config():
-    with pytest.raises(TypeError, match=r"^config must be a ButterflyConfig, not 3$"):
-        ButterflyEngine(3)
 
 
 def test_largest_legal_parameters_are_accepted():

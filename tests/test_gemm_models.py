@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
+from config_helpers import config_tests
 from bertforge.rtl.gemm import GemmConfig, GemmEngine
 from bertforge.rtl.tile_scheduler import TileScheduler
 from bertforge.sim.fixed_golden import requantize
@@ -14,7 +15,7 @@ from bertforge.sim.stream_sim import stream_put
 from bertforge.sim.systolic_golden import saturating_matmul
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
+test_bad_parameters, test_component_needs_a_config = config_tests(GemmConfig, GemmEngine, [
     ({"rows": 0}, ValueError, r"^rows must be a positive integer, not 0$"),
     ({"cols": "4"}, TypeError, r"^cols must be an integer, not '4'$"),
     ({"dataflow": "is"}, ValueError, r"^dataflow must be 'os' or 'ws', not 'is'$"),
@@ -29,14 +30,6 @@ from bertforge.sim.systolic_golden import saturating_matmul
     ({"m_tile": 0}, ValueError, r"^m_tile must be a positive integer, not 0$"),
     ({"dim_width": True}, TypeError, r"^dim_width must be an integer, not True$"),
 ])
-def test_bad_parameters(kwargs, error, message):
-    with pytest.raises(error, match=message):
-        GemmConfig(**kwargs)
-
-
-def test_engine_takes_only_its_config():
-    with pytest.raises(TypeError, match=r"^config must be a GemmConfig, not 3$"):
-        GemmEngine(3)
 
 
 def test_derived_sizes():

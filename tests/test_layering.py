@@ -4,7 +4,7 @@ modules. Checked on the source with ``ast`` (no module is imported), every
 import statement at any depth (module level, in functions, in ``try``),
 absolute (``bertforge.X``) and relative (``.X``, ``..X``) forms.
 
-Testbench modules: ``sim/*_tb.py``, ``sim/streams.py``,
+Testbench modules: ``sim/*_tb.py`` (``sim/stream_tb.py`` among them),
 ``boards/*_board_tb.py``, ``boards/uart_model.py``. One more module may
 import ``cocotb_tools``: ``sim/runner.py`` is the Verilator runner and
 imports ``cocotb_tools.runner`` inside its functions (never at module
@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FLOORS = ["rtl", "sim", "boards", "generators"]          # ground floor first
-TESTBENCH_GLOBS = {"sim": ["*_tb.py", "streams.py"], "boards": ["*_board_tb.py", "uart_model.py"]}
+TESTBENCH_GLOBS = {"sim": ["*_tb.py"], "boards": ["*_board_tb.py", "uart_model.py"]}
 RUNNER = ("sim", "runner.py")
 
 
@@ -88,7 +88,7 @@ def _violations():
                 if (package, path.name) == RUNNER and name == "cocotb_tools.runner" and in_function:
                     continue
                 problems.append(f"{where}:{line}: imports {name}: cocotb only in testbench "
-                                f"modules (sim/*_tb.py, sim/streams.py, boards/*_board_tb.py, "
+                                f"modules (sim/*_tb.py, boards/*_board_tb.py, "
                                 f"boards/uart_model.py; sim/runner.py may import "
                                 f"cocotb_tools.runner inside functions)")
     return problems

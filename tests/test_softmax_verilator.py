@@ -6,18 +6,22 @@ followed by a burst of 1-beat rows and back) and the special rows, each once
 without stalls (bit-exact against the golden model and cycle-exact against
 the cycle model) and once with random input gaps and output backpressure
 (bit-exact, nothing lost or duplicated: the testbench drains and counts).
+
+Under ``slow`` (``pytest -m slow tests/test_softmax_verilator.py``): BERT-base
+rows at 16 lanes in Verilator, and ECP5 synthesis of a small design.
 """
 
 import numpy as np
 import pytest
 
-from bertforge.generators.softmax_sim import (extreme_softmax_rows, make_rows, random_softmax_rows,
-                                              simulate_softmax)
+from bertforge.generators.emit import emit_verilog
+from bertforge.generators.softmax_sim import (ecp5_stats, extreme_softmax_rows, make_rows,
+                                              random_softmax_rows, simulate_softmax)
 from bertforge.rtl.softmax import SoftmaxConfig
 from bertforge.sim.softmax_cycles import softmax_beats, softmax_latency
 from bertforge.sim.softmax_golden import softmax_golden
 
-MAX_ERR = 2 / 256
+from helpers import SOFTMAX_MAX_ERR as MAX_ERR
 
 DESIGNS = [
     # int32 in, uint8 out, mask, 4 lanes, rows of 1..24 (partial beats).
@@ -87,3 +91,32 @@ def test_special_rows_give_the_expected_probabilities(tmp_path):
     assert out[3, 17] == 255 and out[3].sum() == 255
     assert out[4, 0] == 255                       # L = 1
     assert (out[5] == 0).all()                    # fully masked
+
+
+@pytest.mark.slow
+def test_bert_base_rows_at_16_lanes(tmp_path):
+    config = SoftmaxConfig(lanes=16, l_max=128)
+    rng = np.random.default_rng(11)
+    bert = random_softmax_rows(config, 256, 128, rng)
+    mixed = random_softmax_rows(config, 64, list(rng.integers(1, 129, 64)), rng)
+    extremes = extreme_softmax_rows(config, rng)
+    scenarios = [{"rows": bert}, {"rows": mixed}, {"rows": extremes},
+                 {"rows": mixed, "x_gap": 0.2, "y_stall": 0.3}]
+    passed, results = simulate_softmax(config, scenarios, seed=5, workdir=tmp_path)
+    assert passed
+    for scenario, result in zip(scenarios, results):
+        rows = scenario["rows"]
+        assert np.array_equal(result["outputs"], softmax_golden(
+            config, rows["x"], rows["mask"], rows["multipliers"], rows["shifts"]))
+        assert result["max_abs_err"] <= 2 / 256
+        if not result["stalls"]:
+            assert result["cycles"] == result["model_cycles"]
+    assert results[0]["elements_per_cycle"] >= 0.95 * 16
+
+
+@pytest.mark.slow
+def test_ecp5_synthesis_counts():
+    config = SoftmaxConfig(lanes=2, l_max=16)
+    stats = ecp5_stats(emit_verilog(config), config.name)
+    assert stats["luts"] > 0 and stats["ffs"] > 0 and stats["dsps"] > 0
+    assert stats["cells"] >= stats["luts"] + stats["ffs"]

@@ -3,25 +3,14 @@ construction with the house messages, before reaching yosys or Verilator."""
 
 import pytest
 
+from config_helpers import ARRAY_ERRORS, config_tests
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
 
-
-@pytest.mark.parametrize("fields, error, message", [
-    ({"rows": 0}, ValueError, r"^rows must be a positive integer, not 0$"),
-    ({"cols": -3}, ValueError, r"^cols must be a positive integer, not -3$"),
-    ({"rows": "4"}, TypeError, r"^rows must be an integer, not '4'$"),
-    ({"cols": 2.0}, TypeError, r"^cols must be an integer, not 2\.0$"),
-    ({"rows": True}, TypeError, r"^rows must be an integer, not True$"),
-    ({"rows": 257}, ValueError, r"^rows must be an integer <= 256, not 257$"),
+test_bad_parameters, test_component_needs_a_config = config_tests(
+    SystolicConfig, SystolicArray, ARRAY_ERRORS + [
     ({"dataflow": "xy"}, ValueError, r"^dataflow must be 'os' or 'ws', not 'xy'$"),
     ({"dataflow": 1}, TypeError, r"^dataflow must be a string, not 1$"),
-    ({"width": 7}, ValueError, r"^width must be 8 or 16, not 7$"),
     ({"width": "8"}, TypeError, r"^width must be an integer, not '8'$"),
-    ({"acc_width": 15}, ValueError, r"^acc_width must be an integer >= 16, not 15$"),
-    ({"width": 16, "acc_width": 24}, ValueError, r"^acc_width must be an integer >= 32, not 24$"),
-    ({"acc_width": 49}, ValueError, r"^acc_width must be an integer <= 48, not 49$"),
-    ({"max_dsp": -1}, ValueError, r"^max_dsp must be a non-negative integer, not -1$"),
-    ({"max_dsp": 2.5}, TypeError, r"^max_dsp must be an integer, not 2\.5$"),
     ({"multiply_stages": 4}, ValueError, r"^multiply_stages must be 1, 2 or 3, not 4$"),
     ({"multiply_stages": 0}, ValueError, r"^multiply_stages must be 1, 2 or 3, not 0$"),
     ({"multiplier_cell": "dsp48"}, ValueError,
@@ -30,14 +19,6 @@ from bertforge.rtl.systolic import SystolicArray, SystolicConfig
      r"^multiplier_cell 'ecp5' uses the MULT18X18D's input and output registers: "
      r"set multiply_stages to 2 or 3$"),
 ])
-def test_bad_config_fails_at_construction(fields, error, message):
-    with pytest.raises(error, match=message):
-        SystolicConfig(**fields)
-
-
-def test_component_takes_only_a_config():
-    with pytest.raises(TypeError, match=r"^config must be a SystolicConfig, not \{'rows': 2\}$"):
-        SystolicArray({"rows": 2})
 
 
 def test_config_is_frozen_and_keyword_only():

@@ -1,67 +1,20 @@
-"""Softmax: parameter validation, golden-model accuracy, cycle model, emission.
+"""Softmax models: golden-model accuracy, its tables and formats, and the
+cycle model.
 
 The accuracy tests run the bit-exact golden model (which the Verilator tests
 hold the hardware to) over many rows; the hardware's own error on its rows is
 asserted in ``test_softmax_verilator.py``.
 """
 
-import math
-
 import numpy as np
 import pytest
 
-from bertforge.generators.emit import emit_verilog
 from bertforge.generators.softmax_sim import extreme_softmax_rows, make_rows, random_softmax_rows
-from bertforge.rtl.softmax import Softmax, SoftmaxConfig, softmax_scale
+from bertforge.rtl.softmax import SoftmaxConfig
 from bertforge.sim.softmax_cycles import softmax_beats, softmax_cycles, softmax_latency
 from bertforge.sim.softmax_golden import softmax_errors, softmax_float, softmax_golden
 
-MAX_ERR = 2 / 256
-
-
-# ---- Parameters.
-
-@pytest.mark.parametrize("field, value, error, message", [
-    ("lanes", 0, ValueError, r"^lanes must be a positive integer, not 0$"),
-    ("lanes", 65, ValueError, r"^lanes must be an integer <= 64, not 65$"),
-    ("lanes", 2.0, TypeError, r"^lanes must be an integer, not 2\.0$"),
-    ("l_max", 0, ValueError, r"^l_max must be a positive integer, not 0$"),
-    ("l_max", 4097, ValueError, r"^l_max must be an integer <= 4096, not 4097$"),
-    ("l_max", "128", TypeError, r"^l_max must be an integer, not '128'$"),
-    ("in_width", 8, ValueError, r"^in_width must be 32 or 16, not 8$"),
-    ("in_width", True, TypeError, r"^in_width must be an integer, not True$"),
-    ("out_width", 32, ValueError, r"^out_width must be 8 or 16, not 32$"),
-    ("mask", 1, TypeError, r"^mask must be a bool, not 1$"),
-])
-def test_bad_parameters(field, value, error, message):
-    with pytest.raises(error, match=message):
-        SoftmaxConfig(**{field: value})
-
-
-def test_component_needs_a_config():
-    with pytest.raises(TypeError, match=r"^config must be a SoftmaxConfig, not 4$"):
-        Softmax(4)
-
-
-@pytest.mark.parametrize("scale, error, message", [
-    (0.0, ValueError, r"^scale must be a positive finite number, not 0\.0$"),
-    (-1e-3, ValueError, r"^scale must be a positive finite number, not -0\.001$"),
-    (math.inf, ValueError, r"^scale must be a positive finite number, not inf$"),
-    (100.0, ValueError, r"^scale must be at most 11\.09, not 100\.0$"),
-    (1e-30, ValueError, r"^scale must be at least .*, not 1e-30$"),
-    ("1", TypeError, r"^scale must be a number, not '1'$"),
-])
-def test_bad_scales(scale, error, message):
-    with pytest.raises(error, match=message):
-        softmax_scale(scale)
-
-
-@pytest.mark.parametrize("scale", [1e-12, 1e-6, 1e-4, 3.7e-3, 0.1, 1.0, 11.0])
-def test_scale_is_a_16_bit_multiplier_within_2_to_minus_16(scale):
-    multiplier, shift = softmax_scale(scale)
-    assert 1 << 15 <= multiplier < 1 << 16 and 0 <= shift < 64
-    target = scale * math.log2(math.e) * 4096
-    assert abs(multiplier * 2.0 ** -shift / target - 1) <= 2.0 ** -16
+from helpers import SOFTMAX_MAX_ERR as MAX_ERR
 
 
 def test_bad_row_lengths():
@@ -73,8 +26,6 @@ def test_bad_row_lengths():
     with pytest.raises(ValueError, match=r"^lengths must be a non-empty list of row lengths$"):
         softmax_cycles(config, [])
 
-
-# ---- Accuracy of the golden model (bit-exact with the hardware).
 
 def errors(config, rows):
     out = softmax_golden(config, rows["x"], rows["mask"], rows["multipliers"], rows["shifts"])
@@ -164,8 +115,6 @@ def test_exp_tables_and_formats():
         assert config.recip_width + config.exp_frac + 1 < 63
 
 
-# ---- Cycle model.
-
 def test_cycle_model_formulas():
     config = SoftmaxConfig(lanes=16, l_max=128)
     a, b, c = config.a_to_b, config.b_to_c, config.c_to_out
@@ -178,14 +127,3 @@ def test_cycle_model_formulas():
     for lanes in (1, 4, 16):
         config = SoftmaxConfig(lanes=lanes, l_max=128)
         assert 12 * 128 * 128 / softmax_cycles(config, [128] * 12 * 128) >= 0.95 * lanes
-
-
-# ---- Emission.
-
-def test_emission_is_deterministic():
-    config = SoftmaxConfig(lanes=2, l_max=10, mask=False)
-    text = emit_verilog(config)
-    assert text == emit_verilog(SoftmaxConfig(lanes=2, l_max=10, mask=False))
-    assert "module softmax_2x10_i32_o8_nomask(" in text
-    for port in ("x__valid", "x__ready", "x__payload", "y__valid", "y__ready", "y__payload"):
-        assert port in text

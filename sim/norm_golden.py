@@ -1,5 +1,5 @@
 """Golden outputs of a streaming unit behind the board host link
-(:mod:`bertforge.boards.stream_top`), for ``bertforge run --check`` and the
+(:mod:`bertforge.boards.norm_top`), for ``bertforge run --check`` and the
 board testbench: one call per design, on whole input matrices."""
 
 import numpy as np
@@ -7,10 +7,10 @@ import numpy as np
 from bertforge.rtl.softmax import softmax_scale
 from bertforge.rtl.errors import ParameterError
 
-__all__ = ["stream_golden"]
+__all__ = ["norm_golden"]
 
 
-def stream_golden(design, unit, x, *, mask=None, scale=1.0, r=None, gamma=None, beta=None):
+def norm_golden(design, unit, x, *, mask=None, scale=1.0, r=None, gamma=None, beta=None):
     """The unit's output for the rows / vectors ``x`` (2-D ints), as
     :func:`bertforge.boards.host.run_softmax` (``mask``, ``scale``),
     :func:`~bertforge.boards.host.run_layernorm` (``r``, ``gamma``, ``beta``:

@@ -1,10 +1,10 @@
 """cocotb testbench of the streaming-unit board top-level
-(:class:`~bertforge.boards.stream_top.StreamBoardTop`: softmax, layernorm or
+(:class:`~bertforge.boards.norm_top.NormBoardTop`: softmax, layernorm or
 gelu behind the UART host link) in Verilator, driven bit by bit through its
 UART pins by the same host code that ``bertforge run`` uses
 (:func:`bertforge.boards.host.run_softmax` and friends).
 
-Spec: ``config`` (a StreamTopConfig as a dict), ``data`` (an ``.npz``),
+Spec: ``config`` (a NormTopConfig as a dict), ``data`` (an ``.npz``),
 ``problems`` (per run: names of its arrays in ``data``: ``x`` and, per
 design, ``mask``, ``r``, ``gamma``, ``beta``; a ``scale`` for softmax),
 ``corrupt`` (a frame with a bad CRC before each run). After the runs it
@@ -16,8 +16,8 @@ import cocotb
 import numpy as np
 
 from bertforge.boards.host import run_gelu, run_layernorm, run_softmax
-from bertforge.boards.stream_top import StreamTopConfig
-from bertforge.sim.stream_board_golden import stream_golden
+from bertforge.boards.norm_top import NormTopConfig
+from bertforge.sim.norm_golden import norm_golden
 from bertforge.boards.uart_model import (bad_argument_rejected, board_link, bridge,
                                          corrupt_frame_rejected, read_spec, save_report)
 
@@ -25,7 +25,7 @@ from bertforge.boards.uart_model import (bad_argument_rejected, board_link, brid
 @cocotb.test()
 async def board_stream(dut):
     spec = read_spec()
-    config = StreamTopConfig.from_dict(spec["config"])
+    config = NormTopConfig.from_dict(spec["config"])
     design = config.design
     arrays = np.load(spec["data"])
     link = await board_link(dut, config.divisor, timeout_bytes=4000)
@@ -41,16 +41,16 @@ async def board_stream(dut):
         if design == "softmax":
             mask, scale = get(problem, "mask"), problem.get("scale", 1.0)
             y, cycles = run_softmax(link, config, x, mask, scale)
-            expected = stream_golden(design, config.unit, x, mask=mask, scale=scale)
+            expected = norm_golden(design, config.unit, x, mask=mask, scale=scale)
         elif design == "layernorm":
             r, gamma, beta = get(problem, "r"), get(problem, "gamma"), get(problem, "beta")
             y, cycles = run_layernorm(link, config, x, r, gamma, beta)
             if gamma is not None:
                 held.update(gamma=gamma, beta=beta)
-            expected = stream_golden(design, config.unit, x, r=r, **held)
+            expected = norm_golden(design, config.unit, x, r=r, **held)
         else:
             y, cycles = run_gelu(link, config, x)
-            expected = stream_golden(design, config.unit, x)
+            expected = norm_golden(design, config.unit, x)
         return {"shape": list(x.shape), "cycles": cycles, "match": bool(np.array_equal(y, expected)),
                 "mismatches": int(np.sum(y != expected))}
 

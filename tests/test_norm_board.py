@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bertforge.boards.host import gelu_phases, layernorm_phases, softmax_phases
-from bertforge.boards.stream_top import StreamBoardTop, StreamTopConfig
+from bertforge.boards.norm_top import NormBoardTop, NormTopConfig
 from bertforge.boards.targets import BOARDS
 from bertforge.generators.blocks import BLOCKS
 from bertforge.generators.cli import main
@@ -20,10 +20,10 @@ from bertforge.rtl.softmax import SoftmaxConfig
 from board_helpers import check_build_plan, run_board_top, save_build_report
 
 
-def stream_top(unit, **fields):
+def norm_top(unit, **fields):
     """The streaming top config of ``unit``: its block's component and board design id."""
     block, = [b for b in BLOCKS.values() if b.config is type(unit)]
-    return StreamTopConfig(unit=unit, component=block.component, design_id=block.board.design_id,
+    return NormTopConfig(unit=unit, component=block.component, design_id=block.board.design_id,
                            **fields)
 
 
@@ -64,14 +64,14 @@ CASES = {"softmax": _softmax_case, "layernorm": _layernorm_case, "gelu": _gelu_c
 
 
 @pytest.mark.parametrize("design", sorted(CASES))
-def test_stream_board_top_over_uart_in_verilator(design, tmp_path):
+def test_norm_board_top_over_uart_in_verilator(design, tmp_path):
     """Three runs per unit (extremes, masked rows, kept LayerNorm params)
     through the UART link against the golden model, a corrupted frame before
     each (rejected, the link goes on), two bad RUNs rejected, then a good one."""
     unit, arrays, problems = CASES[design](np.random.default_rng(11))
-    config = stream_top(unit, divisor=4, depth=128)
+    config = norm_top(unit, divisor=4, depth=128)
     np.savez(tmp_path / "data.npz", **arrays)
-    result = run_board_top(tmp_path, StreamBoardTop(config), config, "stream_board_tb",
+    result = run_board_top(tmp_path, NormBoardTop(config), config, "norm_board_tb",
                            data=str(tmp_path / "data.npz"), problems=problems, corrupt=True)
     assert result["design_id"] == BLOCKS[design].board.design_id
     assert [run["match"] for run in result["runs"]] == [True] * 3, result["runs"]
@@ -90,28 +90,28 @@ def test_stream_board_top_over_uart_in_verilator(design, tmp_path):
      r"^depth must be at most 2048 for this unit \(memory 0 has 32-byte words and the host link "
      r"addresses 65536 bytes\), not 4096$"),
 ])
-def test_stream_top_config_validation(fields, error, message):
+def test_norm_top_config_validation(fields, error, message):
     softmax = BLOCKS["softmax"]
     with pytest.raises(error, match=message):
-        StreamTopConfig(component=softmax.component, design_id=softmax.board.design_id,
+        NormTopConfig(component=softmax.component, design_id=softmax.board.design_id,
                         **fields)
 
 
-def test_stream_top_memories_and_phases():
-    ln = stream_top(LayerNormConfig(lanes=2, h_max=8, in_width=16), depth=32)
+def test_norm_top_memories_and_phases():
+    ln = norm_top(LayerNormConfig(lanes=2, h_max=8, in_width=16), depth=32)
     assert ln.phases() == (("params",), ("x", "r"))
     assert ln.output_mem == 2
     # params: 2 x (gamma, beta) int8 + last; x: 2 x int17? no: 2 x int16 + last, r: 2 x int16.
     assert [(layout.size, depth) for layout, depth in ln.memories()] == [(33, 4), (65, 32), (17, 32)]
     assert ln.strides() == [8, 16, 4]
-    assert StreamTopConfig.from_dict(json.loads(json.dumps(ln.to_dict()))) == ln
-    sm = stream_top(SoftmaxConfig(lanes=4), depth=2048)
+    assert NormTopConfig.from_dict(json.loads(json.dumps(ln.to_dict()))) == ln
+    sm = norm_top(SoftmaxConfig(lanes=4), depth=2048)
     assert sm.phases() == (("x",),) and sm.strides() == [32, 8]
 
 
 def test_stream_phases_pack_round_trip():
     unit = SoftmaxConfig(lanes=4, l_max=16, in_width=32)
-    config = stream_top(unit, depth=16)
+    config = norm_top(unit, depth=16)
     x = np.array([[-2**31, 2**31 - 1, 0, 5, -7, 9]] * 2)
     mask = np.zeros(x.shape, bool)
     mask[1, 2] = True
@@ -150,8 +150,8 @@ SMALL_UNITS = {"softmax": SoftmaxConfig(lanes=2, l_max=16, in_width=16),
 @pytest.mark.parametrize("name", sorted(BOARDS))
 @pytest.mark.parametrize("design", sorted(SMALL_UNITS))
 def test_every_board_passes_the_build_plan_with_stream_units(name, design):
-    config = stream_top(SMALL_UNITS[design], divisor=16, depth=64)
-    check_build_plan(name, StreamBoardTop(config), "unit")
+    config = norm_top(SMALL_UNITS[design], divisor=16, depth=64)
+    check_build_plan(name, NormBoardTop(config), "unit")
 
 
 def test_stream_build_cli_rejects(capsys, tmp_path, monkeypatch):
@@ -172,7 +172,7 @@ def test_stream_build_cli_rejects(capsys, tmp_path, monkeypatch):
 
 
 def _saved_build(tmp_path, design, unit, depth=64):
-    save_build_report(tmp_path, design, stream_top(unit, divisor=104, depth=depth),
+    save_build_report(tmp_path, design, norm_top(unit, divisor=104, depth=depth),
                       "icebreaker")
 
 
@@ -345,7 +345,7 @@ def test_stream_run_cli_writes_and_checks(design, wrong, tmp_path, monkeypatch, 
 
     from bertforge.boards import host, protocol
     from bertforge.generators import board_design
-    from bertforge.sim.stream_board_golden import stream_golden
+    from bertforge.sim.norm_golden import norm_golden
     monkeypatch.chdir(tmp_path)
     units = {"softmax": SoftmaxConfig(lanes=2, l_max=8, in_width=16),
              "layernorm": LayerNormConfig(lanes=2, h_max=8, add_residual=False),
@@ -362,7 +362,7 @@ def test_stream_run_cli_writes_and_checks(design, wrong, tmp_path, monkeypatch, 
 
     def fake_run(link, config, x, **inputs):
         calls.append(inputs)
-        return stream_golden(design, config.unit, x, **inputs) + int(wrong), 77
+        return norm_golden(design, config.unit, x, **inputs) + int(wrong), 77
 
     monkeypatch.setattr(protocol, "HostLink", FakeLink)
     monkeypatch.setattr(board_design, "_open_link", lambda port: contextlib.nullcontext(port))

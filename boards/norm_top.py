@@ -8,7 +8,7 @@ other: a ``params`` stream (LayerNorm's gamma/beta) first, then all other
 input streams together (``x``, and LayerNorm's residual ``r``, which the
 unit takes in the same cycle as ``x``). Each phase has one memory whose
 word ``k`` is beat ``k`` of its streams: the raw payload bits of each
-stream, concatenated in port order (see :meth:`StreamTopConfig.word_layout`).
+stream, concatenated in port order (see :meth:`NormTopConfig.word_layout`).
 
 Host memories (protocol WRITE/READ ``mem``; byte address = word *
 ``stride`` + byte, ``stride`` the word's bytes rounded up to a power of
@@ -31,7 +31,7 @@ with the cycles from start to then. LEDs: 0 busy, 1 done at least once,
 import importlib
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Const, Module, Signal, Value
+from amaranth.hdl import Cat, Const, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -39,17 +39,10 @@ from amaranth.lib.wiring import In, Out
 from bertforge.rtl.params import check_int
 from bertforge.rtl.stream import Queue
 from bertforge.rtl.uart import UartConfig
-from .systolic_top import BOARD_TOP_PORTS, uart_host_link
+from .systolic_top import MAX_BYTES, BoardTop, pow2_bytes, status_leds
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
-__all__ = ["StreamTopConfig", "StreamBoardTop", "MAX_BYTES"]
-
-#: Bytes the host link addresses in one memory (16-bit addresses).
-MAX_BYTES = 1 << 16
-
-
-def _pow2_bytes(bits):
-    return 1 << (((bits + 7) // 8) - 1).bit_length()
+__all__ = ["NormTopConfig", "NormBoardTop", "MAX_BYTES"]
 
 
 def _dotted(cls):
@@ -62,7 +55,7 @@ def _resolve(dotted):
 
 
 @dataclass(frozen=True, kw_only=True)
-class StreamTopConfig:
+class NormTopConfig:
     """The unit's config and its component class (config -> unit), the PING
     reply's design byte, the UART divisor (clock / baud) and ``depth``, the
     beats the input (non-``params``) and output memories hold."""
@@ -84,7 +77,7 @@ class StreamTopConfig:
             raise ParameterError(f"depth must be at least the unit's longest row or vector "
                              f"({beats_max} beats), not {self.depth}")
         for index, (layout, depth) in enumerate(self.memories()):
-            stride = _pow2_bytes(layout.size)
+            stride = pow2_bytes(layout.size)
             if stride * depth > MAX_BYTES:
                 raise ParameterError(f"depth must be at most {MAX_BYTES // stride} for this unit "
                                  f"(memory {index} has {stride}-byte words and the host link "
@@ -148,7 +141,7 @@ class StreamTopConfig:
 
     def strides(self):
         """Host address bytes per word of each memory (a power of two)."""
-        return [_pow2_bytes(layout.size) for layout, _ in self.memories()]
+        return [pow2_bytes(layout.size) for layout, _ in self.memories()]
 
     @property
     def output_mem(self):
@@ -182,20 +175,13 @@ class _WordReader:
         self.idle = (remaining == 0) & ~pending & (queue.level == 0)
 
 
-class StreamBoardTop(wiring.Component):
+class NormBoardTop(BoardTop):
     """Host link + phase memories + output memory + sequencer around one
     streaming unit (see the module docstring)."""
 
-    def __init__(self, config):
-        if not isinstance(config, StreamTopConfig):
-            raise ParameterTypeError(f"config must be a StreamTopConfig, not {config!r}")
-        self.config = config
-        super().__init__(BOARD_TOP_PORTS)
+    Config = NormTopConfig
 
-    def elaborate(self, platform):
-        m = Module()
-        cfg = self.config
-        link = uart_host_link(m, self, cfg.divisor, cfg.design_id)
+    def build(self, m, link, cfg):
         m.submodules.unit = unit = cfg.make_unit()
 
         phases = cfg.phases()
@@ -296,8 +282,4 @@ class StreamBoardTop(wiring.Component):
             m.d.comb += out_write.en.eq(1)
             m.d.sync += [out_ptr.eq(out_ptr + 1), out_left.eq(out_left - 1)]
 
-        done_once = Signal()
-        with m.If(link.run_done):
-            m.d.sync += done_once.eq(1)
-        m.d.comb += self.leds.eq(Cat(busy, done_once, link.bad_frames != 0))
-        return m
+        return status_leds(m, link, busy)

@@ -1,0 +1,97 @@
+"""LayerNorm models: the integer rsqrt reference, the golden model's accuracy
+against float LayerNorm, and the cycle model."""
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from bertforge.generators.layernorm_sim import random_layernorm_data
+from bertforge.rtl.layernorm import LN_OUT_LATENCY, LN_STATS_LATENCY, LayerNormConfig
+from bertforge.rtl.rsqrt import RSQRT_FRAC, rsqrt_reference
+from bertforge.sim.layernorm_cycles import layernorm_cycles
+from bertforge.sim.layernorm_golden import layernorm_golden, layernorm_reference_int8
+
+from helpers import LAYERNORM_SMALL as SMALL
+from helpers import LAYERNORM_WIDE as WIDE
+from helpers import layernorm_bert_vectors as _bert_vectors
+
+
+def test_rsqrt_reference_accuracy():
+    rng = random.Random(0)
+    values = list(range(1, 3000)) + [rng.getrandbits(rng.randint(1, 95)) | 1 for _ in range(5000)]
+    values += [(1 << k) - 1 for k in range(1, 96)] + [1 << k for k in range(96)]
+    for d in values:
+        r, e = rsqrt_reference(d)
+        assert abs(r * 2.0 ** -(RSQRT_FRAC + e) * math.sqrt(d) - 1) < 3e-6, d
+    assert rsqrt_reference(0) == (0, 0)
+
+
+def test_golden_within_one_lsb_of_float_over_variance_range():
+    """Variance log-uniform over [1e-2, 1e4] (real units), BERT-like means
+    and outliers: at most 1 int8 LSB from the float reference."""
+    config = LayerNormConfig(h_max=768)
+    xs, rs, gamma, beta = _bert_vectors(config, 160, 768, 2)
+    errors = np.concatenate([np.abs(layernorm_golden(config, x, r, gamma, beta)
+                                    - layernorm_reference_int8(config, x, r, gamma, beta))
+                             for x, r in zip(xs, rs)])
+    assert errors.max() <= 1
+    assert errors.mean() < 0.05
+    for lo, hi in ((1e-2, 1.2e-2), (0.9e4, 1e4)):          # both ends of the range
+        xs, rs, gamma, beta = random_layernorm_data(config, 8, 768, np.random.default_rng(3),
+                                                    var_range=(lo, hi))
+        for x, r in zip(xs, rs):
+            ref = layernorm_reference_int8(config, x, r, gamma, beta)
+            assert np.abs(layernorm_golden(config, x, r, gamma, beta) - ref).max() <= 1
+
+
+def test_golden_one_fixed_input_scale_over_variance_range():
+    """int32 inputs with one LSB (2**-10, an accumulator scale) for every
+    vector, variance 1e-2 to 1e4 real units: within 1 LSB."""
+    config = LayerNormConfig(h_max=768, in_width=32)
+    rng = np.random.default_rng(12)
+    gamma = np.clip(np.round(rng.normal(1, 0.3, 768) * 64), -128, 127)
+    beta = np.clip(np.round(rng.normal(0, 1, 768) * 16), -128, 127)
+    for var in np.logspace(-2, 4, 25):
+        real = rng.normal(rng.uniform(-2, 2) * np.sqrt(var), np.sqrt(var), (2, 768))
+        x, r = np.round(real * 2 ** 10).astype(np.int64)
+        ref = layernorm_reference_int8(config, x, r, gamma, beta)
+        assert np.abs(layernorm_golden(config, x, r, gamma, beta) - ref).max() <= 1
+
+
+def test_golden_extremes_and_constant_vectors():
+    rng = np.random.default_rng(4)
+    config = LayerNormConfig(h_max=768)
+    gamma = rng.integers(-128, 128, 768)
+    beta = rng.integers(-128, 128, 768)
+    lo, hi = -32768, 32767
+    for value in (lo, hi, 0, 1234):                          # variance 0 gives beta
+        x = np.full(768, value)
+        assert np.array_equal(layernorm_golden(config, x, x, gamma, beta), beta)
+    cases = [np.where(np.arange(768) % 2, hi, lo), np.where(np.arange(768) == 5, hi, lo),
+             np.full(768, hi) - (np.arange(768) == 0), rng.integers(lo, hi + 1, 768)]
+    for x in cases:
+        for r in (x, np.zeros(768, np.int64)):
+            got = layernorm_golden(config, x, r, gamma, beta)
+            ref = layernorm_reference_int8(config, x, r, gamma, beta)
+            assert np.abs(got - ref).max() <= 1
+    one = LayerNormConfig(h_max=768, add_residual=False)
+    assert layernorm_golden(one, [77], None, [64], [-9])[0] == -9        # H = 1
+    extremes = [np.full(48, -(1 << 31)), np.where(np.arange(48) % 3, (1 << 31) - 1, -(1 << 31))]
+    g16 = rng.integers(-32768, 32768, 48)
+    b16 = rng.integers(-32768, 32768, 48)
+    for x in extremes:
+        ref = layernorm_reference_int8(WIDE, x, None, g16, b16)
+        assert np.abs(layernorm_golden(WIDE, x, None, g16, b16) - ref).max() <= 1
+
+
+def test_cycle_model():
+    # One vector: n beats in, the statistics latency, n beats out.
+    assert layernorm_cycles(SMALL, [64]) == 16 + LN_STATS_LATENCY + LN_OUT_LATENCY + 15
+    # Non-decreasing lengths: the inputs back to back, then the last vector's output.
+    assert layernorm_cycles(SMALL, [8, 64, 64]) == 34 + LN_STATS_LATENCY + LN_OUT_LATENCY + 15
+    # A short vector after a long one waits for the long one's output.
+    assert layernorm_cycles(SMALL, [64, 4]) == 32 + LN_STATS_LATENCY + LN_OUT_LATENCY
+    with pytest.raises(ValueError, match=r"^vector length 6 is not a multiple of lanes=4"):
+        layernorm_cycles(SMALL, [6])
