@@ -66,11 +66,16 @@ def columns(*cells):
     return table
 
 
-def add_bench_out(sub, block, *, synth=None):
-    """``bench BLOCK``'s ``--out DIR`` (default ``bench-BLOCK``) and, given
-    its help text, ``--no-synth``."""
+def add_bench_out(sub, block, size=None, *, synth=None):
+    """``bench BLOCK``'s ``--out DIR`` (default ``bench-BLOCK``); ``size``,
+    the flag of a run's size: ``(flag, default, limit, why the limit, help)``;
+    given its help text, ``--no-synth``."""
     sub.add_argument("--out", default=f"bench-{block}", metavar="DIR",
                      help=f"output directory (default bench-{block})")
+    if size:
+        flag, default, limit, why, text = size
+        sub.add_argument(flag, type=bounded_int(limit, why), default=default,
+                         help=f"{text} (default {default})")
     if synth:
         sub.add_argument("--no-synth", action="store_true", help=synth)
 
@@ -186,9 +191,7 @@ def bench_systolic(out_dir, *, sizes=(4, 8, 16), ks=(64, 768), tiles=16, emit_on
 
 def add_bench_args(sub):
     """``bench systolic``'s flags."""
-    add_bench_out(sub, "systolic")
-    sub.add_argument("--tiles", type=bounded_int(4096, "tiles of one run"), default=16,
-                     help="tiles per run (default 16)")
+    add_bench_out(sub, "systolic", ("--tiles", 16, 4096, "tiles of one run", "tiles per run"))
 
 
 def bench(args):

@@ -1,9 +1,12 @@
 """The registry of blocks: one :class:`~bertforge.generators.block.Block` per
 block, the only list of what exists. ``generate``, ``sim``, ``bench`` and
 ``presets`` are built from it; adding a block is one entry here (see the
-README, "Adding a block")."""
+README, "Adding a block").
 
-import dataclasses
+A block's models, testbench and command-line functions are named by
+``"module:function"`` and imported when first called (:func:`_sim`,
+:func:`_gen`), so that ``bertforge presets`` or ``--help`` loads none of
+them; the config classes, components and presets are the entries' own."""
 
 from bertforge.rtl.butterfly import ButterflyConfig, ButterflyEngine
 from bertforge.rtl.encoder import EncoderConfig, EncoderTop
@@ -14,201 +17,162 @@ from bertforge.rtl.softmax import Softmax, SoftmaxConfig
 from bertforge.rtl.sparse import SparseArray, SparseConfig
 from bertforge.rtl.sparse_engine import SparseEngine, SparseEngineConfig
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
-from bertforge.sim import (butterfly_cycles, butterfly_golden, encoder_cycles, encoder_golden, gelu_cycles,
-                           gelu_golden, gemm_cycles, gemm_golden, layernorm_cycles, layernorm_golden,
-                           softmax_cycles, softmax_golden, sparse_cycles, sparse_engine_cycles,
-                           sparse_engine_golden, sparse_golden, systolic_cycles, systolic_golden)
-from bertforge.sim.encoder_harness import encoder_harness_verilog
-from bertforge.sim.gemm_harness import harness_verilog
-from bertforge.sim.sparse_engine_harness import sparse_harness_verilog
-from . import (bench, boards_bench, butterfly_sim, encoder_sim, gelu_sim, gemm_bench, gemm_sim,
-               layernorm_sim, norm_bench, softmax_sim, sparse_bench, sparse_sim, systolic_sim)
-from .block import Block
 from . import board_design
+from .block import Block, lazy
 
 __all__ = ["BLOCKS", "PRESETS"]
 
-_systolic = SystolicConfig()
+
+def _sim(path):
+    """``"module:function"`` of :mod:`bertforge.sim`, imported when called."""
+    return lazy(f"bertforge.sim.{path}")
+
+
+def _gen(path):
+    """``"module:function"`` of :mod:`bertforge.generators`, imported when called."""
+    return lazy(f"bertforge.generators.{path}")
+
+
+def _presets(config, presets):
+    """Preset name -> config: "default" first, then ``presets`` (name ->
+    the fields that differ from the default); none without ``presets``."""
+    if presets is None:
+        return {}
+    return {"default": config(), **{name: config(**fields) for name, fields in presets.items()}}
+
+
+def _simulated(name, *, config, presets=None, golden=None, cycles=None, bench=None, functions=(),
+               **fields):
+    """A block with the usual files: its golden and cycle models
+    (``sim/<name>_golden.py``, ``sim/<name>_cycles.py``; functions
+    ``<name>_golden`` and ``<name>_cycles`` unless named), its testbench
+    ``sim/<name>_tb.py``, and ``generators/<name>_sim.py`` with
+    ``add_sim_args``, ``random_stimulus``, ``user_stimulus`` (when it takes
+    ``user_files``), ``run`` and the other ``functions``; ``bench`` names
+    the module of its ``add_bench_args`` and ``bench`` (default
+    ``<name>_sim``); ``presets`` as :func:`_presets` takes them."""
+    module, bench = f"{name}_sim", bench or f"{name}_sim"
+    own = ("add_sim_args", "random_stimulus", "run", *functions)
+    own += ("user_stimulus",) if fields.get("user_files") else ()
+    return Block(
+        name=name, config=config, testbench=f"bertforge.sim.{name}_tb",
+        presets=_presets(config, presets),
+        golden=_sim(f"{name}_golden:{golden or f'{name}_golden'}"),
+        cycles=_sim(f"{name}_cycles:{cycles or f'{name}_cycles'}"),
+        **{function: _gen(f"{module}:{function}") for function in own},
+        add_bench_args=_gen(f"{bench}:add_bench_args"), bench=_gen(f"{bench}:bench"), **fields)
+
+
+#: The array presets of the systolic array and the GEMM engine.
+_ARRAYS = {"os-8x8": dict(rows=8, cols=8), "ws-8x8": dict(rows=8, cols=8, dataflow="ws"),
+           "os-16x16": dict(rows=16, cols=16), "ws-16x16": dict(rows=16, cols=16, dataflow="ws")}
 _CYCLES = ("cycles", "model_cycles", "ideal_cycles")
 _RUN = _CYCLES + ("utilization", "match", "mismatches", "stalls")
 _STREAM = _RUN + ("elements_per_cycle", "max_abs_err", "mean_abs_err")
 _ERRORS = _CYCLES + ("max_abs_err", "mean_abs_err")
 _DENSE = ("dense_cycles", "dense_model_cycles", "dense_match", "speedup_vs_dense")
+_ENGINE = ("bound", "model_exact", "sim_cycles_per_second")
+#: Result keys of ``sim encoder`` besides the block, design, config, model, seq and seed.
+_ENCODER = ("hardware", "stalls", "commands", "cycles", "predicted_cycles", "difference",
+            "classes", "operations", "match", "mismatches", "passed", "max_error",
+            "output_lsb", "cosine", "sim_seconds", "sim_cycles_per_second", "waves", "notes")
 
 BLOCKS = {block.name: block for block in [
-    Block(
-        name="systolic", help="tiles back to back through a systolic array",
+    _simulated(
+        "systolic", help="tiles back to back through a systolic array",
         config=SystolicConfig, component=SystolicArray,
-        presets={
-            "default": _systolic,
-            "tiny": dataclasses.replace(_systolic, rows=2, cols=2),
-            "os-8x8": dataclasses.replace(_systolic, rows=8, cols=8),
-            "ws-8x8": dataclasses.replace(_systolic, rows=8, cols=8, dataflow="ws"),
-            "os-16x16": dataclasses.replace(_systolic, rows=16, cols=16),
-            "ws-16x16": dataclasses.replace(_systolic, rows=16, cols=16, dataflow="ws"),
-            "int16-4x4": dataclasses.replace(_systolic, width=16),
-        },
-        golden=systolic_golden.systolic_golden, cycles=systolic_cycles.systolic_cycles,
-        testbench="bertforge.sim.systolic_tb",
-        add_sim_args=systolic_sim.add_sim_args, user_files=("a", "b", "out"),
-        random_stimulus=systolic_sim.random_stimulus, user_stimulus=systolic_sim.user_stimulus,
-        run=systolic_sim.run, summary_keys=_RUN,
-        bench_help="4x4, 8x8, 16x16, both dataflows, K = 64 and 768",
-        add_bench_args=bench.add_bench_args, bench=bench.bench,
+        presets={"tiny": dict(rows=2, cols=2), **_ARRAYS, "int16-4x4": dict(width=16)},
+        user_files=("a", "b", "out"), summary_keys=_RUN,
+        bench="bench", bench_help="4x4, 8x8, 16x16, both dataflows, K = 64 and 768",
         board=board_design.SYSTOLIC,
     ),
-    Block(
-        name="gemm", help="one GEMM command through the engine (harness memory in HDL)",
-        config=GemmConfig, component=GemmEngine, harness=harness_verilog,
-        presets={
-            "default": GemmConfig(),
-            "tiny": GemmConfig(rows=2, cols=2, mem_width=64, k_chunk=32, m_tile=16),
-            "os-8x8": GemmConfig(rows=8, cols=8),
-            "ws-8x8": GemmConfig(rows=8, cols=8, dataflow="ws"),
-            "os-16x16": GemmConfig(rows=16, cols=16),
-            "ws-16x16": GemmConfig(rows=16, cols=16, dataflow="ws"),
-        },
-        golden=gemm_golden.gemm_golden, cycles=gemm_cycles.gemm_cycles,
-        testbench="bertforge.sim.gemm_tb",
-        add_sim_args=gemm_sim.add_sim_args,
-        user_files=("a", "b", "out"), random_stimulus=gemm_sim.random_stimulus,
-        user_stimulus=gemm_sim.user_stimulus, run=gemm_sim.run,
-        summary_keys=_RUN + ("bound", "model_exact", "sim_cycles_per_second"),
-        bench_help="BERT-base GEMMs (seq 128) on 8x8 and 16x16, both dataflows",
-        add_bench_args=gemm_bench.add_bench_args, bench=gemm_bench.bench,
+    _simulated(
+        "gemm", help="one GEMM command through the engine (harness memory in HDL)",
+        config=GemmConfig, component=GemmEngine, harness=_sim("gemm_harness:harness_verilog"),
+        presets={"tiny": dict(rows=2, cols=2, mem_width=64, k_chunk=32, m_tile=16), **_ARRAYS},
+        user_files=("a", "b", "out"), summary_keys=_RUN + _ENGINE,
+        bench="gemm_bench", bench_help="BERT-base GEMMs (seq 128) on 8x8 and 16x16, both dataflows",
         board=board_design.GEMM,
     ),
-    Block(
-        name="sparse", help="an N:M sparse GEMM as tiles on the N:M sparse array, "
-                            "and the same GEMM in dense mode",
+    _simulated(
+        "sparse", help="an N:M sparse GEMM as tiles on the N:M sparse array, "
+                       "and the same GEMM in dense mode",
         config=SparseConfig, component=SparseArray,
-        presets={
-            "default": SparseConfig(),
-            "tiny": SparseConfig(rows=2, cols=2, m_max=4),
-            "8x8-m8": SparseConfig(rows=8, cols=8, m_max=8),
-            "8x8-m16": SparseConfig(rows=8, cols=8, m_max=16),
-            "16x16-m8": SparseConfig(rows=16, cols=16, m_max=8),
-        },
-        golden=sparse_golden.nm_tile_golden, cycles=sparse_cycles.nm_gemm_cycles,
-        testbench="bertforge.sim.sparse_tb",
-        add_sim_args=sparse_sim.add_sim_args, user_files=("a", "b", "out"),
-        random_stimulus=sparse_sim.random_stimulus, user_stimulus=sparse_sim.user_stimulus,
-        run=sparse_sim.run,
-        summary_keys=_RUN + ("bound", "model_exact", "sim_cycles_per_second") + _DENSE,
+        presets={"tiny": dict(rows=2, cols=2, m_max=4), "8x8-m8": dict(rows=8, cols=8, m_max=8),
+                 "8x8-m16": dict(rows=8, cols=8, m_max=16), "16x16-m8": dict(rows=16, cols=16, m_max=8)},
+        golden="nm_tile_golden", cycles="nm_gemm_cycles",
+        user_files=("a", "b", "out"), summary_keys=_RUN + _ENGINE + _DENSE,
         report_keys=_CYCLES + ("dense_cycles", "speedup_vs_dense"),
-        bench_help="1:4, 2:4, 2:8, 4:8, 1:8 and dense on 8x8 (m_max 8): speedups, and LUTs "
-                   "against the dense array",
-        add_bench_args=sparse_bench.add_bench_args, bench=sparse_bench.bench,
+        bench="sparse_bench", bench_help="1:4, 2:4, 2:8, 4:8, 1:8 and dense on 8x8 (m_max 8): "
+                                         "speedups, and LUTs against the dense array",
         board=board_design.SPARSE,
     ),
     Block(
         name="sparse_engine", help="the sparse GEMM engine (simulated by: sim sparse --engine)",
-        config=SparseEngineConfig, component=SparseEngine, harness=sparse_harness_verilog,
+        config=SparseEngineConfig, component=SparseEngine,
+        harness=_sim("sparse_engine_harness:sparse_harness_verilog"),
         presets={"default": SparseEngineConfig()},
-        golden=sparse_engine_golden.run_sparse_commands, cycles=sparse_engine_cycles.sparse_engine_cycles,
+        golden=_sim("sparse_engine_golden:run_sparse_commands"),
+        cycles=_sim("sparse_engine_cycles:sparse_engine_cycles"),
         testbench="bertforge.sim.sparse_engine_tb",
-        board=None,
     ),
-    Block(
-        name="butterfly", help="butterfly linear layers or FFTs on a batch of vectors",
+    _simulated(
+        "butterfly", help="butterfly linear layers or FFTs on a batch of vectors",
         config=ButterflyConfig, component=ButterflyEngine,
-        presets={
-            "default": ButterflyConfig(),
-            "n256-l2": ButterflyConfig(n_max=256, lanes=2),
-            "n256-l8": ButterflyConfig(n_max=256, lanes=8),
-            "n1024-l16": ButterflyConfig(n_max=1024, lanes=16),
-            "int8": ButterflyConfig(width=8, weight_width=8),
-        },
-        golden=butterfly_golden.butterfly_fft, cycles=butterfly_cycles.butterfly_cycles,
-        testbench="bertforge.sim.butterfly_tb",
-        add_sim_args=butterfly_sim.add_sim_args, user_files=("x", "out", "weights", "x_im"),
-        random_stimulus=butterfly_sim.random_stimulus, user_stimulus=butterfly_sim.user_stimulus,
-        run=butterfly_sim.run, summary_keys=_RUN + ("sqnr_db",),
+        presets={"n256-l2": dict(n_max=256, lanes=2), "n256-l8": dict(n_max=256, lanes=8),
+                 "n1024-l16": dict(n_max=1024, lanes=16), "int8": dict(width=8, weight_width=8)},
+        golden="butterfly_fft",
+        user_files=("x", "out", "weights", "x_im"), summary_keys=_RUN + ("sqnr_db",),
         report_keys=_CYCLES + ("sqnr_db",),
         bench_help="n = 64, 256, 1024 on n_max = 1024, lanes 1, 4, 16, linear and fft, batch 128",
-        add_bench_args=butterfly_sim.add_bench_args, bench=butterfly_sim.bench,
         board=board_design.BUTTERFLY,
     ),
-    Block(
-        name="softmax", help="softmax rows back to back through the softmax unit",
+    _simulated(
+        "softmax", help="softmax rows back to back through the softmax unit",
         config=SoftmaxConfig, component=Softmax,
-        presets={
-            "default": SoftmaxConfig(),
-            "lanes1": SoftmaxConfig(lanes=1),
-            "lanes16": SoftmaxConfig(lanes=16),
-            "int16": SoftmaxConfig(in_width=16, out_width=16),
-            "seq512": SoftmaxConfig(lanes=16, l_max=512),
-        },
-        golden=softmax_golden.softmax_golden, cycles=softmax_cycles.softmax_cycles,
-        testbench="bertforge.sim.softmax_tb",
-        add_sim_args=softmax_sim.add_sim_args, user_files=("x", "out", "x_mask", "scale"),
-        random_stimulus=softmax_sim.random_stimulus, user_stimulus=softmax_sim.user_stimulus,
-        run=softmax_sim.run, summary_keys=_STREAM, report_keys=_ERRORS,
+        presets={"lanes1": dict(lanes=1), "lanes16": dict(lanes=16),
+                 "int16": dict(in_width=16, out_width=16), "seq512": dict(lanes=16, l_max=512)},
+        user_files=("x", "out", "x_mask", "scale"), summary_keys=_STREAM, report_keys=_ERRORS,
         bench_help="BERT-base softmax rows (128) at 1, 4 and 16 lanes",
-        add_bench_args=softmax_sim.add_bench_args, bench=softmax_sim.bench,
         board=board_design.SOFTMAX,
     ),
-    Block(
-        name="layernorm", help="LayerNorm(x + r) over vectors back to back",
+    _simulated(
+        "layernorm", help="LayerNorm(x + r) over vectors back to back",
         config=LayerNormConfig, component=LayerNorm,
-        presets={
-            "default": LayerNormConfig(),
-            "lanes4": LayerNormConfig(lanes=4),
-            "lanes16": LayerNormConfig(lanes=16),
-            "int32": LayerNormConfig(lanes=16, in_width=32, h_max=1024),
-            "no-residual": LayerNormConfig(add_residual=False),
-        },
-        golden=layernorm_golden.layernorm_golden, cycles=layernorm_cycles.layernorm_cycles,
-        testbench="bertforge.sim.layernorm_tb",
-        make_config=layernorm_sim.make_config, add_sim_args=layernorm_sim.add_sim_args,
-        user_files=("x", "out", "residual_file", "gamma", "beta"),
-        random_stimulus=layernorm_sim.random_stimulus, user_stimulus=layernorm_sim.user_stimulus,
-        run=layernorm_sim.run, summary_keys=_STREAM + ("max_abs_err_real",), report_keys=_ERRORS,
+        presets={"lanes4": dict(lanes=4), "lanes16": dict(lanes=16),
+                 "int32": dict(lanes=16, in_width=32, h_max=1024),
+                 "no-residual": dict(add_residual=False)},
+        functions=("make_config",), user_files=("x", "out", "residual_file", "gamma", "beta"),
+        summary_keys=_STREAM + ("max_abs_err_real",), report_keys=_ERRORS,
         bench_help="LayerNorm over BERT-base 128 x 768, lanes 1, 4, 16",
-        add_bench_args=layernorm_sim.add_bench_args, bench=layernorm_sim.bench,
         board=board_design.LAYERNORM,
     ),
-    Block(
-        name="gelu", help="elementwise GELU over rows back to back",
+    _simulated(
+        "gelu", help="elementwise GELU over rows back to back",
         config=GeluConfig, component=Gelu,
-        presets={
-            "default": GeluConfig(),
-            "lanes4": GeluConfig(lanes=4),
-            "lanes16": GeluConfig(lanes=16),
-            "int16": GeluConfig(in_width=16, out_width=16, in_mult=1, out_shift=3),
-        },
-        golden=gelu_golden.gelu_golden, cycles=gelu_cycles.gelu_cycles,
-        testbench="bertforge.sim.gelu_tb",
-        make_config=gelu_sim.make_config, add_sim_args=gelu_sim.add_sim_args,
-        user_files=("x", "out"), random_stimulus=gelu_sim.random_stimulus,
-        user_stimulus=gelu_sim.user_stimulus, run=gelu_sim.run,
+        presets={"lanes4": dict(lanes=4), "lanes16": dict(lanes=16),
+                 "int16": dict(in_width=16, out_width=16, in_mult=1, out_shift=3)},
+        functions=("make_config",), user_files=("x", "out"),
         summary_keys=_STREAM, report_keys=_ERRORS,
         bench_help="GELU over BERT-base 128 x 3072, lanes 1, 4, 16",
-        add_bench_args=gelu_sim.add_bench_args, bench=gelu_sim.bench,
         board=board_design.GELU,
     ),
-    Block(
-        name="encoder", help="one BERT encoder layer on GEMM + softmax + layernorm + GELU",
-        config=EncoderConfig, component=EncoderTop, harness=encoder_harness_verilog,
-        golden=encoder_golden.encoder_golden, cycles=encoder_cycles.operation_gap,
-        testbench="bertforge.sim.encoder_tb",
-        make_config=encoder_sim.make_config, add_config_args=encoder_sim.add_config_args,
-        add_sim_args=encoder_sim.add_sim_args, random_stimulus=encoder_sim.random_stimulus,
-        run=encoder_sim.run, summary_keys=encoder_sim.SUMMARY_KEYS,
-        report=encoder_sim.report, check=encoder_sim.check,
+    _simulated(
+        "encoder", help="one BERT encoder layer on GEMM + softmax + layernorm + GELU",
+        config=EncoderConfig, component=EncoderTop,
+        harness=_sim("encoder_harness:encoder_harness_verilog"), cycles="operation_gap",
+        functions=("make_config", "add_config_args", "report", "check"), summary_keys=_ENCODER,
         bench_help="the tiny encoder layer at several sequence lengths",
-        add_bench_args=encoder_sim.add_bench_args, bench=encoder_sim.bench,
-        board=None,
     ),
     Block(
         name="norm", help="softmax, layernorm and GELU at BERT-base sizes, lanes 1, 4, 16",
         bench_help="softmax, layernorm and GELU at BERT-base sizes, lanes 1, 4, 16",
-        add_bench_args=norm_bench.add_bench_args, bench=norm_bench.bench,
+        add_bench_args=_gen("norm_bench:add_bench_args"), bench=_gen("norm_bench:bench"),
     ),
     Block(
         name="boards", help="largest systolic array per board; sizes 2x2..16x16 on ULX3S",
         bench_help="largest systolic array per board; sizes 2x2..16x16 on ULX3S",
-        add_bench_args=boards_bench.add_bench_args, bench=boards_bench.run_bench,
+        add_bench_args=_gen("board_bench:add_bench_args"), bench=_gen("board_bench:run_bench"),
     ),
 ]}
 

@@ -15,15 +15,10 @@ from typing import Callable
 
 import numpy as np
 
-from bertforge.boards.butterfly_top import ButterflyBoardTop, ButterflyTopConfig
-from bertforge.boards.gemm_top import GemmBoardTop, GemmTopConfig, board_engine_config
-from bertforge.boards.sparse_top import SparseBoardTop, SparseTopConfig
-from bertforge.boards.norm_top import NormBoardTop, NormTopConfig
-from bertforge.boards.systolic_top import SystolicBoardTop, SystolicTopConfig
-from bertforge.boards.targets import ARRAY_MULTIPLY
 from bertforge.rtl.gelu import Gelu
 from bertforge.rtl.layernorm import LayerNorm
 from bertforge.rtl.softmax import Softmax
+from .block import lazy
 from .cli_common import (CliError, config_from_args, config_overrides, load_int_matrix, positive_float,
                          save_npy_atomic)
 
@@ -86,6 +81,8 @@ def _depth(args, target, least):
 
 
 def _systolic_top_config(design_id, args, clock_mhz, target):
+    from bertforge.boards.systolic_top import SystolicTopConfig
+    from bertforge.boards.targets import ARRAY_MULTIPLY
     array = _with_dsps(config_from_args("systolic", args), target)
     if (target.family in ARRAY_MULTIPLY and args.cfg_multiply_stages is None
             and args.cfg_multiplier_cell is None and array.multiply_stages == 1):
@@ -97,18 +94,21 @@ def _systolic_top_config(design_id, args, clock_mhz, target):
 
 
 def _sparse_top_config(design_id, args, clock_mhz, target):
+    from bertforge.boards.sparse_top import SparseTopConfig
     array = _with_dsps(config_from_args("sparse", args), target)
     return SparseTopConfig(array=array, divisor=_divisor(clock_mhz), k_max=_k_max(args),
                            design_id=design_id)
 
 
 def _butterfly_top_config(design_id, args, clock_mhz, target):
+    from bertforge.boards.butterfly_top import ButterflyTopConfig
     engine = config_from_args("butterfly", args)
     return ButterflyTopConfig(engine=engine, divisor=_divisor(clock_mhz),
                               depth=_depth(args, target, engine.n_max), design_id=design_id)
 
 
 def _gemm_top_config(design_id, args, clock_mhz, target):
+    from bertforge.boards.gemm_top import GemmTopConfig, board_engine_config
     # --max-dsp (a SystolicConfig field) sets the GEMM top's max_dsp.
     max_dsp = args.cfg_max_dsp if args.cfg_max_dsp is not None else target.dsp_count
     args = argparse.Namespace(**{**vars(args), "cfg_max_dsp": None})
@@ -128,6 +128,7 @@ def _gemm_top_config(design_id, args, clock_mhz, target):
 
 
 def _norm_top_config(component, design_id, args, clock_mhz, target):
+    from bertforge.boards.norm_top import NormTopConfig
     unit = config_from_args(component.__module__.rpartition(".")[2], args)
     return NormTopConfig(unit=unit, component=component, design_id=design_id,
                            divisor=_divisor(clock_mhz),
@@ -211,6 +212,7 @@ def _gemm_run_args(parser):
 
 
 def _run_gemm(args, target, saved):
+    from bertforge.boards.gemm_top import GemmTopConfig
     from bertforge.boards.host import gemm_board_layout, run_gemm
     from bertforge.rtl.gemm import GemmConfig
     config = GemmTopConfig(**{**saved, "engine": GemmConfig(**saved["engine"])})
@@ -232,6 +234,7 @@ def _run_gemm(args, target, saved):
 
 def _run_systolic(args, target, saved):
     from bertforge.boards.host import systolic_result_from_bytes, systolic_tile_bytes
+    from bertforge.boards.systolic_top import SystolicTopConfig
     from bertforge.rtl.systolic import SystolicConfig
     from .systolic_sim import user_tile
     config = SystolicTopConfig(**{**saved, "array": SystolicConfig(**saved["array"])})
@@ -265,6 +268,7 @@ def _sparse_run_args(parser):
 
 def _run_sparse(args, target, saved):
     from bertforge.boards.host import run_sparse, sparse_tile_bytes
+    from bertforge.boards.sparse_top import SparseTopConfig
     from bertforge.sim.sparse_golden import check_pattern
     config = SparseTopConfig.from_dict(saved)
     array = config.array
@@ -302,6 +306,7 @@ def _butterfly_run_args(parser):
 def _run_butterfly(args, target, saved):
     from types import SimpleNamespace
 
+    from bertforge.boards.butterfly_top import ButterflyTopConfig
     from bertforge.boards.host import butterfly_images, run_butterfly
     from .butterfly_sim import _linear_params, _user_jobs
     config = ButterflyTopConfig.from_dict(saved)
@@ -387,6 +392,7 @@ def _layernorm_inputs(args, unit, x):
 
 def _run_stream(args, target, saved):
     from bertforge.boards import host
+    from bertforge.boards.norm_top import NormTopConfig
     if "component" not in saved:
         raise CliError("this build is from an older bertforge (its report names no unit "
                        "component): build it again")
@@ -424,19 +430,19 @@ def _run_stream(args, target, saved):
 def _stream_design(name, design_id, component, add_run_args):
     return BoardDesign(
         name=name, design_id=design_id, help=f"the {name} unit (boards/norm_top.py)",
-        top_config=functools.partial(_norm_top_config, component), top=NormBoardTop,
+        top_config=functools.partial(_norm_top_config, component), top=lazy("bertforge.boards.norm_top:NormBoardTop"),
         per_cycle=lambda top_config: top_config.unit.lanes, elements=True,
         add_run_args=add_run_args, run=_run_stream, build_flags=("depth",))
 
 
 SYSTOLIC = BoardDesign(
     name="systolic", design_id=1, help="a systolic array tile (boards/systolic_top.py)",
-    top_config=_systolic_top_config, top=SystolicBoardTop, per_cycle=_array_macs,
+    top_config=_systolic_top_config, top=lazy("bertforge.boards.systolic_top:SystolicBoardTop"), per_cycle=_array_macs,
     add_run_args=lambda parser: _add_ab(parser, "B"), run=_run_systolic,
     build_flags=("k_max",))
 GEMM = BoardDesign(
     name="gemm", design_id=2, help="the GEMM engine (boards/gemm_top.py)",
-    top_config=_gemm_top_config, top=GemmBoardTop,
+    top_config=_gemm_top_config, top=lazy("bertforge.boards.gemm_top:GemmBoardTop"),
     per_cycle=lambda top_config: top_config.engine.rows * top_config.engine.cols,
     add_run_args=_gemm_run_args, run=_run_gemm, build_flags=("mem_kib",))
 SOFTMAX = _stream_design("softmax", 3, Softmax, _softmax_run_args)
@@ -444,10 +450,10 @@ LAYERNORM = _stream_design("layernorm", 4, LayerNorm, _layernorm_run_args)
 GELU = _stream_design("gelu", 5, Gelu, _add_x)
 SPARSE = BoardDesign(
     name="sparse", design_id=6, help="an N:M sparse array tile (boards/sparse_top.py)",
-    top_config=_sparse_top_config, top=SparseBoardTop, per_cycle=_array_macs,
+    top_config=_sparse_top_config, top=lazy("bertforge.boards.sparse_top:SparseBoardTop"), per_cycle=_array_macs,
     add_run_args=_sparse_run_args, run=_run_sparse, build_flags=("k_max",))
 BUTTERFLY = BoardDesign(
     name="butterfly", design_id=7, help="the butterfly engine (boards/butterfly_top.py)",
-    top_config=_butterfly_top_config, top=ButterflyBoardTop,
+    top_config=_butterfly_top_config, top=lazy("bertforge.boards.butterfly_top:ButterflyBoardTop"),
     per_cycle=lambda top_config: 4 * top_config.engine.lanes,   # four multipliers per lane
     add_run_args=_butterfly_run_args, run=_run_butterfly, build_flags=("depth",))

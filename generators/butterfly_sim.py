@@ -82,9 +82,8 @@ def add_sim_args(sub):
 
 
 def add_bench_args(sub):
-    add_bench_out(sub, "butterfly")
-    sub.add_argument("--batch", type=bounded_int(MAX_BATCH, "vectors of one run"), default=128,
-                     help="vectors per run (default 128)")
+    add_bench_out(sub, "butterfly", ("--batch", 128, MAX_BATCH, "vectors of one run",
+                                     "vectors per run"))
 
 
 def _user_jobs(config, args):

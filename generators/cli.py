@@ -25,7 +25,6 @@ from bertforge.rtl.errors import BertforgeError
 from . import analyze_cli, board_cli
 from .blocks import BLOCKS, PRESETS
 from .cli_common import CliError, add_config_flags, add_sim_flags
-from .emit import write_design
 
 __all__ = ["main", "build_parser"]
 
@@ -83,6 +82,7 @@ def _add_config_args(sub, block):
 
 
 def cmd_generate(args):
+    from .emit import write_design
     from .simulate import block_config
     config = block_config(BLOCKS[args.block], args)
     verilog_path, sidecar_path = write_design(config, args.out)

@@ -105,6 +105,7 @@ def write_design(config, directory):
     verilog_path = directory / f"{config.name}.v"
     sidecar_path = directory / f"{config.name}.json"
     component = component_for(config)
+    component._MustUse__silence = True   # built for its ports only; the Verilog is cached
     text = cached_verilog(config)
     sidecar = {"block": type(config).__name__, "module": config.name,
                "config": config.to_dict(), "ports": port_list(component)}

@@ -166,12 +166,6 @@ def run(config, stimulus, args):
                        stall=args.stall, waves=args.waves, quiet=args.json)
 
 
-#: Result keys of ``sim encoder`` besides the block, design, config, model, seq and seed.
-SUMMARY_KEYS = ("hardware", "stalls", "commands", "cycles", "predicted_cycles", "difference",
-                "classes", "operations", "match", "mismatches", "passed", "max_error",
-                "output_lsb", "cosine", "sim_seconds", "sim_cycles_per_second", "waves", "notes")
-
-
 def report(result, as_json):
     if as_json:
         print(json.dumps(result, indent=2, sort_keys=True))

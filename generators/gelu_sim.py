@@ -8,7 +8,7 @@ import numpy as np
 from bertforge.rtl.errors import ParameterError
 from .bench import (CYCLE_COLUMNS, ECP5_COLUMNS, ECP5_NOTE, PACE_NOTE, add_bench_out,
                     bert_base_gemm_cycles, columns, ecp5_fields, measured, write_results)
-from .cli_common import CliError, bounded_int, config_from_args, load_int_matrix, positive_float, positive_int
+from .cli_common import CliError, config_from_args, load_int_matrix, positive_float, positive_int
 from .simulate import make_stimulus, simulate
 
 __all__ = ["simulate_gelu", "random_gelu_input", "bench_gelu"]
@@ -57,9 +57,8 @@ def add_sim_args(sub):
 
 
 def add_bench_args(sub):
-    add_bench_out(sub, "gelu", synth="skip ECP5 synthesis counts")
-    sub.add_argument("--rows", type=bounded_int(4096, "rows of 3072 in one run"), default=128,
-                     help="rows of 3072 (default 128)")
+    add_bench_out(sub, "gelu", ("--rows", 128, 4096, "rows of 3072 in one run", "rows of 3072"),
+                  synth="skip ECP5 synthesis counts")
 
 
 def _scaled_config(config, args):

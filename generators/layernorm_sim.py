@@ -106,9 +106,8 @@ def add_sim_args(sub):
 
 
 def add_bench_args(sub):
-    add_bench_out(sub, "layernorm", synth="skip ECP5 synthesis counts")
-    sub.add_argument("--vectors", type=bounded_int(MAX_VECTORS, "vectors of one run"), default=128,
-                     help="vectors of 768 (default 128)")
+    add_bench_out(sub, "layernorm", ("--vectors", 128, MAX_VECTORS, "vectors of one run",
+                                     "vectors of 768"), synth="skip ECP5 synthesis counts")
 
 
 def _user_data(config, args):

@@ -3,14 +3,13 @@
 and 16 lanes, in one table."""
 
 from .bench import add_bench_out, columns, measured, write_results
-from .cli_common import bounded_int, int_list
+from .cli_common import int_list
 
 
 def add_bench_args(sub):
-    add_bench_out(sub, "norm", synth="skip the ECP5 synthesis counts")
+    add_bench_out(sub, "norm", ("--softmax-rows", 512, 1 << 16, "rows of one run",
+                                "softmax rows of 128 to run"), synth="skip the ECP5 synthesis counts")
     sub.add_argument("--lanes", default="1,4,16", help="comma-separated lane counts (default 1,4,16)")
-    sub.add_argument("--softmax-rows", type=bounded_int(1 << 16, "rows of one run"), default=512,
-                     help="softmax rows of 128 to run (default 512)")
 
 
 def _common(row, block, error_unit, pace_key):

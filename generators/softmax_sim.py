@@ -229,9 +229,8 @@ def add_sim_args(sub):
 
 
 def add_bench_args(sub):
-    add_bench_out(sub, "softmax", synth="skip ECP5 synthesis")
-    sub.add_argument("--rows", type=bounded_int(MAX_ROWS, "rows of one run"), default=512,
-                     help="rows per run (default 512)")
+    add_bench_out(sub, "softmax", ("--rows", 512, MAX_ROWS, "rows of one run", "rows per run"),
+                  synth="skip ECP5 synthesis")
 
 
 def _load_mask(path, shape):

@@ -3,8 +3,6 @@ in a memory image, run :mod:`bertforge.sim.sparse_engine_tb` on the emitted
 :class:`~bertforge.sim.sparse_engine_harness.SparseEngineHarness`, read the
 results back."""
 
-import numpy as np
-
 from bertforge.sim.sparse_engine_harness import sparse_harness_verilog
 from bertforge.sim.sparse_golden import check_compressed, compress_nm, prune_nm
 from .cli_common import CliError

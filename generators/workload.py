@@ -58,12 +58,12 @@ class Operation:
     name: str
     kind: str
     count: int
-    m: int = 0
+    m: int = 0              # gemm: M x K times K x N
     k: int = 0
     n: int = 0
-    rows: int = 0
+    rows: int = 0           # the other kinds: rows x length elements
     length: int = 0
-    passes: int = 0
+    passes: int = 0         # other: reads + writes of each element
     int8_out: bool = True
     sparse_weights: bool = False
 

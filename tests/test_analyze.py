@@ -40,21 +40,6 @@ def test_analysis_uses_the_unit_cycle_models():
     assert 0.5 < gemm["utilization"] <= 1.0
 
 
-@pytest.mark.parametrize("text, message", [
-    ("[gemm]\nrows = 0\n", "[gemm] rows must be a positive integer, not 0"),
-    ("[gemmm]\n", "unknown section [gemmm]"),
-    ("[softmax]\nwidth = 3\n", "unknown softmax field 'width'"),
-    ("[hardware]\nclock_mhz = -5\n", "clock_mhz must be a positive number, not -5"),
-    ("x = [", "is not valid TOML"),
-])
-def test_bad_hardware_config(text, message, tmp_path):
-    path = tmp_path / "hw.toml"
-    path.write_text(text)
-    with pytest.raises(ConfigError) as error:
-        load_hardware(path)
-    assert message in str(error.value)
-
-
 def test_sequence_longer_than_the_softmax_unit(tmp_path, capsys):
     path = tmp_path / "hw.toml"
     path.write_text("[softmax]\nl_max = 64\n")
@@ -94,6 +79,11 @@ def test_sparse_engine_runs_the_weight_gemms_pruned():
 
 
 @pytest.mark.parametrize("text, message", [
+    ("[gemm]\nrows = 0\n", "[gemm] rows must be a positive integer, not 0"),
+    ("[gemmm]\n", "unknown section [gemmm]"),
+    ("[softmax]\nwidth = 3\n", "unknown softmax field 'width'"),
+    ("[hardware]\nclock_mhz = -5\n", "clock_mhz must be a positive number, not -5"),
+    ("x = [", "is not valid TOML"),
     ('[sparse]\nm_max = 8\n', '[sparse] needs a pattern, like pattern = "2:4"'),
     ('[sparse]\npattern = "2:16"\n', "[sparse] m must be at most m_max = 8, not 16"),
     ('[sparse]\npattern = "2:6"\n', "the sparse engine takes M a power of two, not 6"),
@@ -101,7 +91,7 @@ def test_sparse_engine_runs_the_weight_gemms_pruned():
     ('[sparse]\npattern = "1:2"\ndensity = 1\n', "unknown sparse field 'density'"),
     ('[gemm]\ndataflow = "ws"\n[sparse]\npattern = "1:2"\n', "dataflow must be 'os' for the sparse engine"),
 ])
-def test_bad_sparse_section(text, message, tmp_path):
+def test_bad_hardware_config(text, message, tmp_path):
     path = tmp_path / "hw.toml"
     path.write_text(text)
     with pytest.raises(ConfigError) as error:

@@ -2,18 +2,12 @@
 and the one-line errors for bad input."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from bertforge.generators.cli import main
-
-
-def run_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "bertforge.generators.cli", *args],
-                          capture_output=True, text=True, cwd=cwd)
+from cli_helpers import assert_one_line_error, npy_flags, run_cli
 
 
 def test_generate_is_byte_identical_from_any_directory(tmp_path):
@@ -52,13 +46,7 @@ def test_generate_is_byte_identical_from_any_directory(tmp_path):
     (["sim", "systolic", "--a", "x.npy"], "--a, --b and --out go together"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
-    result = run_cli(*args, cwd=tmp_path)
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("bertforge: error: ")
-    assert message in lines[0]
-    assert "Traceback" not in result.stderr
+    assert_one_line_error(run_cli(*args, cwd=tmp_path), message)
     assert not (tmp_path / "o").exists()
 
 
@@ -114,12 +102,9 @@ def test_sim_user_matrices(dataflow, a_shape, b_shape, dtype, tmp_path, capsys):
     a = rng.integers(info.min, info.max + 1, a_shape, dtype=dtype)
     b = rng.integers(info.min, info.max + 1, b_shape, dtype=dtype)
     a[0, 0], b[0, 0] = info.min, info.min
-    np.save(tmp_path / "a.npy", a)
-    np.save(tmp_path / "b.npy", b)
     width = str(np.iinfo(dtype).bits)
     assert main(["sim", "systolic", "--rows", "2", "--cols", "3", "--dataflow", dataflow,
-                 "--width", width, "--a", str(tmp_path / "a.npy"), "--b", str(tmp_path / "b.npy"),
-                 "--out", str(tmp_path / "c.npy"), "--json"]) == 0
+                 "--width", width, *npy_flags(tmp_path, a=a, b=b), "--json"]) == 0
     c = np.load(tmp_path / "c.npy")
     assert c.dtype == np.int32
     assert np.array_equal(c, a.astype(np.int64) @ b.astype(np.int64))

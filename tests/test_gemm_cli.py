@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from bertforge.generators.cli import main
+from cli_helpers import npy_flags
 
 TINY = ["--preset", "tiny", "--addr-width", "15"]
 
@@ -39,12 +40,9 @@ def test_sim_user_matrices(tmp_path, capsys):
     rng = np.random.default_rng(1)
     a = rng.integers(-128, 128, (9, 33)).astype(np.int8)
     b = rng.integers(-128, 128, (33, 6)).astype(np.int16)
-    np.save(tmp_path / "a.npy", a)
-    np.save(tmp_path / "b.npy", b)
-    out = tmp_path / "c.npy"
-    assert main(["sim", "gemm", *TINY, "--a", str(tmp_path / "a.npy"), "--b", str(tmp_path / "b.npy"),
-                 "--out", str(out), "--mem-latency", "7", "--stall", "0.2", "--gap", "0.2"]) == 0
-    c = np.load(out)
+    assert main(["sim", "gemm", *TINY, *npy_flags(tmp_path, a=a, b=b), "--mem-latency", "7",
+                 "--stall", "0.2", "--gap", "0.2"]) == 0
+    c = np.load(tmp_path / "c.npy")
     assert c.dtype == np.int32
     assert np.array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
     assert "match" in capsys.readouterr().out

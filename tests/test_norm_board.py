@@ -230,7 +230,7 @@ def test_bench_boards_reuses_matching_builds(tmp_path, monkeypatch, capsys):
     (another RTLIL hash) is."""
     from bertforge.boards.systolic_top import SystolicTopConfig
     from bertforge.boards.targets import ARRAY_MULTIPLY
-    from bertforge.generators import boards_bench
+    from bertforge.generators import board_bench
     from bertforge.rtl.systolic import SystolicConfig
     built = []
 
@@ -241,18 +241,18 @@ def test_bench_boards_reuses_matching_builds(tmp_path, monkeypatch, capsys):
         built.append((name, top.config.array.rows))
         out_dir.mkdir(parents=True, exist_ok=True)
         if top.config.array.rows == 16:
-            raise boards_bench.BuildError("nextpnr-ecp5 failed: the design does not fit",
+            raise board_bench.BuildError("nextpnr-ecp5 failed: the design does not fit",
                                           does_not_fit=True)
         if top.config.array.rows == 12:
-            raise boards_bench.BuildError("yosys failed; log: build.log")
+            raise board_bench.BuildError("yosys failed; log: build.log")
         (out_dir / "top.bit").write_bytes(b"bits")
         return {"timing_met": True, "fmax_mhz": 120.0, "peak_gops": 2 * macs_per_cycle * 0.1,
                 "resources": {"LUTs": {"used": 10, "available": 100, "percent": 10.0}},
                 "seconds": 1.0, "bitstream": str(out_dir / "top.bit"),
                 "rtlil_sha256": fake_hash(name, top, clock_mhz)}
 
-    monkeypatch.setattr(boards_bench, "build_board", fake_build)
-    monkeypatch.setattr(boards_bench, "design_sha256", fake_hash)
+    monkeypatch.setattr(board_bench, "build_board", fake_build)
+    monkeypatch.setattr(board_bench, "design_sha256", fake_hash)
     earlier = tmp_path / "ulx3s-85f-4x4"
     earlier.mkdir()
     (earlier / "top.bit").write_bytes(b"bits")
@@ -265,16 +265,16 @@ def test_bench_boards_reuses_matching_builds(tmp_path, monkeypatch, capsys):
               "seconds": 5.0, "bitstream": "/elsewhere/top.bit", "rtlil_sha256": "rtl-4",
               "design": {"name": "systolic", "config": config}}
     (earlier / "report.json").write_text(json.dumps(dict(report, rtlil_sha256="older rtl")))
-    assert boards_bench._reusable(earlier, top_config, "rtl-4") is None
+    assert board_bench._reusable(earlier, top_config, "rtl-4") is None
     (earlier / "report.json").write_text(json.dumps(report))
-    assert boards_bench._reusable(earlier, top_config, "rtl-4") == report
+    assert board_bench._reusable(earlier, top_config, "rtl-4") == report
     # A build from before the config held the design id is the same design.
     old = dict(report, design={"name": "systolic", "config": {
         key: value for key, value in config.items() if key != "design_id"}})
     (earlier / "report.json").write_text(json.dumps(old))
-    assert boards_bench._reusable(earlier, top_config, "rtl-4") == old
+    assert board_bench._reusable(earlier, top_config, "rtl-4") == old
     (earlier / "report.json").write_text(json.dumps(report))
-    rows = boards_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[2, 4])
+    rows = board_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[2, 4])
     assert built == [("ulx3s-85f", 2)]
     assert [(r["size"], r["timing_met"], r["fmax_mhz"]) for r in rows] == [
         ("2x2", True, 120.0), ("4x4", False, 90.0)]
@@ -284,19 +284,19 @@ def test_bench_boards_reuses_matching_builds(tmp_path, monkeypatch, capsys):
     assert "| ulx3s-85f | 2x2 | yes | 120.0 | 100 | met |" in (tmp_path / "bench.md").read_text()
     report["design"]["config"]["divisor"] = 16
     (earlier / "report.json").write_text(json.dumps(report))
-    failed = boards_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[16])
+    failed = board_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[16])
     assert built[-1] == ("ulx3s-85f", 16) and not failed[0]["fits"]
-    again = boards_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[16])
+    again = board_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[16])
     assert len(built) == 2 and again[0]["error"].endswith("the design does not fit")
     for _ in range(2):    # a failure other than not fitting is not remembered
-        killed = boards_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[12])
+        killed = board_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[12])
         assert built[-1] == ("ulx3s-85f", 12) and killed[0]["error"].startswith("yosys failed")
     assert len(built) == 4
     del built[1:]
-    only = boards_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[2, 4, 8], build=False)
+    only = board_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[2, 4, 8], build=False)
     assert len(built) == 1 and [r["size"] for r in only] == ["2x2"]
     assert "not built: ulx3s-85f 4x4, ulx3s-85f 8x8" in (tmp_path / "bench.md").read_text()
-    boards_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[4])
+    board_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[4])
     assert built[-1] == ("ulx3s-85f", 4)
 
 

@@ -7,8 +7,6 @@ on that array by default; the full benchmark (8x8, BERT-base FFN shapes,
 ECP5 synthesis) and its targets are under ``slow``."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,16 +17,12 @@ from bertforge.rtl.sparse import SparseConfig
 from bertforge.rtl.sparse_engine import SparseEngineConfig
 from bertforge.sim.sparse_cycles import nm_gemm_cycles
 from bertforge.sim.sparse_golden import is_nm_sparse, prune_nm
+from cli_helpers import assert_one_line_error, npy_flags, run_cli
 
 ARRAY = ["--rows", "3", "--cols", "4", "--m-max", "8"]
 #: The sparse GEMM engine of test_sparse_engine_verilator.py (TINY: one build).
 ENGINE = ["--rows", "2", "--cols", "2", "--m-max", "8", "--engine", "--mem-width", "64",
           "--k-chunk", "32", "--addr-width", "15"]
-
-
-def run_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "bertforge.generators.cli", *args],
-                          capture_output=True, text=True, cwd=cwd)
 
 
 def test_generate_is_deterministic(tmp_path):
@@ -73,13 +67,9 @@ def test_sim_user_matrices_are_pruned(tmp_path):
     rng = np.random.default_rng(1)
     a = rng.integers(-128, 128, (5, 21)).astype(np.int8)
     b = rng.integers(-128, 128, (21, 6)).astype(np.int16)
-    np.save(tmp_path / "a.npy", a)
-    np.save(tmp_path / "b.npy", b)
-    out = tmp_path / "c.npy"
-    assert main(["sim", "sparse", *ARRAY, "--pattern", "1:4", "--a", str(tmp_path / "a.npy"),
-                 "--b", str(tmp_path / "b.npy"), "--out", str(out), "--gap", "0.2",
-                 "--stall", "0.3"]) == 0
-    c = np.load(out)
+    assert main(["sim", "sparse", *ARRAY, "--pattern", "1:4", *npy_flags(tmp_path, a=a, b=b),
+                 "--gap", "0.2", "--stall", "0.3"]) == 0
+    c = np.load(tmp_path / "c.npy")
     assert c.dtype == np.int32
     assert np.array_equal(c, a.astype(np.int64) @ prune_nm(b, 1, 4))
 
@@ -98,12 +88,9 @@ def test_b_is_pruned_accepts_a_sparse_b_and_refuses_a_dense_one(tmp_path):
     assert np.array_equal(np.load(tmp_path / "c.npy"), a @ pruned)
     bad = run_cli("sim", "sparse", *ARRAY, "--pattern", "3:8", "--a", "a.npy", "--b", "dense.npy",
                   "--out", "bad.npy", "--b-is-pruned", cwd=tmp_path)
-    assert bad.returncode == 2
-    lines = bad.stderr.strip().splitlines()
-    assert len(lines) == 1, bad.stderr
-    assert lines[0] == ("bertforge: error: B (dense.npy) breaks the 3:8 pattern: weights are not 3:8 "
-                        "sparse: group 0 (rows 0..7) of column 0 has 8 non-zeros; prune with "
-                        "prune_nm first")
+    assert_one_line_error(bad, "bertforge: error: B (dense.npy) breaks the 3:8 pattern: weights "
+                               "are not 3:8 sparse: group 0 (rows 0..7) of column 0 has 8 "
+                               "non-zeros; prune with prune_nm first")
     assert not (tmp_path / "bad.npy").exists()
     assert not list(tmp_path.glob("*.tmp"))
 
@@ -122,10 +109,7 @@ def test_sim_engine_json_and_user_matrices(tmp_path, capsys):
     rng = np.random.default_rng(7)
     a = rng.integers(-128, 128, (5, 37))
     b = rng.integers(-128, 128, (37, 6))
-    np.save(tmp_path / "a.npy", a)
-    np.save(tmp_path / "b.npy", b)
-    assert main(["sim", "sparse", *ENGINE, "--pattern", "1:4", "--a", str(tmp_path / "a.npy"),
-                 "--b", str(tmp_path / "b.npy"), "--out", str(tmp_path / "c.npy"),
+    assert main(["sim", "sparse", *ENGINE, "--pattern", "1:4", *npy_flags(tmp_path, a=a, b=b),
                  "--stall", "0.2", "--gap", "0.1"]) == 0
     assert np.array_equal(np.load(tmp_path / "c.npy"), a @ prune_nm(b, 1, 4))
 
@@ -155,12 +139,7 @@ def test_sim_engine_json_and_user_matrices(tmp_path, capsys):
     (["generate", "sparse", "--rows", "0", "-o", "o"], "rows must be a positive integer, not 0"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
-    result = run_cli(*args, cwd=tmp_path)
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("bertforge: error: ")
-    assert message in lines[0]
+    assert_one_line_error(run_cli(*args, cwd=tmp_path), message)
     assert not (tmp_path / "o").exists()
 
 
