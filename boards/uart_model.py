@@ -129,9 +129,15 @@ def read_spec():
         return json.load(f)
 
 
-def save_report(spec, report, link):
-    """Add the bytes the host sent over ``link`` to ``report`` and write it
-    to the spec's ``result_path``."""
+def save_report(spec, report, link, config, runs):
+    """Add the bytes the host sent over ``link`` to ``report``, write it to
+    the spec's ``result_path``, then assert what every board top must do:
+    answer PING with ``config.design_id``, match the golden model on every
+    run and, when the spec corrupts frames, reject one per run (``runs``)."""
     report["bytes_sent"] = link.transport.sent
     with open(spec["result_path"], "w") as f:
         json.dump(report, f)
+    assert report["design_id"] == config.design_id, report
+    assert report["match"], report
+    if spec.get("corrupt"):
+        assert report["corrupt_rejected"] == runs, report
