@@ -131,21 +131,29 @@ def gemm_cycles(config, commands, *, lat=1, bw=0):
         sum(systolic_tile_period(sysconfig, k) for k in _streams(config, ch)) for ch in all_chunks[:-1])
     last_write = (load_end[0] + stall_cycles + systolic_cycles(sysconfig, ks)
                   - _write_beats(config, all_chunks[-1]) + 0)
-    # Writer: a block's rows leave one beat per cycle once it is complete;
-    # blocks queue behind each other.
-    block_ends = [i for i, ch in enumerate(all_chunks) if ch["last"]]
+    exact = beat_time == 1.0 and lat <= EXACT_MAX_LATENCY and len(valid) == len(commands)
+    return write_timeline(config, all_chunks, feed, last_write, stalled, exact)
+
+
+def write_timeline(config, chunks, feed, last_write, stalled, exact):
+    """The writer's end of an engine's timeline (shared with the sparse
+    engine's model): a block's rows leave one beat per cycle once it is
+    complete; blocks queue behind each other. ``feed`` holds each chunk's
+    (start, end) of feeding, ``last_write`` the cycle the last block's write
+    ends when nothing queues. Returns the cycle model's dict; ``exact``
+    only if the inputs allow it and no block waited for the writer."""
+    block_ends = [i for i, ch in enumerate(chunks) if ch["last"]]
     write_free = None
     for number, index in enumerate(block_ends):
-        ready_at = feed[index][1] - feed[-1][1] + last_write + _write_beats(config, all_chunks[-1])
+        ready_at = feed[index][1] - feed[-1][1] + last_write + _write_beats(config, chunks[-1])
         begin = ready_at if write_free is None else max(ready_at, write_free)
         if begin > ready_at:
             stalled = True
-        write_free = begin + _write_beats(config, all_chunks[index])
+        write_free = begin + _write_beats(config, chunks[index])
         if number + 1 < len(block_ends):
             following = block_ends[number + 1]
             if write_free + 8 > feed[following][1] - feed[-1][1] + last_write:
                 stalled = True
     cycles = write_free + END
-    exact = (not stalled and beat_time == 1.0 and lat <= EXACT_MAX_LATENCY
-             and len(valid) == len(commands))
-    return {"cycles": int(cycles), "exact": exact, "bound": "memory" if stalled else "compute"}
+    return {"cycles": int(cycles), "exact": exact and not stalled,
+            "bound": "memory" if stalled else "compute"}

@@ -14,7 +14,7 @@ changes: a tile of a chunk streams ``ceil(k_len / M) * N`` compressed beats
 
 import math
 
-from .gemm_cycles import END, EXACT_MAX_LATENCY, START as DENSE_START, _write_beats, chunks
+from .gemm_cycles import EXACT_MAX_LATENCY, START as DENSE_START, _write_beats, chunks, write_timeline
 from .gemm_cycles import _load_beats as _dense_load_beats
 from .sparse_cycles import sparse_cycles, nm_tile_beats, nm_tile_period
 from .sparse_engine_golden import SPARSE_FIELDS, sparse_command_error
@@ -80,19 +80,5 @@ def sparse_engine_cycles(config, commands, *, lat=1, bw=0):
     last_chunk = work[-1][0]
     last_write = (load_end[0] + stall_cycles + sparse_cycles(sparse, tiles)
                   - _write_beats(config, last_chunk))
-    block_ends = [i for i, (ch, _) in enumerate(work) if ch["last"]]
-    write_free = None
-    for number, index in enumerate(block_ends):
-        ready_at = feed[index][1] - feed[-1][1] + last_write + _write_beats(config, last_chunk)
-        begin = ready_at if write_free is None else max(ready_at, write_free)
-        if begin > ready_at:
-            stalled = True
-        write_free = begin + _write_beats(config, work[index][0])
-        if number + 1 < len(block_ends):
-            following = block_ends[number + 1]
-            if write_free + 8 > feed[following][1] - feed[-1][1] + last_write:
-                stalled = True
-    cycles = write_free + END
-    exact = (not stalled and beat_time == 1.0 and lat <= EXACT_MAX_LATENCY
-             and len(valid) == len(commands))
-    return {"cycles": int(cycles), "exact": exact, "bound": "memory" if stalled else "compute"}
+    exact = beat_time == 1.0 and lat <= EXACT_MAX_LATENCY and len(valid) == len(commands)
+    return write_timeline(config, [ch for ch, _ in work], feed, last_write, stalled, exact)
