@@ -92,7 +92,7 @@ BLOCKS = {block.name: block for block in [
         presets={"tiny": dict(rows=2, cols=2, mem_width=64, k_chunk=32, m_tile=16), **_ARRAYS},
         user_files=("a", "b", "out"), summary_keys=_RUN + _ENGINE,
         bench="gemm_bench", bench_help="BERT-base GEMMs (seq 128) on 8x8 and 16x16, both dataflows",
-        board=board_design.GEMM,
+        board=board_design.GEMM, proofs=_sim("formal_specs:scheduler_proofs"),
     ),
     _simulated(
         "sparse", help="an N:M sparse GEMM as tiles on the N:M sparse array, "

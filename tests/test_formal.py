@@ -7,6 +7,8 @@ from unittest import mock
 
 import pytest
 from amaranth.hdl import Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
 from amaranth.lib.fifo import SyncFIFOBuffered
 
 from bertforge.generators import cli
@@ -15,7 +17,8 @@ from bertforge.rtl import systolic as systolic_module
 from bertforge.rtl.stream import Queue
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
 from bertforge.sim.formal import Proof, run_proof
-from bertforge.sim.formal_specs import QueueSpec, queue_proofs, systolic_proofs
+from bertforge.rtl.tile_scheduler import TileScheduler, chunk_layout, command_layout
+from bertforge.sim.formal_specs import QueueSpec, queue_proofs, scheduler_proofs, systolic_proofs
 
 pytestmark = pytest.mark.formal
 
@@ -28,8 +31,19 @@ def _by_name(proofs, name, config=None):
 
 # --- every proof of the registry holds --------------------------------------------
 
-@pytest.mark.parametrize("proof", BLOCKS["queue"].proofs() + BLOCKS["systolic"].proofs(),
-                         ids=lambda p: f"{p.block}-{p.config}-{p.name}".replace(" ", "_"))
+#: Proofs of the scheduler that take 10-60 s each (its spec's byte-span
+#: check multiplies): in the slow run.
+SLOW = {"error_iff_bad", "a_in_bounds", "b_in_bounds", "c_in_bounds", "reaches_second_command"}
+
+
+def _params(proofs):
+    return [pytest.param(p, marks=[pytest.mark.slow] if p.block == "gemm" and p.name in SLOW
+                         else [], id=f"{p.block}-{p.config}-{p.name}".replace(" ", "_"))
+            for p in proofs]
+
+
+@pytest.mark.parametrize("proof", _params(BLOCKS["queue"].proofs() + BLOCKS["systolic"].proofs()
+                                          + BLOCKS["gemm"].proofs()))
 def test_proof_holds(proof, tmp_path):
     result = run_proof(proof, tmp_path)
     expected = {"prove": "proved", "bmc": "bounded", "cover": "reached"}[proof.method]
@@ -144,6 +158,51 @@ def _patched_array(output_queue):
 def test_broken_systolic_fails(fault, output_queue, name, dataflow, tmp_path):
     config = SystolicConfig(rows=2, cols=3, dataflow=dataflow, acc_width=16)
     proofs = systolic_proofs(make=_patched_array(output_queue), configs=[config])
+    result = run_proof(_by_name(proofs, name), tmp_path)
+    assert result.status == "failed", result.line()
+    assert result.trace.suffix == ".vcd" and result.trace.stat().st_size > 0
+
+
+class _BrokenScheduler(wiring.Component):
+    """A tile scheduler with a fault on its chunk port: ``"a_base_plus_one"``
+    (an off-by-one in A's address) or ``"error_twice"`` (a bad command's
+    error descriptor given twice)."""
+
+    def __init__(self, config, fault):
+        self.config, self.fault = config, fault
+        super().__init__({"cmd": In(stream.Signature(command_layout(config))),
+                          "chunk": Out(stream.Signature(chunk_layout(config)))})
+
+    def elaborate(self, platform):
+        m = Module()
+        inner = m.submodules.inner = TileScheduler(self.config)
+        wiring.connect(m, wiring.flipped(self.cmd), inner.cmd)
+        d = inner.chunk.payload
+        m.d.comb += [self.chunk.payload.eq(d), self.chunk.valid.eq(inner.chunk.valid),
+                     inner.chunk.ready.eq(self.chunk.ready)]
+        if self.fault == "a_base_plus_one":
+            m.d.comb += self.chunk.payload.a_base.eq(d.a_base + 1)
+        else:
+            again = Signal()
+            held = Signal.like(self.chunk.payload)
+            took_error = Signal()
+            m.d.comb += [inner.chunk.ready.eq(self.chunk.ready & ~again),
+                         took_error.eq(inner.chunk.valid & self.chunk.ready & ~again & d.error)]
+            with m.If(again):
+                m.d.comb += [self.chunk.valid.eq(1), self.chunk.payload.eq(held)]
+            with m.If(again & self.chunk.ready):
+                m.d.sync += again.eq(0)
+            with m.If(took_error):
+                m.d.sync += [again.eq(1), held.eq(d)]
+        return m
+
+
+@pytest.mark.parametrize("fault, name", [
+    pytest.param("a_base_plus_one", "a_in_bounds", marks=pytest.mark.slow),
+    ("error_twice", "bad_gives_one_descriptor"),
+])
+def test_broken_scheduler_fails(fault, name, tmp_path):
+    proofs = scheduler_proofs(make=lambda config: _BrokenScheduler(config, fault))
     result = run_proof(_by_name(proofs, name), tmp_path)
     assert result.status == "failed", result.line()
     assert result.trace.suffix == ".vcd" and result.trace.stat().st_size > 0
