@@ -33,7 +33,7 @@ def _by_name(proofs, name, config=None):
 
 #: Proofs of the scheduler that take 10-60 s each (its spec's byte-span
 #: check multiplies): in the slow run.
-SLOW = {"error_iff_bad", "a_in_bounds", "b_in_bounds", "c_in_bounds", "reaches_second_command"}
+SLOW = {"error_iff_bad", "a_in_bounds", "b_in_bounds", "c_in_bounds"}
 
 
 def _params(proofs):
