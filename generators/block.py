@@ -54,6 +54,9 @@ class Block:
     and ``bench`` (args -> exit code).
 
     ``board``: the board design (filled by the board side).
+
+    ``bertforge prove BLOCK``: ``proofs`` (keyword arguments -> a list of
+    :class:`bertforge.sim.formal.Proof`, the block's small configs).
     """
 
     name: str
@@ -80,6 +83,7 @@ class Block:
     add_bench_args: Callable | None = None
     bench: Callable | None = None
     board: "BoardDesign | None" = None  # noqa: F821 (the board side's type)
+    proofs: Callable | None = None
 
     @property
     def simulates(self):

@@ -84,7 +84,7 @@ BLOCKS = {block.name: block for block in [
         presets={"tiny": dict(rows=2, cols=2), **_ARRAYS, "int16-4x4": dict(width=16)},
         user_files=("a", "b", "out"), summary_keys=_RUN,
         bench="bench", bench_help="4x4, 8x8, 16x16, both dataflows, K = 64 and 768",
-        board=board_design.SYSTOLIC,
+        board=board_design.SYSTOLIC, proofs=_sim("formal_specs:systolic_proofs"),
     ),
     _simulated(
         "gemm", help="one GEMM command through the engine (harness memory in HDL)",
@@ -92,7 +92,7 @@ BLOCKS = {block.name: block for block in [
         presets={"tiny": dict(rows=2, cols=2, mem_width=64, k_chunk=32, m_tile=16), **_ARRAYS},
         user_files=("a", "b", "out"), summary_keys=_RUN + _ENGINE,
         bench="gemm_bench", bench_help="BERT-base GEMMs (seq 128) on 8x8 and 16x16, both dataflows",
-        board=board_design.GEMM,
+        board=board_design.GEMM, proofs=_sim("formal_specs:scheduler_proofs"),
     ),
     _simulated(
         "sparse", help="an N:M sparse GEMM as tiles on the N:M sparse array, "
@@ -168,6 +168,10 @@ BLOCKS = {block.name: block for block in [
         name="norm", help="softmax, layernorm and GELU at BERT-base sizes, lanes 1, 4, 16",
         bench_help="softmax, layernorm and GELU at BERT-base sizes, lanes 1, 4, 16",
         add_bench_args=_gen("norm_bench:add_bench_args"), bench=_gen("norm_bench:bench"),
+    ),
+    Block(
+        name="queue", help="the stream queue every block uses (rtl/stream.py), for prove",
+        proofs=_sim("formal_specs:queue_proofs"),
     ),
     Block(
         name="boards", help="largest systolic array per board; sizes 2x2..16x16 on ULX3S",

@@ -5,6 +5,7 @@
     bertforge bench systolic --out bench
     bertforge demo
     bertforge presets
+    bertforge prove [BLOCK ...] [--depth N] [--out DIR]
 
 Every block's config fields are flags (``acc_width`` -> ``--acc-width``);
 ``--preset NAME`` and ``--config FILE.toml`` set them too (flags win). Bad
@@ -69,6 +70,16 @@ def build_parser():
                       help="where to write the Verilog (default bertforge-demo)")
 
     commands.add_parser("presets", help="list the named presets of every block")
+    provable = [name for name, block in BLOCKS.items() if block.proofs]
+    prove = commands.add_parser("prove", help="prove the stream contracts with SymbiYosys "
+                                              f"(blocks: {', '.join(provable)})")
+    prove.add_argument("blocks", nargs="*", metavar="BLOCK",
+                       help="blocks to prove (default: all of them)")
+    prove.add_argument("--depth", type=int, metavar="N",
+                       help="k-induction, bmc and cover depth instead of each proof's own")
+    prove.add_argument("--out", default="bertforge-proofs", metavar="DIR",
+                       help="work directory: designs, logs, counterexample traces "
+                            "(default bertforge-proofs)")
     board_cli.add_parsers(commands)
     analyze_cli.add_parser(commands)
     return parser
@@ -100,6 +111,28 @@ def cmd_presets(args):
     return 0
 
 
+def cmd_prove(args):
+    """One line per property; exit code 1 when any is not proved, bounded
+    or reached."""
+    provable = {name: block for name, block in BLOCKS.items() if block.proofs}
+    names = args.blocks or list(provable)
+    unknown = [name for name in names if name not in provable]
+    if unknown:
+        raise CliError(f"no proofs for {', '.join(unknown)} (blocks with proofs: "
+                       f"{', '.join(provable)})")
+    if args.depth is not None and args.depth < 1:
+        raise CliError(f"--depth must be at least 1, not {args.depth}")
+    from bertforge.sim.formal import run_proofs
+    proofs = [proof for name in names for proof in provable[name].proofs()]
+    results = run_proofs(proofs, args.out, depth=args.depth,
+                         report=lambda result: print(result.line(), flush=True))
+    bad = [result for result in results if not result.ok]
+    total = sum(result.seconds for result in results)
+    print(f"{len(results) - len(bad)} of {len(results)} properties hold "
+          f"({total:.1f} s)" + (f"; {len(bad)} do not" if bad else ""))
+    return 1 if bad else 0
+
+
 def main(argv=None):
     parser = build_parser()
     try:
@@ -113,6 +146,8 @@ def main(argv=None):
             return getattr(board_cli, f"run_{args.command}")(args)
         if args.command == "analyze":
             return analyze_cli.run_analyze(args)
+        if args.command == "prove":
+            return cmd_prove(args)
         if args.command == "demo":
             from .demo import run_demo
             return run_demo(args.out)

