@@ -413,9 +413,9 @@ def write_report(out_dir, rows=None):
                        key=lambda r: r[x])
         fronts[x] = front
         ax.scatter([r[x] for r in greyed], [r["layer_ms"] for r in greyed], color="#bbbbbb",
-                   label="does not fit / failed", s=22)
+                   label="does not fit / failed" if synthesized else "failed", s=22)
         ax.scatter([r[x] for r in fitting], [r["layer_ms"] for r in fitting], color="#4c72b0",
-                   label="fits", s=22)
+                   label="fits" if synthesized else "ok", s=22)
         if front:
             ax.plot([r[x] for r in front], [r["layer_ms"] for r in front], "-o", color="#c44e52",
                     label="Pareto front", ms=7, mfc="none")

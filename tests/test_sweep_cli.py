@@ -89,6 +89,17 @@ def test_sweep_rows_match_analyze_and_rerun_skips(ray_session, tmp_path, capsys)
     assert (out / "pareto.png").stat().st_size > 0
 
 
+def test_address_runs_on_an_existing_cluster(ray_session, tmp_path):
+    # another driver (a new process) joins this module's Ray with --address
+    address = ray.get_runtime_context().gcs_address
+    spec = _spec(tmp_path, SPEC.format(rows="[2]"))
+    out = tmp_path / "out"
+    result = run_cli("sweep", "--spec", str(spec), "--out", str(out), "--address", address)
+    assert result.returncode == 0, result.stderr
+    assert [r["status"] for r in _rows(out)] == ["ok", "ok"]
+    assert "2 points in" in result.stderr
+
+
 def test_failing_point_is_recorded_and_the_sweep_goes_on(ray_session, tmp_path):
     # tiny.toml's 128-bit memory cannot feed a 32-wide int8 row: that point fails
     spec = _spec(tmp_path, SPEC.format(rows="[4, 32]"))
