@@ -35,8 +35,8 @@ point that fails (bad parameters, tool error, time limit) is recorded with
 its reason and the sweep goes on. Every finished point is appended to
 ``sweep.jsonl`` at once and ``sweep.csv`` / ``sweep.json`` are rewritten
 (atomically); a rerun skips the points already done (key: the point's
-config), and a synthesis point whose design has the same RTLIL hash and
-tool versions as a saved one reuses its counts. ``pareto.png``: latency per
+config; a synthesized point is elaborated again and reuses its saved
+counts only if its RTLIL hash and the tool versions are unchanged). ``pareto.png``: latency per
 layer against LUTs and DSPs (against MACs per cycle without synthesis),
 the Pareto front marked, points that do not fit greyed.
 """
@@ -356,8 +356,11 @@ def load_rows(out_dir):
 
 
 def _append(out, row, rows):
-    with open(out / "sweep.jsonl", "a") as f:
-        f.write(json.dumps(row, sort_keys=True) + "\n")
+    path = out / "sweep.jsonl"
+    cut = path.exists() and path.stat().st_size and path.read_bytes()[-1:] != b"\n"
+    with open(path, "a") as f:
+        # after a line cut short (an interrupted write), start a new line
+        f.write(("\n" if cut else "") + json.dumps(row, sort_keys=True) + "\n")
         f.flush()
         os.fsync(f.fileno())
     rows[row["key"]] = row
@@ -483,7 +486,11 @@ def sweep(spec, out_dir, *, synth=False, address=None):
     rows = load_rows(out)
     points = grid_points(spec)
     keys = [point_key(spec, p, synth) for p in points]
-    todo = [(p, k) for p, k in zip(points, keys) if rows.get(k, {}).get("status") not in DONE]
+    # Synthesized points done before go to Ray again: the task elaborates the
+    # design and reuses the saved counts only if its RTLIL hash and the tool
+    # versions are unchanged (an RTL change is synthesized again).
+    todo = [(p, k) for p, k in zip(points, keys)
+            if rows.get(k, {}).get("status") not in DONE or rows[k].get("rtlil_sha256")]
     skipped = len(points) - len(todo)
     if not todo:
         _progress(skipped, 0, sum(rows[k]["status"] != "ok" for k in keys), len(points), skipped,

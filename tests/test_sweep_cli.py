@@ -194,3 +194,13 @@ def test_shipped_specs_load():
     small = load_spec(sweep_module.CONFIGS / "sweep_small.toml")
     assert 4 <= len(sweep_module.grid_points(small)) <= 8
     assert len(sweep_module.grid_points(load_spec(sweep_module.CONFIGS / "sweep_models.toml"))) > 8
+
+
+def test_a_line_cut_short_by_an_interrupted_write_is_run_again(tmp_path):
+    from bertforge.generators.sweep import _append, load_rows
+    (tmp_path / "sweep.jsonl").write_text('{"key": "a", "status": "ok"}\n{"key": "b", "sta')
+    assert list(load_rows(tmp_path)) == ["a"]
+    rows = load_rows(tmp_path)
+    _append(tmp_path, {"key": "b", "status": "ok"}, rows)
+    assert list(load_rows(tmp_path)) == ["a", "b"]
+    assert (tmp_path / "sweep.csv").exists() and (tmp_path / "sweep.json").exists()
