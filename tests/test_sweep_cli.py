@@ -204,3 +204,21 @@ def test_a_line_cut_short_by_an_interrupted_write_is_run_again(tmp_path):
     _append(tmp_path, {"key": "b", "status": "ok"}, rows)
     assert list(load_rows(tmp_path)) == ["a", "b"]
     assert (tmp_path / "sweep.csv").exists() and (tmp_path / "sweep.json").exists()
+
+
+def test_pattern_axis_selects_the_sparse_engine(tmp_path):
+    spec = load_spec(_spec(tmp_path, """
+        base = "tiny.toml"
+        [workload]
+        model = "tiny"
+        seq = 32
+        [axes]
+        pattern = ["dense", "2:4", "1:3"]
+        """))
+    rows = {p["pattern"]: run_point(spec, p, "k", synth=False)
+            for p in sweep_module.grid_points(spec)}
+    assert rows["dense"]["total_cycles"] == analyze(
+        "tiny", 32, load_hardware(sweep_module.CONFIGS / "tiny.toml"))["total_cycles"]
+    assert rows["2:4"]["status"] == "ok"
+    assert rows["2:4"]["total_cycles"] < rows["dense"]["total_cycles"]
+    assert rows["1:3"]["status"] == "invalid" and "power of two" in rows["1:3"]["reason"]
