@@ -26,7 +26,8 @@ A spec (TOML) names the workload and the axes::
     [gemm]                      # optional: fields every point shares, over the base
     mem_width = 64              # (also [softmax], [layernorm], [gelu], [hardware], [sparse])
 
-Each point is one Ray task (``num_cpus``/``memory`` declared):
+Each synthesis point is one Ray task (``num_cpus``/``memory`` declared;
+model-only points go in batches, :func:`batch_size`):
 :func:`~bertforge.generators.analyze.analyze` of the layer (cycles,
 latency at the point's clock, the class breakdown) and, with ``--synth``,
 yosys synthesis of the point's GEMM engine for its board's family (LUTs,
@@ -56,7 +57,8 @@ from pathlib import Path
 
 from .cli_common import CliError
 
-__all__ = ["add_parser", "run_sweep", "load_spec", "grid_points", "run_point", "pareto_front",
+__all__ = ["add_parser", "run_sweep", "load_spec", "grid_points", "run_point", "run_points",
+           "batch_size", "pareto_front",
            "sweep", "write_report", "AXES"]
 
 CONFIGS = Path(__file__).parent / "configs"
@@ -327,6 +329,21 @@ def _synthesize(row, spec, point, hw, previous):
         row.update(status="does_not_fit", reason=f"does not fit {target.name}: {row['over']}")
 
 
+def run_points(spec, items, synth):
+    """:func:`run_point` of each ``(point, key, previous row)`` of ``items``
+    (one Ray task)."""
+    return [run_point(spec, point, key, synth, previous) for point, key, previous in items]
+
+
+def batch_size(points, synth, cpus):
+    """Points per Ray task: one synthesis each; model-only points (tens of
+    milliseconds each) in batches, about four per CPU of the cluster, so
+    that scheduling costs little against the work, at most 64."""
+    if synth:
+        return 1
+    return max(1, min(64, points // max(1, int(4 * cpus))))
+
+
 # --- results ------------------------------------------------------------------
 
 CSV_FIELDS = ["point", "status", "reason", *AXES, "total_cycles", "layer_ms", "model_ms",
@@ -499,28 +516,38 @@ def sweep(spec, out_dir, *, synth=False, address=None):
     started = _start_ray(address)
     try:
         cpus, memory = SYNTH_TASK if synth else ANALYZE_TASK
-        task = ray.remote(run_point).options(num_cpus=cpus, memory=memory, max_retries=0)
-        pending = {task.remote(spec, p, k, synth, rows.get(k)): (p, k) for p, k in todo}
+        task = ray.remote(run_points).options(num_cpus=cpus, memory=memory, max_retries=0)
+        size = batch_size(len(todo), synth, ray.cluster_resources().get("CPU", 1))
+        pending = {}
+        for first in range(0, len(todo), size):
+            items = [(p, k, rows.get(k)) for p, k in todo[first:first + size]]
+            pending[task.remote(spec, items, synth)] = items
         start = time.monotonic()
-        done_here = 0
+        done_here, in_flight, shown = 0, len(todo), 0.0
         todo_keys = {k for _, k in todo}
         failed = sum(1 for k in keys if k not in todo_keys and rows[k]["status"] != "ok")
-        _progress(skipped, len(pending), failed, len(points), skipped, start, 0)
+        _progress(skipped, in_flight, failed, len(points), skipped, start, 0)
+        workload = f"{spec['model']}, seq {spec['seq']}, batch {spec['batch']}" + (
+            ", training" if spec["training"] else "")
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
-            point, key = pending.pop(ready[0])
+            items = pending.pop(ready[0])
             try:
-                row = ray.get(ready[0])
+                finished = ray.get(ready[0])
             except Exception as error:          # the worker died (killed, out of memory)
-                row = {"point": point_name(point), "key": key, **point, "status": "error",
-                       "reason": f"the Ray task failed: {str(error).strip().splitlines()[-1][:300]}"}
-            row["workload"] = f"{spec['model']}, seq {spec['seq']}, batch {spec['batch']}" + (
-                ", training" if spec["training"] else "")
-            _append(out, row, rows)
-            done_here += 1
-            failed += row["status"] != "ok"
-            _progress(skipped + done_here, len(pending), failed, len(points), skipped, start,
-                      done_here)
+                reason = f"the Ray task failed: {str(error).strip().splitlines()[-1][:300]}"
+                finished = [{"point": point_name(p), "key": k, **p, "status": "error",
+                             "reason": reason} for p, k, _ in items]
+            for row in finished:
+                row["workload"] = workload
+                _append(out, row, rows)
+                failed += row["status"] != "ok"
+            done_here += len(finished)
+            in_flight -= len(items)
+            if not pending or time.monotonic() - shown > 0.5:
+                shown = time.monotonic()
+                _progress(skipped + done_here, in_flight, failed, len(points), skipped, start,
+                          done_here)
     finally:
         if started:
             ray.shutdown()

@@ -222,3 +222,10 @@ def test_pattern_axis_selects_the_sparse_engine(tmp_path):
     assert rows["2:4"]["status"] == "ok"
     assert rows["2:4"]["total_cycles"] < rows["dense"]["total_cycles"]
     assert rows["1:3"]["status"] == "invalid" and "power of two" in rows["1:3"]["reason"]
+
+
+def test_batch_size():
+    assert sweep_module.batch_size(8, True, 2) == 1           # one synthesis per task
+    assert sweep_module.batch_size(5, False, 2) == 1
+    assert sweep_module.batch_size(72, False, 2) == 9         # about 4 tasks per CPU
+    assert sweep_module.batch_size(100_000, False, 2) == 64
