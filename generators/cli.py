@@ -3,6 +3,7 @@
     bertforge generate systolic --rows 4 --cols 4 --dataflow os -o out
     bertforge sim systolic --rows 4 --cols 4 --dataflow ws --k 64 --tiles 8 --json
     bertforge bench systolic --out bench
+    bertforge sweep --spec generators/configs/sweep_models.toml
     bertforge demo
     bertforge presets
     bertforge prove [BLOCK ...] [--depth N] [--out DIR]
@@ -23,7 +24,7 @@ import os
 import sys
 
 from bertforge.rtl.errors import BertforgeError
-from . import analyze_cli, board_cli
+from . import analyze_cli, board_cli, sweep
 from .blocks import BLOCKS, PRESETS
 from .cli_common import CliError, add_config_flags, add_sim_flags
 
@@ -82,6 +83,7 @@ def build_parser():
                             "(default bertforge-proofs)")
     board_cli.add_parsers(commands)
     analyze_cli.add_parser(commands)
+    sweep.add_parser(commands)
     return parser
 
 
@@ -148,6 +150,8 @@ def main(argv=None):
             return analyze_cli.run_analyze(args)
         if args.command == "prove":
             return cmd_prove(args)
+        if args.command == "sweep":
+            return sweep.run_sweep(args)
         if args.command == "demo":
             from .demo import run_demo
             return run_demo(args.out)

