@@ -18,7 +18,7 @@ from .clocking import ClockShell
 from .targets import board, toolchain_environment
 from bertforge.rtl.errors import BertforgeError
 
-__all__ = ["BuildError", "build_board", "design_sha256", "rtlil_sha256", "connect_uart_top", "parse_report", "over_capacity",
+__all__ = ["BuildError", "build_board", "design_sha256", "rtlil_sha256", "connect_uart_top", "parse_report", "critical_path_text", "over_capacity",
            "RESOURCE_KINDS"]
 
 
@@ -79,14 +79,56 @@ def parse_report(path, family, requested_mhz):
                           "percent": 100.0 * used / available if available else 0.0}
     fmax = report.get("fmax", {})
     achieved = min((v["achieved"] for v in fmax.values()), default=None)
-    paths = report.get("critical_paths", [])
+    clocked = [path for path in report.get("critical_paths", [])
+               if "<async>" not in (path.get("from"), path.get("to")) and path.get("path")]
     critical = None
-    if paths:
-        worst = paths[0]
-        critical = {"from": worst.get("from"), "to": worst.get("to")}
+    if clocked:
+        steps = max(clocked, key=lambda path: sum(s["delay"] for s in path["path"]))["path"]
+        critical = {"from": _pin(steps[0]["from"]), "to": _pin(steps[-1]["to"]),
+                    "delay_ns": round(sum(s["delay"] for s in steps), 2),
+                    "logic_levels": sum(s["type"] == "logic" for s in steps),
+                    "sources": _sources(steps)}
     return {"resources": resources, "fmax_mhz": achieved, "requested_mhz": requested_mhz,
             "critical_path": critical,
             "timing_met": achieved is not None and achieved >= requested_mhz * 0.999}
+
+
+def _pin(end):
+    return f"{end['cell']}.{end['port']}"
+
+
+def _sources(steps):
+    """The design's source lines (not yosys's own cell libraries) the nets
+    of a path come from, in path order."""
+    found = []
+    for step in steps:
+        for source in step.get("sources", []):
+            if "/share/" not in source and source not in found:
+                found.append(source)
+    return found
+
+
+def critical_path_text(path):
+    """nextpnr's ``--report`` JSON at ``path`` -> its critical paths as
+    text: per path each step's type, delay and running total (ns), the
+    cell pins and net it passes, and the source lines of the nets."""
+    lines = []
+    for critical in json.loads(Path(path).read_text()).get("critical_paths", []):
+        steps = critical.get("path", [])
+        lines.append(f"{critical.get('from')} -> {critical.get('to')}: "
+                     f"{sum(s['delay'] for s in steps):.2f} ns")
+        total = 0.0
+        for step in steps:
+            total += step["delay"]
+            net = f"  net {step['net']}" if step.get("net") else ""
+            ends = dict.fromkeys((_pin(step["from"]), _pin(step["to"])))
+            lines.append(f"  {step['type']:>9} {step['delay']:5.2f} {total:6.2f}  "
+                         f"{' -> '.join(ends)}{net}")
+        sources = _sources(steps)
+        if sources:
+            lines += ["  sources:"] + [f"    {source}" for source in sources]
+        lines.append("")
+    return "\n".join(lines)
 
 
 def _plan(target, top, clock_mhz, name):
@@ -127,6 +169,8 @@ def build_board(board_name, top, *, macs_per_cycle, clock_mhz=None, out_dir="bui
 
     Returns the report dict (also written to ``out_dir/report.json``):
     resources used/available, achieved Fmax against the requested clock,
+    the critical path (its ends, delay, logic levels and source lines;
+    every step of it in ``out_dir/critical_path.txt``),
     ``peak_gops`` = 2 * ``macs_per_cycle`` * clock, ``fits``, ``timing_met``.
     Raises :class:`BuildError` if a step fails; a design that does not fit
     or misses timing is reported (``fits``/``timing_met`` false), not raised.
@@ -159,6 +203,7 @@ def build_board(board_name, top, *, macs_per_cycle, clock_mhz=None, out_dir="bui
                                  does_not_fit=reason.startswith(": the design does not fit"))
     requested = shell.achieved_mhz
     report = parse_report(out / f"{name}.report.json", target.family, requested)
+    (out / "critical_path.txt").write_text(critical_path_text(out / f"{name}.report.json"))
     report.update({
         "board": target.name, "device": target.device, "description": target.description,
         "requested_clock_mhz": clock_mhz or target.clock_mhz, "clock_mhz": requested,

@@ -28,12 +28,16 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 
 from bertforge.rtl.gemm import GemmConfig, GemmEngine
-from bertforge.rtl.stream import Queue
+from bertforge.rtl.stream import Queue, delay, stage
 from bertforge.rtl.tile_scheduler import command_layout
 from .systolic_top import BoardTop, BoardTopConfig, status_leds
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["GemmTopConfig", "GemmBoardTop", "board_engine_config"]
+
+#: Beats the engine's read-data queue holds (1 beat per cycle with the
+#: 3-cycle read pipeline in front of it).
+READ_QUEUE = 8
 
 
 def board_engine_config(*, rows=4, cols=4, mem_kib=16, **fields):
@@ -73,7 +77,17 @@ class GemmTopConfig(BoardTopConfig):
 
 
 class GemmBoardTop(BoardTop):
-    """Host link + banked memory + command register around one GEMM engine."""
+    """Host link + banked memory + command register around one GEMM engine.
+
+    Registered at 100 MHz on ECP5: write requests (the engine's, or the
+    host's byte writes while idle) pass a two-stage pipeline (request
+    register; byte rotation, byte mask and bank addresses into registers
+    that drive the bank write ports), so a write lands in the banks 2 cycles
+    after it is taken. The engine's completion is taken only once that
+    pipeline is empty, so a reply never overtakes a write. Engine reads
+    register the two bank words before the byte rotation into the read
+    queue; the run handshake to the link is registered.
+    """
 
     Config = GemmTopConfig
 
@@ -96,100 +110,111 @@ class GemmBoardTop(BoardTop):
             ``word`` and ``word + 1``."""
             return (word + 1) >> 1, word >> 1, word[0]
 
-        # Engine reads: one request at a time, one beat per cycle into a small queue.
+        # Engine reads: one request at a time, one beat per cycle into the
+        # read queue: bank addresses (registers) -> bank words (registered)
+        # -> rotation into the queue. ``outstanding`` counts the beats issued
+        # and not yet taken by the engine, so the queue always has room.
         rq = engine.rd_req
-        out = m.submodules.rdata = Queue(shape=W, depth=4)
+        out = m.submodules.rdata = Queue(shape=W, depth=READ_QUEUE)
         word = Signal(ecfg.addr_width - mbb)
+        bank_addr = [Signal(len(rports[0].addr), name=f"rd_addr_{i}") for i in range(2)]
         offset = Signal(mbb)
         left = Signal.like(rq.payload.beats)
-        pending = Signal()
-        issue = (left != 0) & (out.level + pending < 3)
+        outstanding = Signal(range(READ_QUEUE + 1))
+        issue = (left != 0) & (outstanding < READ_QUEUE - 1)
+        accept = rq.valid & rq.ready
         m.d.comb += rq.ready.eq(busy & ((left == 0) | ((left == 1) & issue)))
+        next_word = Mux(accept, rq.payload.addr >> mbb, word + 1)
+        with m.If(accept | issue):
+            even_a, odd_a, _ = split(next_word)
+            m.d.sync += [word.eq(next_word), bank_addr[0].eq(even_a), bank_addr[1].eq(odd_a)]
         with m.If(issue):
-            m.d.sync += [word.eq(word + 1), left.eq(left - 1)]
-        with m.If(rq.valid & rq.ready):
-            m.d.sync += [word.eq(rq.payload.addr >> mbb), offset.eq(rq.payload.addr[:mbb]),
-                         left.eq(rq.payload.beats)]
-        even_a, odd_a, odd = split(word)
-        was_odd = Signal()
-        read_offset = Signal(mbb)
-        m.d.sync += [pending.eq(issue), was_odd.eq(odd), read_offset.eq(offset)]
-        lo = Mux(was_odd, rports[1].data, rports[0].data)
-        hi = Mux(was_odd, rports[0].data, rports[1].data)
-        m.d.comb += [out.i.payload.eq((Cat(lo, hi) >> (read_offset * 8))[:W]),
-                     out.i.valid.eq(pending)]
+            m.d.sync += left.eq(left - 1)
+        with m.If(accept):
+            m.d.sync += [offset.eq(rq.payload.addr[:mbb]), left.eq(rq.payload.beats)]
+        m.d.sync += outstanding.eq(outstanding + issue - (out.o.valid & out.o.ready))
+        read = stage(m, {"odd": word[0], "offset": offset}, "rd_issue", flags={"valid": issue})
+        beat = stage(m, {"even": rports[0].data, "odd_word": rports[1].data,
+                         "odd": read["odd"], "offset": read["offset"]}, "rd_beat",
+                     flags={"valid": read["valid"]})
+        lo = Mux(beat["odd"], beat["odd_word"], beat["even"])
+        hi = Mux(beat["odd"], beat["even"], beat["odd_word"])
+        rotated = stage(m, {"data": (Cat(lo, hi) >> (beat["offset"] * 8))[:W]}, "rd_rotated",
+                        flags={"valid": beat["valid"]})
+        m.d.comb += [out.i.payload.eq(rotated["data"]), out.i.valid.eq(rotated["valid"])]
         wiring.connect(m, out.o, engine.rd_data)
 
-        # Engine writes: unaligned, byte-masked, over the two banks.
+        # Writes, unaligned and byte-masked over the two banks: the engine's,
+        # and the host's byte writes to the data memory (mem 0, while idle;
+        # registered first, as they come straight from the link's frame
+        # buffer, like the command bytes).
+        host = stage(m, {"addr": link.mem_addr, "data": link.mem_wdata}, "host_wr",
+                     flags={"valid": link.mem_we & (link.mem_sel == 0) & ~busy,
+                            "command": link.mem_we & (link.mem_sel == 1) & ~busy})
         wr = engine.wr_req
-        m.d.comb += wr.ready.eq(busy)
-        shifted = Signal(2 * W)
-        mask = Signal(2 * MB)
-        w_word = wr.payload.addr >> mbb
-        m.d.comb += [
-            shifted.eq(Cat(wr.payload.data, Const(0, W)) << (wr.payload.addr[:mbb] * 8)),
-            mask.eq(Mux(wr.valid & busy, ((Const(1, 2 * MB + 1) << wr.payload.bytes) - 1)
-                        << wr.payload.addr[:mbb], 0)),
-        ]
-        w_even, w_odd, w_is_odd = split(w_word)
+        m.d.comb += wr.ready.eq(busy & ~host["valid"])
+        nbytes = Mux(host["valid"], 1, wr.payload.bytes)
+        request = stage(m, {"addr": Mux(host["valid"], host["addr"], wr.payload.addr),
+                            "data": Mux(host["valid"], host["data"], wr.payload.data),
+                            "keep": Cat(*(lane < nbytes for lane in range(MB)))}, "wr_req",
+                        flags={"valid": host["valid"] | (wr.valid & wr.ready)})
+        w_offset = request["addr"][:mbb]
+        w_even, w_odd, w_is_odd = split(request["addr"] >> mbb)
+        mask = Mux(request["valid"], Cat(request["keep"], Const(0, MB)) << w_offset, 0)
+        data = request["data"]
+        for bit, amount in enumerate(w_offset):      # rotate left by w_offset bytes
+            data = Mux(amount, data.rotate_left(8 << bit), data)
+        # Both banks take the rotated beat: word ``w`` its bytes from w_offset
+        # on, word ``w + 1`` the ones below.
+        write = stage(m, {"addr_even": w_even, "addr_odd": w_odd, "data": data,
+                          "en_even": Mux(w_is_odd, mask[MB:2 * MB], mask[:MB]),
+                          "en_odd": Mux(w_is_odd, mask[:MB], mask[MB:2 * MB])}, "wr_bank",
+                      flags={"valid": request["valid"]})
+        for port, name in zip(wports, ("even", "odd")):
+            m.d.comb += [port.addr.eq(write[f"addr_{name}"]), port.data.eq(write["data"]),
+                         port.en.eq(write[f"en_{name}"])]
+        writing = host["valid"] | request["valid"] | write["valid"]
 
-        # Host bytes: data memory (mem 0) while idle, command register (mem 1).
+        # Host reads (while idle), READ_LATENCY = 3: address -> bank words
+        # (registered as ``beat``) -> byte register.
         host_word = link.mem_addr >> mbb
-        lane = link.mem_addr[:mbb]
-        host_bank = host_word[0]
-        host_we = link.mem_we & (link.mem_sel == 0) & ~busy
-        with m.If(busy):
-            m.d.comb += [
-                rports[0].addr.eq(even_a), rports[1].addr.eq(odd_a),
-                wports[0].addr.eq(w_even), wports[1].addr.eq(w_odd),
-                wports[0].data.eq(Mux(w_is_odd, shifted[W:], shifted[:W])),
-                wports[1].data.eq(Mux(w_is_odd, shifted[:W], shifted[W:])),
-                wports[0].en.eq(Mux(w_is_odd, mask[MB:], mask[:MB])),
-                wports[1].en.eq(Mux(w_is_odd, mask[:MB], mask[MB:])),
-            ]
-        with m.Else():
-            for index in range(2):
-                m.d.comb += [rports[index].addr.eq(host_word >> 1),
-                             wports[index].addr.eq(host_word >> 1),
-                             wports[index].data.eq(link.mem_wdata.replicate(MB))]
-                with m.If(host_we & (host_bank == index)):
-                    m.d.comb += wports[index].en.eq(1 << lane)
-
-        # Host reads: READ_LATENCY = 2 (address -> bank word -> byte register).
+        for index in range(2):
+            m.d.comb += rports[index].addr.eq(Mux(busy, bank_addr[index], host_word >> 1))
         read_lane = Signal(mbb)
         read_bank = Signal()
         read_ok = Signal()
         with m.If(link.mem_re):
-            m.d.sync += [read_lane.eq(lane), read_bank.eq(host_bank),
+            m.d.sync += [read_lane.eq(link.mem_addr[:mbb]), read_bank.eq(host_word[0]),
                          read_ok.eq(link.mem_sel == 0)]
-        host_data = Mux(read_bank, rports[1].data, rports[0].data)
+        host_data = Mux(read_bank, beat["odd_word"], beat["even"])
         rdata = Signal(8)
-        read_now = Signal()
-        m.d.sync += read_now.eq(link.mem_re)
-        with m.If(read_now):   # held until the next read
+        with m.If(delay(m, link.mem_re, 2, "host_re", reset_less=False)):   # held until the next read
             m.d.sync += rdata.eq(host_data.word_select(read_lane, 8) & read_ok.replicate(8))
         m.d.comb += link.mem_rdata.eq(rdata)
 
         command = Signal(8 * cfg.command_bytes)
-        with m.If(link.mem_we & (link.mem_sel == 1) & ~busy):
+        with m.If(host["command"]):
             for index in range(cfg.command_bytes):
-                with m.If(link.mem_addr == index):
-                    m.d.sync += command[8 * index:8 * index + 8].eq(link.mem_wdata)
+                with m.If(host["addr"] == index):
+                    m.d.sync += command[8 * index:8 * index + 8].eq(host["data"])
 
-        # Run: push the command, wait for its completion.
+        # Run: push the command, wait for its completion (taken once the
+        # write pipeline is empty), answer the link a cycle later.
         queued = Signal()
         cycles = Signal(32)
+        finished = Signal()
+        error = Signal()
         m.d.comb += [engine.cmd.payload.eq(command[:command_layout(ecfg).size]),
-                     engine.cmd.valid.eq(queued), engine.done.ready.eq(1)]
+                     engine.cmd.valid.eq(queued), engine.done.ready.eq(busy & ~writing)]
         with m.If(engine.cmd.valid & engine.cmd.ready):
             m.d.sync += queued.eq(0)
         with m.If(link.run_start & ~busy):
             m.d.sync += [busy.eq(1), queued.eq(1), cycles.eq(0)]
         with m.Elif(busy):
             m.d.sync += cycles.eq(cycles + 1)
-        with m.If(engine.done.valid):
-            m.d.sync += busy.eq(0)
-            m.d.comb += [link.run_done.eq(~engine.done.payload.error),
-                         link.run_error.eq(engine.done.payload.error)]
-        m.d.comb += link.run_cycles.eq(cycles + 1)
+        m.d.sync += finished.eq(0)
+        with m.If(engine.done.valid & engine.done.ready):
+            m.d.sync += [busy.eq(0), finished.eq(1), error.eq(engine.done.payload.error)]
+        m.d.comb += [link.run_done.eq(finished & ~error), link.run_error.eq(finished & error),
+                     link.run_cycles.eq(cycles)]
         return status_leds(m, link, busy)

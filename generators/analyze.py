@@ -29,7 +29,9 @@ is written), so the total is the sum. Overlapping units (e.g. the softmax
 of one head with the next head's score GEMM) is not modelled.
 
 Costs: a GEMM operation is :func:`~bertforge.sim.gemm_cycles.gemm_cycles` of
-its commands (int8 or int32 results, the memory's latency and bandwidth).
+its commands (int8 or int32 results, the memory's latency and bandwidth;
+the linear layers' commands read their bias and per-channel scale words,
+see :func:`~bertforge.generators.workload.encoder_layer`).
 With a [sparse] section the engine is a
 :class:`~bertforge.rtl.sparse_engine.SparseEngine` (the [gemm]
 fields plus ``m_max``, output stationary) costed by
@@ -163,7 +165,8 @@ def _gemm(hw, op):
     """Cycles of ``op.count`` commands back to back (the count-th from the
     first two: each further command adds what the second did), and the
     ideal cycles of the MACs the array must do (compressed ones when sparse)."""
-    command = {"m": op.m, "k": op.k, "n": op.n, "int8": int(op.int8_out)}
+    command = {"m": op.m, "k": op.k, "n": op.n, "int8": int(op.int8_out), "bias": int(op.bias),
+               "per_channel": int(op.per_channel and op.int8_out)}
     if hw.sparse is None:
         model, config, ideal = gemm_cycles, hw.gemm, ideal_cycles
     else:
@@ -196,9 +199,11 @@ def _unit(hw, op, model):
     return max(gap + cycles, math.ceil(read / hw.mem_bytes_per_cycle)), op.elements / cfg.lanes
 
 
-def analyze(model, seq, hw, *, batch=1, training=False):
-    """Per-operation and per-class cycles of one encoder layer."""
-    ops = encoder_layer(model, seq, batch, training)
+def analyze(model, seq, hw, *, batch=1, training=False, bias=True):
+    """Per-operation and per-class cycles of one encoder layer (``bias``:
+    the linear layers' biases and per-channel scales, as
+    :func:`~bertforge.generators.workload.encoder_layer` takes it)."""
+    ops = encoder_layer(model, seq, batch, training, bias=bias)
     rows = []
     for op in ops:
         if op.kind == "gemm":

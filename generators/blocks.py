@@ -90,7 +90,7 @@ BLOCKS = {block.name: block for block in [
         "gemm", help="one GEMM command through the engine (harness memory in HDL)",
         config=GemmConfig, component=GemmEngine, harness=_sim("gemm_harness:harness_verilog"),
         presets={"tiny": dict(rows=2, cols=2, mem_width=64, k_chunk=32, m_tile=16), **_ARRAYS},
-        user_files=("a", "b", "out"), summary_keys=_RUN + _ENGINE,
+        user_files=("a", "b", "out"), summary_keys=_RUN + _ENGINE + ("max_lsb_error_vs_float",),
         bench="gemm_bench", bench_help="BERT-base GEMMs (seq 128) on 8x8 and 16x16, both dataflows",
         board=board_design.GEMM, proofs=_sim("formal_specs:scheduler_proofs"),
     ),

@@ -149,6 +149,14 @@ def write_report_table(path, report):
                f"- peak: {report['peak_gops']:.2f} GOPS at the clock "
                f"({report['peak_gops_at_fmax']:.2f} at Fmax), {report['macs_per_cycle']} MACs/cycle"),
               f"- bitstream: {report['bitstream']}", f"- build time: {report['seconds']:.0f} s"]
+    critical = report.get("critical_path")
+    if critical and "delay_ns" in critical:
+        def short(name):
+            return name if len(name) <= 80 else name[:77] + "..."
+        lines.append(f"- critical path: {critical['delay_ns']:.2f} ns, {critical['logic_levels']} "
+                     f"logic levels, {short(critical['from'])} -> {short(critical['to'])}"
+                     + "".join(f"; {source}" for source in critical["sources"])
+                     + " (every step: critical_path.txt)")
     Path(path).write_text("\n".join(lines) + "\n")
 
 

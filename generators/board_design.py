@@ -22,14 +22,18 @@ from .block import lazy
 from .cli_common import (CliError, config_from_args, config_overrides, load_int_matrix, positive_float,
                          save_npy_atomic)
 
-__all__ = ["BoardDesign", "BAUD", "GEMM", "SYSTOLIC", "SOFTMAX", "LAYERNORM", "GELU", "SPARSE",
+__all__ = ["BoardDesign", "BAUD", "GEMM", "GEMM_BOARD_DEFAULTS", "gemm_top_config", "SYSTOLIC", "SOFTMAX", "LAYERNORM", "GELU", "SPARSE",
            "BUTTERFLY"]
 
 BAUD = 115200
 #: ``--k-max`` when not given.
 K_MAX = 256
-#: Default GEMM engine size and memory per FPGA family (what fits the smallest board).
-GEMM_BOARD_DEFAULTS = {"ice40": (2, 8), "ecp5": (4, 32)}
+#: Default GEMM engine per FPGA family: size, data memory (``mem_kib``) and
+#: engine fields (:func:`bertforge.boards.gemm_top.board_engine_config`), what
+#: fits the family's smallest board; ``None``: the other families.
+GEMM_BOARD_DEFAULTS = {"ice40": {"rows": 2, "cols": 2, "mem_kib": 4},
+                       "ecp5": {"rows": 4, "cols": 4, "mem_kib": 32},
+                       None: {"rows": 4, "cols": 4, "mem_kib": 16}}
 #: Default beats of the streaming and butterfly tops' memories per FPGA family.
 STREAM_DEPTH_DEFAULTS = {"ice40": 256}
 
@@ -107,24 +111,31 @@ def _butterfly_top_config(design_id, args, clock_mhz, target):
                               depth=_depth(args, target, engine.n_max), design_id=design_id)
 
 
-def _gemm_top_config(design_id, args, clock_mhz, target):
+def gemm_top_config(target, clock_mhz, *, max_dsp=None, engine=None, **given):
+    """The GEMM board top config of ``build`` (and ``bench boards``) for
+    ``target``: ``engine``, or the family's :data:`GEMM_BOARD_DEFAULTS` with
+    the ``given`` engine fields and ``mem_kib`` over them; the UART divisor
+    of ``clock_mhz``; ``max_dsp`` (default: the board's DSP count)."""
     from bertforge.boards.gemm_top import GemmTopConfig, board_engine_config
-    # --max-dsp (a SystolicConfig field) sets the GEMM top's max_dsp.
-    max_dsp = args.cfg_max_dsp if args.cfg_max_dsp is not None else target.dsp_count
-    args = argparse.Namespace(**{**vars(args), "cfg_max_dsp": None})
-    size, kib = GEMM_BOARD_DEFAULTS.get(target.family, (4, 16))
-    kib = args.mem_kib or kib
+    fields = {**GEMM_BOARD_DEFAULTS.get(target.family, GEMM_BOARD_DEFAULTS[None]), **given}
+    kib = fields.pop("mem_kib")
     if not 1 <= kib <= 64:
         raise CliError(f"--mem-kib must be between 1 and 64, not {kib}")
-    if args.preset or args.config:
-        engine = config_from_args("gemm", args)
-    else:
-        given = {k: v for k, v in config_overrides("gemm", args).items() if v is not None}
-        given.setdefault("rows", size)
-        given.setdefault("cols", size)
-        engine = board_engine_config(mem_kib=kib, **given)
-    return GemmTopConfig(engine=engine, divisor=_divisor(clock_mhz), max_dsp=max_dsp,
-                         design_id=design_id)
+    return GemmTopConfig(engine=engine or board_engine_config(mem_kib=kib, **fields),
+                         divisor=_divisor(clock_mhz),
+                         max_dsp=target.dsp_count if max_dsp is None else max_dsp,
+                         design_id=GEMM.design_id)
+
+
+def _gemm_top_config(design_id, args, clock_mhz, target):
+    # --max-dsp (a SystolicConfig field) sets the GEMM top's max_dsp.
+    max_dsp = args.cfg_max_dsp
+    args = argparse.Namespace(**{**vars(args), "cfg_max_dsp": None})
+    given = {k: v for k, v in config_overrides("gemm", args).items() if v is not None}
+    if args.mem_kib is not None:
+        given["mem_kib"] = args.mem_kib
+    engine = config_from_args("gemm", args) if args.preset or args.config else None
+    return gemm_top_config(target, clock_mhz, max_dsp=max_dsp, engine=engine, **given)
 
 
 def _norm_top_config(component, design_id, args, clock_mhz, target):

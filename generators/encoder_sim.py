@@ -104,7 +104,7 @@ def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, wa
         notes.append(f"the simulated memory delivers {config.gemm.mem_bytes} bytes per cycle; "
                      f"predicted for that instead of {hw.mem_bytes_per_cycle:g}")
         hw = dataclasses.replace(hw, mem_bytes_per_cycle=float(config.gemm.mem_bytes))
-    prediction = analyze(model, seq, hw)
+    prediction = analyze(model, seq, hw, bias=False)   # the program's GEMMs have no biases
     layer = random_layer(config, seq, shape.hidden, shape.heads, shape.ffn, seed=seed)
     stalls = gap > 0 or stall > 0
     result = simulate_encoder(config, layer, mem_latency=hw.mem_latency, seed=seed,

@@ -11,7 +11,7 @@ from .bench import SIM_RATE_NOTE, add_bench_out, columns, write_results
 from .cli_common import int_list
 from .gemm_sim import layout_problems, simulate_gemm
 
-__all__ = ["BERT_SHAPES", "bench_gemm"]
+__all__ = ["BERT_SHAPES", "HEAD_BATCHES", "bench_gemm"]
 
 #: (name, M, K, N) of BERT-base at sequence length 128.
 BERT_SHAPES = [
@@ -20,6 +20,12 @@ BERT_SHAPES = [
     ("ffn down", 128, 3072, 768),
     ("attn scores", 128, 64, 128),
     ("attn context", 128, 128, 64),
+]
+#: (name, M, K, N, commands): the attention GEMMs of BERT-base's 12 heads,
+#: back to back in one run (one command per head).
+HEAD_BATCHES = [
+    ("12 attn scores", 128, 64, 128, 12),
+    ("12 attn contexts", 128, 128, 64, 12),
 ]
 
 
@@ -35,10 +41,12 @@ def bench_config(size, dataflow):
 
 def bench_gemm(out_dir, *, quick=False, sizes=(16, 8), limited_bw=16, dataflows=("os", "ws")):
     """Every shape on ``sizes`` x ``sizes`` arrays, both dataflows, with a
-    memory of one 64-byte beat per cycle (compute bound), plus the attention
-    and projection shapes on the largest array with ``limited_bw`` bytes per
-    cycle (memory bound)."""
-    shapes = [(name, 32 if quick else m, k, n) for name, m, k, n in BERT_SHAPES]
+    memory of one 64-byte beat per cycle (compute bound), plus, on the
+    largest array, the attention and projection shapes with ``limited_bw``
+    bytes per cycle (memory bound) and the heads' attention GEMMs back to
+    back (:data:`HEAD_BATCHES`, one run of 12 commands each)."""
+    shapes = [(name, 32 if quick else m, k, n, 1) for name, m, k, n in BERT_SHAPES]
+    batches = [(name, 32 if quick else m, k, n, count) for name, m, k, n, count in HEAD_BATCHES]
     runs = []
     for size in sizes:
         for dataflow in dataflows:
@@ -48,12 +56,15 @@ def bench_gemm(out_dir, *, quick=False, sizes=(16, 8), limited_bw=16, dataflows=
         for shape in shapes:
             if shape[0] in ("attn scores", "qkv/out proj"):
                 runs.append((max(sizes), dataflow, shape, limited_bw))
+    for dataflow in dataflows:
+        for batch in batches:
+            runs.append((max(sizes), dataflow, batch, 0))
     rows = []
-    for index, (size, dataflow, (name, m, k, n), bw) in enumerate(runs, 1):
+    for index, (size, dataflow, (name, m, k, n, count), bw) in enumerate(runs, 1):
         config = bench_config(size, dataflow)
         print(f"[{index}/{len(runs)}] {config.name} {name} {m}x{k}x{n}"
               f"{f' bw={bw} B/cycle' if bw else ''}", file=sys.stderr, flush=True)
-        image, commands = layout_problems(config, [{"m": m, "k": k, "n": n}],
+        image, commands = layout_problems(config, [{"m": m, "k": k, "n": n}] * count,
                                           np.random.default_rng(index))
         start = time.perf_counter()
         result = simulate_gemm(config, image, commands, seed=index, bw=bw, quiet=False)
@@ -61,7 +72,8 @@ def bench_gemm(out_dir, *, quick=False, sizes=(16, 8), limited_bw=16, dataflows=
         error = abs(result["cycles"] - result["model_cycles"]) / result["model_cycles"]
         rows.append({
             "design": config.name, "rows": size, "cols": size, "dataflow": dataflow,
-            "gemm": name, "m": m, "k": k, "n": n, "mem_bytes_per_cycle": bw or config.mem_bytes,
+            "gemm": name, "m": m, "k": k, "n": n, "commands": count,
+            "mem_bytes_per_cycle": bw or config.mem_bytes,
             "cycles": result["cycles"], "model_cycles": result["model_cycles"],
             "model_error": error, "model_exact": result["model_exact"], "bound": result["bound"],
             "ideal_cycles": result["ideal_cycles"], "utilization": result["utilization"],
@@ -76,7 +88,9 @@ def bench_gemm(out_dir, *, quick=False, sizes=(16, 8), limited_bw=16, dataflows=
         "cycles: measured in Verilator on the emitted GemmHarness (engine + HDL memory), first "
         "command handshake to completion; memory latency 1, 64-byte beats",
         "model: bertforge.sim.gemm_cycles.gemm_cycles (exact when compute bound)",
-        "ideal: M*K*N/(rows*cols); utilization = ideal / cycles", SIM_RATE_NOTE])
+        "ideal: M*K*N/(rows*cols) per command; utilization = ideal / cycles",
+        "12 attn scores / contexts: the 12 heads' GEMMs as 12 commands back to back in one run "
+        "(M x K x N per command)", SIM_RATE_NOTE])
     return rows
 
 

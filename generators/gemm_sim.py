@@ -8,18 +8,22 @@ memory image, runs :mod:`bertforge.sim.gemm_tb` and reads the results back.
 """
 
 import dataclasses
+import math
 
 import numpy as np
 
 from bertforge.rtl.errors import ParameterError
-from bertforge.sim.gemm_harness import harness_verilog
-from .cli_common import CliError, load_int_matrix, positive_int
+from bertforge.sim.fixed_golden import channel_scale_words, command_scale, scale_words
+from bertforge.sim.gemm_harness import MAX_COMMANDS, harness_verilog
+from .cli_common import CliError, bounded_int, load_int_matrix, load_npy, positive_int
 from .simulate import make_stimulus, simulate
 
-__all__ = ["MemoryImage", "layout_problems", "read_matrix", "simulate_gemm"]
+__all__ = ["MemoryImage", "layout_problems", "random_operands", "read_matrix", "simulate_gemm"]
 
 #: Largest simulated memory (the harness holds all of it): 2**26 bytes.
 MAX_SIM_ADDR_WIDTH = 26
+#: Random biases are integers in [-BIAS_RANGE, BIAS_RANGE].
+BIAS_RANGE = 1 << 16
 
 
 class MemoryImage:
@@ -47,6 +51,13 @@ class MemoryImage:
                           strides=(stride, np.dtype(dtype).itemsize))
         view[...] = matrix
 
+    def vector(self, values, dtype):
+        """Place and write a vector of 4-byte values: its address."""
+        values = np.asarray(values).reshape(1, -1)
+        addr, stride = self.place(*values.shape, 4)
+        self.write(addr, stride, values, dtype)
+        return addr
+
 
 def place_dense(memory, p, b, pad):
     """B as it is, after A: the command fields ``b_addr``, ``b_stride``."""
@@ -56,12 +67,63 @@ def place_dense(memory, p, b, pad):
     return {"b_addr": b_addr, "b_stride": b_stride}
 
 
+def random_operands(config, rng, m, k, n, *, extreme=False):
+    """Random A (``m`` x ``k``) and B (``k`` x ``n``) of the config's operand
+    width; ``extreme``: only its most negative and most positive values."""
+    lo, hi = -(1 << (config.width - 1)), (1 << (config.width - 1)) - 1
+    if extreme:
+        return rng.choice([lo, hi], size=(m, k)), rng.choice([lo, hi], size=(k, n))
+    return rng.integers(lo, hi + 1, size=(m, k)), rng.integers(lo, hi + 1, size=(k, n))
+
+
+def _epilogue(memory, p, n, rng):
+    """The bias and requantization of problem ``p`` (C has ``n`` columns):
+    vectors placed in ``memory``, the command fields."""
+    fields = {"int8": int(bool(p.get("int8"))), "multiplier": int(p.get("multiplier", 1)),
+              "shift": int(p.get("shift", 0))}
+    bias = p.get("bias")
+    if bias is not None and np.ndim(bias) == 0:     # a flag: random or none
+        bias = rng.integers(-BIAS_RANGE, BIAS_RANGE + 1, n) if bias else None
+    if bias is not None:
+        bias = np.asarray(bias)
+        if bias.shape != (n,) or bias.dtype.kind not in "iu":
+            raise ParameterError(f"bias must be {n} integers (one per column of C), not "
+                                 f"{bias.dtype} of shape {bias.shape}")
+        if bias.min() < -(1 << 31) or bias.max() >= 1 << 31:
+            raise ParameterError("bias values must be int32")
+        fields.update(bias=1, bias_addr=memory.vector(bias, "<i4"))
+    words = None
+    if p.get("scale") is not None:
+        scale = np.asarray(p["scale"], dtype=np.float64)
+        fields["int8"] = 1
+        if scale.ndim == 0:
+            fields["multiplier"], fields["shift"] = command_scale(float(scale))
+        elif scale.shape == (n,):
+            words = channel_scale_words(scale)
+        else:
+            raise ParameterError(f"scale must be one number or {n} (one per column of C), "
+                                 f"not shape {scale.shape}")
+    elif p.get("multipliers") is not None:
+        words = scale_words(p["multipliers"], p["shifts"])
+        if words.shape != (n,):
+            raise ParameterError(f"multipliers and shifts must have {n} values (one per column "
+                                 f"of C), not {words.size}")
+    if words is not None:
+        fields.update(int8=1, per_channel=1, scale_addr=memory.vector(words, "<u4"))
+    return fields
+
+
 def layout_problems(config, problems, rng=None, *, extreme=False, b_key="b", place_b=place_dense):
     """Place the matrices of ``problems`` in a memory image.
 
     Each problem is a dict with ``m, k, n`` and optional ``a``, ``b`` (the
     matrices; random if absent), ``accumulate``, ``int8``, ``multiplier``,
-    ``shift``, ``c_old`` (initial C for accumulate; random if absent),
+    ``shift``, ``bias`` (N integers, or True for random ones in
+    ``+-BIAS_RANGE``), ``scale`` (real: one for the command's multiplier
+    and shift, or N for per-channel scale words; implies ``int8``),
+    ``multipliers`` and ``shifts`` (N integers each: per-channel scale
+    words as they are; implies ``int8``), ``c_old`` (initial C for
+    accumulate; random if absent),
     ``pad`` (extra bytes per row, to test strides), ``extreme`` (operands
     only -128 and 127), ``same_c_as`` (index of an
     earlier problem whose C this one accumulates into) and ``raw`` (fields
@@ -71,7 +133,6 @@ def layout_problems(config, problems, rng=None, *, extreme=False, b_key="b", pla
     """
     rng = rng or np.random.default_rng(0)
     esize = config.width // 8
-    lo, hi = -(1 << (config.width - 1)), (1 << (config.width - 1)) - 1
     memory = MemoryImage(config)
     commands = []
 
@@ -81,23 +142,19 @@ def layout_problems(config, problems, rng=None, *, extreme=False, b_key="b", pla
             continue
         m, k, n = p["m"], p["k"], p["n"]
         pad = p.get("pad", 0)
-        int8 = bool(p.get("int8"))
         if "a" in p:
             a, b = np.asarray(p["a"]), np.asarray(p[b_key])
-        elif p.get("extreme", extreme):
-            a = rng.choice([lo, hi], size=(m, k))
-            b = rng.choice([lo, hi], size=(k, n))
         else:
-            a = rng.integers(lo, hi + 1, size=(m, k))
-            b = rng.integers(lo, hi + 1, size=(k, n))
+            a, b = random_operands(config, rng, m, k, n, extreme=p.get("extreme", extreme))
         a_addr, a_stride = memory.place(m, k, esize, pad)
         b_fields = place_b(memory, p, b, pad)
         memory.write(a_addr, a_stride, a, f"<i{esize}")
+        fields = _epilogue(memory, p, n, rng)
         if "same_c_as" in p:
             prior = commands[p["same_c_as"]]
             c_addr, c_stride = prior["c_addr"], prior["c_stride"]
         else:
-            c_addr, c_stride = memory.place(m, n, 1 if int8 else 4, pad)
+            c_addr, c_stride = memory.place(m, n, 1 if fields["int8"] else 4, pad)
             if p.get("accumulate"):
                 c_old = p.get("c_old")
                 if c_old is None:
@@ -105,10 +162,8 @@ def layout_problems(config, problems, rng=None, *, extreme=False, b_key="b", pla
                 memory.write(c_addr, c_stride, np.asarray(c_old), "<i4")
         commands.append({
             "m": m, "k": k, "n": n, "a_addr": a_addr, "c_addr": c_addr, "a_stride": a_stride,
-            "c_stride": c_stride, **b_fields,
-            "accumulate": int(bool(p.get("accumulate"))), "int8": int(int8),
-            "multiplier": int(p.get("multiplier", 1)), "shift": int(p.get("shift", 0)),
-            "tag": int(p.get("tag", index)) & 0xFF})
+            "c_stride": c_stride, **b_fields, "accumulate": int(bool(p.get("accumulate"))),
+            **fields, "tag": int(p.get("tag", index)) & 0xFF})
     return memory.image, commands
 
 
@@ -149,8 +204,17 @@ def add_sim_args(sub):
     sub.add_argument("--k", type=positive_int, help="columns of A, rows of B")
     sub.add_argument("--n", type=positive_int, help="columns of B and C")
     sub.add_argument("--int8", action="store_true", help="requantize C to int8")
-    sub.add_argument("--multiplier", type=int, default=1, help="requantization multiplier (default 1)")
-    sub.add_argument("--shift", type=int, default=0, help="requantization shift 0..63 (default 0)")
+    sub.add_argument("--multiplier", type=int, help="requantization multiplier (default 1)")
+    sub.add_argument("--shift", type=int, help="requantization shift 0..63 (default 0)")
+    sub.add_argument("--bias", nargs="?", const=True, metavar="BIAS.npy",
+                     help="add a bias to every row of C: N int32 values (random ones without a file)")
+    sub.add_argument("--scale", nargs="?", const=True, metavar="SCALE.npy",
+                     help="write int8 C = saturate(round((A @ B + bias) * scale)): one positive "
+                          "scale (shape () or (1,)) or one per column of C (N); random per-column "
+                          "scales without a file")
+    sub.add_argument("--batch", type=bounded_int(MAX_COMMANDS, "the harness's command queue"),
+                     metavar="H", help="H commands of this shape back to back, each with its own "
+                                       "random operands (default 1)")
     sub.add_argument("--mem-bytes-per-cycle", type=int, default=0, metavar="BYTES",
                      help="read bandwidth of the simulated memory (default: one full beat per cycle)")
     sub.add_argument("--mem-latency", type=int, default=1, metavar="CYCLES",
@@ -161,9 +225,11 @@ def add_sim_args(sub):
 
 
 def _check_knobs(args):
-    if not 0 <= args.shift <= 63:
+    if args.scale is not None and (args.multiplier is not None or args.shift is not None):
+        raise CliError("--scale sets the requantization; leave out --multiplier and --shift")
+    if args.shift is not None and not 0 <= args.shift <= 63:
         raise CliError(f"--shift must be in 0..63, not {args.shift}")
-    if not 0 <= args.multiplier < 1 << 32:
+    if args.multiplier is not None and not 0 <= args.multiplier < 1 << 32:
         raise CliError(f"--multiplier must be in 0..2**32-1, not {args.multiplier}")
     if not 1 <= args.mem_latency <= 255:
         raise CliError(f"--mem-latency must be in 1..255, not {args.mem_latency}")
@@ -185,31 +251,95 @@ def sim_config(config, need_bytes, user_set):
     return dataclasses.replace(config, addr_width=width)
 
 
-def problem_bytes(config, m, k, n, int8):
+def problem_bytes(config, m, k, n, int8, vectors=0):
+    """Bytes one problem takes in a :class:`MemoryImage`, with ``vectors``
+    bias or scale vectors."""
     esize = config.width // 8
-    return (m * k + k * n) * esize + m * n * (1 if int8 else 4) + 3 * 32 + config.mem_bytes * 2
+    return ((m * k + k * n) * esize + m * n * (1 if int8 else 4) + (3 + vectors) * 32
+            + vectors * 4 * n + config.mem_bytes * 2)
 
 
-def _problem(config, args, m, k, n, **operands):
+def _load_scale(path, n):
+    """The scale of ``--scale``: a float, or ``n`` floats (one per column)."""
+    scale = load_npy(path, "scale")
+    if scale.dtype.kind not in "iuf":
+        raise CliError(f"scale file {path} holds {scale.dtype} values; it must hold positive "
+                       "real numbers")
+    if scale.ndim == 0 or scale.shape == (1,):
+        scale = scale.reshape(())
+    elif scale.shape != (n,):
+        raise CliError(f"scale file {path} has shape {scale.shape}; it must hold one scale "
+                       f"(shape () or (1,)) or N = {n}, one per column of C")
+    scale = scale.astype(np.float64)
+    bad = scale[~(np.isfinite(scale) & (scale > 0))]
+    if bad.size:
+        raise CliError(f"scale file {path} holds {bad.flat[0]}; scales must be positive and finite")
+    try:
+        command_scale(float(scale)) if scale.ndim == 0 else channel_scale_words(scale)
+    except ParameterError as error:
+        raise CliError(f"scale file {path}: {error}") from None
+    return float(scale) if scale.ndim == 0 else scale
+
+
+def _bias_and_scale(config, args, k, n, rng):
+    """``(bias, scale)`` of the command line (None where not asked for);
+    ``rng`` None (the user's matrices) refuses random ones."""
+    for flag in ("bias", "scale"):
+        if getattr(args, flag) is True and rng is None:
+            raise CliError(f"--{flag} needs a file with --a and --b")
+    bias = scale = None
+    if args.bias is True:
+        bias = rng.integers(-BIAS_RANGE, BIAS_RANGE + 1, n)
+    elif args.bias is not None:
+        bias = load_int_matrix(args.bias, "bias", 32, ndim=1)
+        if bias.size != n:
+            raise CliError(f"bias file {args.bias} holds {bias.size} values; it must hold "
+                           f"N = {n}, one per column of C")
+    if args.scale is True:
+        # About 32 LSBs for one standard deviation of the sums, 2x either way per column.
+        hi = (1 << (config.width - 1)) - 1
+        spread = math.sqrt(k * (hi * hi / 3) ** 2 + (np.mean(np.square(bias)) if bias is not None else 0))
+        scale = 32 / spread * 2.0 ** rng.uniform(-1, 1, n)
+    elif args.scale is not None:
+        scale = _load_scale(args.scale, n)
+    return bias, scale
+
+
+def _check_sizes(config, m, k, n):
     limit = (1 << config.dim_width) - 1
     if max(m, k, n) > limit:
         raise CliError(f"M, K and N must be at most 2**dim_width - 1 = {limit}")
-    problem = {"m": m, "k": k, "n": n, "int8": args.int8, "multiplier": args.multiplier,
-               "shift": args.shift, **operands}
-    config = sim_config(config, problem_bytes(config, m, k, n, args.int8),
+
+
+def _stimulus(config, args, m, k, n, operands, rng=None):
+    """The problems of ``operands`` (``(a, b)`` pairs), with the command line's
+    requantization, bias and scale."""
+    bias, scale = _bias_and_scale(config, args, k, n, rng)
+    int8 = args.int8 or scale is not None
+    multiplier = 1 if args.multiplier is None else args.multiplier
+    shift = 0 if args.shift is None else args.shift
+    problems = [{"m": m, "k": k, "n": n, "a": a, "b": b, "int8": int8, "multiplier": multiplier,
+                 "shift": shift, "bias": bias, "scale": scale} for a, b in operands]
+    vectors = (bias is not None) + (np.ndim(scale) == 1)
+    config = sim_config(config, len(problems) * problem_bytes(config, m, k, n, int8, vectors),
                         args.cfg_addr_width is not None)
-    return make_stimulus(config, {"m": m, "k": k, "n": n}, f"{m}x{k}x{n}", config=config,
-                         problem=problem)
+    what = f"{m}x{k}x{n}" + (f" x {len(problems)} commands" if len(problems) > 1 else "")
+    return make_stimulus(config, {"m": m, "k": k, "n": n, "batch": len(problems)}, what,
+                         config=config, problems=problems)
 
 
 def user_stimulus(config, args):
     _check_knobs(args)
     if not (args.a and args.b and args.out):
         raise CliError("--a, --b and --out go together: give all three")
+    if args.batch is not None:
+        raise CliError("--batch runs random operands (--m, --k, --n); leave it out with --a and --b")
     a = load_int_matrix(args.a, "A", config.width)
     b = load_int_matrix(args.b, "B", config.width)
     check_product_shapes(a, b)
-    return _problem(config, args, a.shape[0], a.shape[1], b.shape[1], a=a, b=b)
+    m, k, n = a.shape[0], a.shape[1], b.shape[1]
+    _check_sizes(config, m, k, n)
+    return _stimulus(config, args, m, k, n, [(a, b)])
 
 
 def check_product_shapes(a, b):
@@ -222,16 +352,36 @@ def random_stimulus(config, args, rng):
     _check_knobs(args)
     if None in (args.m, args.k, args.n):
         raise CliError("--m, --k and --n are required (or give --a, --b and --out)")
-    return _problem(config, args, args.m, args.k, args.n)
+    m, k, n = args.m, args.k, args.n
+    _check_sizes(config, m, k, n)
+    operands = [random_operands(config, rng, m, k, n) for _ in range(args.batch or 1)]
+    return _stimulus(config, args, m, k, n, operands, rng)
+
+
+def _float_lsb_error(problems, outputs):
+    """Largest ``|out - clip((A @ B + bias) * scale, -128, 127)|`` over the
+    outputs of ``problems`` (with real scales), in float64: output LSBs."""
+    worst = 0.0
+    for p, out in zip(problems, outputs):
+        acc = np.asarray(p["a"], dtype=np.int64) @ np.asarray(p["b"], dtype=np.int64)
+        if p["bias"] is not None:
+            acc = acc + np.asarray(p["bias"], dtype=np.int64)
+        reference = np.clip(acc * np.asarray(p["scale"], dtype=np.float64), -128, 127)
+        worst = max(worst, float(np.abs(out - reference).max()))
+    return worst
 
 
 def run(config, stimulus, args):
-    image, commands = layout_problems(config, [stimulus["problem"]], np.random.default_rng(args.seed))
+    problems = stimulus["problems"]
+    image, commands = layout_problems(config, problems, np.random.default_rng(args.seed))
     p, s = int(args.gap * 256), int(args.stall * 256)
     result = simulate_gemm(config, image, commands, seed=args.seed, lat_min=args.mem_latency,
                            p_req=s, p_data=p, p_wr=s, p_cmd=p, p_done=s,
                            bw=args.mem_bytes_per_cycle, waves=args.waves, quiet=args.json)
+    result["max_lsb_error_vs_float"] = None
     if result["image"] is not None:
-        c = read_matrix(config, result["image"], commands[0])
-        result["output"] = c.astype(np.int8 if args.int8 else np.int32)
+        outputs = [read_matrix(config, result["image"], cmd) for cmd in commands]
+        result["output"] = outputs[0].astype(np.int8 if commands[0]["int8"] else np.int32)
+        if problems[0]["scale"] is not None:
+            result["max_lsb_error_vs_float"] = _float_lsb_error(problems, outputs)
     return result

@@ -8,7 +8,14 @@ are listed as a row-major GEMM engine runs them (and as
 :mod:`bertforge.sim.encoder_run` programs :class:`~bertforge.rtl.encoder.EncoderTop`):
 K is produced transposed (``K^T = Wk^T X^T``, an H x H x tokens GEMM) so that
 the score GEMMs read it row-major; every GEMM writes int8 except the
-attention scores, which stay int32 for the softmax. ``training``
+attention scores, which stay int32 for the softmax. With ``bias`` (the
+real layer) the linear layers whose weight is the B operand (q, v and
+output projections, both FFN GEMMs) add their bias and requantize with
+per-channel scales in the GEMM engine; the k projection needs neither (its
+bias adds the same value to a whole row of attention scores, which the
+softmax ignores, and its output channels are rows of ``K^T``, where the
+engine's per-column scales cannot reach), nor do the attention GEMMs (one
+scale per tensor). ``training``
 adds the backward pass: for every GEMM (M x K x N) its data-gradient GEMM
 (M x N x K) and weight-gradient GEMM (K x M x N), softmax / layernorm /
 GELU backward, and dropout (forward mask and backward) after attention
@@ -52,7 +59,9 @@ class Operation:
     work: ``rows`` x ``length`` elements, ``passes`` reads+writes of each).
     A GEMM writes int8 (requantized) results when ``int8_out``, else int32;
     ``sparse_weights`` marks a GEMM whose B operand is a weight matrix, which
-    N:M pruning makes sparse along K.
+    N:M pruning makes sparse along K; ``bias`` one that adds a bias vector
+    and ``per_channel`` one that requantizes with one scale per output
+    column (both read from memory by the GEMM engine).
     """
 
     name: str
@@ -66,6 +75,8 @@ class Operation:
     passes: int = 0         # other: reads + writes of each element
     int8_out: bool = True
     sparse_weights: bool = False
+    bias: bool = False
+    per_channel: bool = False
 
     @property
     def macs(self):
@@ -76,8 +87,11 @@ class Operation:
         return self.count * self.rows * self.length
 
 
-def encoder_layer(model, seq, batch=1, training=False):
-    """Operations of one encoder layer of ``model`` (a name or BertModel)."""
+def encoder_layer(model, seq, batch=1, training=False, *, bias=True):
+    """Operations of one encoder layer of ``model`` (a name or BertModel);
+    ``bias``: the linear layers add biases and requantize per channel (see
+    the module docstring; False: no biases, one scale per tensor, as
+    :mod:`bertforge.sim.encoder_run` programs the encoder top)."""
     if isinstance(model, str):
         if model not in MODELS:
             raise ParameterError(f"unknown model {model!r}; models: {', '.join(MODELS)}")
@@ -85,17 +99,18 @@ def encoder_layer(model, seq, batch=1, training=False):
     if seq < 1 or batch < 1:
         raise ParameterError(f"seq and batch must be positive, not {seq} and {batch}")
     tokens, h, d, heads = batch * seq, model.hidden, model.head_dim, model.heads
+    linear = dict(sparse_weights=True, bias=bias, per_channel=bias)
     ops = [
-        Operation("q, v projections", "gemm", 2, m=tokens, k=h, n=h, sparse_weights=True),
+        Operation("q, v projections", "gemm", 2, m=tokens, k=h, n=h, **linear),
         Operation("k projection", "gemm", 1, m=h, k=h, n=tokens),
         Operation("attention scores", "gemm", batch * heads, m=seq, k=d, n=seq, int8_out=False),
         Operation("softmax", "softmax", batch * heads, rows=seq, length=seq),
         Operation("attention context", "gemm", batch * heads, m=seq, k=seq, n=d),
-        Operation("output projection", "gemm", 1, m=tokens, k=h, n=h, sparse_weights=True),
+        Operation("output projection", "gemm", 1, m=tokens, k=h, n=h, **linear),
         Operation("residual + layernorm 1", "layernorm", 1, rows=tokens, length=h),
-        Operation("ffn 1", "gemm", 1, m=tokens, k=h, n=model.ffn, sparse_weights=True),
+        Operation("ffn 1", "gemm", 1, m=tokens, k=h, n=model.ffn, **linear),
         Operation("gelu", "gelu", 1, rows=tokens, length=model.ffn),
-        Operation("ffn 2", "gemm", 1, m=tokens, k=model.ffn, n=h, sparse_weights=True),
+        Operation("ffn 2", "gemm", 1, m=tokens, k=model.ffn, n=h, **linear),
         Operation("residual + layernorm 2", "layernorm", 1, rows=tokens, length=h),
     ]
     if not training:

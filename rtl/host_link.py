@@ -6,9 +6,9 @@ executed only if its CRC-8 is right; a bad frame gets a ``BAD_CRC`` reply
 and the link goes on with the next one.
 
 The design behind the link is reached through a byte-wide memory bus
-(``mem_*``: a write takes effect at once; read data is valid
-``READ_LATENCY`` cycles after ``mem_re`` and must stay until the next
-``mem_re``) and a run handshake (``run_start`` pulse with ``run_args``;
+(``mem_*``: a write takes effect at once; read data is valid at most
+``READ_LATENCY`` cycles after ``mem_re`` (the link takes it then) and must
+stay until the next ``mem_re``) and a run handshake (``run_start`` pulse with ``run_args``;
 ``run_done`` pulse with ``run_cycles``, or a ``run_error`` pulse the cycle
 after ``run_start`` for bad arguments).
 """
@@ -20,7 +20,8 @@ from amaranth.lib.wiring import In, Out
 
 __all__ = ["HostLink", "crc8_step", "READ_LATENCY", "MAX_WRITE"]
 
-READ_LATENCY = 2
+#: Cycles from ``mem_re`` to the cycle the link takes ``mem_rdata``.
+READ_LATENCY = 3
 #: Longest payload the frame buffer holds (WRITE: 3 header bytes + data).
 MAX_WRITE = 1024 + 3
 
@@ -208,7 +209,7 @@ class HostLink(wiring.Component):
             # READ: one byte at a time, READ_LATENCY cycles per memory read.
             with m.State("read_issue"):
                 m.d.comb += self.mem_re.eq(1)
-                m.d.sync += pending.eq(READ_LATENCY)
+                m.d.sync += pending.eq(READ_LATENCY - 1)
                 m.next = "read_wait"
             with m.State("read_wait"):
                 with m.If(pending == 1):

@@ -22,16 +22,24 @@ from amaranth.lib.wiring import In, Out
 
 from .payload import pack
 
-__all__ = ["command_layout", "pack_command", "completion_layout", "chunk_layout", "TileScheduler"]
+#: Bits of a per-channel multiplier (the rest of its 32-bit word is the shift).
+CHANNEL_MULT_BITS = 26
+
+__all__ = ["CHANNEL_MULT_BITS", "command_layout", "pack_command", "completion_layout", "chunk_layout", "TileScheduler"]
 
 
 def command_layout(config):
     """One GEMM command.
 
     ``m, k, n``: sizes; ``*_addr``: byte address of element [0, 0];
-    ``*_stride``: bytes between rows; ``accumulate``: C = C + A @ B (int32
-    output only); ``int8``: write ``requantize(acc, multiplier, shift)`` as
-    int8 instead of int32; ``tag``: echoed on the completion.
+    ``*_stride``: bytes between rows; ``accumulate``: C = C + A @ B;
+    ``bias``: add the int32 vector of N values at ``bias_addr`` to every row
+    (``acc + bias`` saturates to int32); ``int8``: write
+    ``requantize(acc, multiplier, shift)`` as int8 instead of int32, with
+    ``per_channel`` one (multiplier, shift) per output column instead: N
+    little-endian 32-bit words at ``scale_addr``, multiplier in bits 0-25
+    (:data:`CHANNEL_MULT_BITS`), shift in bits 26-31; ``tag``: echoed on
+    the completion.
     """
     dim, addr = unsigned(config.dim_width), unsigned(config.addr_width)
     return data.StructLayout({
@@ -40,6 +48,7 @@ def command_layout(config):
         "a_stride": addr, "b_stride": addr, "c_stride": addr,
         "accumulate": 1, "int8": 1,
         "multiplier": unsigned(32), "shift": unsigned(6), "tag": unsigned(8),
+        "bias": 1, "per_channel": 1, "bias_addr": addr, "scale_addr": addr,
     })
 
 
@@ -56,7 +65,8 @@ def completion_layout(config):
 
 def chunk_layout(config):
     """One chunk: operand base addresses (element [m0, k0] of A, [k0, n0] of B,
-    [m0, n0] of C), valid sizes, per-chunk counts and the command's flags."""
+    [m0, n0] of C, entry n0 of the bias and scale vectors), valid sizes,
+    per-chunk counts and the command's flags."""
     addr = unsigned(config.addr_width)
     return data.StructLayout({
         "a_base": addr, "b_base": addr, "c_base": addr,
@@ -69,15 +79,18 @@ def chunk_layout(config):
         "first": 1, "last": 1, "end": 1, "error": 1,
         "accumulate": 1, "int8": 1,
         "multiplier": unsigned(32), "shift": unsigned(6), "tag": unsigned(8),
+        "bias": 1, "per_channel": 1, "bias_base": addr, "scale_base": addr,
     })
 
 
 class TileScheduler(wiring.Component):
     """Checks commands and emits their chunks (see the module docstring).
 
-    Throughput: one descriptor per cycle after a 2-cycle check per command;
-    chunks are long (at least ``max(k_len, rows)`` array cycles each), so the
-    scheduler never limits the engine.
+    Throughput: one descriptor per cycle after a check of ``dim_width + 2``
+    cycles per command (the three ``(rows - 1) * stride`` products of the
+    range check are shift-and-add, a bit a cycle: no multiplier); chunks are
+    long (at least ``max(k_len, rows)`` array cycles each), so the scheduler
+    never limits the engine.
 
     Parameters
     ----------
@@ -104,19 +117,30 @@ class TileScheduler(wiring.Component):
         b_row = Signal(aw)   # b_addr + k0 * b_stride
         c_row = Signal(aw)   # c_addr + m0 * c_stride
 
-        # Last byte touched by each matrix, in exact (wide) arithmetic.
+        # Last byte touched by each matrix, in exact (wide) arithmetic. The
+        # products (rows - 1) * stride are shift-and-add, one bit a cycle.
+        dw = cfg.dim_width
         esize, osize = cfg.width // 8, Mux(cmd.int8, 1, 4)
         limit = 1 << aw
-        a_end = Signal(aw + cfg.dim_width + 2)
-        b_end = Signal(aw + cfg.dim_width + 2)
-        c_end = Signal(aw + cfg.dim_width + 2)
+        new = self.cmd.payload
+        products = []   # (multiplier bits, shifted stride, product, initial values)
+        for rows, stride in ((new.m, new.a_stride), (new.k, new.b_stride), (new.m, new.c_stride)):
+            products.append((Signal(dw), Signal(aw + dw), Signal(aw + dw), rows - 1, stride))
+        step = Signal(range(dw + 1))
+        ends = [Signal(aw + dw + 2) for _ in range(5)]
+        a_end, b_end, c_end, bias_end, scale_end = ends
+        (_, _, a_prod, _, _), (_, _, b_prod, _, _), (_, _, c_prod, _, _) = products
         m.d.comb += [
-            a_end.eq(cmd.a_addr + (cmd.m - 1) * cmd.a_stride + cmd.k * esize),
-            b_end.eq(cmd.b_addr + (cmd.k - 1) * cmd.b_stride + cmd.n * esize),
-            c_end.eq(cmd.c_addr + (cmd.m - 1) * cmd.c_stride + cmd.n * osize),
+            a_end.eq(cmd.a_addr + a_prod + cmd.k * esize),
+            b_end.eq(cmd.b_addr + b_prod + cmd.n * esize),
+            c_end.eq(cmd.c_addr + c_prod + cmd.n * osize),
+            bias_end.eq(cmd.bias_addr + (cmd.n << 2)),
+            scale_end.eq(cmd.scale_addr + (cmd.n << 2)),
         ]
         check = ((cmd.m == 0) | (cmd.k == 0) | (cmd.n == 0) | (a_end > limit) | (b_end > limit)
-                 | (c_end > limit) | (cmd.accumulate & cmd.int8))
+                 | (c_end > limit) | (cmd.accumulate & cmd.int8)
+                 | (cmd.bias & (bias_end > limit))
+                 | (cmd.per_channel & (~cmd.int8 | (scale_end > limit))))
 
         rows_left = Signal(cfg.dim_width)
         cols_left = Signal(cfg.dim_width)
@@ -156,13 +180,24 @@ class TileScheduler(wiring.Component):
             d.first.eq(k0 == 0), d.last.eq(last_k), d.end.eq(last_k & last_n & last_m),
             d.accumulate.eq(cmd.accumulate), d.int8.eq(cmd.int8),
             d.multiplier.eq(cmd.multiplier), d.shift.eq(cmd.shift), d.tag.eq(cmd.tag),
+            d.bias.eq(cmd.bias), d.per_channel.eq(cmd.per_channel),
+            d.bias_base.eq(cmd.bias_addr + (n0 << 2)), d.scale_base.eq(cmd.scale_addr + (n0 << 2)),
         ]
 
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
-                    m.d.sync += cmd.eq(self.cmd.payload)
+                    m.d.sync += [cmd.eq(self.cmd.payload), step.eq(0)]
+                    for bits, shifted, product, rows_less, stride in products:
+                        m.d.sync += [bits.eq(rows_less), shifted.eq(stride), product.eq(0)]
+                    m.next = "MULTIPLY"
+            with m.State("MULTIPLY"):
+                for bits, shifted, product, _, _ in products:
+                    m.d.sync += [bits.eq(bits >> 1), shifted.eq(shifted << 1),
+                                 product.eq(product + Mux(bits[0], shifted, 0))]
+                m.d.sync += step.eq(step + 1)
+                with m.If(step == dw - 1):
                     m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.sync += [bad.eq(check), m0.eq(0), n0.eq(0), k0.eq(0),

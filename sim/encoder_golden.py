@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .gelu_golden import gelu_float, gelu_golden, ratio_to_mult_shift
+from .fixed_golden import ratio_to_mult_shift
+from .gelu_golden import gelu_float, gelu_golden
 from .gemm_golden import gemm_golden
 from .layernorm_golden import layernorm_golden
 from .softmax_golden import softmax_golden

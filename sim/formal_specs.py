@@ -149,9 +149,11 @@ class SchedulerSpec(Spec):
         m.d.comb += [a_end.eq(cmd.a_addr + (cmd.m - 1) * cmd.a_stride + cmd.k * esize),
                      b_end.eq(cmd.b_addr + (cmd.k - 1) * cmd.b_stride + cmd.n * esize),
                      c_end.eq(cmd.c_addr + (cmd.m - 1) * cmd.c_stride + cmd.n * osize)]
+        limit = 1 << cfg.addr_width
         bad = ((cmd.m == 0) | (cmd.k == 0) | (cmd.n == 0) | (cmd.accumulate & cmd.int8)
-               | (a_end > (1 << cfg.addr_width)) | (b_end > (1 << cfg.addr_width))
-               | (c_end > (1 << cfg.addr_width)))
+               | (a_end > limit) | (b_end > limit) | (c_end > limit)
+               | (cmd.bias & (cmd.bias_addr + cmd.n * 4 > limit))
+               | (cmd.per_channel & (~cmd.int8 | (cmd.scale_addr + cmd.n * 4 > limit))))
         self.check(m, "error_iff_bad", ~sched.chunk.valid | (d.error == bad))
         self.check(m, "bad_gives_one_descriptor", ~(sched.chunk.valid & bad & (since != 0)))
 
@@ -223,18 +225,19 @@ SCHEDULER_CONFIG = GemmConfig(rows=2, cols=2, mem_width=32, k_chunk=4, m_tile=4,
 def scheduler_proofs(*, make=None, config=SCHEDULER_CONFIG, depth=None):
     """The proofs of the GEMM engine's tile scheduler (block ``gemm``): the
     stream rules on ``chunk`` by k-induction; the rest by bmc: 12 cycles
-    for no chunk without a command, 6 (from reset: a command taken, checked
-    and its first 3 chunks, with a multiply-heavy spec check) for the
-    error rule and the address bounds."""
+    for no chunk without a command, ``dim_width + 6`` (from reset: a command
+    taken, its ``dim_width`` cycles of shift-and-add range check, the check
+    and its first 3 chunks, with a multiply-heavy spec check) for the error
+    rule and the address bounds."""
     make = make or TileScheduler
     label = (f"scheduler {config.dataflow} panel={config.panel} block_rows={config.block_rows} "
              f"k_chunk={config.k_chunk} addr={config.addr_width} dim={config.dim_width}")
-    bmc = depth or 6
+    bmc = depth or config.dim_width + 6
     methods = {"chunk_valid_held": ("prove", 4), "chunk_payload_held": ("prove", 4),
                "no_chunk_without_command": ("bmc", 12), "error_iff_bad": ("bmc", bmc),
                "bad_gives_one_descriptor": ("bmc", bmc), "a_in_bounds": ("bmc", bmc),
                "b_in_bounds": ("bmc", bmc), "c_in_bounds": ("bmc", bmc),
-               "reaches_second_command": ("cover", 10)}
+               "reaches_second_command": ("cover", 2 * config.dim_width + 10)}
     return [Proof(block="gemm", name=name, config=label,
                   spec=lambda only: SchedulerSpec(lambda: make(config), only=only),
                   method=method, depth=depth_)

@@ -1,5 +1,5 @@
 """Bit-exact numpy model of :class:`bertforge.rtl.gelu.Gelu`, its float
-reference, and the scale helper the GELU and LayerNorm command lines use."""
+reference, and the scales of its input and output."""
 
 import math
 
@@ -7,31 +7,9 @@ import numpy as np
 
 from bertforge.rtl.gelu import (GELU_SEGMENT_BITS, GELU_SEGMENTS, GELU_X, GELU_Y,
                                 gelu_tables)
-from .fixed_golden import requantize
-from bertforge.rtl.errors import ParameterError
+from .fixed_golden import ratio_to_mult_shift, requantize
 
-__all__ = ["ratio_to_mult_shift", "gelu_config_for_scales", "gelu_internal", "gelu_golden",
-           "gelu_float"]
-
-
-def ratio_to_mult_shift(ratio, mult_bits=16):
-    """``(mult, shift)`` with ``mult / 2**shift`` closest to ``ratio`` for
-    ``mult < 2**mult_bits`` (trailing zero bits of ``mult`` dropped, so
-    powers of two stay small). ``ValueError`` if ``ratio`` is not positive or
-    needs a shift outside [0, 62]."""
-    if not (isinstance(ratio, (int, float)) and math.isfinite(ratio) and ratio > 0):
-        raise ParameterError(f"scale ratio must be a positive finite number, not {ratio!r}")
-    shift = mult_bits - 1 - math.floor(math.log2(ratio))
-    if shift < 0:
-        raise ParameterError(f"scale ratio {ratio!r} is too large (needs a negative shift)")
-    mult = int(round(ratio * 2.0 ** shift))
-    if mult >= 1 << mult_bits:
-        mult, shift = (mult + 1) >> 1, shift - 1
-    while mult % 2 == 0 and shift > 0:
-        mult, shift = mult >> 1, shift - 1
-    if shift > 62 or mult < 1:
-        raise ParameterError(f"scale ratio {ratio!r} is too small to represent")
-    return mult, shift
+__all__ = ["gelu_config_for_scales", "gelu_internal", "gelu_golden", "gelu_float"]
 
 
 def gelu_config_for_scales(config, in_scale, out_scale):

@@ -4,20 +4,26 @@ Cycles count from the first command handshake to the last completion
 handshake, both included, as the harness measures them.
 
 The model walks the chunks of every command (the scheduler's order) and
-tracks two resources: the memory, which returns one beat per cycle (or
-``bw / mem_bytes`` beats per cycle with a bandwidth limit) after a latency
-``lat``, and the array, busy ``max(k_len, rows)`` cycles per OS tile or
-``max(m_len, rows)`` per WS weight block
-(:func:`~bertforge.sim.systolic_cycles.systolic_tile_period`). A chunk is
-fed once it is loaded; a chunk loads once the chunk two before it has been
-fed (double buffering).
+tracks three resources (:func:`timeline`): the memory, which returns one
+beat per cycle (or ``bw / mem_bytes`` beats per cycle with a bandwidth
+limit) after a latency ``lat`` (a block's first chunk also reads its old C,
+bias and scale words: :func:`load_beats`); the array, busy ``max(k_len,
+rows)`` cycles per OS tile or ``max(m_len, rows)`` per WS weight block
+(:func:`~bertforge.sim.systolic_cycles.systolic_tile_period`); and the
+writer. A chunk is fed once it is loaded; a chunk loads once the chunk two
+before it has been fed (double buffering) and, if it reads old C, bias or
+scales, once the writer has written the block two before it (the block
+buffers hold two blocks; :data:`RELEASE`).
 
 *Compute bound* (every chunk loaded before the array needs it, every block
 written out before its accumulator slot is needed again, fixed latency of at
 most :data:`EXACT_MAX_LATENCY`, no stalls) the count is exact:
 
-    cycles = START + max(lat, 2) + beats(first chunk) + systolic_cycles(all tiles)
-             + END + rows(last block) * beats per output row
+    cycles = start_cycles + max(lat, 2) + beats(first chunk) + systolic_cycles(all tiles)
+             + END + rows(last block) * ceil(n_len(last block) / Q)
+
+where the writer takes ``ceil(n_len / Q)`` cycles per output row, int32 or
+int8, ``Q = mem_bytes // 4`` (:func:`write_cycles`).
 
 Otherwise (memory bound) the same walk estimates it.
 """
@@ -26,17 +32,31 @@ import math
 
 from bertforge.sim.systolic_cycles import systolic_cycles, systolic_tile_period
 
-__all__ = ["gemm_cycles", "ideal_cycles", "chunks", "START", "END", "EXACT_MAX_LATENCY"]
+__all__ = ["gemm_cycles", "ideal_cycles", "chunks", "load_beats", "write_cycles", "timeline",
+           "START", "END", "RELEASE", "EXACT_MAX_LATENCY", "start_cycles"]
 
 #: Cycles from the first command handshake to the first read request, plus
-#: from the last read beat of a chunk to its first operand handshake.
+#: from the last read beat of a chunk to its first operand handshake, not
+#: counting the scheduler's range check (``dim_width`` cycles: :func:`start_cycles`).
 START = 14
 #: Cycles from the array's last result row to the block's first write beat,
 #: plus from the last write beat to the completion.
-END = 5
+END = 13
+#: Cycles from a block's last write beat leaving the writer, less the read
+#: latency, until the first beat of a later block's old C, bias or scales
+#: (which reuse its block buffer) can arrive.
+RELEASE = 8
 #: Longest fixed read latency the exact model covers (the harness keeps 32
 #: requests in flight).
 EXACT_MAX_LATENCY = 16
+
+
+_FLAGS = ("accumulate", "int8", "bias", "per_channel")
+
+
+def start_cycles(config):
+    """:data:`START` plus the scheduler's ``dim_width`` cycles of range check."""
+    return START + config.dim_width
 
 
 def ideal_cycles(config, cmd):
@@ -46,7 +66,8 @@ def ideal_cycles(config, cmd):
 
 def chunks(config, cmd):
     """The scheduler's chunks of one command: dicts with ``m_len, n_len,
-    k_len, tiles, kblocks, first, last``."""
+    k_len, tiles, kblocks, first, last`` and the command's flags
+    ``accumulate, int8, bias, per_channel``."""
     out = []
     for m0 in range(0, cmd["m"], config.block_rows):
         for n0 in range(0, cmd["n"], config.panel):
@@ -62,24 +83,29 @@ def chunks(config, cmd):
                 out.append({"m_len": m_len, "n_len": n_len, "k_len": k_len,
                             "tiles": -(-n_len // config.cols), "kblocks": kblocks,
                             "first": k0 == 0, "last": k0 + config.k_chunk >= cmd["k"],
-                            "accumulate": bool(cmd.get("accumulate")),
-                            "int8": bool(cmd.get("int8"))})
+                            **{flag: bool(cmd.get(flag)) for flag in _FLAGS}})
     return out
 
 
-def _load_beats(config, chunk, b_rows=None):
+def load_beats(config, chunk, b_rows=None):
     """Read beats of a chunk: A rows, ``b_rows`` B rows (default ``k_len``;
-    the sparse engine loads values and indices) and old C when accumulating."""
+    the sparse engine loads values and indices) and, in a block's first
+    chunk, old C (accumulate: ``m_len`` rows), the bias and the per-channel
+    scale words (one row of ``n_len`` 4-byte values each, when used)."""
     b_rows = chunk["k_len"] if b_rows is None else b_rows
     beats = chunk["m_len"] * -(-chunk["k_len"] // config.lanes) + b_rows
-    if chunk["first"] and chunk["accumulate"]:
-        beats += chunk["m_len"] * -(-chunk["n_len"] * 4 // config.mem_bytes)
+    if chunk["first"]:
+        row = -(-chunk["n_len"] * 4 // config.mem_bytes)
+        rows = chunk["m_len"] * chunk["accumulate"] + chunk["bias"] + chunk["per_channel"]
+        beats += rows * row
     return beats
 
 
-def _write_beats(config, chunk):
-    per_row = 1 if chunk["int8"] else -(-chunk["n_len"] * 4 // config.mem_bytes)
-    return chunk["m_len"] * per_row
+def write_cycles(config, chunk):
+    """Cycles the writer takes for a block: ``ceil(n_len / Q)`` per output
+    row, ``Q = mem_bytes // 4`` (int32 values per beat; int8 rows take as
+    long, the requantizer has Q multipliers)."""
+    return chunk["m_len"] * -(-chunk["n_len"] // (config.mem_bytes // 4))
 
 
 def _streams(config, chunk):
@@ -96,64 +122,68 @@ def gemm_cycles(config, commands, *, lat=1, bw=0):
     Returns a dict: ``cycles`` (int), ``exact`` (the compute-bound formula
     applies, and the RTL must match it) and ``bound`` ("compute" or "memory").
     """
-    from .gemm_golden import command_error
+    from .gemm_golden import command_rejected
     sysconfig = config.systolic
-    beat_time = 1.0 if bw <= 0 or bw >= config.mem_bytes else config.mem_bytes / bw
-    valid = [c for c in commands if not command_error(
-        config, c["m"], c["k"], c["n"], c.get("a_addr", 0), c.get("b_addr", 0), c.get("c_addr", 0),
-        c.get("a_stride", 0), c.get("b_stride", 0), c.get("c_stride", 0),
-        bool(c.get("accumulate")), bool(c.get("int8")))]
+    valid = [c for c in commands if not command_rejected(config, c)]
     all_chunks = [ch for c in valid for ch in chunks(config, c)]
     if not all_chunks:
         return {"cycles": 8 * len(commands), "exact": False, "bound": "compute"}
+    busy = [sum(systolic_tile_period(sysconfig, k) for k in _streams(config, ch))
+            for ch in all_chunks]
     ks = [k for ch in all_chunks for k in _streams(config, ch)]
+    return timeline(config, all_chunks, busy, [load_beats(config, ch) for ch in all_chunks],
+                    systolic_cycles(sysconfig, ks) - sum(busy), start=start_cycles(config),
+                    lat=lat, bw=bw, exact=len(valid) == len(commands))
 
-    # Walk over chunks, times in one frame: load_end[c] is when chunk c could
-    # start on the array, feed[c] its (start, end) there.
-    load_end = []
-    feed = []
-    stalled = False
+
+def _block_jobs(chunk):
+    """The chunk reads into the block buffers (old C, bias, scales)."""
+    return chunk["first"] and (chunk["accumulate"] or chunk["bias"] or chunk["per_channel"])
+
+
+def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact):
+    """The walk of the module docstring (shared with the sparse engine's
+    model) over ``chunks``, chunk ``i`` busy on the array ``busy[i]`` cycles
+    after reading ``loads[i]`` beats; ``drain``: cycles from the end of a
+    block's feeding to its first write (the array's pipeline); ``start``:
+    cycles before the first read request.
+
+    A chunk loads once the chunk two before it has been fed (double
+    buffering) and, if it reads old C, bias or scales, once the writer has
+    released the block buffer of the block two before
+    (:data:`RELEASE`); a block's rows leave the writer (:func:`write_cycles`)
+    once it is complete; blocks queue behind each other. Returns the cycle
+    model's dict; ``exact`` only if ``exact`` is given, memory answers a
+    beat per cycle after at most :data:`EXACT_MAX_LATENCY` cycles, no chunk
+    waited for its data and no block for the writer.
+    """
+    beat_time = 1.0 if bw <= 0 or bw >= config.mem_bytes else config.mem_bytes / bw
+    exact = exact and beat_time == 1.0 and lat <= EXACT_MAX_LATENCY
     lat = max(lat, 2)   # a request reaches the head of the memory's queue in 2 cycles
-    mem_free = START + lat
-    for index, chunk in enumerate(all_chunks):
+    mem_free = start + lat
+    feed = []           # (start, end) of each chunk on the array
+    written = []        # per block: (its chunk index, the cycle its last row has left the writer)
+    stalled = False
+    last_rows = write_cycles(config, chunks[-1])
+    for index, chunk in enumerate(chunks):
         begin = mem_free
         if index >= 2:   # its buffer slot frees once chunk index-2 is fed
             begin = max(begin, feed[index - 2][1] + lat + 3)
-        end = begin + math.ceil(_load_beats(config, chunk) * beat_time)
+        if _block_jobs(chunk) and len(written) >= 2:
+            begin = max(begin, written[-2][1] + lat + RELEASE)
+        end = begin + math.ceil(loads[index] * beat_time)
         mem_free = end
-        load_end.append(end)
-        busy = sum(systolic_tile_period(sysconfig, k) for k in _streams(config, chunk))
-        start = end if index == 0 else max(end, feed[index - 1][1])
-        if index and end > feed[index - 1][1]:
+        if index and end > feed[-1][1]:
             stalled = True
-        feed.append((start, start + busy))
-    stall_cycles = feed[-1][0] - feed[0][0] - sum(
-        sum(systolic_tile_period(sysconfig, k) for k in _streams(config, ch)) for ch in all_chunks[:-1])
-    last_write = (load_end[0] + stall_cycles + systolic_cycles(sysconfig, ks)
-                  - _write_beats(config, all_chunks[-1]) + 0)
-    exact = beat_time == 1.0 and lat <= EXACT_MAX_LATENCY and len(valid) == len(commands)
-    return write_timeline(config, all_chunks, feed, last_write, stalled, exact)
-
-
-def write_timeline(config, chunks, feed, last_write, stalled, exact):
-    """The writer's end of an engine's timeline (shared with the sparse
-    engine's model): a block's rows leave one beat per cycle once it is
-    complete; blocks queue behind each other. ``feed`` holds each chunk's
-    (start, end) of feeding, ``last_write`` the cycle the last block's write
-    ends when nothing queues. Returns the cycle model's dict; ``exact``
-    only if the inputs allow it and no block waited for the writer."""
-    block_ends = [i for i, ch in enumerate(chunks) if ch["last"]]
-    write_free = None
-    for number, index in enumerate(block_ends):
-        ready_at = feed[index][1] - feed[-1][1] + last_write + _write_beats(config, chunks[-1])
-        begin = ready_at if write_free is None else max(ready_at, write_free)
-        if begin > ready_at:
-            stalled = True
-        write_free = begin + _write_beats(config, chunks[index])
-        if number + 1 < len(block_ends):
-            following = block_ends[number + 1]
-            if write_free + 8 > feed[following][1] - feed[-1][1] + last_write:
+        first = end if index == 0 else max(end, feed[-1][1])
+        feed.append((first, first + busy[index]))
+        if chunk["last"]:
+            ready = feed[-1][1] + drain
+            if written and written[-1][1] + 8 > ready - last_rows:
+                stalled = True      # the writer may hold the accumulator slot the block needs
+            write_begin = ready if not written else max(ready, written[-1][1])
+            if write_begin > ready:
                 stalled = True
-    cycles = write_free + END
-    return {"cycles": int(cycles), "exact": exact and not stalled,
+            written.append((index, write_begin + write_cycles(config, chunk)))
+    return {"cycles": int(written[-1][1] + END), "exact": exact and not stalled,
             "bound": "memory" if stalled else "compute"}

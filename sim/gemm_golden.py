@@ -2,11 +2,19 @@
 
 import numpy as np
 
-from .fixed_golden import requantize
+from .fixed_golden import requantize, split_scale_words
 from .systolic_golden import saturating_matmul
 from bertforge.rtl.errors import ParameterError
 
-__all__ = ["gemm_golden", "command_error", "reduction_pieces", "run_commands"]
+__all__ = ["gemm_golden", "command_error", "command_rejected", "command_fields", "FIELDS",
+           "reduction_pieces", "run_commands", "write_result"]
+
+#: The fields :func:`command_error` checks.
+_CHECKED = ("m", "k", "n", "a_addr", "b_addr", "c_addr", "a_stride", "b_stride", "c_stride",
+            "accumulate", "int8", "bias", "per_channel", "bias_addr", "scale_addr")
+#: Fields of a dense command that the golden and cycle models read (``tag`` aside).
+FIELDS = _CHECKED + ("multiplier", "shift")
+_INT32 = (-(1 << 31), (1 << 31) - 1)
 
 
 def reduction_pieces(config, k):
@@ -22,15 +30,18 @@ def reduction_pieces(config, k):
             for s in range(0, k, lanes) for b in range(0, min(lanes, k - s), config.rows)]
 
 
-def gemm_golden(config, a, b, *, c_old=None, int8=False, multiplier=1, shift=0):
+def gemm_golden(config, a, b, *, c_old=None, bias=None, int8=False, multiplier=1, shift=0):
     """``A @ B`` as the engine computes it.
 
     ``acc = clamp(c_old)`` (accumulate) or 0; for each reduction piece ``p``
     (:func:`reduction_pieces`: K chunks in OS, weight blocks in WS):
     ``acc = clamp(acc + saturating_matmul(A[:, p], B[p]))``, clamping to
-    ``signed(acc_width)``. Returns ``acc`` (int64, the int32 output)
-    or, with ``int8``, ``requantize(acc, multiplier, shift)`` (round to nearest,
-    ties up, saturate to int8). When no sum saturates this is the plain product.
+    ``signed(acc_width)``; with ``bias`` (N integers, one per column)
+    ``acc = clamp(acc + bias)`` to int32. Returns ``acc`` (int64, the int32
+    output) or, with ``int8``, ``requantize(acc, multiplier, shift)`` (round
+    to nearest, ties up, saturate to int8), ``multiplier`` and ``shift``
+    scalars or one per column (length N). When no sum saturates this is the
+    plain product (plus the bias).
     """
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
@@ -48,28 +59,63 @@ def gemm_golden(config, a, b, *, c_old=None, int8=False, multiplier=1, shift=0):
         for start, stop in reduction_pieces(config, a.shape[1]):
             part = saturating_matmul(a[:, start:stop], b[start:stop], config.acc_width)
             acc = np.clip(acc + part, lo, hi)
+    if bias is not None:
+        bias = np.asarray(bias, dtype=np.int64)
+        if bias.shape != (b.shape[1],):
+            raise ParameterError(f"bias must have one value per column of B ({b.shape[1]}), "
+                                 f"not shape {bias.shape}")
+        acc = np.clip(acc + bias, *_INT32)
     if int8:
         return requantize(acc, multiplier, shift, 8)
     return acc
 
 
 def command_error(config, m, k, n, a_addr, b_addr, c_addr, a_stride, b_stride, c_stride,
-                  accumulate=False, int8=False):
-    """True if the engine rejects this command: a size of 0, a matrix that
-    leaves the ``2**addr_width`` byte address space, or accumulate with int8
-    output."""
-    if min(m, k, n) == 0 or (accumulate and int8):
+                  accumulate=False, int8=False, *, bias=False, per_channel=False, bias_addr=0,
+                  scale_addr=0):
+    """True if the engine rejects this command: a size of 0, a matrix (or,
+    when used, the bias vector or the per-channel scale words: N 4-byte
+    values each) that leaves the ``2**addr_width`` byte address space,
+    accumulate with int8 output, or per-channel scales without int8 output."""
+    if min(m, k, n) == 0 or (accumulate and int8) or (per_channel and not int8):
         return True
     esize, osize, limit = config.width // 8, 1 if int8 else 4, 1 << config.addr_width
-    return (a_addr + (m - 1) * a_stride + k * esize > limit
-            or b_addr + (k - 1) * b_stride + n * esize > limit
-            or c_addr + (m - 1) * c_stride + n * osize > limit)
+    return bool(a_addr + (m - 1) * a_stride + k * esize > limit
+                or b_addr + (k - 1) * b_stride + n * esize > limit
+                or c_addr + (m - 1) * c_stride + n * osize > limit
+                or (bias and bias_addr + 4 * n > limit)
+                or (per_channel and scale_addr + 4 * n > limit))
+
+
+def command_fields(cmd, fields=FIELDS):
+    """``fields`` of command dict ``cmd`` as ints (missing ones 0)."""
+    return {key: int(cmd.get(key, 0)) for key in fields}
+
+
+def command_rejected(config, cmd):
+    """:func:`command_error` of command dict ``cmd`` (missing fields 0)."""
+    return command_error(config, **command_fields(cmd, _CHECKED))
 
 
 def _view(image, addr, stride, rows, cols, dtype):
     dtype = np.dtype(dtype)
     return np.ndarray((rows, cols), dtype=dtype, buffer=image, offset=addr,
                       strides=(stride, dtype.itemsize))
+
+
+def write_result(config, image, c, a, b):
+    """Command ``c`` (a dict of :data:`FIELDS`) with operands ``a``, ``b``:
+    read its old C, bias and scale words from ``image``, compute C with
+    :func:`gemm_golden` and write it into ``image``."""
+    n = c["n"]
+    out = _view(image, c["c_addr"], c["c_stride"], c["m"], n, "<i1" if c["int8"] else "<i4")
+    c_old = out.astype(np.int64) if c["accumulate"] else None
+    bias = _view(image, c["bias_addr"], 4, 1, n, "<i4")[0] if c["bias"] else None
+    multiplier, shift = c["multiplier"], c["shift"]
+    if c["per_channel"]:
+        multiplier, shift = split_scale_words(_view(image, c["scale_addr"], 4, 1, n, "<u4")[0])
+    out[...] = gemm_golden(config, a, b, c_old=c_old, bias=bias, int8=bool(c["int8"]),
+                           multiplier=multiplier, shift=shift)
 
 
 def run_commands(config, image, commands):
@@ -79,19 +125,12 @@ def run_commands(config, image, commands):
     operand = f"<i{config.width // 8}"
     errors = []
     for cmd in commands:
-        c = {key: int(cmd.get(key, 0)) for key in (
-            "m", "k", "n", "a_addr", "b_addr", "c_addr", "a_stride", "b_stride", "c_stride",
-            "accumulate", "int8", "multiplier", "shift")}
-        bad = command_error(config, c["m"], c["k"], c["n"], c["a_addr"], c["b_addr"], c["c_addr"],
-                            c["a_stride"], c["b_stride"], c["c_stride"],
-                            bool(c["accumulate"]), bool(c["int8"]))
-        errors.append(bool(bad))
+        c = command_fields(cmd)
+        bad = command_rejected(config, c)
+        errors.append(bad)
         if bad:
             continue
         a = _view(image, c["a_addr"], c["a_stride"], c["m"], c["k"], operand).astype(np.int64)
         b = _view(image, c["b_addr"], c["b_stride"], c["k"], c["n"], operand).astype(np.int64)
-        out = _view(image, c["c_addr"], c["c_stride"], c["m"], c["n"], "<i1" if c["int8"] else "<i4")
-        c_old = out.astype(np.int64) if c["accumulate"] else None
-        out[...] = gemm_golden(config, a, b, c_old=c_old, int8=bool(c["int8"]),
-                               multiplier=c["multiplier"], shift=c["shift"])
+        write_result(config, image, c, a, b)
     return errors

@@ -17,7 +17,7 @@ import numpy as np
 
 from bertforge.rtl.layernorm import LN_Z_FRAC, LN_Z_WIDTH
 from bertforge.rtl.rsqrt import RSQRT_FRAC, rsqrt_reference
-from .fixed_golden import requantize
+from .fixed_golden import ratio_to_mult_shift, requantize
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["layernorm_vector_stats", "layernorm_golden", "layernorm_float",
@@ -79,6 +79,5 @@ def layernorm_reference_int8(config, x, r=None, gamma=None, beta=None):
 def layernorm_config_for_scale(config, out_scale):
     """``config`` with ``out_mult/out_shift`` set for a real output LSB of
     ``out_scale``."""
-    from .gelu_golden import ratio_to_mult_shift
     mult, shift = ratio_to_mult_shift(2.0 ** -(LN_Z_FRAC + config.gamma_frac) / out_scale)
     return dataclasses.replace(config, out_mult=mult, out_shift=shift)

@@ -5,25 +5,24 @@ engine's model (:func:`bertforge.sim.gemm_golden.gemm_golden`, K chunks of
 
 import numpy as np
 
-from .gemm_golden import command_error, gemm_golden
+from .gemm_golden import FIELDS, _view, command_fields, command_rejected, write_result
 from .sparse_golden import compressed_rows, decompress_nm
 
 __all__ = ["sparse_command_error", "run_sparse_commands", "SPARSE_FIELDS"]
 
-#: Fields of a sparse command (those of a dense command, the pattern, the indices).
-SPARSE_FIELDS = ("m", "k", "n", "a_addr", "b_addr", "c_addr", "a_stride", "b_stride", "c_stride",
-                 "accumulate", "int8", "multiplier", "shift", "pat_n", "pat_m", "idx_addr",
-                 "idx_stride")
+#: Fields of a sparse command (those of a dense command with its bias and
+#: per-channel scales, the pattern, the indices).
+SPARSE_FIELDS = FIELDS + ("pat_n", "pat_m", "idx_addr", "idx_stride")
 
 
 def sparse_command_error(config, c):
     """True if the engine rejects command ``c`` (a dict of :data:`SPARSE_FIELDS`):
-    what the dense engine rejects (B checked as one row), a pattern that is not
+    what the dense engine rejects (B checked as one row; bias and
+    per-channel scales as there), a pattern that is not
     ``1 <= pat_n <= pat_m`` with ``pat_m`` a power of two up to ``m_max``, or
     compressed values or indices (``ceil(k / pat_m) * pat_n`` rows) that
     leave the address space."""
-    if command_error(config, c["m"], c["k"], c["n"], c["a_addr"], c["b_addr"], c["c_addr"],
-                     c["a_stride"], 0, c["c_stride"], bool(c["accumulate"]), bool(c["int8"])):
+    if command_rejected(config, dict(c, b_stride=0)):
         return True
     pn, pm = c["pat_n"], c["pat_m"]
     if pm < 1 or pm > config.m_max or pm & (pm - 1) or not 1 <= pn <= pm:
@@ -32,12 +31,6 @@ def sparse_command_error(config, c):
     limit = 1 << config.addr_width
     return (c["b_addr"] + (rows - 1) * c["b_stride"] + c["n"] * (config.width // 8) > limit
             or c["idx_addr"] + (rows - 1) * c["idx_stride"] + c["n"] > limit)
-
-
-def _view(image, addr, stride, rows, cols, dtype):
-    dtype = np.dtype(dtype)
-    return np.ndarray((rows, cols), dtype=dtype, buffer=image, offset=addr,
-                      strides=(stride, dtype.itemsize))
 
 
 def run_sparse_commands(config, image, commands):
@@ -49,7 +42,7 @@ def run_sparse_commands(config, image, commands):
     operand = f"<i{config.width // 8}"
     errors = []
     for cmd in commands:
-        c = {key: int(cmd.get(key, 0)) for key in SPARSE_FIELDS}
+        c = command_fields(cmd, SPARSE_FIELDS)
         bad = sparse_command_error(config, c)
         errors.append(bool(bad))
         if bad:
@@ -59,8 +52,5 @@ def run_sparse_commands(config, image, commands):
         values = _view(image, c["b_addr"], c["b_stride"], rows, c["n"], operand).astype(np.int64)
         indices = _view(image, c["idx_addr"], c["idx_stride"], rows, c["n"], "u1").astype(np.int64)
         w = decompress_nm(values, indices, c["pat_n"], c["pat_m"], c["k"])
-        out = _view(image, c["c_addr"], c["c_stride"], c["m"], c["n"], "<i1" if c["int8"] else "<i4")
-        c_old = out.astype(np.int64) if c["accumulate"] else None
-        out[...] = gemm_golden(config, a, w, c_old=c_old, int8=bool(c["int8"]),
-                               multiplier=c["multiplier"], shift=c["shift"])
+        write_result(config, image, c, a, w)
     return errors

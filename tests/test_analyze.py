@@ -71,11 +71,42 @@ def test_sparse_engine_runs_the_weight_gemms_pruned():
     base = {r["operation"]: r for r in dense["operations"]}
     ffn = ops["ffn 1"]
     assert ffn["cycles"] == sparse_engine_cycles(
-        hw.sparse, [dict(m=128, k=768, n=3072, int8=1, pat_n=2, pat_m=4)], lat=8, bw=64)["cycles"]
+        hw.sparse, [dict(m=128, k=768, n=3072, int8=1, bias=1, per_channel=1, pat_n=2, pat_m=4)],
+        lat=8, bw=64)["cycles"]
     for name in ("ffn 1", "ffn 2", "output projection", "q, v projections"):
         assert 0.49 < ops[name]["cycles"] / base[name]["cycles"] < 0.52, name
     for name in ("k projection", "attention scores", "attention context"):   # dense mode
         assert 0.99 < ops[name]["cycles"] / base[name]["cycles"] < 1.01, name
+
+
+def test_linear_layers_read_their_bias_and_per_channel_scales():
+    """The weight GEMMs (B a weight matrix) add a bias and requantize per
+    channel; the k projection and the attention GEMMs do neither. Costed
+    with them, a linear layer reads a bias and a scale row more in each
+    block's first chunk."""
+    from bertforge.sim.gemm_cycles import gemm_cycles
+    ops = {op.name: op for op in encoder_layer("bert-base", 128)}
+    linear = ("q, v projections", "output projection", "ffn 1", "ffn 2")
+    assert all(ops[name].bias and ops[name].per_channel and ops[name].int8_out for name in linear)
+    for name in ("k projection", "attention scores", "attention context"):
+        assert not ops[name].bias and not ops[name].per_channel
+    assert not any(op.bias for op in encoder_layer("bert-base", 128, bias=False))
+    assert not any(op.bias for op in encoder_layer("bert-base", 128, training=True)
+                   if "grad" in op.name)
+    hw = load_hardware(DEFAULT_HW)
+    real = {r["operation"]: r["cycles"] for r in analyze("bert-base", 128, hw)["operations"]}
+    bare = {r["operation"]: r["cycles"] for r in analyze("bert-base", 128, hw, bias=False)["operations"]}
+    assert real["ffn 1"] == gemm_cycles(hw.gemm, [dict(m=128, k=768, n=3072, int8=1, bias=1,
+                                                       per_channel=1)], lat=8, bw=64)["cycles"]
+    assert bare["ffn 1"] == gemm_cycles(hw.gemm, [dict(m=128, k=768, n=3072, int8=1)],
+                                        lat=8, bw=64)["cycles"]
+    # the first block's bias and scale rows (64-column panel); later blocks'
+    # (and a second command's) load while the array computes
+    beats = 2 * 64 * 4 // hw.gemm.mem_bytes
+    for name in linear:
+        assert real[name] - bare[name] == beats, name
+    for name in ("k projection", "attention scores", "attention context", "softmax"):
+        assert real[name] == bare[name], name
 
 
 @pytest.mark.parametrize("text, message", [

@@ -10,7 +10,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 from bertforge.boards import protocol
-from bertforge.boards.build import connect_uart_top, parse_report
+from bertforge.boards.build import connect_uart_top, critical_path_text, parse_report
 from bertforge.boards.clocking import ClockShell, ecp5_pll_params, ice40_pll_params
 from bertforge.boards.host import systolic_result_from_bytes, systolic_tile_bytes, vector_layout
 from bertforge.boards.gemm_top import GemmBoardTop, GemmTopConfig, board_engine_config
@@ -191,11 +191,28 @@ def test_parse_nextpnr_report(tmp_path):
                               "ICESTORM_DSP": {"used": 8, "available": 8},
                               "ICESTORM_RAM": {"used": 4, "available": 30}},
               "fmax": {"clk": {"achieved": 31.5, "constraint": 24.0}}}
+
+    def step(kind, delay, cell, port, to_port, **extra):
+        return {"type": kind, "delay": delay, "from": {"cell": cell, "port": port},
+                "to": {"cell": cell if kind != "routing" else "b_FF", "port": to_port}, **extra}
+    report["critical_paths"] = [
+        {"from": "<async>", "to": "posedge clk", "path": [step("routing", 9.0, "pin", "O", "D")]},
+        {"from": "posedge clk", "to": "posedge clk", "path": [
+            step("clk-to-q", 0.5, "a_FF", "CLK", "Q"),
+            step("routing", 1.0, "a_FF", "Q", "A", net="a", sources=["/x/rtl/a.py:3",
+                                                                       "/share/cells.v:1"]),
+            step("logic", 0.25, "b_LUT", "A", "F"),
+            step("routing", 0.5, "b_LUT", "F", "DI", net="b", sources=["/x/rtl/a.py:3"])]}]
     (tmp_path / "r.json").write_text(json.dumps(report))
     parsed = parse_report(tmp_path / "r.json", "ice40", 24.0)
     assert parsed["resources"]["DSPs"] == {"used": 8, "available": 8, "percent": 100.0}
     assert parsed["fmax_mhz"] == 31.5 and parsed["timing_met"]
+    assert parsed["critical_path"] == {"from": "a_FF.CLK", "to": "b_FF.DI", "delay_ns": 2.25,
+                                       "logic_levels": 1, "sources": ["/x/rtl/a.py:3"]}
     assert not parse_report(tmp_path / "r.json", "ice40", 40.0)["timing_met"]
+    text = critical_path_text(tmp_path / "r.json")
+    assert "posedge clk -> posedge clk: 2.25 ns" in text and "net a" in text
+    assert "    /x/rtl/a.py:3" in text and "/share/" not in text
 
 
 def test_board_cli_lists_and_rejects(capsys, tmp_path, monkeypatch):
@@ -246,8 +263,8 @@ def test_flash_without_a_board_says_so(capsys, tmp_path):
     # The issue's iCEBreaker target: 4x4 int8 at 24 MHz on 8 DSPs plus logic (WS and
     # 24-bit accumulators fit; OS with 32-bit accumulators needs 6178 of 5280 LCs).
     ("icebreaker", "systolic", 4, 24.0, ["--dataflow", "ws", "--acc-width", "24"]),
-    # The GEMM engine closes about 28 MHz on ECP5 (its unaligned-write shifter), so 20 MHz.
-    ("ulx3s-85f", "gemm", 4, 20.0, [])])
+    # The issue's ULX3S target for the GEMM engine: 4x4 at 100 MHz.
+    ("ulx3s-85f", "gemm", 4, 100.0, [])])
 def test_full_build(name, design, rows, mhz, flags, tmp_path, capsys):
     assert main(["build", "--board", name, "--design", design, "--rows", str(rows),
                  "--cols", str(rows), "--clock", str(mhz), "-o", str(tmp_path), "--json",
@@ -295,6 +312,42 @@ def test_gemm_board_top_over_uart_in_verilator(dataflow, rows, cols, tmp_path):
     assert [p["match"] for p in result["problems"]] == [True] * 3
     assert result["corrupt_rejected"] == 3 and result["bad_rejected"] == 2
     assert result["works_after_errors"]
+
+
+def test_bench_boards_gemm_sweep_stops_at_the_first_size_that_does_not_fit(
+        tmp_path, monkeypatch):
+    """The GEMM sweep builds `bertforge build`'s default top for each size,
+    stops after the first size that does not fit (named in the table with
+    what is over capacity) and reuses the builds the next time."""
+    from bertforge.generators import board_bench
+    from bertforge.generators.board_design import gemm_top_config
+    built = []
+
+    def fake_build(name, top, *, macs_per_cycle, clock_mhz, out_dir):
+        rows = top.config.engine.rows
+        built.append((name, rows, clock_mhz))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if rows == 3:
+            raise board_bench.BuildError(
+                "nextpnr-ice40 failed: the design does not fit: ICESTORM_LC 6000/5280 (114%, "
+                "720 too many); log: build.log", does_not_fit=True)
+        (out_dir / "top.bin").write_bytes(b"bits")
+        return {"timing_met": True, "fmax_mhz": 20.0, "peak_gops": 0.1, "resources": {},
+                "seconds": 1.0, "bitstream": str(out_dir / "top.bin"), "rtlil_sha256": "rtl"}
+
+    monkeypatch.setattr(board_bench, "build_board", fake_build)
+    monkeypatch.setattr(board_bench, "design_sha256", lambda name, top, clock_mhz: "rtl")
+    for _ in range(2):
+        rows = board_bench.bench_boards(tmp_path, boards=["icebreaker"], designs=["gemm"])
+        assert built == [("icebreaker", 2, None), ("icebreaker", 3, None)]
+        assert [(r["size"], r["fits"]) for r in rows] == [("2x2", True), ("3x3", False)]
+        assert rows[0]["largest"]
+    saved = json.loads((tmp_path / "icebreaker-gemm-2x2" / "report.json").read_text())
+    assert saved["design"] == {"name": "gemm", "config": gemm_top_config(
+        board("icebreaker"), 12.0, rows=2, cols=2).to_dict()}
+    table = (tmp_path / "bench.md").read_text()
+    assert "| gemm | icebreaker | 3x3 | does not fit: ICESTORM_LC 6000/5280 (114%, 720 too many) |" \
+        in table
 
 
 def test_gemm_board_layout_and_limits():

@@ -6,7 +6,8 @@ import pytest
 
 from bertforge.rtl.gelu import GeluConfig
 from bertforge.sim.gelu_cycles import gelu_cycles
-from bertforge.sim.gelu_golden import gelu_float, gelu_golden, gelu_internal, ratio_to_mult_shift
+from bertforge.sim.fixed_golden import ratio_to_mult_shift
+from bertforge.sim.gelu_golden import gelu_float, gelu_golden, gelu_internal
 
 from helpers import GELU_DEFAULT as DEFAULT
 from helpers import GELU_WIDE as WIDE

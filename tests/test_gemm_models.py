@@ -6,11 +6,15 @@ import pytest
 from amaranth.sim import Simulator
 
 from config_helpers import config_tests
+from bertforge.rtl.errors import ParameterError
 from bertforge.rtl.gemm import GemmConfig, GemmEngine
-from bertforge.rtl.tile_scheduler import TileScheduler
-from bertforge.sim.fixed_golden import requantize
-from bertforge.sim.gemm_cycles import chunks, gemm_cycles, ideal_cycles
-from bertforge.sim.gemm_golden import command_error, gemm_golden, reduction_pieces, run_commands
+from bertforge.rtl.tile_scheduler import CHANNEL_MULT_BITS, TileScheduler
+from bertforge.sim.fixed_golden import (channel_scale_words, command_scale, ratio_to_mult_shift,
+                                        requantize, scale_words, split_scale_words)
+from bertforge.sim.gemm_cycles import (START, chunks, gemm_cycles, ideal_cycles, load_beats,
+                                       write_cycles)
+from bertforge.sim.gemm_golden import (command_error, command_rejected, gemm_golden,
+                                       reduction_pieces, run_commands)
 from bertforge.sim.stream_sim import stream_put
 from bertforge.sim.systolic_golden import saturating_matmul
 
@@ -161,3 +165,225 @@ def test_scheduler_chunks(dataflow):
     second = got[3]
     assert (second["a_base"], second["b_base"], second["c_base"]) == (0, 400 + 5, 1200 + 5 * 4)
     assert got[-1]["error"] and got[-1]["tag"] == 8
+
+
+# ---- bias and per-channel requantization (issue #15)
+
+def _reference(a, b, bias, multipliers, shifts):
+    """The epilogue spelled out with Python ints: int32-saturated
+    ``A @ B + bias``, then per column ``(acc * m + 2**(s-1)) >> s`` saturated
+    to int8 (no sum saturates in the callers)."""
+    acc = [[sum(int(a[i, t]) * int(b[t, j]) for t in range(a.shape[1])) + int(bias[j])
+            for j in range(b.shape[1])] for i in range(a.shape[0])]
+    out = []
+    for row in acc:
+        out.append([])
+        for j, value in enumerate(row):
+            value = min(max(value, -2**31), 2**31 - 1)
+            m, s = int(multipliers[j]), int(shifts[j])
+            out[-1].append(min(max((value * m + ((1 << s) >> 1)) >> s, -128), 127))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("dataflow", ["os", "ws"])
+def test_golden_bias_and_per_channel_match_a_plain_reference(dataflow):
+    rng = np.random.default_rng(3)
+    config = GemmConfig(rows=3, cols=5, dataflow=dataflow, mem_width=64, k_chunk=16)
+    a, b = rng.integers(-128, 128, (7, 40)), rng.integers(-128, 128, (40, 9))
+    bias = rng.integers(-2**20, 2**20, 9)
+    multipliers = rng.integers(1, 2**CHANNEL_MULT_BITS, 9)
+    shifts = rng.integers(20, 64, 9)
+    got = gemm_golden(config, a, b, bias=bias, int8=True, multiplier=multipliers, shift=shifts)
+    assert np.array_equal(got, _reference(a, b, bias, multipliers, shifts))
+    assert np.array_equal(gemm_golden(config, a, b, bias=bias), a @ b + bias)
+    # a scalar command scale is the same for every column
+    scalar = gemm_golden(config, a, b, bias=bias, int8=True, multiplier=2**32 - 1, shift=45)
+    assert np.array_equal(scalar, _reference(a, b, bias, [2**32 - 1] * 9, [45] * 9))
+
+
+def test_golden_from_real_scales_is_within_half_an_lsb_of_float():
+    rng = np.random.default_rng(4)
+    config = GemmConfig(rows=2, cols=2, mem_width=64, k_chunk=32)
+    a, b = rng.integers(-128, 128, (16, 64)), rng.integers(-128, 128, (64, 12))
+    bias = rng.integers(-2**16, 2**16, 12)
+    scales = 10.0 ** rng.uniform(-5, -2, 12)
+    multipliers, shifts = split_scale_words(channel_scale_words(scales))
+    got = gemm_golden(config, a, b, bias=bias, int8=True, multiplier=multipliers, shift=shifts)
+    real = np.clip((a @ b + bias) * scales, -128, 127)
+    assert np.abs(got - real).max() <= 0.5 + 1e-6
+    assert np.any(got == 127) or np.any(got == -128) or np.abs(real).max() < 127
+
+
+def test_bias_saturates_to_int32_after_the_accumulator():
+    # acc_width 16: the product saturates to 32767, then the bias adds in int32.
+    config = GemmConfig(rows=2, cols=2, mem_width=64, k_chunk=8, acc_width=16)
+    a, b = np.full((1, 20), 127), np.full((20, 3), 127)
+    got = gemm_golden(config, a, b, bias=[100000, -40000, 2**31 - 1])
+    assert got.tolist() == [[132767, -7233, 2**31 - 1]]
+    wide = GemmConfig(rows=2, cols=2, mem_width=64, k_chunk=8)
+    c_old = np.array([[2**31 - 10, -(2**31) + 10]])
+    got = gemm_golden(wide, np.zeros((1, 1)), np.zeros((1, 2)), c_old=c_old, bias=[20, -20])
+    assert got.tolist() == [[2**31 - 1, -(2**31)]]
+    with pytest.raises(ParameterError, match=r"^bias must have one value per column of B \(2\), "
+                                             r"not shape \(3,\)$"):
+        gemm_golden(wide, np.zeros((1, 1)), np.zeros((1, 2)), bias=[1, 2, 3])
+
+
+def test_requantize_takes_one_multiplier_and_shift_per_column():
+    x = np.array([[1000, -1000, 7, 2**31 - 1], [-3, 5, -7, -(2**31)]])
+    multipliers = np.array([3, 5, 1, 2**32 - 1], dtype=np.uint32)
+    shifts = np.array([4, 0, 1, 63])
+    got = requantize(x, multipliers, shifts, 16)
+    for j in range(4):
+        assert np.array_equal(got[:, j], requantize(x[:, j], int(multipliers[j]), int(shifts[j]), 16))
+    # exact beyond int64: (2**31 - 1) * (2**32 - 1) needs 63 bits, the rounding a 64th
+    big = requantize(np.int64(2**31 - 1), np.uint32(2**32 - 1), 30, 40)
+    assert big == ((2**31 - 1) * (2**32 - 1) + 2**29) >> 30
+    assert requantize([[-1, 1]], [1, 1], [1, 1]).tolist() == [[0, 1]]   # ties toward +infinity
+
+
+def test_command_errors_of_bias_and_per_channel():
+    config = GemmConfig(rows=2, cols=2, mem_width=64, addr_width=12)
+    ok = dict(m=2, k=3, n=4, a_addr=0, b_addr=100, c_addr=200, a_stride=3, b_stride=4, c_stride=16)
+    assert command_error(config, **ok, per_channel=True)                 # needs int8
+    assert not command_error(config, **ok, int8=True, per_channel=True)
+    assert command_error(config, **ok, accumulate=True, int8=True, bias=True)
+    assert not command_error(config, **ok, accumulate=True, bias=True)
+    assert not command_error(config, **ok, bias=True, bias_addr=4096 - 16)
+    assert command_error(config, **ok, bias=True, bias_addr=4096 - 15)
+    assert not command_error(config, **ok, bias_addr=4096)               # unused: not checked
+    scale = dict(ok, int8=True, per_channel=True)
+    assert not command_error(config, **scale, scale_addr=4096 - 16)
+    assert command_error(config, **scale, scale_addr=4096 - 12)
+    assert not command_error(config, **dict(scale, per_channel=False), scale_addr=4096)
+    assert command_rejected(config, dict(ok, per_channel=1))
+    assert not command_rejected(config, dict(ok, bias=1, bias_addr=8, tag=3, multiplier=9))
+
+
+def test_run_commands_reads_bias_and_scale_words():
+    config = GemmConfig(rows=2, cols=2, mem_width=64, addr_width=12)
+    image = np.zeros(4096, dtype=np.uint8)
+    image[0:4] = [1, 2, 3, 4]          # A = [[1, 2], [3, 4]], B = I at 16
+    image[16:20] = [1, 0, 0, 1]
+    image[32:40] = np.array([100, -7], dtype="<i4").view(np.uint8)
+    image[48:56] = scale_words([3, 1], [1, 0]).astype("<u4").view(np.uint8)
+    cmd = dict(m=2, k=2, n=2, a_addr=0, b_addr=16, a_stride=2, b_stride=2, bias_addr=32,
+               scale_addr=48)
+    commands = [dict(cmd, c_addr=64, c_stride=8, bias=1),
+                dict(cmd, c_addr=128, c_stride=2, bias=1, int8=1, per_channel=1),
+                dict(cmd, c_addr=192, c_stride=2, int8=1, per_channel=1, multiplier=5),
+                dict(cmd, c_addr=256, c_stride=8, per_channel=1)]       # rejected: int32
+    assert run_commands(config, image, commands) == [False, False, False, True]
+    c32 = np.ndarray((2, 2), dtype="<i4", buffer=image, offset=64, strides=(8, 4))
+    assert c32.tolist() == [[101, -5], [103, -3]]
+    c8 = np.ndarray((2, 2), dtype="<i1", buffer=image, offset=128, strides=(2, 1))
+    assert c8.tolist() == [[127, -5], [127, -3]]        # (101 * 3 + 1) >> 1 = 152 -> 127
+    plain = np.ndarray((2, 2), dtype="<i1", buffer=image, offset=192, strides=(2, 1))
+    assert plain.tolist() == [[2, 2], [5, 4]]           # multiplier field unused: (x * 3 + 1) >> 1, x
+    assert not image[256:272].any()
+
+
+def test_ratio_to_mult_shift_keeps_to_its_bits():
+    assert ratio_to_mult_shift(0.25, 26, 63) == (1, 2)
+    assert ratio_to_mult_shift(3.0, 32, 63) == (3, 0)
+    # a ratio just below 2**mult_bits rounds up to it: no negative shift
+    with pytest.raises(ParameterError, match=r"^scale ratio 65535\.9 is too large"):
+        ratio_to_mult_shift(65535.9)
+    # a shift capped at max_shift keeps fewer bits instead of failing
+    assert ratio_to_mult_shift(2.0 ** -60 * 1.5, 26, 63) == (3, 61)
+    assert ratio_to_mult_shift(2.0 ** -60 * 1.3, 26, 63) == (5, 62)     # 10.4 / 2**63
+    with pytest.raises(ParameterError, match=r"too small to represent \(below 2\*\*-63\)$"):
+        ratio_to_mult_shift(3 * 2.0 ** -70, 16, 62)
+    assert ratio_to_mult_shift(np.float32(0.5)) == (1, 1)
+
+
+def test_scale_words_round_trip():
+    rng = np.random.default_rng(5)
+    scales = 2.0 ** rng.uniform(-38, 25, 500)
+    words = channel_scale_words(scales)
+    assert words.dtype == np.uint32
+    multipliers, shifts = split_scale_words(words)
+    assert multipliers.max() < 2**CHANNEL_MULT_BITS and shifts.max() <= 63 and multipliers.min() >= 1
+    assert np.abs(multipliers / 2.0 ** shifts / scales - 1).max() < 2.0 ** -25
+    assert np.array_equal(scale_words(multipliers, shifts), words)
+    for scale in 2.0 ** rng.uniform(-31, 31, 50):      # full precision down to 2**-32
+        mult, shift = command_scale(scale)
+        assert mult < 2**32 and shift <= 63 and abs(mult / 2**shift / scale - 1) < 2.0 ** -31
+    assert channel_scale_words(np.array([], dtype=float)).shape == (0,)
+    assert channel_scale_words([2.0**-63]).tolist() == [1 | 63 << CHANNEL_MULT_BITS]
+
+
+@pytest.mark.parametrize("scales, message", [
+    ([1.0, 0.0], r"^scale\[1\]: scale ratio must be a positive finite number, not 0\.0$"),
+    ([-0.5], r"^scale\[0\]: scale ratio must be a positive finite number, not -0\.5$"),
+    ([np.inf], r"^scale\[0\]: scale ratio must be a positive finite number, not inf$"),
+    ([np.nan], r"^scale\[0\]: scale ratio must be a positive finite number, not nan$"),
+    ([2.0**26], r"^scale\[0\]: scale ratio 67108864\.0 is too large \(needs a negative shift\)$"),
+    ([2.0**-66], r"^scale\[0\]: scale ratio .* is too small to represent \(below 2\*\*-64\)$"),
+    ([[1.0]], r"^per-channel scales must be a 1-D array of real numbers, not float64 of shape \(1, 1\)$"),
+    (["1"], r"^per-channel scales must be a 1-D array of real numbers, not <U1 of shape \(1,\)$"),
+])
+def test_bad_channel_scales(scales, message):
+    with pytest.raises(ParameterError, match=message):
+        channel_scale_words(scales)
+
+
+def test_bad_command_scales_and_words():
+    with pytest.raises(ParameterError, match=r"^scale ratio 4294967296\.0 is too large"):
+        command_scale(2.0**32)
+    with pytest.raises(ParameterError, match=r"^scale ratio must be a positive finite number, not True$"):
+        command_scale(True)
+    with pytest.raises(ParameterError, match=r"^per-channel multipliers must be in 0\.\.2\*\*26-1$"):
+        scale_words([2**26], [0])
+    with pytest.raises(ParameterError, match=r"^per-channel shifts must be in 0\.\.63$"):
+        scale_words([1], [64])
+    with pytest.raises(ParameterError, match=r"^multipliers and shifts must be 1-D integer arrays"):
+        scale_words([1, 2], [0])
+
+
+def test_cycle_model_reads_bias_and_scales_with_a_blocks_first_chunk():
+    config = GemmConfig(rows=4, cols=4, mem_width=128, k_chunk=64)   # 16-byte beats, Q = 4
+    cmd = dict(m=8, k=100, n=21)
+    first, second = chunks(config, dict(cmd, bias=1, int8=1, per_channel=1))[:2]
+    plain = chunks(config, cmd)[0]
+    row = -(-first["n_len"] * 4 // 16)
+    assert (first["n_len"], row) == (16, 4)
+    assert load_beats(config, first) == load_beats(config, plain) + 2 * row
+    assert load_beats(config, second) == load_beats(config, chunks(config, cmd)[1])
+    acc = chunks(config, dict(cmd, accumulate=1, bias=1))[0]
+    assert load_beats(config, acc) == load_beats(config, plain) + (4 + 1) * row
+    # the writer: ceil(n_len / Q) cycles per row, int32 and int8 alike
+    last = chunks(config, dict(cmd, int8=1))[-1]
+    assert (last["m_len"], last["n_len"]) == (4, 5)
+    assert write_cycles(config, last) == write_cycles(config, chunks(config, cmd)[-1]) == 4 * 2
+
+
+def test_cycle_model_adds_the_first_chunks_extra_beats_when_compute_bound():
+    config = GemmConfig(rows=4, cols=4, mem_width=128, k_chunk=64)
+    cmd = dict(m=32, k=256, n=40)
+    base = gemm_cycles(config, [cmd], lat=3)
+    assert base["exact"]
+    for extra, beats in [(dict(bias=1), 4), (dict(int8=1), 0), (dict(int8=1, per_channel=1), 4),
+                         (dict(int8=1, per_channel=1, bias=1), 8)]:
+        model = gemm_cycles(config, [dict(cmd, **extra)] * 3, lat=3)
+        assert model["exact"]
+        assert model["cycles"] == gemm_cycles(config, [cmd] * 3, lat=3)["cycles"] + beats, extra
+    # a rejected command (per-channel int32) runs nothing
+    assert gemm_cycles(config, [dict(cmd, per_channel=1)])["cycles"] == 8
+    assert START > 0
+
+
+def test_block_buffers_wait_for_the_writer(monkeypatch):
+    """A block's old C, bias and scales reuse the block buffer of the block
+    two before: with short K their load waits for that block's write."""
+    import bertforge.sim.gemm_cycles as model
+    config = GemmConfig(rows=2, cols=2, mem_width=64, k_chunk=32)
+    plain, biased = dict(m=5, k=9, n=7), dict(m=5, k=9, n=7, bias=1)
+    before = gemm_cycles(config, [plain])["cycles"], gemm_cycles(config, [biased])
+    assert not before[1]["exact"] and before[1]["bound"] == "memory"
+    monkeypatch.setattr(model, "RELEASE", model.RELEASE + 1)
+    assert gemm_cycles(config, [plain])["cycles"] == before[0]          # no block jobs
+    assert gemm_cycles(config, [biased])["cycles"] == before[1]["cycles"] + 1
+    # long K: the chunks in between hide the wait
+    long = dict(m=8, k=256, n=8, bias=1)
+    assert gemm_cycles(config, [long])["exact"]

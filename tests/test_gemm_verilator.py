@@ -35,7 +35,9 @@ STRESS = dict(lat_min=2, lat_mask=15, p_req=70, p_data=70, p_wr=70, p_cmd=90, p_
 def compute_bound(config):
     """Commands whose loads hide under compute (panel-wide N, long K)."""
     p, mt = config.panel, config.block_rows
-    return [dict(m=2 * mt, k=4 * config.k_chunk, n=2 * p),
+    # The bias and scales load with the first chunk, before the array starts.
+    return [dict(m=mt, k=2 * config.k_chunk, n=p, bias=True, scale=np.linspace(2e-4, 3e-3, p)),
+            dict(m=2 * mt, k=4 * config.k_chunk, n=2 * p),
             dict(m=mt, k=3 * config.k_chunk, n=p, pad=3),
             dict(m=mt, k=2 * config.k_chunk, n=p, int8=1, multiplier=5, shift=14)]
 
@@ -63,6 +65,19 @@ def issue_shapes(config):
         dict(raw=dict(m=2, k=2, n=2, c_addr=top - 8, c_stride=16)),       # C leaves memory
         dict(raw=dict(m=2, k=2, n=2, accumulate=1, int8=1)),              # not supported
         dict(m=3, k=2, n=4, tag=200),
+        # Bias and per-channel requantization (issue 15).
+        dict(m=9, k=21, n=2 * config.panel + 3, bias=True),            # int32 + bias, edges
+        dict(m=6, k=40, n=4, extreme=True,                              # acc + bias saturates
+             bias=np.array([2**31 - 1, -2**31, 2**31 - 1, 5])),
+        dict(m=7, k=13, n=11, bias=True, scale=np.linspace(1e-3, 2e-2, 11)),
+        dict(m=5, k=30, n=6, extreme=True, bias=True,                   # requantizer extremes
+             multipliers=np.array([2**26 - 1, 1, 0, 2**25, 12345, 2**26 - 1]),
+             shifts=np.array([63, 0, 5, 40, 17, 33])),
+        dict(m=4, k=9, n=5, bias=True, int8=1, multiplier=2**32 - 1, shift=40),
+        dict(m=5, k=6, n=7, accumulate=1, bias=True),                   # C += A @ B + bias
+        dict(raw=dict(m=2, k=2, n=2, per_channel=1)),                   # scales need int8
+        dict(raw=dict(m=2, k=2, n=2, bias=1, bias_addr=top - 4)),       # bias leaves memory
+        dict(raw=dict(m=2, k=2, n=3, int8=1, per_channel=1, scale_addr=top - 8)),
     ]
 
 

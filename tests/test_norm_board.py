@@ -251,6 +251,9 @@ def test_bench_boards_reuses_matching_builds(tmp_path, monkeypatch, capsys):
                 "seconds": 1.0, "bitstream": str(out_dir / "top.bit"),
                 "rtlil_sha256": fake_hash(name, top, clock_mhz)}
 
+    def bench(*args, **kwargs):
+        return board_bench.bench_boards(*args, designs=["systolic"], **kwargs)
+
     monkeypatch.setattr(board_bench, "build_board", fake_build)
     monkeypatch.setattr(board_bench, "design_sha256", fake_hash)
     earlier = tmp_path / "ulx3s-85f-4x4"
@@ -274,29 +277,29 @@ def test_bench_boards_reuses_matching_builds(tmp_path, monkeypatch, capsys):
     (earlier / "report.json").write_text(json.dumps(old))
     assert board_bench._reusable(earlier, top_config, "rtl-4") == old
     (earlier / "report.json").write_text(json.dumps(report))
-    rows = board_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[2, 4])
+    rows = bench(tmp_path, boards=["ulx3s-85f"], sizes=[2, 4])
     assert built == [("ulx3s-85f", 2)]
     assert [(r["size"], r["timing_met"], r["fmax_mhz"]) for r in rows] == [
         ("2x2", True, 120.0), ("4x4", False, 90.0)]
     assert rows[0].get("largest") and not rows[1].get("largest")
     saved = json.loads((tmp_path / "ulx3s-85f-2x2" / "report.json").read_text())
     assert saved["design"]["config"]["array"]["rows"] == 2
-    assert "| ulx3s-85f | 2x2 | yes | 120.0 | 100 | met |" in (tmp_path / "bench.md").read_text()
+    assert "| systolic | ulx3s-85f | 2x2 | yes | 120.0 | 100 | met |" in (tmp_path / "bench.md").read_text()
     report["design"]["config"]["divisor"] = 16
     (earlier / "report.json").write_text(json.dumps(report))
-    failed = board_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[16])
+    failed = bench(tmp_path, boards=["ulx3s-85f"], sizes=[16])
     assert built[-1] == ("ulx3s-85f", 16) and not failed[0]["fits"]
-    again = board_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[16])
+    again = bench(tmp_path, boards=["ulx3s-85f"], sizes=[16])
     assert len(built) == 2 and again[0]["error"].endswith("the design does not fit")
     for _ in range(2):    # a failure other than not fitting is not remembered
-        killed = board_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[12])
+        killed = bench(tmp_path, boards=["ulx3s-85f"], sizes=[12])
         assert built[-1] == ("ulx3s-85f", 12) and killed[0]["error"].startswith("yosys failed")
     assert len(built) == 4
     del built[1:]
-    only = board_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[2, 4, 8], build=False)
+    only = bench(tmp_path, boards=["ulx3s-85f"], sizes=[2, 4, 8], build=False)
     assert len(built) == 1 and [r["size"] for r in only] == ["2x2"]
-    assert "not built: ulx3s-85f 4x4, ulx3s-85f 8x8" in (tmp_path / "bench.md").read_text()
-    board_bench.bench_boards(tmp_path, boards=["ulx3s-85f"], sizes=[4])
+    assert "not built: ulx3s-85f systolic 4x4, ulx3s-85f systolic 8x8" in (tmp_path / "bench.md").read_text()
+    bench(tmp_path, boards=["ulx3s-85f"], sizes=[4])
     assert built[-1] == ("ulx3s-85f", 4)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bertforge.generators.sparse_engine_sim import layout_sparse_problems, read_c, simulate_sparse_engine
-from bertforge.rtl.gemm import GemmEngine
+from bertforge.rtl.engine import StagedEngine
 from bertforge.rtl.sparse_engine import SparseEngineConfig, SparseEngine, pack_sparse_command
 from bertforge.sim.gemm_golden import gemm_golden
 from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles
@@ -89,7 +89,7 @@ def test_engine_takes_only_a_sparse_config():
     with pytest.raises(TypeError, match=r"^config must be a SparseEngineConfig, not 3$"):
         SparseEngine(3)
     engine = SparseEngine(TINY)
-    assert isinstance(engine, GemmEngine)
+    assert isinstance(engine, StagedEngine)
     assert TINY.name == "sparse_engine_2x2_m8" and TINY.sparse.m_max == 8
 
 

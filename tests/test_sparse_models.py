@@ -180,3 +180,40 @@ def test_simulation_refuses_malformed_tiles_before_building():
     wide[0, 0] = 200
     with pytest.raises(ValueError, match=r"^weights must lie in \[-128, 127\] \(int8\), not \[-?\d+, 200\]$"):
         simulate_sparse(config, [(a, wide, indices, n, m)])
+
+
+def test_sparse_engine_models_add_the_bias_and_per_channel_scales():
+    """The sparse engine shares the dense engine's writer: bias, per-channel
+    scale words, their error rules and their read beats."""
+    from bertforge.generators.sparse_engine_sim import layout_sparse_problems
+    from bertforge.rtl.sparse_engine import SparseEngineConfig
+    from bertforge.sim.fixed_golden import split_scale_words, channel_scale_words
+    from bertforge.sim.gemm_golden import gemm_golden
+    from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles
+    from bertforge.sim.sparse_engine_golden import run_sparse_commands, sparse_command_error
+    config = SparseEngineConfig(rows=2, cols=2, mem_width=64, k_chunk=32, addr_width=15)
+    rng = np.random.default_rng(6)
+    a = rng.integers(-128, 128, (5, 40))
+    w = prune_nm(rng.integers(-128, 128, (40, 7)), 2, 4)
+    bias = rng.integers(-5000, 5000, 7)
+    scales = 10.0 ** rng.uniform(-4, -2, 7)
+    image, commands = layout_sparse_problems(config, [
+        dict(m=5, k=40, n=7, pat_n=2, pat_m=4, a=a, w=w, bias=bias),
+        dict(m=5, k=40, n=7, pat_n=2, pat_m=4, a=a, w=w, bias=bias, scale=scales)])
+    assert run_sparse_commands(config, image, commands) == [False, False]
+    c32 = np.ndarray((5, 7), "<i4", image, commands[0]["c_addr"], (commands[0]["c_stride"], 4))
+    assert np.array_equal(c32, a @ w + bias)
+    multipliers, shifts = split_scale_words(channel_scale_words(scales))
+    c8 = np.ndarray((5, 7), "<i1", image, commands[1]["c_addr"], (commands[1]["c_stride"], 1))
+    assert np.array_equal(c8, gemm_golden(config, a, w, bias=bias, int8=True, multiplier=multipliers,
+                                          shift=shifts))
+    cmd = commands[1]
+    assert not sparse_command_error(config, cmd)
+    assert sparse_command_error(config, dict(cmd, int8=0))                    # per-channel int32
+    assert sparse_command_error(config, dict(cmd, scale_addr=(1 << 15) - 27))  # 7 words past the end
+    assert sparse_command_error(config, dict(cmd, bias_addr=(1 << 15) - 27))
+    # compute bound, each vector adds its beats to the first chunk: 7 columns of 4 bytes, 8-byte beats
+    long = dict(cmd, m=8, k=1024, a_stride=1024)
+    plain = sparse_engine_cycles(config, [dict(long, bias=0, per_channel=0)] * 2, lat=3)
+    model = sparse_engine_cycles(config, [long] * 2, lat=3)
+    assert model["exact"] and model["cycles"] == plain["cycles"] + 2 * 4

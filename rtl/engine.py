@@ -1,0 +1,788 @@
+"""The stages of the GEMM engines, the way Gemmini splits Load / Execute / Store.
+
+A command runs through these stages, each a component::
+
+    commands -> scheduler --chunks--> Loader --beats--> operand buffers -> feeders -> array
+                                        |                                              |
+                              memory reads                                   result rows
+                                                                                       v
+            memory writes <-- Writer <-- accumulator buffer <-------------- Accumulator
+
+- The scheduler (:class:`~bertforge.rtl.tile_scheduler.TileScheduler`) cuts
+  commands into chunk descriptors; :func:`fan_out` hands each stage the
+  fields it uses, through its own :class:`~bertforge.rtl.stream.Queue`.
+- :class:`Loader` reads a chunk's rows from memory, one :class:`Job` after
+  another (dense: old C, bias, scales, A, B; sparse: old C, bias, scales,
+  A, values, indices), and tags each beat with its job, row and buffer slot.
+- Feeders (per engine: output stationary, weight stationary, sparse) read
+  the operand buffers into the array.
+- :class:`Accumulator` adds the array's result rows into the accumulator
+  buffer; :class:`Writer` adds the bias, requantizes (:class:`Requantizer`)
+  and writes C.
+
+Operand buffers hold two chunks and the accumulator, bias and scale
+buffers two blocks (double buffering). Stages tell each other about slots
+with one-cycle *token* pulses: ``loaded`` (a chunk is in its slot; loader ->
+feeders), ``freed`` (a feeder is done with a chunk slot; -> loader),
+``committed`` (a block's last sum is in the accumulator buffer; ->
+writer), ``released`` (the writer has read a block out; -> loader,
+accumulator). Each stage counts the tokens it receives with
+:func:`outstanding`.
+"""
+
+from dataclasses import dataclass
+from typing import Callable
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory, ReadPort, WritePort
+from amaranth.lib.wiring import In, Out
+
+from .stream import Queue, clamp, delay
+
+__all__ = ["STAGE_QUEUE", "FEED_QUEUE", "read_request_layout", "write_request_layout",
+           "project", "fan_out", "outstanding", "read_port", "feeder_members", "operand_queue", "Job", "Loader",
+           "Accumulator", "Requantizer", "Writer", "StagedEngine"]
+
+#: Depth of the descriptor queues in front of the stages.
+STAGE_QUEUE = 4
+#: Depth of the operand queues in front of the array.
+FEED_QUEUE = 8
+
+
+def read_request_layout(config):
+    """Read ``beats`` memory beats of consecutive bytes from byte ``addr`` on."""
+    return data.StructLayout({"addr": unsigned(config.addr_width),
+                              "beats": range(max(config.segments, 4) + 1)})
+
+
+def write_request_layout(config):
+    """Write the low ``bytes`` bytes of ``data`` at byte ``addr`` on."""
+    return data.StructLayout({"addr": unsigned(config.addr_width),
+                              "data": unsigned(config.mem_width),
+                              "bytes": range(config.mem_bytes + 1)})
+
+
+def project(layout, names):
+    """The ``StructLayout`` of the fields ``names`` of ``layout``."""
+    return data.StructLayout({name: layout.members[name] for name in names})
+
+
+def fan_out(m, source, targets):
+    """Offer each payload of stream ``source`` to every target that needs it,
+    and take it once all of those have. ``targets`` is a list of
+    ``(stream, needed)``: an input stream whose payload has a subset of the
+    source's fields (copied by name) and a 1-bit expression of the source
+    payload saying whether this target gets the payload."""
+    ready = Signal()
+    m.d.comb += ready.eq(1)
+    for sink, needed in targets:
+        for name in sink.payload.shape().members:
+            m.d.comb += getattr(sink.payload, name).eq(getattr(source.payload, name))
+        m.d.comb += sink.valid.eq(source.valid & ready & needed)
+        with m.If(needed & ~sink.ready):
+            m.d.comb += ready.eq(0)
+    m.d.comb += source.ready.eq(ready)
+
+
+def outstanding(m, name, up, down, width=8):
+    """A counter of ``up`` pulses not yet matched by ``down`` pulses (``up``
+    and ``down`` are 1-bit; the count is updated the next cycle)."""
+    count = Signal(width, name=name)
+    m.d.sync += count.eq(count + up - down)
+    return count
+
+
+def read_port(depth, shape):
+    """The port a stage uses to read a buffer of ``depth`` words of ``shape``
+    (connect it to the memory's ``read_port()``)."""
+    return In(ReadPort.Signature(addr_width=(depth - 1).bit_length(), shape=shape))
+
+
+def feeder_members(layout, reads, outputs):
+    """The ports of a feeder: ``chunk`` (descriptors of ``layout``), the
+    ``loaded`` token in and the ``freed`` token out (a pulse when the last
+    read of a chunk is issued), buffer ports ``reads`` (name -> member) and
+    streams to the array ``outputs`` (name -> payload shape)."""
+    return {"chunk": In(stream.Signature(layout)), "loaded": In(1), "freed": Out(1), **reads,
+            **{name: Out(stream.Signature(shape)) for name, shape in outputs.items()}}
+
+
+def operand_queue(m, name, shape):
+    """Operand queue with a one-cycle buffer-read stage in front: returns the
+    queue, ``pending`` (set it to "a read was issued last cycle") and
+    ``space`` (a read may be issued now)."""
+    fifo = m.submodules[name] = Queue(shape=shape, depth=FEED_QUEUE)
+    pending = Signal(name=f"{name}_pending")
+    space = Signal(name=f"{name}_space")
+    m.d.comb += space.eq(fifo.level + pending < FEED_QUEUE - 2)
+    return fifo, pending, space
+
+
+def _select(index, values):
+    """``values[index]`` for a run-time ``index``."""
+    out = values[-1]
+    for number in range(len(values) - 2, -1, -1):
+        out = Mux(index == number, values[number], out)
+    return out
+
+
+@dataclass(frozen=True)
+class Job:
+    """One kind of memory read of a chunk. Each field but ``name`` and the
+    flags is a function of the chunk descriptor (a view) giving a value.
+
+    ``when``: the chunk has this job; ``base``: byte address of its first
+    row; ``stride``: bytes between rows; ``rows``: rows to read; ``beats``:
+    memory beats per row. ``block``: the job fills a block buffer (old C,
+    bias, scales), so it waits until the writer has released the block
+    slot. ``resume``: after the first chunk of a block, rows continue where
+    the previous chunk's stopped (``base`` is used only for ``first``)."""
+
+    name: str
+    when: Callable
+    base: Callable
+    stride: Callable
+    rows: Callable
+    beats: Callable
+    block: bool = False
+    resume: bool = False
+
+
+def loaded_beat_layout(config, jobs):
+    """A read-data beat tagged by the loader: its ``job`` (index into the
+    job list), ``row`` and ``beat`` in the row, ``index`` (``row * segments
+    + beat``), the chunk ``slot`` and ``block_slot`` it belongs to, and
+    ``valid`` (buffers always take it)."""
+    return data.StructLayout({
+        "valid": 1, "job": range(len(jobs)),
+        "row": range(max(config.block_rows, config.k_chunk) + 1),
+        "beat": range(max(config.segments, 4) + 1),
+        "index": range(config.block_rows * config.segments + 1),
+        "slot": 1, "block_slot": 1, "data": unsigned(config.mem_width)})
+
+
+class Loader(wiring.Component):
+    """Reads each chunk's rows from memory, job by job, and tags the beats.
+
+    ``chunk`` takes descriptors (any layout the jobs read, with ``first``
+    and ``last``). A chunk starts once a slot is free (every feeder has
+    pulsed ``freed`` for the chunk two before it) and, if it has block jobs,
+    once the writer has ``released`` the block two before its own. The
+    issuer sends the read requests; the receiver tags the read data
+    (:func:`loaded_beat_layout` on ``beat``) and pulses ``loaded`` after a
+    chunk's last beat. Slots alternate 0, 1, 0, ... per chunk and per block.
+
+    Parameters
+    ----------
+    config : GemmConfig
+    layout : data.StructLayout
+        The descriptor's layout.
+    jobs : list of Job
+    feeders : int
+        Feeders that read the operand buffers (each pulses its own bit of
+        ``freed``).
+    """
+
+    def __init__(self, config, layout, jobs, *, feeders=1):
+        self.config = config
+        self.jobs = list(jobs)
+        self.feeders = feeders
+        super().__init__({
+            "chunk": In(stream.Signature(layout)),
+            "rd_req": Out(stream.Signature(read_request_layout(config))),
+            "rd_data": In(stream.Signature(unsigned(config.mem_width))),
+            "beat": Out(loaded_beat_layout(config, jobs)),
+            "loaded": Out(1),
+            "freed": In(feeders),
+            "released": In(1),
+        })
+
+    def _first_job(self, enabled):
+        first = Const(len(self.jobs) - 1, range(len(self.jobs)))
+        for number in range(len(self.jobs) - 2, -1, -1):
+            first = Mux(enabled[number], number, first)
+        return first
+
+    def _next_job(self, job, enabled):
+        """(there is a job after ``job``, its index)."""
+        count = len(self.jobs)
+        has = [Const(0) for _ in range(count)]
+        nxt = [Const(0, range(count)) for _ in range(count)]
+        for number in range(count):
+            for later in range(count - 1, number, -1):
+                has[number] = has[number] | enabled[later]
+                nxt[number] = Mux(enabled[later], later, nxt[number])
+        return _select(job, has), _select(job, nxt)
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        jobs = self.jobs
+        rows_max = max(cfg.block_rows, cfg.k_chunk)
+
+        # -- issuer: read requests, job after job --------------------------------
+        d = self.chunk.payload
+        handoff = m.submodules.handoff = Queue(shape=self.chunk.payload.shape(), depth=STAGE_QUEUE)
+        enabled = [job.when(d) for job in jobs]
+        busy = Signal()
+        job = Signal(range(len(jobs)))
+        row = Signal(range(rows_max + 1))
+        addr = Signal(cfg.addr_width)
+        resume_at = {n: Signal(cfg.addr_width, name=f"{j.name}_next")
+                     for n, j in enumerate(jobs) if j.resume}
+
+        def base(number):
+            j = jobs[number]
+            if j.resume:
+                return Mux(d.first, j.base(d), resume_at[number])
+            return j.base(d)
+
+        issued = Signal()         # a chunk's last request went out
+        issued_block = Signal()
+        in_use = [outstanding(m, f"chunks_in_use{f}", issued, self.freed[f])
+                  for f in range(self.feeders)]
+        blocks_in_use = outstanding(m, "blocks_in_use", issued_block, self.released)
+        slot_free = Const(1)
+        for count in in_use:
+            slot_free = slot_free & (count <= 1)
+        needs_block = Const(0)
+        for number, j in enumerate(jobs):
+            if j.block:
+                needs_block = needs_block | enabled[number]
+        start = (~busy & self.chunk.valid & slot_free & handoff.i.ready
+                 & (~needs_block | (blocks_in_use <= 1)))
+        first = self._first_job(enabled)
+        has_next, following = self._next_job(job, enabled)
+        req = self.rd_req
+        m.d.comb += [
+            handoff.i.payload.eq(d), handoff.i.valid.eq(start),
+            req.payload.addr.eq(addr),
+            req.payload.beats.eq(_select(job, [j.beats(d) for j in jobs])),
+            req.valid.eq(busy),
+        ]
+        with m.If(start):
+            m.d.sync += [busy.eq(1), row.eq(0), job.eq(first),
+                         addr.eq(_select(first, [base(n) for n in range(len(jobs))]))]
+        with m.If(busy & req.ready):
+            stride = _select(job, [j.stride(d) for j in jobs])
+            m.d.sync += [row.eq(row + 1), addr.eq(addr + stride)]
+            with m.If(row == _select(job, [j.rows(d) for j in jobs]) - 1):
+                m.d.sync += row.eq(0)
+                for number in resume_at:
+                    with m.If(job == number):
+                        m.d.sync += resume_at[number].eq(addr + stride)
+                with m.If(has_next):
+                    m.d.sync += [job.eq(following),
+                                 addr.eq(_select(following, [base(n) for n in range(len(jobs))]))]
+                with m.Else():
+                    m.d.sync += busy.eq(0)
+                    m.d.comb += [self.chunk.ready.eq(1), issued.eq(1), issued_block.eq(d.last)]
+
+        # -- receiver: read data, tagged -------------------------------------
+        r = handoff.o.payload
+        r_enabled = [j.when(r) for j in jobs]
+        started = Signal()
+        r_job = Signal(range(len(jobs)))
+        r_row = Signal(range(rows_max + 1))
+        r_beat = Signal(range(max(cfg.segments, 4) + 1))
+        r_index = Signal(range(cfg.block_rows * cfg.segments + 1))
+        slot = Signal()
+        block_slot = Signal()
+        job_now = Mux(started, r_job, self._first_job(r_enabled))
+        row_now = Mux(started, r_row, 0)
+        beat_now = Mux(started, r_beat, 0)
+        index_now = Mux(started, r_index, 0)
+        rows_now = _select(job_now, [j.rows(r) for j in jobs])
+        beats_now = _select(job_now, [j.beats(r) for j in jobs])
+        r_has_next, r_following = self._next_job(job_now, r_enabled)
+        rd = self.rd_data
+        take = rd.valid & handoff.o.valid
+        m.d.comb += [
+            rd.ready.eq(handoff.o.valid),
+            self.beat.valid.eq(take), self.beat.job.eq(job_now), self.beat.row.eq(row_now),
+            self.beat.beat.eq(beat_now), self.beat.index.eq(index_now),
+            self.beat.slot.eq(slot), self.beat.block_slot.eq(block_slot),
+            self.beat.data.eq(rd.payload),
+        ]
+        with m.If(take):
+            m.d.sync += [started.eq(1), r_job.eq(job_now), r_row.eq(row_now),
+                         r_beat.eq(beat_now + 1), r_index.eq(index_now + 1)]
+            with m.If(beat_now == beats_now - 1):
+                m.d.sync += [r_beat.eq(0), r_row.eq(row_now + 1),
+                             r_index.eq(index_now + 1 + cfg.segments - beats_now)]
+                with m.If(row_now == rows_now - 1):
+                    m.d.sync += [r_row.eq(0), r_index.eq(0)]
+                    with m.If(r_has_next):
+                        m.d.sync += r_job.eq(r_following)
+                    with m.Else():
+                        m.d.sync += [started.eq(0), slot.eq(~slot)]
+                        m.d.comb += [handoff.o.ready.eq(1), self.loaded.eq(1)]
+                        with m.If(r.last):
+                            m.d.sync += block_slot.eq(~block_slot)
+        return m
+
+
+def accumulator_fields():
+    """The descriptor fields the :class:`Accumulator` reads."""
+    return ("first", "last", "accumulate", "kblocks", "tiles")
+
+
+class Accumulator(wiring.Component):
+    """Adds the array's result rows into the accumulator buffer.
+
+    Per chunk, ``tiles`` tiles of ``kblocks`` result streams each (rows
+    ``0..block_rows-1``, the last with ``last``) are added, saturating to
+    ``acc_width``, into tile ``j``'s lanes of the block slot's rows; the
+    first chunk of a block that does not accumulate starts from 0. A block
+    starts only while at most one other is waiting for the writer; its last
+    sum pulses ``committed``; ``released`` frees a slot.
+
+    Parameters
+    ----------
+    config : GemmConfig
+    c_signature : stream.Signature
+        The array's result stream (``data`` of ``cols`` sums, ``last``).
+    """
+
+    def __init__(self, config, layout, c_signature):
+        self.config = config
+        P, Mt, aw = config.panel, config.block_rows, config.acc_width
+        super().__init__({
+            "chunk": In(stream.Signature(layout)),
+            "c": In(c_signature),
+            "rd": In(ReadPort.Signature(addr_width=(2 * Mt - 1).bit_length(), shape=unsigned(P * aw))),
+            "wr": In(WritePort.Signature(addr_width=(2 * Mt - 1).bit_length(),
+                                         shape=unsigned(P * aw), granularity=aw)),
+            "committed": Out(1),
+            "released": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        C, Mt, P, aw = cfg.cols, cfg.block_rows, cfg.panel, cfg.acc_width
+        d = self.chunk.payload
+        row = Signal(range(Mt + 1), name="acc_row")
+        kb = Signal(range(cfg.max_kblocks + 1), name="acc_kb")
+        j = Signal(range(cfg.group + 1), name="acc_j")
+        slot = Signal()
+        c = self.c
+        block_done = Signal()
+        waiting = outstanding(m, "blocks_waiting", block_done, self.released)
+        ok = self.chunk.valid & (waiting <= 1)
+        m.d.comb += c.ready.eq(ok)
+        take = c.valid & ok
+        addr = Signal(range(2 * Mt))
+        m.d.comb += [addr.eq(slot * Mt + row), self.rd.addr.eq(addr)]
+        # Stage 1 (the cycle after the handshake): add and write.
+        s_valid, s_init, s_end = Signal(), Signal(), Signal()
+        s_addr, s_j = Signal.like(addr), Signal.like(j)
+        s_row = Signal.like(c.payload.data)
+        last_of_chunk = c.payload.last & (kb == d.kblocks - 1) & (j == d.tiles - 1)
+        m.d.sync += [s_valid.eq(take), s_addr.eq(addr), s_j.eq(j), s_row.eq(c.payload.data),
+                     s_init.eq(d.first & ~d.accumulate & (kb == 0)),
+                     s_end.eq(take & last_of_chunk & d.last)]
+        with m.If(take):
+            m.d.sync += row.eq(row + 1)
+            with m.If(c.payload.last):
+                m.d.sync += [row.eq(0), kb.eq(kb + 1)]
+                with m.If(kb == d.kblocks - 1):
+                    m.d.sync += [kb.eq(0), j.eq(j + 1)]
+                    with m.If(j == d.tiles - 1):
+                        m.d.sync += j.eq(0)
+                        m.d.comb += self.chunk.ready.eq(1)
+                        with m.If(d.last):
+                            m.d.sync += slot.eq(~slot)
+                            m.d.comb += block_done.eq(1)
+        old = self.rd.data.word_select(s_j, C * aw)
+        sums = []
+        for q in range(C):
+            total = Signal(signed(aw + 1), name=f"acc_sum{q}")
+            prior = Mux(s_init, 0, old[q * aw:(q + 1) * aw].as_signed())
+            m.d.comb += total.eq(prior + s_row[q])
+            sums.append(clamp(total, aw))
+        m.d.comb += [self.wr.addr.eq(s_addr), self.wr.data.eq(Cat(*(sums * cfg.group))),
+                     self.committed.eq(s_end)]
+        for p in range(P):
+            m.d.comb += self.wr.en[p].eq(s_valid & (s_j == p // C))
+        return m
+
+
+class Requantizer(wiring.Component):
+    """``lanes`` pipelined requantizers: ``y = clamp((x * mult + 2**(shift-1))
+    >> shift)`` to int8 (:func:`bertforge.rtl.fixed.requantize`; ``x`` signed
+    32-bit, ``mult`` unsigned 32-bit, ``shift`` 0..63), :data:`LATENCY`
+    cycles after the inputs.
+
+    No combinational 32 x 32 multiply: the product is four registered
+    16 x 16 unsigned products (one DSP block each on iCE40 and ECP5:
+    :data:`DSPS_PER_LANE`), summed in two registered steps; then the
+    rounding add, the shift by whole bytes, and the shift by the rest of
+    ``shift`` with the saturation, each registered. A pure
+    pipeline: it takes inputs every cycle and has no valid or ready (the
+    caller delays its own flags by ``LATENCY``)."""
+
+    #: Cycles from the inputs to ``y``.
+    LATENCY = 6
+    #: 16 x 16 multipliers per lane.
+    DSPS_PER_LANE = 4
+
+    def __init__(self, lanes):
+        self.lanes = lanes
+        super().__init__({
+            "x": In(signed(32)).array(lanes),
+            "mult": In(32).array(lanes),
+            "shift": In(6).array(lanes),
+            "y": Out(signed(8)).array(lanes),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        for lane in range(self.lanes):
+            self._lane(m, self.x[lane], self.mult[lane], self.shift[lane], self.y[lane], f"q{lane}")
+        return m
+
+    @staticmethod
+    def _lane(m, x, mult, shift, y, name):
+        def reg(shape, what):
+            return Signal(shape, name=f"{name}_{what}", reset_less=True)
+        # x * mult = xu * mult - 2**32 * mult (x < 0), xu = x as unsigned.
+        xu = x.as_unsigned()
+        xl, xh, ml, mh = xu[:16], xu[16:], mult[:16], mult[16:]
+        p = {key: reg(32, f"p{key}") for key in ("ll", "lh", "hl", "hh")}
+        neg = reg(32, "neg")
+        s1 = reg(6, "s1")
+        m.d.sync += [p["ll"].eq(xl * ml), p["lh"].eq(xl * mh), p["hl"].eq(xh * ml),
+                     p["hh"].eq(xh * mh), neg.eq(Mux(x[31], mult, 0)), s1.eq(shift)]
+        low = reg(50, "low")            # the products below bit 32
+        high = reg(signed(34), "high")  # and from bit 32 up
+        s2 = reg(6, "s2")
+        m.d.sync += [low.eq(p["ll"] + ((p["lh"] + p["hl"]) << 16)),
+                     high.eq(p["hh"] - neg), s2.eq(s1)]
+        product = reg(signed(66), "product")
+        s3 = reg(6, "s3")
+        m.d.sync += [product.eq(low + (high << 32)), s3.eq(s2)]
+        half = Signal(64, name=f"{name}_half")       # 2**(shift-1), 0 for shift 0
+        m.d.comb += half.eq((Const(1, 64) << s3)[1:65])
+        rounded = reg(signed(67), "rounded")
+        s4 = reg(6, "s4")
+        m.d.sync += [rounded.eq(product + half), s4.eq(s3)]
+        coarse = reg(signed(67), "coarse")    # shifted by the multiple of 8
+        s5 = reg(3, "s5")
+        m.d.sync += [coarse.eq(rounded >> Cat(Const(0, 3), s4[3:])), s5.eq(s4[:3])]
+        m.d.sync += y.eq(clamp(coarse >> s5, 8))
+
+
+def writer_fields():
+    """The descriptor fields the :class:`Writer` reads."""
+    return ("error", "end", "c_base", "c_stride", "m_len", "n_len", "int8", "multiplier",
+            "shift", "tag", "bias", "per_channel")
+
+
+class Writer(wiring.Component):
+    """Writes a block's rows: ``acc + bias`` (saturating to int32) as int32,
+    or requantized to int8 with the command's (multiplier, shift) or one per
+    column.
+
+    Takes one descriptor per block (its last chunk) or per bad command
+    (``error``: no write, an error completion). Once the accumulator has
+    ``committed`` the block, each row is read in *pieces* of ``Q =
+    mem_width / 32`` columns, one per cycle: ``ceil(n_len / Q)`` per row in
+    both modes. An int32 piece is one write beat; int8 pieces go through the
+    :class:`Requantizer` (``Q`` lanes) and a row's bytes leave as one beat.
+    After the block's last read it pulses ``released``. ``done`` gets one
+    completion per command, after its last write beat was taken.
+
+    Per-channel scale words hold the multiplier in bits 0-25 and the shift
+    in bits 26-31 (:data:`~bertforge.rtl.tile_scheduler.CHANNEL_MULT_BITS`).
+
+    Parameters
+    ----------
+    config : GemmConfig
+    layout : data.StructLayout
+        Descriptor layout (:func:`writer_fields`).
+    completion : data.StructLayout
+        ``done``'s layout (``tag``, ``error``).
+    """
+
+    def __init__(self, config, layout, completion):
+        from .tile_scheduler import CHANNEL_MULT_BITS
+        self.config = config
+        self.mult_bits = CHANNEL_MULT_BITS
+        P, Mt, aw = config.panel, config.block_rows, config.acc_width
+        slots = (2 * Mt - 1).bit_length()
+        super().__init__({
+            "chunk": In(stream.Signature(layout)),
+            "acc_rd": In(ReadPort.Signature(addr_width=slots, shape=unsigned(P * aw))),
+            "bias_rd": In(ReadPort.Signature(addr_width=1, shape=unsigned(P * 32))),
+            "scale_rd": In(ReadPort.Signature(addr_width=1, shape=unsigned(P * 32))),
+            "committed": In(1),
+            "released": Out(1),
+            "wr_req": Out(stream.Signature(write_request_layout(config))),
+            "done": Out(stream.Signature(completion)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        aw, MB, Mt, P = cfg.acc_width, cfg.mem_bytes, cfg.block_rows, cfg.panel
+        Q = MB // 4
+        mb_bits = MB.bit_length() - 1
+        pieces_max = -(-P // Q)
+        d = self.chunk.payload
+        entry_layout = data.StructLayout({
+            "addr": unsigned(cfg.addr_width), "data": unsigned(cfg.mem_width),
+            "bytes": range(MB + 1), "cmd_end": 1, "error": 1, "tag": unsigned(8)})
+        latency = 2 + Requantizer.LATENCY      # read, add bias, requantize
+        depth = latency + 6     # a beat a cycle: the pipeline, plus 2 in the queue
+        out = m.submodules.write_beats = Queue(shape=entry_layout, depth=depth)
+
+        # -- issue: one piece per cycle ---------------------------------------
+        row = Signal(range(Mt + 1))
+        piece = Signal(range(max(pieces_max, 4) + 1))
+        row_addr = Signal(cfg.addr_width)
+        started = Signal()
+        slot = Signal()
+        block_read = Signal()
+        ready_blocks = outstanding(m, "blocks_ready", self.committed, block_read)
+        inflight = Signal(range(latency + 2))
+        total = d.n_len << 2                          # int32 bytes per row
+        pieces = (total + MB - 1) >> mb_bits          # = ceil(n_len / Q)
+        go = self.chunk.valid & (out.level + inflight < depth - 1) & (d.error | (ready_blocks != 0))
+        base = Mux(started, row_addr, d.c_base)
+        last_piece = piece == pieces - 1
+        last_row = row == d.m_len - 1
+        m.d.comb += [self.acc_rd.addr.eq(slot * Mt + row), self.bias_rd.addr.eq(slot),
+                     self.scale_rd.addr.eq(slot)]
+        with m.If(go):
+            m.d.sync += [started.eq(1), row_addr.eq(base), piece.eq(piece + 1)]
+            with m.If(d.error):
+                m.d.sync += [piece.eq(0), started.eq(0)]
+                m.d.comb += self.chunk.ready.eq(1)
+            with m.Elif(last_piece):
+                m.d.sync += [piece.eq(0), row.eq(row + 1), row_addr.eq(base + d.c_stride)]
+                with m.If(last_row):
+                    m.d.sync += [row.eq(0), started.eq(0), slot.eq(~slot)]
+                    m.d.comb += [self.chunk.ready.eq(1), block_read.eq(1), self.released.eq(1)]
+
+        # Everything known at issue, registered (stage 1, with the buffer reads).
+        e = Signal(entry_layout)
+        int8 = Signal()
+        emit = Signal()
+        valid = Signal()
+        at = Signal.like(piece)
+        bias_on, per_channel = Signal(), Signal()
+        mult, shift = Signal(32), Signal(6)
+        m.d.sync += valid.eq(go)
+        with m.If(go):
+            m.d.sync += [
+                e.addr.eq(Mux(d.int8, base, base + (piece << mb_bits))),
+                e.bytes.eq(Mux(d.int8, d.n_len, Mux(last_piece, total - (piece << mb_bits), MB))),
+                e.cmd_end.eq(d.error | (d.end & last_piece & last_row)),
+                e.error.eq(d.error), e.tag.eq(d.tag),
+                int8.eq(d.int8), emit.eq(d.error | ~d.int8 | last_piece), at.eq(piece),
+                bias_on.eq(d.bias), per_channel.eq(d.per_channel),
+                mult.eq(d.multiplier), shift.eq(d.shift),
+            ]
+
+        def lanes(word, width, count):
+            padded = Cat(word, Const(0, width * (pieces_max * Q - count)))
+            chosen = padded.word_select(at, width * Q)
+            return [chosen[width * q:width * (q + 1)] for q in range(Q)]
+
+        # Stage 2: the piece's lanes, registered.
+        acc = [Signal(signed(aw), name=f"wr_acc{q}", reset_less=True) for q in range(Q)]
+        bias = [Signal(signed(32), name=f"wr_bias{q}", reset_less=True) for q in range(Q)]
+        words = [Signal(32, name=f"wr_scale{q}", reset_less=True) for q in range(Q)]
+        for q, (a, b, s) in enumerate(zip(lanes(self.acc_rd.data, aw, P),
+                                          lanes(self.bias_rd.data, 32, P),
+                                          lanes(self.scale_rd.data, 32, P))):
+            m.d.sync += [acc[q].eq(a.as_signed()), bias[q].eq(Mux(bias_on, b.as_signed(), 0)),
+                         words[q].eq(s)]
+        side = Cat(e, int8, emit, at, valid)
+        side2 = delay(m, side, 1, "wr_side")
+        pc2 = delay(m, per_channel, 1, "wr_pc")
+        mult2, shift2 = delay(m, mult, 1, "wr_mult"), delay(m, shift, 1, "wr_shift")
+
+        # Stage 3: acc + bias (int32) and the piece's scales, registered.
+        requant = m.submodules.requantizer = Requantizer(Q)
+        values = []
+        for q in range(Q):
+            value = Signal(signed(32), name=f"wr_value{q}", reset_less=True)
+            m.d.sync += [
+                value.eq(clamp(acc[q] + bias[q], 32)),
+                requant.mult[q].eq(Mux(pc2, words[q][:self.mult_bits], mult2)),
+                requant.shift[q].eq(Mux(pc2, words[q][self.mult_bits:], shift2)),
+            ]
+            m.d.comb += requant.x[q].eq(value)
+            values.append(value)
+        side3 = delay(m, side2, 1, "wr_side")
+
+        # Requantized: int8 rows gather their pieces' bytes.
+        final = Signal(entry_layout.size + 3 + len(at) + 1)
+        m.d.comb += final.eq(delay(m, side3, Requantizer.LATENCY, "wr_side"))
+        plain = delay(m, Cat(*values), Requantizer.LATENCY, "wr_int32")
+        f_e = Signal(entry_layout)
+        f_int8, f_emit, f_at, f_valid = Signal(), Signal(), Signal.like(at), Signal()
+        m.d.comb += Cat(f_e, f_int8, f_emit, f_at, f_valid).eq(final)
+        gathered = Signal(8 * Q * pieces_max)
+        piece_bytes = Cat(*requant.y)
+        merged = Signal.like(gathered)
+        for number in range(pieces_max):
+            part = gathered[8 * Q * number:8 * Q * (number + 1)]
+            m.d.comb += merged[8 * Q * number:8 * Q * (number + 1)].eq(
+                Mux(f_at == number, piece_bytes, part))
+        with m.If(f_valid):
+            m.d.sync += gathered.eq(merged)
+        entry = Signal(entry_layout)
+        m.d.comb += [
+            entry.eq(f_e),
+            entry.data.eq(Mux(f_int8, merged, plain)),
+            out.i.payload.eq(entry), out.i.valid.eq(f_valid & f_emit),
+        ]
+        m.d.sync += inflight.eq(inflight + go - (f_valid))
+
+        # -- output: write beats; a completion after a command's last beat ----
+        head = out.o.payload
+        done = m.submodules.done_queue = Queue(shape=self.done.payload.shape(), depth=STAGE_QUEUE)
+        hold = head.cmd_end & ~done.i.ready
+        wr = self.wr_req
+        m.d.comb += [
+            wr.payload.addr.eq(head.addr), wr.payload.data.eq(head.data),
+            wr.payload.bytes.eq(head.bytes),
+            wr.valid.eq(out.o.valid & ~head.error & ~hold),
+            done.i.payload.tag.eq(head.tag), done.i.payload.error.eq(head.error),
+        ]
+        consumed = out.o.valid & ~hold & (head.error | wr.ready)
+        m.d.comb += [out.o.ready.eq(consumed), done.i.valid.eq(consumed & head.cmd_end)]
+        wiring.connect(m, done.o, wiring.flipped(self.done))
+        return m
+
+
+class StagedEngine(wiring.Component):
+    """A GEMM engine built from the stages: scheduler, :class:`Loader`,
+    feeders, array, :class:`Accumulator`, :class:`Writer`.
+
+    A subclass provides the parts that differ: ``command_layout`` (the
+    ``cmd`` stream), :meth:`schedule` (commands -> a stream of chunk
+    descriptors), ``jobs`` (the loader's), :meth:`operand_buffers` (its
+    memories and how tagged beats fill them) and :meth:`feed` (its feeders,
+    connected to the buffers, the loader's tokens and the array).
+
+    Ports: ``cmd``, ``done`` (one completion per command, in order),
+    ``rd_req`` / ``rd_data`` (memory reads: data in request order, each beat
+    the next ``mem_width // 8`` bytes), ``wr_req`` (memory writes). Memory may
+    take any time and may stall any stream.
+    """
+
+    def __init__(self, config, command_layout, completion_layout):
+        self.config = config
+        super().__init__({
+            "cmd": In(stream.Signature(command_layout)),
+            "done": Out(stream.Signature(completion_layout)),
+            "rd_req": Out(stream.Signature(read_request_layout(config))),
+            "rd_data": In(stream.Signature(unsigned(config.mem_width))),
+            "wr_req": Out(stream.Signature(write_request_layout(config))),
+        })
+
+    def block_jobs(self):
+        """Old C (the first chunk of an accumulating block), bias, scales."""
+        MB = self.config.mem_bytes
+        mb_bits = MB.bit_length() - 1
+
+        def words(d):
+            return (d.n_len * 4 + MB - 1) >> mb_bits
+
+        return [
+            Job("c_old", when=lambda d: d.first & d.accumulate, base=lambda d: d.c_base,
+                stride=lambda d: d.c_stride, rows=lambda d: d.m_len, beats=words, block=True),
+            Job("bias", when=lambda d: d.first & d.bias, base=lambda d: d.bias_base,
+                stride=lambda d: 0, rows=lambda d: 1, beats=words, block=True),
+            Job("scale", when=lambda d: d.first & d.per_channel, base=lambda d: d.scale_base,
+                stride=lambda d: 0, rows=lambda d: 1, beats=words, block=True),
+        ]
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        Mt, P, aw = cfg.block_rows, cfg.panel, cfg.acc_width
+        Q = cfg.mem_bytes // 4
+        chunk = self.schedule(m)
+        layout = chunk.payload.shape()
+        array = m.submodules.array = self.array()
+        jobs = self.block_jobs() + self.operand_jobs()
+        feeders = self.feeder_fields()
+
+        # Stage queues, filled by the fan-out of the descriptors.
+        loader_fields = sorted({name for name in layout.members} - {"error", "end", "tag",
+                                                                   "multiplier", "shift", "int8",
+                                                                   "tiles", "kblocks"})
+        loader = m.submodules.loader = Loader(cfg, project(layout, loader_fields), jobs,
+                                              feeders=len(feeders))
+        accumulator = m.submodules.accumulator = Accumulator(
+            cfg, project(layout, accumulator_fields()), array.signature.members["c"].signature)
+        writer = m.submodules.writer = Writer(cfg, project(layout, writer_fields()),
+                                              self.done.payload.shape())
+        heads = {}
+        targets = []
+        for name, fields, needed in (
+                [("loader", loader_fields, ~chunk.payload.error)]
+                + [(f"feed_{n}", f, ~chunk.payload.error) for n, f in feeders.items()]
+                + [("accumulator", accumulator_fields(), ~chunk.payload.error),
+                   ("writer", writer_fields(), chunk.payload.last | chunk.payload.error)]):
+            queue = m.submodules[f"{name}_queue"] = Queue(shape=project(layout, fields),
+                                                          depth=STAGE_QUEUE)
+            targets.append((queue.i, needed))
+            heads[name] = queue.o
+        fan_out(m, chunk, targets)
+        wiring.connect(m, heads["loader"], loader.chunk)
+        wiring.connect(m, heads["accumulator"], accumulator.chunk)
+        wiring.connect(m, heads["writer"], writer.chunk)
+
+        # Memory.
+        wiring.connect(m, wiring.flipped(self.rd_req), loader.rd_req)
+        wiring.connect(m, wiring.flipped(self.rd_data), loader.rd_data)
+        wiring.connect(m, writer.wr_req, wiring.flipped(self.wr_req))
+        wiring.connect(m, writer.done, wiring.flipped(self.done))
+
+        # Block buffers: accumulator, bias, scales (two blocks each).
+        beat = loader.beat
+        acc_mem = m.submodules.acc_buf = Memory(shape=unsigned(P * aw), depth=2 * Mt, init=[])
+        bias_mem = m.submodules.bias_buf = Memory(shape=unsigned(P * 32), depth=2, init=[])
+        scale_mem = m.submodules.scale_buf = Memory(shape=unsigned(P * 32), depth=2, init=[])
+        lanes32 = [beat.data[32 * q:32 * (q + 1)] for q in range(Q)]
+        c_old = acc_mem.write_port(granularity=aw)
+        m.d.comb += [
+            c_old.addr.eq(beat.block_slot * Mt + beat.row),
+            c_old.data.eq(Cat(*[clamp(lanes32[p % Q].as_signed(), aw) for p in range(P)])),
+        ]
+        for number, mem in ((1, bias_mem), (2, scale_mem)):
+            port = mem.write_port(granularity=32)
+            m.d.comb += [port.addr.eq(beat.block_slot),
+                         port.data.eq(Cat(*[lanes32[p % Q] for p in range(P)]))]
+            with m.If(beat.valid & (beat.job == number)):
+                for p in range(P):
+                    m.d.comb += port.en[p].eq(beat.beat == p // Q)
+        with m.If(beat.valid & (beat.job == 0)):
+            for p in range(P):
+                m.d.comb += c_old.en[p].eq(beat.beat == p // Q)
+        acc_wr = acc_mem.write_port(granularity=aw)
+        wiring.connect(m, accumulator.rd, acc_mem.read_port(transparent_for=(acc_wr,)))
+        wiring.connect(m, accumulator.wr, acc_wr)
+        wiring.connect(m, writer.acc_rd, acc_mem.read_port())
+        wiring.connect(m, writer.bias_rd, bias_mem.read_port())
+        wiring.connect(m, writer.scale_rd, scale_mem.read_port())
+
+        # Operands: buffers, feeders, array.
+        first_operand = len(self.block_jobs())
+        buffers = self.operand_buffers(m, beat, first_operand)
+        freed = self.feed(m, array, buffers, heads, loader.loaded)
+        m.d.comb += loader.freed.eq(Cat(*freed))
+        wiring.connect(m, array.c, accumulator.c)
+
+        # Tokens between the accumulator, the writer and the loader.
+        m.d.comb += [writer.committed.eq(accumulator.committed),
+                     accumulator.released.eq(writer.released),
+                     loader.released.eq(writer.released)]
+        return m

@@ -1,0 +1,119 @@
+"""Fast tests of the GEMM engine's stages in amaranth.sim (no Verilator): the
+pipelined requantizer against the golden rule, and a whole small engine
+(bias, per-channel scales, int32 and int8) on a Python memory."""
+
+from collections import deque
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from bertforge.generators.gemm_sim import layout_problems, read_matrix
+from bertforge.rtl.engine import Requantizer
+from bertforge.rtl.gemm import GemmConfig, GemmEngine
+from bertforge.rtl.payload import pack
+from bertforge.rtl.tile_scheduler import command_layout
+from bertforge.sim.fixed_golden import requantize
+from bertforge.sim.gemm_golden import run_commands
+
+
+def test_requantizer_matches_the_golden_rule_after_its_latency():
+    lanes = 3
+    rng = np.random.default_rng(1)
+    cases = [(-2**31, 2**32 - 1, 0), (2**31 - 1, 2**32 - 1, 63), (-2**31, 2**32 - 1, 63),
+             (-1, 1, 1), (1, 1, 1), (-3, 1, 1), (0, 0, 0), (127, 1, 0), (-129, 1, 0),
+             (2**31 - 1, 1, 24), (-2**31, 2**31, 55)]
+    cases += [(int(rng.integers(-2**31, 2**31)), int(rng.integers(0, 2**32)),
+               int(rng.integers(0, 64))) for _ in range(60)]
+    cases += [(int(rng.integers(-2**20, 2**20)), int(rng.integers(0, 2**26)),
+               int(rng.integers(20, 40))) for _ in range(60)]
+    steps = [cases[i:i + lanes] for i in range(0, len(cases) - lanes + 1, lanes)]
+    dut = Requantizer(lanes)
+    got = []
+
+    async def bench(ctx):
+        for step in steps + [steps[0]] * Requantizer.LATENCY:
+            for lane, (x, mult, shift) in enumerate(step):
+                ctx.set(dut.x[lane], x)
+                ctx.set(dut.mult[lane], mult)
+                ctx.set(dut.shift[lane], shift)
+            await ctx.tick()
+            got.append([ctx.get(dut.y[lane]) for lane in range(lanes)])
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    # y after the tick of step i holds step i + 1 - LATENCY
+    for index, step in enumerate(steps):
+        expected = [int(requantize(x, mult, shift, 8)) for x, mult, shift in step]
+        assert got[index + Requantizer.LATENCY - 1] == expected, (index, step)
+
+
+def run_engine(config, image, commands, limit=4000):
+    """Run ``commands`` on a byte ``image`` (updated in place) with a memory
+    that answers every read one beat a cycle; returns the completions and
+    the cycles to the last one."""
+    dut = GemmEngine(config)
+    MB = config.mem_bytes
+    done = []
+    cycles = [0]
+
+    async def bench(ctx):
+        ctx.set(dut.rd_req.ready, 1)
+        ctx.set(dut.wr_req.ready, 1)
+        ctx.set(dut.done.ready, 1)
+        todo = deque(pack(command_layout(config), c) for c in commands)
+        beats = deque()
+        for cycle in range(limit):
+            ctx.set(dut.cmd.valid, bool(todo))
+            ctx.set(dut.cmd.payload.as_value(), todo[0] if todo else 0)
+            ctx.set(dut.rd_data.valid, bool(beats))
+            ctx.set(dut.rd_data.payload, beats[0] if beats else 0)
+            took_cmd = todo and ctx.get(dut.cmd.ready)
+            took_data = beats and ctx.get(dut.rd_data.ready)
+            req, wr, fin = (ctx.get(port.payload) if ctx.get(port.valid) else None
+                            for port in (dut.rd_req, dut.wr_req, dut.done))
+            await ctx.tick()
+            if took_cmd:
+                todo.popleft()
+            if took_data:
+                beats.popleft()
+            if req is not None:
+                for beat in range(req.beats):
+                    start = req.addr + beat * MB
+                    chunk = image[start:start + MB].tobytes().ljust(MB, b"\0")
+                    beats.append(int.from_bytes(chunk, "little"))
+            if wr is not None:
+                data = int(wr.data).to_bytes(MB, "little")[:wr.bytes]
+                image[wr.addr:wr.addr + wr.bytes] = np.frombuffer(data, dtype=np.uint8)
+            if fin is not None:
+                done.append((int(fin.tag), int(fin.error)))
+                cycles[0] = cycle + 1
+                if len(done) == len(commands):
+                    return
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return done, cycles[0]
+
+
+@pytest.mark.parametrize("dataflow", ["os", "ws"])
+def test_engine_with_bias_and_per_channel_scales(dataflow):
+    config = GemmConfig(rows=2, cols=2, dataflow=dataflow, mem_width=32, addr_width=12,
+                        k_chunk=8, m_tile=4)
+    problems = [dict(m=3, k=11, n=5, bias=True, scale=np.array([3e-3, 1e-2, 5e-2, 1e-3, 2e-3])),
+                dict(m=2, k=4, n=3, bias=np.array([2**31 - 1, -2**31, 7])),
+                dict(m=2, k=2, n=2, int8=1, multiplier=2**32 - 1, shift=40),
+                dict(raw=dict(m=2, k=2, n=2, per_channel=1))]
+    image, commands = layout_problems(config, problems, np.random.default_rng(4))
+    expected = image.copy()
+    errors = run_commands(config, expected, commands)
+    done, _ = run_engine(config, image, commands)
+    assert done == [(c["tag"], int(e)) for c, e in zip(commands, errors)]
+    assert errors == [False, False, False, True]
+    for cmd in commands[:3]:
+        assert np.array_equal(read_matrix(config, image, cmd), read_matrix(config, expected, cmd))
+    assert np.array_equal(image, expected)
