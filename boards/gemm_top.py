@@ -1,6 +1,6 @@
 """Board top-level for a :class:`~bertforge.rtl.gemm.GemmEngine`:
-UART host link, one block RAM as the engine's external memory, a command
-register, LEDs.
+UART host link, two banks of block RAM as the engine's external memory, a
+command register, LEDs.
 
 Host memories (``mem`` of the protocol's WRITE/READ):
 
@@ -40,16 +40,17 @@ __all__ = ["GemmTopConfig", "GemmBoardTop", "board_engine_config"]
 READ_QUEUE = 8
 
 
-def board_engine_config(*, rows=4, cols=4, mem_kib=16, **fields):
+def board_engine_config(*, rows=4, cols=4, mem_kib=16, min_chunk=64, **fields):
     """A :class:`GemmConfig` sized for a board: the narrowest memory word
     (``max(32, rows*width, cols*width)`` bits rounded up to a power of two),
-    ``addr_width`` from ``mem_kib``, short chunks; ``fields`` override."""
+    ``addr_width`` from ``mem_kib``, short chunks (``min_chunk`` elements,
+    or one memory word's); ``fields`` override."""
     width = fields.get("width", 8)
     need = max(32, rows * width, cols * width)
     mem_width = 1 << (need - 1).bit_length()
     values = dict(rows=rows, cols=cols, mem_width=mem_width,
                   addr_width=(mem_kib * 1024 - 1).bit_length(), dim_width=12,
-                  k_chunk=max(64, mem_width // width), m_tile=max(rows, 4))
+                  k_chunk=max(min_chunk, mem_width // width), m_tile=max(rows, 4))
     values.update(fields)
     return GemmConfig(**values)
 
@@ -79,14 +80,17 @@ class GemmTopConfig(BoardTopConfig):
 class GemmBoardTop(BoardTop):
     """Host link + banked memory + command register around one GEMM engine.
 
-    Registered at 100 MHz on ECP5: write requests (the engine's, or the
-    host's byte writes while idle) pass a two-stage pipeline (request
-    register; byte rotation, byte mask and bank addresses into registers
-    that drive the bank write ports), so a write lands in the banks 2 cycles
-    after it is taken. The engine's completion is taken only once that
-    pipeline is empty, so a reply never overtakes a write. Engine reads
-    register the two bank words before the byte rotation into the read
-    queue; the run handshake to the link is registered.
+    Pipelined for 100 MHz on ECP5 (no logic after a block RAM output but a
+    register, nothing wide between registers): write requests (the
+    engine's, or the host's byte writes, registered first) pass two
+    stages, the request register, then the byte rotation, byte mask and
+    bank addresses into the registers that drive the bank write ports; the
+    engine's completion is taken only once that pipeline is empty, so
+    neither the reply nor the next command overtakes a write. Engine reads:
+    bank addresses from registers, the two bank words registered, rotated
+    into a register, then the read queue (3 cycles). Host reads take
+    ``READ_LATENCY`` = 3 cycles; the run handshake to the link is
+    registered.
     """
 
     Config = GemmTopConfig

@@ -29,9 +29,11 @@ BAUD = 115200
 #: ``--k-max`` when not given.
 K_MAX = 256
 #: Default GEMM engine per FPGA family: size, data memory (``mem_kib``) and
-#: engine fields (:func:`bertforge.boards.gemm_top.board_engine_config`), what
-#: fits the family's smallest board; ``None``: the other families.
-GEMM_BOARD_DEFAULTS = {"ice40": {"rows": 2, "cols": 2, "mem_kib": 4},
+#: engine fields (:func:`bertforge.boards.gemm_top.board_engine_config`);
+#: ``None``: the other families. iCE40: the smallest engine (2 KiB, 8-bit
+#: sizes, chunks of 16 elements or a memory word: the fewest LCs and block RAMs).
+GEMM_BOARD_DEFAULTS = {"ice40": {"rows": 2, "cols": 2, "mem_kib": 2, "dim_width": 8,
+                                 "min_chunk": 16},
                        "ecp5": {"rows": 4, "cols": 4, "mem_kib": 32},
                        None: {"rows": 4, "cols": 4, "mem_kib": 16}}
 #: Default beats of the streaming and butterfly tops' memories per FPGA family.

@@ -549,7 +549,11 @@ class Writer(wiring.Component):
         inflight = Signal(range(latency + 2))
         total = d.n_len << 2                          # int32 bytes per row
         pieces = (total + MB - 1) >> mb_bits          # = ceil(n_len / Q)
-        go = self.chunk.valid & (out.level + inflight < depth - 1) & (d.error | (ready_blocks != 0))
+        # Room for one more piece, registered (no path from the queue's
+        # output to the stages that take the writer's tokens).
+        room = Signal()
+        go = self.chunk.valid & room & (d.error | (ready_blocks != 0))
+        m.d.sync += room.eq(out.level + inflight + go < depth - 1)
         base = Mux(started, row_addr, d.c_base)
         last_piece = piece == pieces - 1
         last_row = row == d.m_len - 1

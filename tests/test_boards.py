@@ -277,10 +277,11 @@ def test_full_build(name, design, rows, mhz, flags, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_build_that_does_not_fit_says_by_how_much(tmp_path, capsys):
-    """The GEMM engine does not fit the iCE40UP5K (2x2: about 11k of 5280 LCs,
-    24 of 8 DSPs): exit 2 with one line naming each resource over capacity."""
-    assert main(["build", "--board", "icebreaker", "--design", "gemm", "--rows", "2",
-                 "--cols", "2", "--mem-kib", "2", "-o", str(tmp_path)]) == 2
+    """A 4x4 GEMM engine does not fit the iCE40UP5K (12 of its 16 PEs and the
+    engine's buffers in logic): exit 2 with one line naming each resource
+    over capacity."""
+    assert main(["build", "--board", "icebreaker", "--design", "gemm", "--rows", "4",
+                 "--cols", "4", "-o", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     errors = [line for line in err.splitlines() if line.startswith("bertforge: error:")]
     assert len(errors) == 1 and err.endswith(errors[0]), err     # progress lines, then one error
