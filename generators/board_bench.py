@@ -21,7 +21,7 @@ SWEEPS = {
     ("systolic", "icebreaker"): (24.0, (2, 3, 4, 5)),
     ("systolic", "ulx3s-85f"): (100.0, (2, 4, 8, 12, 16)),
     ("gemm", "icebreaker"): (None, (2, 3, 4)),
-    ("gemm", "ulx3s-85f"): (100.0, (4, 16)),
+    ("gemm", "ulx3s-85f"): (100.0, (4, 8, 16)),
 }
 #: Board -> (accumulator width, dataflow) of the systolic sweep.
 SYSTOLIC_ARRAYS = {"icebreaker": (24, "ws"), "ulx3s-85f": (32, "os")}

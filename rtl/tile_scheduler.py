@@ -120,7 +120,7 @@ class TileScheduler(wiring.Component):
         # Last byte touched by each matrix, in exact (wide) arithmetic. The
         # products (rows - 1) * stride are shift-and-add, one bit a cycle.
         dw = cfg.dim_width
-        esize, osize = cfg.width // 8, Mux(cmd.int8, 1, 4)
+        esize = cfg.width // 8
         limit = 1 << aw
         new = self.cmd.payload
         products = []   # (multiplier bits, shifted stride, product, initial values)
@@ -133,7 +133,7 @@ class TileScheduler(wiring.Component):
         m.d.comb += [
             a_end.eq(cmd.a_addr + a_prod + cmd.k * esize),
             b_end.eq(cmd.b_addr + b_prod + cmd.n * esize),
-            c_end.eq(cmd.c_addr + c_prod + cmd.n * osize),
+            c_end.eq(cmd.c_addr + c_prod + Mux(cmd.int8, cmd.n, cmd.n << 2)),
             bias_end.eq(cmd.bias_addr + (cmd.n << 2)),
             scale_end.eq(cmd.scale_addr + (cmd.n << 2)),
         ]
