@@ -14,6 +14,7 @@ import numpy as np
 
 from bertforge.rtl.errors import ParameterError
 from bertforge.sim.fixed_golden import channel_scale_words, command_scale, scale_words
+from bertforge.sim.gemm_golden import matrix_view
 from bertforge.sim.gemm_harness import MAX_COMMANDS, harness_verilog
 from .cli_common import CliError, bounded_int, load_int_matrix, load_npy, positive_int
 from .simulate import make_stimulus, simulate
@@ -47,9 +48,7 @@ class MemoryImage:
         return addr, stride
 
     def write(self, addr, stride, matrix, dtype):
-        view = np.ndarray(matrix.shape, dtype=dtype, buffer=self.image, offset=addr,
-                          strides=(stride, np.dtype(dtype).itemsize))
-        view[...] = matrix
+        matrix_view(self.image, addr, stride, *matrix.shape, dtype)[...] = matrix
 
     def vector(self, values, dtype):
         """Place and write a vector of 4-byte values: its address."""
@@ -169,10 +168,8 @@ def layout_problems(config, problems, rng=None, *, extreme=False, b_key="b", pla
 
 def read_matrix(config, image, cmd):
     """C of command ``cmd`` from a memory image (int32 or int8 values, int64)."""
-    dtype = np.dtype("<i1" if cmd["int8"] else "<i4")
-    view = np.ndarray((cmd["m"], cmd["n"]), dtype=dtype, buffer=image, offset=cmd["c_addr"],
-                      strides=(cmd["c_stride"], dtype.itemsize))
-    return view.astype(np.int64)
+    return matrix_view(image, cmd["c_addr"], cmd["c_stride"], cmd["m"], cmd["n"],
+                       "<i1" if cmd["int8"] else "<i4").astype(np.int64)
 
 
 def simulate_gemm(config, image, commands, *, seed=0, lat_min=1, lat_mask=0, p_req=0, p_data=0,

@@ -47,7 +47,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .gelu import Gelu, GeluConfig
-from .gemm import GemmConfig, GemmEngine, read_request_layout, write_request_layout
+from .engine import read_request_layout, write_request_layout
+from .gemm import GemmConfig, GemmEngine
 from .layernorm import LayerNorm, LayerNormConfig
 from .params import check_instance
 from .softmax import MULT_BITS, SHIFT_BITS, Softmax, SoftmaxConfig

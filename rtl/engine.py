@@ -39,6 +39,7 @@ from amaranth.lib.memory import Memory, ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
 
 from .stream import Queue, clamp, delay
+from .tile_scheduler import CHANNEL_MULT_BITS
 
 __all__ = ["STAGE_QUEUE", "FEED_QUEUE", "read_request_layout", "write_request_layout",
            "project", "fan_out", "outstanding", "read_port", "feeder_members", "operand_queue", "Job", "Loader",
@@ -507,9 +508,7 @@ class Writer(wiring.Component):
     """
 
     def __init__(self, config, layout, completion):
-        from .tile_scheduler import CHANNEL_MULT_BITS
         self.config = config
-        self.mult_bits = CHANNEL_MULT_BITS
         P, Mt, aw = config.panel, config.block_rows, config.acc_width
         slots = (2 * Mt - 1).bit_length()
         super().__init__({
@@ -570,22 +569,23 @@ class Writer(wiring.Component):
                     m.d.sync += [row.eq(0), started.eq(0), slot.eq(~slot)]
                     m.d.comb += [self.chunk.ready.eq(1), block_read.eq(1), self.released.eq(1)]
 
-        # Everything known at issue, registered (stage 1, with the buffer reads).
-        e = Signal(entry_layout)
-        int8 = Signal()
-        emit = Signal()
-        valid = Signal()
-        at = Signal.like(piece)
+        # Everything known at issue, registered (stage 1, with the buffer
+        # reads); ``side`` then travels along the pipeline unchanged.
+        side = Signal(data.StructLayout({"entry": entry_layout, "int8": 1, "emit": 1,
+                                         "at": range(max(pieces_max, 4) + 1), "valid": 1}))
+        at = side.at
         bias_on, per_channel = Signal(), Signal()
         mult, shift = Signal(32), Signal(6)
-        m.d.sync += valid.eq(go)
+        m.d.sync += side.valid.eq(go)
         with m.If(go):
             m.d.sync += [
-                e.addr.eq(Mux(d.int8, base, base + (piece << mb_bits))),
-                e.bytes.eq(Mux(d.int8, d.n_len, Mux(last_piece, total - (piece << mb_bits), MB))),
-                e.cmd_end.eq(d.error | (d.end & last_piece & last_row)),
-                e.error.eq(d.error), e.tag.eq(d.tag),
-                int8.eq(d.int8), emit.eq(d.error | ~d.int8 | last_piece), at.eq(piece),
+                side.entry.addr.eq(Mux(d.int8, base, base + (piece << mb_bits))),
+                side.entry.bytes.eq(Mux(d.int8, d.n_len,
+                                        Mux(last_piece, total - (piece << mb_bits), MB))),
+                side.entry.cmd_end.eq(d.error | (d.end & last_piece & last_row)),
+                side.entry.error.eq(d.error), side.entry.tag.eq(d.tag),
+                side.int8.eq(d.int8), side.emit.eq(d.error | ~d.int8 | last_piece),
+                at.eq(piece),
                 bias_on.eq(d.bias), per_channel.eq(d.per_channel),
                 mult.eq(d.multiplier), shift.eq(d.shift),
             ]
@@ -604,8 +604,6 @@ class Writer(wiring.Component):
                                           lanes(self.scale_rd.data, 32, P))):
             m.d.sync += [acc[q].eq(a.as_signed()), bias[q].eq(Mux(bias_on, b.as_signed(), 0)),
                          words[q].eq(s)]
-        side = Cat(e, int8, emit, at, valid)
-        side2 = delay(m, side, 1, "wr_side")
         pc2 = delay(m, per_channel, 1, "wr_pc")
         mult2, shift2 = delay(m, mult, 1, "wr_mult"), delay(m, shift, 1, "wr_shift")
 
@@ -616,36 +614,31 @@ class Writer(wiring.Component):
             value = Signal(signed(32), name=f"wr_value{q}", reset_less=True)
             m.d.sync += [
                 value.eq(clamp(acc[q] + bias[q], 32)),
-                requant.mult[q].eq(Mux(pc2, words[q][:self.mult_bits], mult2)),
-                requant.shift[q].eq(Mux(pc2, words[q][self.mult_bits:], shift2)),
+                requant.mult[q].eq(Mux(pc2, words[q][:CHANNEL_MULT_BITS], mult2)),
+                requant.shift[q].eq(Mux(pc2, words[q][CHANNEL_MULT_BITS:], shift2)),
             ]
             m.d.comb += requant.x[q].eq(value)
             values.append(value)
-        side3 = delay(m, side2, 1, "wr_side")
 
         # Requantized: int8 rows gather their pieces' bytes.
-        final = Signal(entry_layout.size + 3 + len(at) + 1)
-        m.d.comb += final.eq(delay(m, side3, Requantizer.LATENCY, "wr_side"))
+        final = delay(m, side, 2 + Requantizer.LATENCY, "wr_side", reset_less=False)
         plain = delay(m, Cat(*values), Requantizer.LATENCY, "wr_int32")
-        f_e = Signal(entry_layout)
-        f_int8, f_emit, f_at, f_valid = Signal(), Signal(), Signal.like(at), Signal()
-        m.d.comb += Cat(f_e, f_int8, f_emit, f_at, f_valid).eq(final)
         gathered = Signal(8 * Q * pieces_max)
         piece_bytes = Cat(*requant.y)
         merged = Signal.like(gathered)
         for number in range(pieces_max):
             part = gathered[8 * Q * number:8 * Q * (number + 1)]
             m.d.comb += merged[8 * Q * number:8 * Q * (number + 1)].eq(
-                Mux(f_at == number, piece_bytes, part))
-        with m.If(f_valid):
+                Mux(final.at == number, piece_bytes, part))
+        with m.If(final.valid):
             m.d.sync += gathered.eq(merged)
         entry = Signal(entry_layout)
         m.d.comb += [
-            entry.eq(f_e),
-            entry.data.eq(Mux(f_int8, merged, plain)),
-            out.i.payload.eq(entry), out.i.valid.eq(f_valid & f_emit),
+            entry.eq(final.entry),
+            entry.data.eq(Mux(final.int8, merged, plain)),
+            out.i.payload.eq(entry), out.i.valid.eq(final.valid & final.emit),
         ]
-        m.d.sync += inflight.eq(inflight + go - (f_valid))
+        m.d.sync += inflight.eq(inflight + go - final.valid)
 
         # -- output: write beats; a completion after a command's last beat ----
         head = out.o.payload

@@ -8,8 +8,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 
 from .engine import (STAGE_QUEUE, Job, Requantizer, StagedEngine, feeder_members,
-                     operand_queue, outstanding, read_port, read_request_layout,
-                     write_request_layout)
+                     operand_queue, outstanding, read_port)
 from .params import Config, check_choice, check_instance, check_int, check_operands, check_size
 from .stream import Queue
 from .systolic import SystolicArray, SystolicConfig
@@ -17,7 +16,7 @@ from .tile_scheduler import TileScheduler, command_layout, completion_layout
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["GemmConfig", "GemmEngine", "OSFeeder", "WSActivationFeeder", "WSWeightFeeder",
-           "read_request_layout", "write_request_layout", "requantizer_dsps"]
+           "requantizer_dsps"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -415,7 +414,6 @@ class GemmEngine(StagedEngine):
 
     def feed(self, m, array, buffers, heads, loaded):
         cfg = self.config
-        feeders = []
         if cfg.dataflow == "ws":
             act = m.submodules.act_feeder = WSActivationFeeder(
                 cfg, heads["feed_act"].payload.shape(), array)

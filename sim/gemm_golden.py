@@ -7,7 +7,7 @@ from .systolic_golden import saturating_matmul
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["gemm_golden", "command_error", "command_rejected", "command_fields", "FIELDS",
-           "reduction_pieces", "run_commands", "write_result"]
+           "reduction_pieces", "run_commands", "write_result", "matrix_view"]
 
 #: The fields :func:`command_error` checks.
 _CHECKED = ("m", "k", "n", "a_addr", "b_addr", "c_addr", "a_stride", "b_stride", "c_stride",
@@ -97,7 +97,9 @@ def command_rejected(config, cmd):
     return command_error(config, **command_fields(cmd, _CHECKED))
 
 
-def _view(image, addr, stride, rows, cols, dtype):
+def matrix_view(image, addr, stride, rows, cols, dtype):
+    """A ``rows`` x ``cols`` matrix of ``dtype`` in byte ``image`` at byte
+    ``addr`` with row stride ``stride`` bytes (a view: writes go to ``image``)."""
     dtype = np.dtype(dtype)
     return np.ndarray((rows, cols), dtype=dtype, buffer=image, offset=addr,
                       strides=(stride, dtype.itemsize))
@@ -108,12 +110,12 @@ def write_result(config, image, c, a, b):
     read its old C, bias and scale words from ``image``, compute C with
     :func:`gemm_golden` and write it into ``image``."""
     n = c["n"]
-    out = _view(image, c["c_addr"], c["c_stride"], c["m"], n, "<i1" if c["int8"] else "<i4")
+    out = matrix_view(image, c["c_addr"], c["c_stride"], c["m"], n, "<i1" if c["int8"] else "<i4")
     c_old = out.astype(np.int64) if c["accumulate"] else None
-    bias = _view(image, c["bias_addr"], 4, 1, n, "<i4")[0] if c["bias"] else None
+    bias = matrix_view(image, c["bias_addr"], 4, 1, n, "<i4")[0] if c["bias"] else None
     multiplier, shift = c["multiplier"], c["shift"]
     if c["per_channel"]:
-        multiplier, shift = split_scale_words(_view(image, c["scale_addr"], 4, 1, n, "<u4")[0])
+        multiplier, shift = split_scale_words(matrix_view(image, c["scale_addr"], 4, 1, n, "<u4")[0])
     out[...] = gemm_golden(config, a, b, c_old=c_old, bias=bias, int8=bool(c["int8"]),
                            multiplier=multiplier, shift=shift)
 
@@ -130,7 +132,7 @@ def run_commands(config, image, commands):
         errors.append(bad)
         if bad:
             continue
-        a = _view(image, c["a_addr"], c["a_stride"], c["m"], c["k"], operand).astype(np.int64)
-        b = _view(image, c["b_addr"], c["b_stride"], c["k"], c["n"], operand).astype(np.int64)
+        a = matrix_view(image, c["a_addr"], c["a_stride"], c["m"], c["k"], operand).astype(np.int64)
+        b = matrix_view(image, c["b_addr"], c["b_stride"], c["k"], c["n"], operand).astype(np.int64)
         write_result(config, image, c, a, b)
     return errors

@@ -5,7 +5,7 @@ engine's model (:func:`bertforge.sim.gemm_golden.gemm_golden`, K chunks of
 
 import numpy as np
 
-from .gemm_golden import FIELDS, _view, command_fields, command_rejected, write_result
+from .gemm_golden import FIELDS, matrix_view, command_fields, command_rejected, write_result
 from .sparse_golden import compressed_rows, decompress_nm
 
 __all__ = ["sparse_command_error", "run_sparse_commands", "SPARSE_FIELDS"]
@@ -48,9 +48,9 @@ def run_sparse_commands(config, image, commands):
         if bad:
             continue
         rows = compressed_rows(c["k"], c["pat_n"], c["pat_m"])
-        a = _view(image, c["a_addr"], c["a_stride"], c["m"], c["k"], operand).astype(np.int64)
-        values = _view(image, c["b_addr"], c["b_stride"], rows, c["n"], operand).astype(np.int64)
-        indices = _view(image, c["idx_addr"], c["idx_stride"], rows, c["n"], "u1").astype(np.int64)
+        a = matrix_view(image, c["a_addr"], c["a_stride"], c["m"], c["k"], operand).astype(np.int64)
+        values = matrix_view(image, c["b_addr"], c["b_stride"], rows, c["n"], operand).astype(np.int64)
+        indices = matrix_view(image, c["idx_addr"], c["idx_stride"], rows, c["n"], "u1").astype(np.int64)
         w = decompress_nm(values, indices, c["pat_n"], c["pat_m"], c["k"])
         write_result(config, image, c, a, w)
     return errors
