@@ -20,7 +20,7 @@ A command runs through these stages, each a component::
   buffer; :class:`Writer` adds the bias, requantizes (:class:`Requantizer`)
   and writes C.
 
-Operand buffers hold two chunks and the accumulator, bias and scale
+Operand buffers hold two chunks and the accumulator, old C, bias and scale
 buffers two blocks (double buffering). Stages tell each other about slots
 with one-cycle *token* pulses: ``loaded`` (a chunk is in its slot; loader ->
 feeders), ``freed`` (a feeder is done with a chunk slot; -> loader),
@@ -171,8 +171,8 @@ class Loader(wiring.Component):
     pulsed ``freed`` for the chunk two before it) and, if it has block jobs,
     once the writer has ``released`` the block two before its own. The
     issuer sends the read requests; the receiver tags the read data
-    (:func:`loaded_beat_layout` on ``beat``) and pulses ``loaded`` after a
-    chunk's last beat. Slots alternate 0, 1, 0, ... per chunk and per block.
+    (:func:`loaded_beat_layout` on ``beat``, registered: the cycle after
+    the read beat) and pulses ``loaded`` with a chunk's last tagged beat. Slots alternate 0, 1, 0, ... per chunk and per block.
 
     Parameters
     ----------
@@ -299,12 +299,13 @@ class Loader(wiring.Component):
         r_has_next, r_following = self._next_job(job_now, r_enabled)
         rd = self.rd_data
         take = rd.valid & handoff.o.valid
-        m.d.comb += [
-            rd.ready.eq(handoff.o.valid),
+        # The tagged beat and ``loaded`` leave through registers.
+        m.d.comb += rd.ready.eq(handoff.o.valid)
+        m.d.sync += [
             self.beat.valid.eq(take), self.beat.job.eq(job_now), self.beat.row.eq(row_now),
             self.beat.beat.eq(beat_now), self.beat.index.eq(index_now),
             self.beat.slot.eq(slot), self.beat.block_slot.eq(block_slot),
-            self.beat.data.eq(rd.payload),
+            self.beat.data.eq(rd.payload), self.loaded.eq(0),
         ]
         with m.If(take):
             m.d.sync += [started.eq(1), r_job.eq(job_now), r_row.eq(row_now),
@@ -318,7 +319,8 @@ class Loader(wiring.Component):
                         m.d.sync += r_job.eq(r_following)
                     with m.Else():
                         m.d.sync += [started.eq(0), slot.eq(~slot)]
-                        m.d.comb += [handoff.o.ready.eq(1), self.loaded.eq(1)]
+                        m.d.comb += handoff.o.ready.eq(1)
+                        m.d.sync += self.loaded.eq(1)
                         with m.If(r.last):
                             m.d.sync += block_slot.eq(~block_slot)
         return m
@@ -335,7 +337,9 @@ class Accumulator(wiring.Component):
     Per chunk, ``tiles`` tiles of ``kblocks`` result streams each (rows
     ``0..block_rows-1``, the last with ``last``) are added, saturating to
     ``acc_width``, into tile ``j``'s lanes of the block slot's rows; the
-    first chunk of a block that does not accumulate starts from 0. A block
+    first chunk of a block starts from 0, or from the old C rows (``old``,
+    the loader's buffer) when it accumulates. Each buffer has one write
+    port, so it maps to block RAM. A block
     starts only while at most one other is waiting for the writer; its last
     sum pulses ``committed``; ``released`` frees a slot.
 
@@ -353,6 +357,7 @@ class Accumulator(wiring.Component):
             "chunk": In(stream.Signature(layout)),
             "c": In(c_signature),
             "rd": In(ReadPort.Signature(addr_width=(2 * Mt - 1).bit_length(), shape=unsigned(P * aw))),
+            "old": In(ReadPort.Signature(addr_width=(2 * Mt - 1).bit_length(), shape=unsigned(P * aw))),
             "wr": In(WritePort.Signature(addr_width=(2 * Mt - 1).bit_length(),
                                          shape=unsigned(P * aw), granularity=aw)),
             "committed": Out(1),
@@ -375,14 +380,15 @@ class Accumulator(wiring.Component):
         m.d.comb += c.ready.eq(ok)
         take = c.valid & ok
         addr = Signal(range(2 * Mt))
-        m.d.comb += [addr.eq(slot * Mt + row), self.rd.addr.eq(addr)]
+        m.d.comb += [addr.eq(slot * Mt + row), self.rd.addr.eq(addr), self.old.addr.eq(addr)]
         # Stage 1 (the cycle after the handshake): add and write.
-        s_valid, s_init, s_end = Signal(), Signal(), Signal()
+        s_valid, s_init, s_old, s_end = Signal(), Signal(), Signal(), Signal()
         s_addr, s_j = Signal.like(addr), Signal.like(j)
         s_row = Signal.like(c.payload.data)
         last_of_chunk = c.payload.last & (kb == d.kblocks - 1) & (j == d.tiles - 1)
         m.d.sync += [s_valid.eq(take), s_addr.eq(addr), s_j.eq(j), s_row.eq(c.payload.data),
                      s_init.eq(d.first & ~d.accumulate & (kb == 0)),
+                     s_old.eq(d.first & d.accumulate & (kb == 0)),
                      s_end.eq(take & last_of_chunk & d.last)]
         with m.If(take):
             m.d.sync += row.eq(row + 1)
@@ -396,7 +402,7 @@ class Accumulator(wiring.Component):
                         with m.If(d.last):
                             m.d.sync += slot.eq(~slot)
                             m.d.comb += block_done.eq(1)
-        old = self.rd.data.word_select(s_j, C * aw)
+        old = Mux(s_old, self.old.data, self.rd.data).word_select(s_j, C * aw)
         sums = []
         for q in range(C):
             total = Signal(signed(aw + 1), name=f"acc_sum{q}")
@@ -743,13 +749,14 @@ class StagedEngine(wiring.Component):
         wiring.connect(m, writer.wr_req, wiring.flipped(self.wr_req))
         wiring.connect(m, writer.done, wiring.flipped(self.done))
 
-        # Block buffers: accumulator, bias, scales (two blocks each).
+        # Block buffers: accumulator, old C, bias, scales (two blocks each).
         beat = loader.beat
         acc_mem = m.submodules.acc_buf = Memory(shape=unsigned(P * aw), depth=2 * Mt, init=[])
+        old_mem = m.submodules.old_buf = Memory(shape=unsigned(P * aw), depth=2 * Mt, init=[])
         bias_mem = m.submodules.bias_buf = Memory(shape=unsigned(P * 32), depth=2, init=[])
         scale_mem = m.submodules.scale_buf = Memory(shape=unsigned(P * 32), depth=2, init=[])
         lanes32 = [beat.data[32 * q:32 * (q + 1)] for q in range(Q)]
-        c_old = acc_mem.write_port(granularity=aw)
+        c_old = old_mem.write_port(granularity=aw)
         m.d.comb += [
             c_old.addr.eq(beat.block_slot * Mt + beat.row),
             c_old.data.eq(Cat(*[clamp(lanes32[p % Q].as_signed(), aw) for p in range(P)])),
@@ -767,6 +774,7 @@ class StagedEngine(wiring.Component):
         acc_wr = acc_mem.write_port(granularity=aw)
         wiring.connect(m, accumulator.rd, acc_mem.read_port(transparent_for=(acc_wr,)))
         wiring.connect(m, accumulator.wr, acc_wr)
+        wiring.connect(m, accumulator.old, old_mem.read_port())
         wiring.connect(m, writer.acc_rd, acc_mem.read_port())
         wiring.connect(m, writer.bias_rd, bias_mem.read_port())
         wiring.connect(m, writer.scale_rd, scale_mem.read_port())

@@ -86,8 +86,8 @@ def chunk_layout(config):
 class TileScheduler(wiring.Component):
     """Checks commands and emits their chunks (see the module docstring).
 
-    Throughput: one descriptor per cycle after a check of ``dim_width + 2``
-    cycles per command (the three ``(rows - 1) * stride`` products of the
+    Throughput: one descriptor per cycle, from an output register, after a
+    check of ``dim_width + 2`` cycles per command (the three ``(rows - 1) * stride`` products of the
     range check are shift-and-add, a bit a cycle: no multiplier); chunks are
     long (at least ``max(k_len, rows)`` array cycles each), so the scheduler
     never limits the engine.
@@ -150,7 +150,10 @@ class TileScheduler(wiring.Component):
         last_n = cols_left <= cfg.panel
         last_k = red_left <= cfg.k_chunk
 
-        d = self.chunk.payload
+        # The next descriptor, computed combinationally and loaded into the
+        # registered output ``self.chunk`` (no path from the stages'
+        # ``ready`` through the chunk arithmetic).
+        d = Signal(chunk_layout(cfg))
         n_len = Signal(range(cfg.panel + 1))
         k_len = Signal(range(cfg.k_chunk + 1))
         m.d.comb += [
@@ -184,10 +187,17 @@ class TileScheduler(wiring.Component):
             d.bias_base.eq(cmd.bias_addr + (n0 << 2)), d.scale_base.eq(cmd.scale_addr + (n0 << 2)),
         ]
 
+        out = self.chunk
+        load = Signal()     # the output register is free for the next descriptor
+        with m.If(out.ready):
+            m.d.sync += out.valid.eq(0)
+        m.d.comb += load.eq(~out.valid | out.ready)
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += self.cmd.ready.eq(1)
-                with m.If(self.cmd.valid):
+                # A new command once the last descriptor has left (a caller
+                # may keep per-command state next to the descriptors).
+                m.d.comb += self.cmd.ready.eq(load)
+                with m.If(self.cmd.valid & load):
                     m.d.sync += [cmd.eq(self.cmd.payload), step.eq(0)]
                     for bits, shifted, product, rows_less, stride in products:
                         m.d.sync += [bits.eq(rows_less), shifted.eq(stride), product.eq(0)]
@@ -204,8 +214,9 @@ class TileScheduler(wiring.Component):
                              a_row.eq(cmd.a_addr), b_row.eq(cmd.b_addr), c_row.eq(cmd.c_addr)]
                 m.next = "RUN"
             with m.State("RUN"):
-                m.d.comb += [self.chunk.valid.eq(1), d.error.eq(bad)]
-                with m.If(self.chunk.ready):
+                m.d.comb += d.error.eq(bad)
+                with m.If(load):
+                    m.d.sync += [self.chunk.payload.eq(d), self.chunk.valid.eq(1)]
                     with m.If(bad | d.end):
                         m.next = "IDLE"
                     with m.Elif(~last_k):

@@ -38,7 +38,7 @@ __all__ = ["gemm_cycles", "ideal_cycles", "chunks", "load_beats", "write_cycles"
 #: Cycles from the first command handshake to the first read request, plus
 #: from the last read beat of a chunk to its first operand handshake, not
 #: counting the scheduler's range check (``dim_width`` cycles: :func:`start_cycles`).
-START = 14
+START = 16
 #: Cycles from the array's last result row to the block's first write beat,
 #: plus from the last write beat to the completion.
 END = 13
