@@ -381,15 +381,17 @@ class Accumulator(wiring.Component):
         take = c.valid & ok
         addr = Signal(range(2 * Mt))
         m.d.comb += [addr.eq(slot * Mt + row), self.rd.addr.eq(addr), self.old.addr.eq(addr)]
-        # Stage 1 (the cycle after the handshake): add and write.
-        s_valid, s_init, s_old, s_end = Signal(), Signal(), Signal(), Signal()
-        s_addr, s_j = Signal.like(addr), Signal.like(j)
-        s_row = Signal.like(c.payload.data)
+        # Stage 1 (the cycle after the handshake): the buffer row arrives
+        # (the old C row on a block's first chunk that accumulates).
+        s1_valid, s1_end, s1_init, s1_old = (Signal(name=f"acc1_{n}")
+                                             for n in ("valid", "end", "init", "old"))
+        s1_addr, s1_j = Signal.like(addr, name="acc1_addr"), Signal.like(j, name="acc1_j")
+        s1_row = Signal.like(c.payload.data, name="acc1_row")
         last_of_chunk = c.payload.last & (kb == d.kblocks - 1) & (j == d.tiles - 1)
-        m.d.sync += [s_valid.eq(take), s_addr.eq(addr), s_j.eq(j), s_row.eq(c.payload.data),
-                     s_init.eq(d.first & ~d.accumulate & (kb == 0)),
-                     s_old.eq(d.first & d.accumulate & (kb == 0)),
-                     s_end.eq(take & last_of_chunk & d.last)]
+        m.d.sync += [s1_valid.eq(take), s1_addr.eq(addr), s1_j.eq(j), s1_row.eq(c.payload.data),
+                     s1_init.eq(d.first & ~d.accumulate & (kb == 0)),
+                     s1_old.eq(d.first & d.accumulate & (kb == 0)),
+                     s1_end.eq(take & last_of_chunk & d.last)]
         with m.If(take):
             m.d.sync += row.eq(row + 1)
             with m.If(c.payload.last):
@@ -402,17 +404,27 @@ class Accumulator(wiring.Component):
                         with m.If(d.last):
                             m.d.sync += slot.eq(~slot)
                             m.d.comb += block_done.eq(1)
-        old = Mux(s_old, self.old.data, self.rd.data).word_select(s_j, C * aw)
+        # Stage 2: add and write. A row written now and read by stage 1 is
+        # forwarded (a read issued as it is written sees it: transparent).
+        s2_valid, s2_end = Signal(name="acc2_valid"), Signal(name="acc2_end")
+        s2_addr, s2_j = Signal.like(addr, name="acc2_addr"), Signal.like(j, name="acc2_j")
+        s2_row = Signal.like(c.payload.data, name="acc2_row")
+        s2_prior = Signal(C * aw, name="acc2_prior")
         sums = []
         for q in range(C):
             total = Signal(signed(aw + 1), name=f"acc_sum{q}")
-            prior = Mux(s_init, 0, old[q * aw:(q + 1) * aw].as_signed())
-            m.d.comb += total.eq(prior + s_row[q])
+            m.d.comb += total.eq(s2_prior[q * aw:(q + 1) * aw].as_signed() + s2_row[q])
             sums.append(clamp(total, aw))
-        m.d.comb += [self.wr.addr.eq(s_addr), self.wr.data.eq(Cat(*(sums * cfg.group))),
-                     self.committed.eq(s_end)]
+        forward = Signal(name="acc_forward")
+        m.d.comb += forward.eq(s2_valid & (s2_addr == s1_addr) & (s2_j == s1_j))
+        read = Mux(s1_old, self.old.data, self.rd.data).word_select(s1_j, C * aw)
+        m.d.sync += [s2_valid.eq(s1_valid), s2_end.eq(s1_end), s2_addr.eq(s1_addr),
+                     s2_j.eq(s1_j), s2_row.eq(s1_row),
+                     s2_prior.eq(Mux(s1_init, 0, Mux(forward, Cat(*sums), read)))]
+        m.d.comb += [self.wr.addr.eq(s2_addr), self.wr.data.eq(Cat(*(sums * cfg.group))),
+                     self.committed.eq(s2_end)]
         for p in range(P):
-            m.d.comb += self.wr.en[p].eq(s_valid & (s_j == p // C))
+            m.d.comb += self.wr.en[p].eq(s2_valid & (s2_j == p // C))
         return m
 
 

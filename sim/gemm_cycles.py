@@ -41,7 +41,7 @@ __all__ = ["gemm_cycles", "ideal_cycles", "chunks", "load_beats", "write_cycles"
 START = 16
 #: Cycles from the array's last result row to the block's first write beat,
 #: plus from the last write beat to the completion.
-END = 13
+END = 14
 #: Cycles from a block's last write beat leaving the writer, less the read
 #: latency, until the first beat of a later block's old C, bias or scales
 #: (which reuse its block buffer) can arrive.

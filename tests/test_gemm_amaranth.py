@@ -117,3 +117,18 @@ def test_engine_with_bias_and_per_channel_scales(dataflow):
     for cmd in commands[:3]:
         assert np.array_equal(read_matrix(config, image, cmd), read_matrix(config, expected, cmd))
     assert np.array_equal(image, expected)
+
+
+@pytest.mark.parametrize("m_tile", [1, 2, 3])
+def test_engine_short_ws_blocks_accumulate_rows_read_as_they_are_written(m_tile):
+    # WS blocks of m_tile rows: consecutive k blocks add into the same rows
+    # 1 (forwarded), 2 (transparent read) or 3 (plain read) beats apart.
+    config = GemmConfig(rows=2, cols=2, dataflow="ws", mem_width=32, addr_width=12,
+                        k_chunk=8, m_tile=m_tile)
+    problems = [dict(m=3, k=13, n=3), dict(m=2, k=9, n=2, accumulate=True),
+                dict(m=1, k=16, n=4, extreme=True)]
+    image, commands = layout_problems(config, problems, np.random.default_rng(m_tile))
+    expected = image.copy()
+    run_commands(config, expected, commands)
+    run_engine(config, image, commands)
+    assert np.array_equal(image, expected)
