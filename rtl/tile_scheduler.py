@@ -142,10 +142,10 @@ class TileScheduler(wiring.Component):
                  | (cmd.bias & (bias_end > limit))
                  | (cmd.per_channel & (~cmd.int8 | (scale_end > limit))))
 
+        # What is left of m, n and k from (m0, n0, k0) on, kept in registers.
         rows_left = Signal(cfg.dim_width)
         cols_left = Signal(cfg.dim_width)
         red_left = Signal(cfg.dim_width)
-        m.d.comb += [rows_left.eq(cmd.m - m0), cols_left.eq(cmd.n - n0), red_left.eq(cmd.k - k0)]
         last_m = rows_left <= cfg.block_rows
         last_n = cols_left <= cfg.panel
         last_k = red_left <= cfg.k_chunk
@@ -211,6 +211,7 @@ class TileScheduler(wiring.Component):
                     m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.sync += [bad.eq(check), m0.eq(0), n0.eq(0), k0.eq(0),
+                             rows_left.eq(cmd.m), cols_left.eq(cmd.n), red_left.eq(cmd.k),
                              a_row.eq(cmd.a_addr), b_row.eq(cmd.b_addr), c_row.eq(cmd.c_addr)]
                 m.next = "RUN"
             with m.State("RUN"):
@@ -220,14 +221,16 @@ class TileScheduler(wiring.Component):
                     with m.If(bad | d.end):
                         m.next = "IDLE"
                     with m.Elif(~last_k):
-                        m.d.sync += [k0.eq(k0 + cfg.k_chunk),
+                        m.d.sync += [k0.eq(k0 + cfg.k_chunk), red_left.eq(red_left - cfg.k_chunk),
                                      b_row.eq(b_row + cmd.b_stride * cfg.k_chunk)]
                     with m.Else():
-                        m.d.sync += [k0.eq(0), b_row.eq(cmd.b_addr)]
+                        m.d.sync += [k0.eq(0), red_left.eq(cmd.k), b_row.eq(cmd.b_addr)]
                         with m.If(~last_n):
-                            m.d.sync += n0.eq(n0 + cfg.panel)
+                            m.d.sync += [n0.eq(n0 + cfg.panel), cols_left.eq(cols_left - cfg.panel)]
                         with m.Else():
-                            m.d.sync += [n0.eq(0), m0.eq(m0 + cfg.block_rows),
+                            m.d.sync += [n0.eq(0), cols_left.eq(cmd.n),
+                                         m0.eq(m0 + cfg.block_rows),
+                                         rows_left.eq(rows_left - cfg.block_rows),
                                          a_row.eq(a_row + cmd.a_stride * cfg.block_rows),
                                          c_row.eq(c_row + cmd.c_stride * cfg.block_rows)]
         return m
