@@ -798,8 +798,9 @@ class StagedEngine(wiring.Component):
         m.d.comb += loader.freed.eq(Cat(*freed))
         wiring.connect(m, array.c, accumulator.c)
 
-        # Tokens between the accumulator, the writer and the loader.
+        # Tokens between the accumulator, the writer and the loader
+        # (``released`` through a register: it fans out to both).
+        released = delay(m, writer.released, 1, "released", reset_less=False)
         m.d.comb += [writer.committed.eq(accumulator.committed),
-                     accumulator.released.eq(writer.released),
-                     loader.released.eq(writer.released)]
+                     accumulator.released.eq(released), loader.released.eq(released)]
         return m
