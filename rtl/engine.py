@@ -255,6 +255,11 @@ class Loader(wiring.Component):
                  & (~needs_block | (blocks_in_use <= 1)))
         first = self._first_job(enabled)
         has_next, following = self._next_job(job, enabled)
+
+        def rows_of(number):
+            return _select(number, [j.rows(d) for j in jobs])
+
+        last_row = Signal()       # ``row`` is the job's last, in a register
         req = self.rd_req
         m.d.comb += [
             handoff.i.payload.eq(d), handoff.i.valid.eq(start),
@@ -263,13 +268,14 @@ class Loader(wiring.Component):
             req.valid.eq(busy),
         ]
         with m.If(start):
-            m.d.sync += [busy.eq(1), row.eq(0), job.eq(first),
+            m.d.sync += [busy.eq(1), row.eq(0), job.eq(first), last_row.eq(rows_of(first) == 1),
                          addr.eq(_select(first, [base(n) for n in range(len(jobs))]))]
         with m.If(busy & req.ready):
             stride = _select(job, [j.stride(d) for j in jobs])
-            m.d.sync += [row.eq(row + 1), addr.eq(addr + stride)]
-            with m.If(row == _select(job, [j.rows(d) for j in jobs]) - 1):
-                m.d.sync += row.eq(0)
+            m.d.sync += [row.eq(row + 1), addr.eq(addr + stride),
+                         last_row.eq(row + 2 == rows_of(job))]
+            with m.If(last_row):
+                m.d.sync += [row.eq(0), last_row.eq(rows_of(following) == 1)]
                 for number in resume_at:
                     with m.If(job == number):
                         m.d.sync += resume_at[number].eq(addr + stride)
