@@ -224,8 +224,14 @@ class Loader(wiring.Component):
 
         # -- issuer: read requests, job after job --------------------------------
         d = self.chunk.payload
-        handoff = m.submodules.handoff = Queue(shape=self.chunk.payload.shape(), depth=STAGE_QUEUE)
         enabled = [job.when(d) for job in jobs]
+        # What the receiver needs of a chunk, worked out by the issuer.
+        rows_shape = range(rows_max + 1)
+        beats_shape = range(max(cfg.segments, 4) + 1)
+        handoff = m.submodules.handoff = Queue(shape=data.StructLayout({
+            "enabled": len(jobs), "first": range(len(jobs)), "last": 1,
+            "rows_less": data.ArrayLayout(rows_shape, len(jobs)),
+            "beats_less": data.ArrayLayout(beats_shape, len(jobs))}), depth=STAGE_QUEUE)
         busy = Signal()
         job = Signal(range(len(jobs)))
         row = Signal(range(rows_max + 1))
@@ -262,7 +268,10 @@ class Loader(wiring.Component):
         last_row = Signal()       # ``row`` is the job's last, in a register
         req = self.rd_req
         m.d.comb += [
-            handoff.i.payload.eq(d), handoff.i.valid.eq(start),
+            handoff.i.payload.enabled.eq(Cat(*enabled)), handoff.i.payload.first.eq(first),
+            handoff.i.payload.last.eq(d.last), handoff.i.valid.eq(start),
+            *[handoff.i.payload.rows_less[n].eq(j.rows(d) - 1) for n, j in enumerate(jobs)],
+            *[handoff.i.payload.beats_less[n].eq(j.beats(d) - 1) for n, j in enumerate(jobs)],
             req.payload.addr.eq(addr),
             req.payload.beats.eq(_select(job, [j.beats(d) for j in jobs])),
             req.valid.eq(busy),
@@ -288,7 +297,7 @@ class Loader(wiring.Component):
 
         # -- receiver: read data, tagged -------------------------------------
         r = handoff.o.payload
-        r_enabled = [j.when(r) for j in jobs]
+        r_enabled = [r.enabled[n] for n in range(len(jobs))]
         started = Signal()
         r_job = Signal(range(len(jobs)))
         r_row = Signal(range(rows_max + 1))
@@ -296,12 +305,12 @@ class Loader(wiring.Component):
         r_index = Signal(range(cfg.block_rows * cfg.segments + 1))
         slot = Signal()
         block_slot = Signal()
-        job_now = Mux(started, r_job, self._first_job(r_enabled))
+        job_now = Mux(started, r_job, r.first)
         row_now = Mux(started, r_row, 0)
         beat_now = Mux(started, r_beat, 0)
         index_now = Mux(started, r_index, 0)
-        rows_now = _select(job_now, [j.rows(r) for j in jobs])
-        beats_now = _select(job_now, [j.beats(r) for j in jobs])
+        rows_less = r.rows_less[job_now]
+        beats_less = r.beats_less[job_now]
         r_has_next, r_following = self._next_job(job_now, r_enabled)
         rd = self.rd_data
         take = rd.valid & handoff.o.valid
@@ -316,10 +325,10 @@ class Loader(wiring.Component):
         with m.If(take):
             m.d.sync += [started.eq(1), r_job.eq(job_now), r_row.eq(row_now),
                          r_beat.eq(beat_now + 1), r_index.eq(index_now + 1)]
-            with m.If(beat_now == beats_now - 1):
+            with m.If(beat_now == beats_less):
                 m.d.sync += [r_beat.eq(0), r_row.eq(row_now + 1),
-                             r_index.eq(index_now + 1 + cfg.segments - beats_now)]
-                with m.If(row_now == rows_now - 1):
+                             r_index.eq(index_now + cfg.segments - beats_less)]
+                with m.If(row_now == rows_less):
                     m.d.sync += [r_row.eq(0), r_index.eq(0)]
                     with m.If(r_has_next):
                         m.d.sync += r_job.eq(r_following)

