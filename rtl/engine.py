@@ -587,8 +587,15 @@ class Writer(wiring.Component):
         go = self.chunk.valid & room & (d.error | (ready_blocks != 0))
         m.d.sync += room.eq(out.level + inflight + go < depth - 1)
         base = Mux(started, row_addr, d.c_base)
-        last_piece = piece == pieces - 1
-        last_row = row == d.m_len - 1
+        # The last piece of a row, the last row of the block: registers once
+        # a block has started (no descriptor arithmetic before the tokens).
+        one_piece = d.n_len <= Q
+        r_last_piece, r_last_row = Signal(), Signal()
+        last_piece = Mux(started, r_last_piece, one_piece)
+        last_row = Mux(started, r_last_row, d.m_len == 1)
+        with m.If(go):
+            m.d.sync += [r_last_piece.eq(Mux(last_piece, one_piece, piece + 2 == pieces)),
+                         r_last_row.eq(Mux(last_piece, row + 2 == d.m_len, last_row))]
         m.d.comb += [self.acc_rd.addr.eq(slot * Mt + row), self.bias_rd.addr.eq(slot),
                      self.scale_rd.addr.eq(slot)]
         with m.If(go):
