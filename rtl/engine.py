@@ -86,9 +86,11 @@ def fan_out(m, source, targets):
     m.d.comb += source.ready.eq(ready)
 
 
-def outstanding(m, name, up, down, width=8):
+def outstanding(m, name, up, down, width=2):
     """A counter of ``up`` pulses not yet matched by ``down`` pulses (``up``
-    and ``down`` are 1-bit; the count is updated the next cycle)."""
+    and ``down`` are 1-bit; the count is updated the next cycle). Two bits
+    by default: every token counts the slots of a double buffer (at most 2
+    outstanding), and a narrow count is a short carry chain."""
     count = Signal(width, name=name)
     m.d.sync += count.eq(count + up - down)
     return count
