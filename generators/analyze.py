@@ -49,6 +49,21 @@ bound; the RTL-validated case is a memory of one word per cycle).
 Elementwise work with no unit (``other``: dropout in training) costs its
 bytes over the memory bandwidth. ``bertforge sim encoder`` runs the tiny
 model's layer in Verilator and compares with this prediction.
+
+Training (``training=True``) adds the backward pass and the optimizer
+step (class ``optimizer``, its bytes over the bandwidth, see
+:mod:`~bertforge.generators.workload`); backward GEMMs are their own
+class, ``gemm backward``. ``precision="bf16"`` costs every GEMM on a bf16
+engine of the [gemm] size: bf16 operands (2 bytes) and binary32 results
+(4 bytes), through :func:`~bertforge.sim.gemm_cycles.gemm_cycles` of the
+same engine with 16-bit operands and 32-bit results, which moves the same
+bytes per element; its array has the integer array's cycle model (the bf16
+PE, :class:`~bertforge.rtl.arith.Bf16Arith`, has the integer PE's
+pipeline: ``bertforge sim systolic --arith bf16`` measures it). The
+``GemmEngine`` itself does not take bf16 yet, so this is a model of that
+engine, not of RTL that exists. The softmax, layernorm and GELU units keep
+their lanes per cycle and read bf16 (2-byte) activations.
+Memory-bound work is everything but the GEMMs (``memory_bound_share``).
 """
 
 import csv
@@ -75,7 +90,9 @@ from .workload import encoder_layer
 
 __all__ = ["Hardware", "load_hardware", "hardware_from_table", "analyze", "CLASSES", "format_table", "write_outputs"]
 
-CLASSES = ("gemm", "softmax", "layernorm", "gelu", "other")
+CLASSES = ("gemm", "gemm backward", "softmax", "layernorm", "gelu", "other", "optimizer")
+#: The classes of work that is not a GEMM (memory bound, as the study finds).
+MEMORY_BOUND = ("softmax", "layernorm", "gelu", "other", "optimizer")
 _UNITS = {"gemm": GemmConfig, "softmax": SoftmaxConfig, "layernorm": LayerNormConfig,
           "gelu": GeluConfig}
 
@@ -161,14 +178,28 @@ def hardware_from_table(table, path, default_name):
                     mem_latency=int(hw.get("mem_latency", 1)), **units)
 
 
-def _gemm(hw, op):
+def _precision_engine(hw, precision):
+    """The GEMM engine config that moves the bytes of ``precision``'s
+    operands: the [gemm] engine, with 16-bit operands for bf16."""
+    if precision == "int8":
+        return hw.gemm
+    if hw.sparse is not None:
+        raise ConfigError(f"{hw.name}: the sparse engine is int8 only; --precision bf16 takes a "
+                          "hardware config without [sparse]")
+    try:
+        return dataclasses.replace(hw.gemm, width=16)
+    except ValueError as error:
+        raise ConfigError(f"{hw.name}: [gemm] as a bf16 engine (16-bit operands): {error}") from None
+
+
+def _gemm(hw, op, engine):
     """Cycles of ``op.count`` commands back to back (the count-th from the
     first two: each further command adds what the second did), and the
     ideal cycles of the MACs the array must do (compressed ones when sparse)."""
     command = {"m": op.m, "k": op.k, "n": op.n, "int8": int(op.int8_out), "bias": int(op.bias),
                "per_channel": int(op.per_channel and op.int8_out)}
     if hw.sparse is None:
-        model, config, ideal = gemm_cycles, hw.gemm, ideal_cycles
+        model, config, ideal = gemm_cycles, engine, ideal_cycles
     else:
         n, m = hw.pattern if op.sparse_weights else (1, 1)
         command.update(pat_n=n, pat_m=m)
@@ -194,29 +225,36 @@ def _unit(hw, op, model):
     else:
         cycles = model(cfg, [op.length] * (op.count * op.rows))
     # Bytes read per element (writes have their own stream): softmax int32,
-    # layernorm x and the residual, GELU one.
-    read = op.elements * {"softmax": 4, "layernorm": 2, "gelu": 1}[op.kind]
+    # layernorm x and the residual, GELU one (of op.element_bytes each).
+    read = op.elements * {"softmax": 4, "layernorm": 2 * op.element_bytes,
+                          "gelu": op.element_bytes}[op.kind]
     return max(gap + cycles, math.ceil(read / hw.mem_bytes_per_cycle)), op.elements / cfg.lanes
 
 
-def analyze(model, seq, hw, *, batch=1, training=False, bias=True):
+def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="int8",
+            optimizer="adam"):
     """Per-operation and per-class cycles of one encoder layer (``bias``:
-    the linear layers' biases and per-channel scales, as
-    :func:`~bertforge.generators.workload.encoder_layer` takes it)."""
-    ops = encoder_layer(model, seq, batch, training, bias=bias)
+    the linear layers' biases and per-channel scales; ``precision``,
+    ``optimizer``: as :func:`~bertforge.generators.workload.encoder_layer`
+    takes them)."""
+    ops = encoder_layer(model, seq, batch, training, bias=bias, precision=precision,
+                        optimizer=optimizer)
+    engine = _precision_engine(hw, precision)
     rows = []
     for op in ops:
         if op.kind == "gemm":
-            cycles, ideal = _gemm(hw, op)
+            cycles, ideal = _gemm(hw, op, engine)
             work = op.macs
-        elif op.kind == "other":
-            cycles = math.ceil(op.elements * op.passes / hw.mem_bytes_per_cycle)
+        elif op.kind in ("other", "optimizer"):
+            cycles = math.ceil(op.elements * op.passes * op.element_bytes / hw.mem_bytes_per_cycle)
             ideal, work = None, op.elements
         else:
             model_fn = {"softmax": softmax_cycles, "layernorm": layernorm_cycles}.get(op.kind)
             cycles, ideal = _unit(hw, op, model_fn)
             work = op.elements
-        rows.append({"operation": op.name, "class": op.kind, "count": op.count,
+        kind = "gemm backward" if op.kind == "gemm" and op.backward else op.kind
+        phase = "optimizer" if op.kind == "optimizer" else "backward" if op.backward else "forward"
+        rows.append({"operation": op.name, "class": kind, "phase": phase, "count": op.count,
                      "shape": f"{op.m}x{op.k}x{op.n}" if op.kind == "gemm" else f"{op.rows}x{op.length}",
                      "work": work, "work_unit": "MACs" if op.kind == "gemm" else "elements",
                      "cycles": int(cycles), "ideal_cycles": ideal,
@@ -236,23 +274,34 @@ def analyze(model, seq, hw, *, batch=1, training=False, bias=True):
                         "work_unit": members[0]["work_unit"], "cycles": cycles,
                         "share": cycles / total,
                         "utilization": sum(ideal) / cycles if ideal else None})
+    phases = {phase: sum(r["cycles"] for r in rows if r["phase"] == phase)
+              for phase in ("forward", "backward", "optimizer")}
+    memory_bound = sum(c["cycles"] for c in classes if c["class"] in MEMORY_BOUND)
     return {"model": model, "seq": seq, "batch": batch, "training": training,
+            "precision": precision, "optimizer": optimizer if training else None,
             "hardware": hw.name, "clock_mhz": hw.clock_mhz, "total_cycles": total,
+            "phases": phases, "memory_bound_share": memory_bound / total,
             "layer_ms": total / (hw.clock_mhz * 1e3), "classes": classes, "operations": rows,
             "hardware_config": {k: (v.to_dict() if hasattr(v, "to_dict") else v)
                                 for k, v in dataclasses.asdict(hw).items()}}
 
 
 def format_table(result):
-    lines = [f"{result['model']}, seq {result['seq']}, batch {result['batch']}"
-             f"{', training' if result['training'] else ''} on {result['hardware']}: "
+    training = f", training ({result['optimizer']})" if result["training"] else ""
+    lines = [f"{result['model']}, seq {result['seq']}, batch {result['batch']}, "
+             f"{result['precision']}{training} on {result['hardware']}: "
              f"{result['total_cycles']:,} cycles per layer ({result['layer_ms']:.3f} ms at "
              f"{result['clock_mhz']:g} MHz)",
-             f"{'class':<10} {'count':>6} {'work':>16} {'cycles':>14} {'share':>7} {'util':>6}"]
+             f"{'class':<13} {'count':>6} {'work':>16} {'cycles':>14} {'share':>7} {'util':>6}"]
     for c in result["classes"]:
         util = f"{c['utilization']:.0%}" if c["utilization"] is not None else "-"
-        lines.append(f"{c['class']:<10} {c['count']:>6} {c['work']:>12,} {c['work_unit'][:3]:<3} "
+        lines.append(f"{c['class']:<13} {c['count']:>6} {c['work']:>12,} {c['work_unit'][:3]:<3} "
                      f"{c['cycles']:>14,} {c['share']:>7.1%} {util:>6}")
+    total = result["total_cycles"]
+    if result["training"]:
+        lines.append("phases: " + ", ".join(f"{phase} {cycles / total:.1%}"
+                                            for phase, cycles in result["phases"].items()))
+    lines.append(f"memory-bound share (all but GEMMs): {result['memory_bound_share']:.1%}")
     return "\n".join(lines)
 
 
@@ -279,22 +328,35 @@ def write_outputs(results, out_dir):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(2.2 + 1.6 * len(results), 4.5))
-    colors = {"gemm": "#4c72b0", "softmax": "#dd8452", "layernorm": "#55a868", "gelu": "#c44e52",
-              "other": "#8c8c8c"}
-    labels = [r["hardware"] for r in results]
-    bottoms = [0.0] * len(results)
+    # cycles (left) and shares (right), one stacked bar per result, by class
+    fig, (ax, share_ax) = plt.subplots(1, 2, figsize=(3.5 + 2.6 * len(results), 4.8))
+    colors = {"gemm": "#4c72b0", "gemm backward": "#8172b3", "softmax": "#dd8452",
+              "layernorm": "#55a868", "gelu": "#c44e52", "other": "#8c8c8c", "optimizer": "#937860"}
+    names = {"gemm": "GEMM (forward)", "other": "dropout", "gemm backward": "GEMM backward"}
+    labels = [f"{r['hardware']}\n{r.get('precision', 'int8')} "
+              f"{'training' if r['training'] else 'inference'}" for r in results]
+    bottoms, share_bottoms = [0.0] * len(results), [0.0] * len(results)
     for name in CLASSES:
-        values = [next((c["cycles"] for c in r["classes"] if c["class"] == name), 0) / 1e6
-                  for r in results]
-        if any(values):
-            ax.bar(labels, values, bottom=bottoms, color=colors[name], label=name, width=0.6)
+        cycles = [next((c["cycles"] for c in r["classes"] if c["class"] == name), 0) for r in results]
+        if any(cycles):
+            values = [v / 1e6 for v in cycles]
+            shares = [100 * v / r["total_cycles"] for v, r in zip(cycles, results)]
+            ax.bar(labels, values, bottom=bottoms, color=colors[name], width=0.6,
+                   label=names.get(name, name))
+            share_ax.bar(labels, shares, bottom=share_bottoms, color=colors[name], width=0.6)
             bottoms = [b + v for b, v in zip(bottoms, values)]
+            share_bottoms = [b + v for b, v in zip(share_bottoms, shares)]
+    for r, label in zip(results, labels):
+        share_ax.annotate(f"memory bound\n{r['memory_bound_share']:.0%}", (label, 101),
+                          ha="center", va="bottom", fontsize=8)
     first = results[0]
     ax.set_ylabel("cycles per encoder layer (millions)")
-    ax.set_title(f"{first['model']}, seq {first['seq']}, batch {first['batch']}"
-                 f"{' (training)' if first['training'] else ''}")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    share_ax.set_ylabel("share of the layer's cycles (%)")
+    share_ax.set_ylim(0, 115)
+    fig.suptitle(f"{first['model']}, seq {first['seq']}, batch {first['batch']}")
+    share_ax.legend(*ax.get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    for axis in (ax, share_ax):
+        axis.tick_params(axis="x", labelsize=8)
     fig.tight_layout()
     fig.savefig(out / "breakdown.png.tmp.png", dpi=120)
     plt.close(fig)

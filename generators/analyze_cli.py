@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 from .cli_common import CliError, bounded_int
-from .workload import MODELS
+from .workload import MODELS, OPTIMIZERS, PRECISIONS
 
 __all__ = ["add_parser", "run_analyze"]
 
@@ -23,7 +23,13 @@ def add_parser(commands):
                      help=f"sequence length (default 128; seq x batch at most {MAX_TOKENS})")
     sub.add_argument("--batch", type=bounded_int(MAX_TOKENS, why), default=1,
                      help="batch size (default 1)")
-    sub.add_argument("--training", action="store_true", help="add the backward pass")
+    sub.add_argument("--training", action="store_true",
+                     help="add the backward pass and the optimizer step, and int8 inference on the "
+                          "same hardware as a reference")
+    sub.add_argument("--precision", choices=PRECISIONS, default="int8",
+                     help="the GEMM engine's number format; bytes per element follow (default int8)")
+    sub.add_argument("--optimizer", choices=OPTIMIZERS, default="adam",
+                     help="optimizer of the training step (default adam)")
     sub.add_argument("--hw", metavar="FILE.toml", default=str(DEFAULT_HW),
                      help="hardware config (default generators/configs/default.toml)")
     sub.add_argument("--compare", metavar="FILE2.toml", help="a second hardware config, side by side")
@@ -39,7 +45,10 @@ def run_analyze(args):
     results = []
     for path in [args.hw] + ([args.compare] if args.compare else []):
         hw = load_hardware(path)
-        results.append(analyze(args.model, args.seq, hw, batch=args.batch, training=args.training))
+        if args.training:   # the reference the study charts training against
+            results.append(analyze(args.model, args.seq, hw, batch=args.batch))
+        results.append(analyze(args.model, args.seq, hw, batch=args.batch, training=args.training,
+                               precision=args.precision, optimizer=args.optimizer))
     for result in results:
         print(format_table(result))
         print()

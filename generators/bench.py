@@ -193,16 +193,18 @@ def bert_base_gemm_cycles(seq=128, rows=16, cols=16):
     return sum(op.macs for op in encoder_layer("bert-base", seq)) // (rows * cols)
 
 
-def bench_systolic(out_dir, *, sizes=(4, 8, 16), ks=(64, 768), tiles=16, emit_only=(32,)):
+def bench_systolic(out_dir, *, sizes=(4, 8, 16), ks=(64, 768), tiles=16, emit_only=(32,),
+                   arith="int"):
     """Arrays ``sizes`` x ``sizes`` in both dataflows, ``tiles`` random tiles
-    of each K back to back; plus emission time alone for ``emit_only`` sizes."""
+    of each K back to back; plus emission time alone for ``emit_only`` sizes.
+    ``arith="bf16"``: bf16 PEs, with the error against float64 GEMMs."""
     from bertforge.rtl.systolic import SystolicConfig
     from .emit import emit_verilog
-    from .systolic_sim import random_systolic_tiles, simulate_systolic
+    from .systolic_sim import bf16_errors, random_systolic_tiles, simulate_systolic
     rows = []
     runs = [(n, df, k) for n in sizes for df in ("os", "ws") for k in ks]
     for index, (n, dataflow, k) in enumerate(runs, 1):
-        config = SystolicConfig(rows=n, cols=n, dataflow=dataflow)
+        config = SystolicConfig(rows=n, cols=n, dataflow=dataflow, arith=arith)
         print(f"[{index}/{len(runs)}] {config.name} K={k} x {tiles} tiles", file=sys.stderr, flush=True)
         start = time.perf_counter()
         emit_verilog(config)
@@ -212,30 +214,43 @@ def bench_systolic(out_dir, *, sizes=(4, 8, 16), ks=(64, 768), tiles=16, emit_on
         rows.append({
             "design": config.name, "rows": n, "cols": n, "dataflow": dataflow, "k": k,
             "tiles": tiles, **measured(result), "match": result["match"],
-            "sim_cycles_per_second": result["sim_cycles_per_second"], "emit_seconds": emit_seconds})
+            "sim_cycles_per_second": result["sim_cycles_per_second"], "emit_seconds": emit_seconds,
+            **(bf16_errors(data, result["outputs"]) if config.arith == "bf16" else {})})
     for n in emit_only:
         for dataflow in ("os", "ws"):
-            config = SystolicConfig(rows=n, cols=n, dataflow=dataflow)
+            config = SystolicConfig(rows=n, cols=n, dataflow=dataflow, arith=arith)
             print(f"emitting {config.name}", file=sys.stderr, flush=True)
             start = time.perf_counter()
             emit_verilog(config)
             rows.append({"design": config.name, "rows": n, "cols": n, "dataflow": dataflow,
                          "emit_seconds": time.perf_counter() - start})
 
+    errors = [("max abs err vs float64", "max_abs_err_vs_float64", "{:.3g}"),
+              ("err / bound", "max_err_to_bound", "{:.4f}")] if arith == "bf16" else []
     table = columns("design", ("K", "k", "{}"), ("tiles", "tiles", "{}"), *CYCLE_COLUMNS, "match",
-                    "sim cycles/s", ("emit s", "emit_seconds", "{:.2f}"))
-    write_results(out_dir, "systolic", rows, table, "bertforge bench systolic", notes=[
+                    *errors, "sim cycles/s", ("emit s", "emit_seconds", "{:.2f}"))
+    notes = [
         "cycles: measured in Verilator on the emitted Verilog, first input handshake to last output handshake",
         "model: bertforge.sim.systolic_cycles.systolic_cycles; ideal: tiles x K",
-        SIM_RATE_NOTE, "emit s: seconds to elaborate and emit the Verilog"])
+        SIM_RATE_NOTE, "emit s: seconds to elaborate and emit the Verilog"]
+    if arith == "bf16":
+        notes.append("bf16: operands N(0,1) x 2**s (s in -8..8 per operand), binary32 sums; "
+                     "err / bound: largest |C - A @ B (float64)| over gamma(K-1) |A| @ |B|")
+    write_results(out_dir, "systolic", rows, table, "bertforge bench systolic"
+                  + (" --arith bf16" if arith == "bf16" else ""), notes=notes)
     return rows
 
 
 def add_bench_args(sub):
     """``bench systolic``'s flags."""
     add_bench_out(sub, "systolic", ("--tiles", 16, 4096, "tiles of one run", "tiles per run"))
+    sub.add_argument("--arith", choices=("int8", "bf16"), default="int8",
+                     help="PE number format (default int8; bf16 runs 4x4 and 8x8)")
 
 
 def bench(args):
-    bench_systolic(args.out, tiles=args.tiles)
+    if args.arith == "bf16":
+        bench_systolic(args.out, tiles=args.tiles, sizes=(4, 8), emit_only=(), arith="bf16")
+    else:
+        bench_systolic(args.out, tiles=args.tiles)
     return 0

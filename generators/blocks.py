@@ -81,8 +81,10 @@ BLOCKS = {block.name: block for block in [
     _simulated(
         "systolic", help="tiles back to back through a systolic array",
         config=SystolicConfig, component=SystolicArray,
-        presets={"tiny": dict(rows=2, cols=2), **_ARRAYS, "int16-4x4": dict(width=16)},
-        user_files=("a", "b", "out"), summary_keys=_RUN,
+        presets={"tiny": dict(rows=2, cols=2), **_ARRAYS, "int16-4x4": dict(width=16),
+                 "bf16-4x4": dict(arith="bf16"), "bf16-8x8": dict(rows=8, cols=8, arith="bf16")},
+        user_files=("a", "b", "out"),
+        summary_keys=_RUN + ("max_abs_err_vs_float64", "max_err_to_bound"),
         bench="bench", bench_help="4x4, 8x8, 16x16, both dataflows, K = 64 and 768",
         board=board_design.SYSTOLIC, proofs=_sim("formal_specs:systolic_proofs"),
     ),

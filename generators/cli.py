@@ -7,6 +7,8 @@
     bertforge demo
     bertforge presets
     bertforge prove [BLOCK ...] [--depth N] [--out DIR]
+    bertforge model fetch all-minilm-l6-v2
+    bertforge sim model --checkpoint all-minilm-l6-v2 --text "..." --json
 
 Every block's config fields are flags (``acc_width`` -> ``--acc-width``);
 ``--preset NAME`` and ``--config FILE.toml`` set them too (flags win). Bad
@@ -24,7 +26,7 @@ import os
 import sys
 
 from bertforge.rtl.errors import BertforgeError
-from . import analyze_cli, board_cli, sweep
+from . import analyze_cli, board_cli, model_sim, sweep
 from .blocks import BLOCKS, PRESETS
 from .cli_common import CliError, add_config_flags, add_sim_flags
 
@@ -65,6 +67,8 @@ def build_parser():
             add_sim_flags(sub)
         if block.bench:
             block.add_bench_args(bench_blocks.add_parser(name, help=block.bench_help))
+
+    model_sim.add_parsers(commands, sim_blocks, bench_blocks)
 
     demo = commands.add_parser("demo", help="generate, simulate and report a default 4x4 OS array")
     demo.add_argument("-o", "--out", default="bertforge-demo", metavar="DIR",
@@ -141,6 +145,10 @@ def main(argv=None):
         args = parser.parse_args(argv)
         if args.command == "generate":
             return cmd_generate(args)
+        if args.command in ("sim", "bench") and args.block == "model":
+            return getattr(model_sim, f"run_{args.command}_model")(args)
+        if args.command == "model":
+            return model_sim.run_fetch(args)
         if args.command in ("sim", "bench"):
             from . import simulate
             return getattr(simulate, f"run_{args.command}")(BLOCKS[args.block], args)

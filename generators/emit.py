@@ -12,6 +12,7 @@ from amaranth.hdl import Value
 from amaranth.lib.wiring import In
 
 from bertforge.rtl.errors import ParameterTypeError
+from bertforge.sim.runner import cache_root
 
 __all__ = ["component_for", "emit_verilog", "cached_verilog", "port_list", "write_design"]
 
@@ -51,8 +52,7 @@ def source_hash():
 
 
 def _cache_root():
-    root = os.environ.get("BERTFORGE_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "bertforge") / "verilog"
+    return cache_root("verilog")
 
 
 _memory = {}

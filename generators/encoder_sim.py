@@ -26,7 +26,7 @@ from .presets import ConfigError
 from .simulate import simulate
 from .workload import MODELS
 
-__all__ = ["encoder_config", "simulate_encoder", "run_encoder"]
+__all__ = ["encoder_config", "simulate_encoder", "run_encoder", "compare_operations", "compare_classes"]
 
 #: Longest sequence a simulated layer may have (the softmax unit's l_max bounds it too).
 MAX_SEQ = 4096
@@ -82,7 +82,32 @@ def simulate_encoder(config, layer, *, mem_latency=1, seed=0, lat_mask=0, p_req=
         "max_error_golden": float(np.abs(out - reference).max()),
         "cosine": cosine(hw_out, reference), "sim_seconds": result["sim_seconds"],
         "output_lsb": layer.scales["out"], "waves": result.get("waves"), "phases": result["phases"],
+        "output": stages.get("out"),
     }
+
+
+def compare_operations(ops, prediction):
+    """Measured operations (:func:`simulate_encoder`'s ``ops``) beside
+    ``analyze``'s prediction of each."""
+    predicted = {r["operation"]: r["cycles"] for r in prediction["operations"]}
+    operations = []
+    for op in ops:
+        if op["name"] not in predicted:
+            raise RuntimeError(f"operation {op['name']!r} of the encoder program is not in the workload")
+        operations.append({"operation": op["name"], "class": op["class"], "cycles": op["span"],
+                           "predicted": predicted[op["name"]], "busy": op["busy"], "wait": op["gap"]})
+    return operations
+
+
+def compare_classes(operations):
+    """Measured and predicted cycles per operation class (summed over ``operations``)."""
+    classes = []
+    for name in dict.fromkeys(op["class"] for op in operations):
+        measured = sum(op["cycles"] for op in operations if op["class"] == name)
+        model_cycles = sum(op["predicted"] for op in operations if op["class"] == name)
+        classes.append({"class": name, "cycles": measured, "predicted": model_cycles,
+                        "difference": (measured - model_cycles) / model_cycles})
+    return classes
 
 
 def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, waves=False,
@@ -110,19 +135,8 @@ def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, wa
     result = simulate_encoder(config, layer, mem_latency=hw.mem_latency, seed=seed,
                               lat_mask=3 if stalls else 0, p_req=int(stall * 256),
                               p_data=int(gap * 256), p_wr=int(stall * 256), waves=waves, quiet=quiet)
-    predicted = {r["operation"]: r["cycles"] for r in prediction["operations"]}
-    operations = []
-    for op in result["ops"]:
-        if op["name"] not in predicted:
-            raise RuntimeError(f"operation {op['name']!r} of the encoder program is not in the workload")
-        operations.append({"operation": op["name"], "class": op["class"], "cycles": op["span"],
-                           "predicted": predicted[op["name"]], "busy": op["busy"], "wait": op["gap"]})
-    classes = []
-    for name in dict.fromkeys(op["class"] for op in operations):
-        measured = sum(op["cycles"] for op in operations if op["class"] == name)
-        model_cycles = sum(op["predicted"] for op in operations if op["class"] == name)
-        classes.append({"class": name, "cycles": measured, "predicted": model_cycles,
-                        "difference": (measured - model_cycles) / model_cycles})
+    operations = compare_operations(result["ops"], prediction)
+    classes = compare_classes(operations)
     total, model_total = result["cycles"], prediction["total_cycles"]
     return {
         "block": "encoder", "design": config.name, "hardware": hw.name, "model": model, "seq": seq,

@@ -55,6 +55,7 @@ import time
 import tomllib
 from pathlib import Path
 
+from .analyze import CLASSES
 from .cli_common import CliError
 
 __all__ = ["add_parser", "run_sweep", "load_spec", "grid_points", "run_point", "run_points",
@@ -79,7 +80,12 @@ SYNTH_TASK = (1, 3 * 2**30)
 #: Statuses of a point that a rerun does not run again.
 DONE = ("ok", "does_not_fit", "invalid")
 RESOURCES = ("LUTs", "FFs", "DSPs", "block RAMs")
-CLASSES = ("gemm", "softmax", "layernorm", "gelu", "other")
+
+
+def class_column(name):
+    """The column of an ``analyze`` operation class's cycles ("gemm backward" ->
+    ``gemm_backward_cycles``)."""
+    return f"{name.replace(' ', '_')}_cycles"
 
 
 # --- the spec ---------------------------------------------------------------
@@ -290,8 +296,8 @@ def run_point(spec, point, key, synth, previous=None):
     row.update(total_cycles=result["total_cycles"], layer_ms=result["layer_ms"],
                model_ms=result["layer_ms"] * layers, clock_mhz_used=hw.clock_mhz,
                macs_per_cycle=hw.gemm.rows * hw.gemm.cols,
-               **{f"{c}_cycles": 0 for c in CLASSES})
-    row.update({f"{c['class']}_cycles": c["cycles"] for c in result["classes"]})
+               **{class_column(c): 0 for c in CLASSES})
+    row.update({class_column(c["class"]): c["cycles"] for c in result["classes"]})
     if synth:
         try:
             _synthesize(row, spec, point, hw, previous)
@@ -347,7 +353,7 @@ def batch_size(points, synth, cpus):
 # --- results ------------------------------------------------------------------
 
 CSV_FIELDS = ["point", "status", "reason", *AXES, "total_cycles", "layer_ms", "model_ms",
-              *(f"{c}_cycles" for c in CLASSES), "macs_per_cycle", "design", "luts", "ffs",
+              *(class_column(c) for c in CLASSES), "macs_per_cycle", "design", "luts", "ffs",
               "dsps", "brams", "fits", "fill", "over", "seconds", "reused", "rtlil_sha256",
               "tools", "key"]
 

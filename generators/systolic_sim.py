@@ -1,9 +1,13 @@
 """The systolic array's own parts: tiles (random or the user's A/B), the
 simulation of tiles back to back, and the ``sim systolic`` flags."""
 
+import sys
+
+import ml_dtypes
 import numpy as np
 
-from .cli_common import CliError, bounded_int, load_int_matrix
+from bertforge.sim.systolic_golden import operand_words, result_from_words
+from .cli_common import CliError, bounded_int, load_int_matrix, load_npy
 from .simulate import make_stimulus, simulate
 
 __all__ = ["systolic_operand_shapes", "random_systolic_tiles", "simulate_systolic"]
@@ -20,9 +24,16 @@ def systolic_operand_shapes(config, k):
 
 
 def random_systolic_tiles(config, k, tiles, rng):
-    """``tiles`` random tiles of streaming length ``k`` (full operand range)."""
-    lo, hi = -(1 << (config.width - 1)), 1 << (config.width - 1)
+    """``tiles`` random tiles of streaming length ``k``: integers over the
+    full operand range; bf16: normal values times a power of two from
+    ``2**-8`` to ``2**8`` per tile and operand (``ml_dtypes.bfloat16``)."""
     shape_a, shape_b = systolic_operand_shapes(config, k)
+    if config.arith == "bf16":
+        def draw(shape):
+            scale = 2.0 ** int(rng.integers(-8, 9))
+            return (rng.standard_normal(shape) * scale).astype(ml_dtypes.bfloat16)
+        return [(draw(shape_a), draw(shape_b)) for _ in range(tiles)]
+    lo, hi = -(1 << (config.width - 1)), 1 << (config.width - 1)
     return [(rng.integers(lo, hi, shape_a), rng.integers(lo, hi, shape_b)) for _ in range(tiles)]
 
 
@@ -33,15 +44,16 @@ def simulate_systolic(config, tiles, *, seed=0, a_gap=0.0, b_gap=0.0, c_stall=0.
 
     Returns the testbench's result dict (``cycles``, ``model_cycles``,
     ``ideal_cycles``, ``utilization``, ``match``, ``phases``, ...) with
-    ``outputs``, the list of result matrices read from the hardware.
+    ``outputs``, the list of result matrices read from the hardware (int64;
+    float32 with ``arith="bf16"``, whose tiles are bfloat16).
     """
-    data = {f"{name}_{t}": np.asarray(m, dtype=np.int64)
+    data = {f"{name}_{t}": operand_words(config, m)
             for t, (a, b) in enumerate(tiles) for name, m in (("a", a), ("b", b))}
     result = simulate(config, "bertforge.sim.systolic_tb",
                       {"data": data, "seed": seed, "a_gap": a_gap, "b_gap": b_gap, "c_stall": c_stall},
                       waves=waves, workdir=workdir, quiet=quiet)
     saved = result["outputs"]
-    result["outputs"] = [saved[f"arr_{t}"] for t in range(len(saved))]
+    result["outputs"] = [result_from_words(config, saved[f"arr_{t}"]) for t in range(len(saved))]
     return result
 
 
@@ -53,17 +65,41 @@ def add_sim_args(sub):
                           "per weight block (WS)")
     sub.add_argument("--tiles", type=bounded_int(MAX_TILES, "tiles of one run"), default=1,
                      help="tiles back to back (default 1)")
-    sub.add_argument("--a", metavar="A.npy", help="your A (OS: R x K, WS: K x R)")
+    sub.add_argument("--a", metavar="A.npy", help="your A (OS: R x K, WS: K x R); integers, or "
+                                                 "floats with --arith bf16 (rounded to bf16)")
     sub.add_argument("--b", metavar="B.npy", help="your B (OS: K x C, WS: R x C)")
-    sub.add_argument("--out", metavar="C.npy", help="where to write A @ B (with --a/--b)")
+    sub.add_argument("--out", metavar="C.npy", help="where to write A @ B (with --a/--b; "
+                                                    "float32 with --arith bf16)")
+
+
+def load_bf16_matrix(path, label):
+    """A float matrix from ``path`` rounded to bfloat16 (nearest even), and
+    the note to print of how many values the rounding changed."""
+    array = load_npy(path, label)
+    if array.dtype.kind != "f" and array.dtype != ml_dtypes.bfloat16:
+        raise CliError(f"{label} file {path} holds {array.dtype} values; with --arith bf16 it "
+                       "must hold floats (float32)")
+    if array.ndim != 2:
+        raise CliError(f"{label} file {path} has shape {array.shape}; it must have 2 dimensions")
+    with np.errstate(over="ignore", invalid="ignore"):
+        rounded = array.astype(ml_dtypes.bfloat16)
+        wide = array.astype(np.float64)
+        changed = int(np.sum((rounded.astype(np.float64) != wide) & ~np.isnan(wide)))
+    return rounded, (f"note: {label} converted from {array.dtype} to bfloat16 (round to nearest "
+                     f"even): {changed} of {array.size} values changed")
 
 
 def user_tile(config, args):
     """The one tile given by ``--a``/``--b``, checked against the array."""
     if not (args.a and args.b and args.out):
         raise CliError("--a, --b and --out go together: give all three")
-    a = load_int_matrix(args.a, "A", config.width)
-    b = load_int_matrix(args.b, "B", config.width)
+    notes = []
+    if config.arith == "bf16":
+        (a, note_a), (b, note_b) = load_bf16_matrix(args.a, "A"), load_bf16_matrix(args.b, "B")
+        notes = [note_a, note_b]
+    else:
+        a = load_int_matrix(args.a, "A", config.width)
+        b = load_int_matrix(args.b, "B", config.width)
     rows, cols = config.rows, config.cols
     if config.dataflow == "os":
         ok = a.shape[0] == rows and b.shape[1] == cols and a.shape[1] == b.shape[0]
@@ -74,6 +110,8 @@ def user_tile(config, args):
     if not ok or k < 1:
         raise CliError(f"A is {a.shape[0]} x {a.shape[1]} and B is {b.shape[0]} x {b.shape[1]}; "
                        f"a {config.dataflow.upper()} {rows}x{cols} array takes {need}")
+    for note in notes:
+        print(note, file=sys.stderr)
     return [(a, b)], k
 
 
@@ -95,5 +133,34 @@ def random_stimulus(config, args, rng):
 def run(config, stimulus, args):
     result = simulate_systolic(config, stimulus["tiles"], seed=args.seed, a_gap=args.gap,
                                b_gap=args.gap, c_stall=args.stall, waves=args.waves, quiet=args.json)
+    if config.arith == "bf16":
+        result.update(bf16_errors(stimulus["tiles"], result["outputs"]))
+        result["output"] = result["outputs"][0]
+        return result
     result["output"] = result["outputs"][0].astype(np.int32 if config.acc_width <= 32 else np.int64)
     return result
+
+
+def bf16_errors(tiles, outputs):
+    """The hardware's bf16 results against float64 GEMMs of the same
+    (bf16) operands: ``max_abs_err_vs_float64``, and ``max_err_to_bound``,
+    the largest error over its bound ``gamma(K-1) * |A| @ |B|`` (products
+    exact, K - 1 adds rounded with u = 2**-24; under 1 unless a sum
+    overflowed or flushed), over the finite results."""
+    worst_abs, worst_ratio = 0.0, 0.0
+    for (a, b), c in zip(tiles, outputs):
+        a64 = np.asarray(a, dtype=ml_dtypes.bfloat16).astype(np.float64)
+        b64 = np.asarray(b, dtype=ml_dtypes.bfloat16).astype(np.float64)
+        with np.errstate(all="ignore"):
+            exact = a64 @ b64
+            steps = a64.shape[1] - 1
+            gamma = steps * 2.0 ** -24 / (1 - steps * 2.0 ** -24)
+            bound = gamma * (np.abs(a64) @ np.abs(b64))
+            error = np.abs(c.astype(np.float64) - exact)
+        finite = np.isfinite(error) & np.isfinite(bound)
+        if np.any(finite):
+            worst_abs = max(worst_abs, float(np.max(error[finite])))
+            ratio = np.where(bound[finite] > 0, error[finite] / np.maximum(bound[finite], 1e-300),
+                             np.where(error[finite] > 0, np.inf, 0.0))
+            worst_ratio = max(worst_ratio, float(np.max(ratio)))
+    return {"max_abs_err_vs_float64": worst_abs, "max_err_to_bound": worst_ratio}

@@ -11,6 +11,9 @@ memory) drives everything. Each command names a unit (``op``):
   (:func:`~bertforge.rtl.softmax.softmax_scale`); the uint8 probabilities
   ``p`` are written as int8 ``min((p + 1) >> 1, 127)`` (scale 1/128, so the
   next GEMM can take them as signed operands) at ``dst`` (stride ``dst_stride``).
+  ``valid`` (if not 0, and the softmax unit has ``mask``) masks the elements
+  at column ``valid`` and beyond in every row (BERT's padding mask: the keys
+  of padding tokens); their probabilities are 0.
 - ``OP_LAYERNORM``: first gamma (``length`` int8 at ``params``) and beta
   (``length`` int8 at ``params + length``) go to the unit, then ``rows``
   vectors ``x`` (int8 at ``src``) with the residual ``r`` (int8 at ``src2``,
@@ -122,7 +125,7 @@ def encoder_command_layout(config):
         "op": unsigned(2), "barrier": 1, "gemm": command_layout(config.gemm),
         "src": addr, "src2": addr, "dst": addr, "params": addr,
         "src_stride": addr, "src2_stride": addr, "dst_stride": addr,
-        "rows": unsigned(16), "length": unsigned(16),
+        "rows": unsigned(16), "length": unsigned(16), "valid": unsigned(16),
         "multiplier": unsigned(MULT_BITS), "shift": unsigned(SHIFT_BITS),
     })
 
@@ -225,20 +228,21 @@ class EncoderTop(wiring.Component):
         }).create(path=(name,))
 
         widths = {"src": aw, "src2": aw, "dst": aw, "params": aw, "src_stride": aw,
-                  "src2_stride": aw, "dst_stride": aw, "rows": 16, "length": 16,
+                  "src2_stride": aw, "dst_stride": aw, "rows": 16, "length": 16, "valid": 16,
                   "mult": MULT_BITS, "shift": SHIFT_BITS, "base0": aw, "base1": aw}
         regs = {field: register(width, f"{name}_{field}", reset_less=False)
                 for field, width in widths.items()}
         p = cmd.payload
         src, src2, dst, params = regs["src"], regs["src2"], regs["dst"], regs["params"]
         s_stride, s2_stride, d_stride = regs["src_stride"], regs["src2_stride"], regs["dst_stride"]
-        rows, length = regs["rows"], regs["length"]
+        rows, length, valid_len = regs["rows"], regs["length"], regs["valid"]
         mult, shift = regs["mult"], regs["shift"]
         row_bytes = Signal(18 + 2, name=f"{name}_row_bytes")
         with m.If(go):
             m.d.sync += [src.eq(p.src), src2.eq(p.src2), dst.eq(p.dst), params.eq(p.params),
                          s_stride.eq(p.src_stride), s2_stride.eq(p.src2_stride),
                          d_stride.eq(p.dst_stride), rows.eq(p.rows), length.eq(p.length),
+                         valid_len.eq(p.valid),
                          mult.eq(p.multiplier), shift.eq(p.shift),
                          row_bytes.eq(p.length * ebytes)]
 
@@ -327,8 +331,9 @@ class EncoderTop(wiring.Component):
                 m.d.comb += unit.x.payload.data[lane].eq(pieces[0][w * lane:w * lane + w].as_signed())
             if is_sm:
                 m.d.comb += [unit.x.payload.multiplier.eq(mult), unit.x.payload.shift.eq(shift)]
-                if self.config.softmax.mask:
-                    m.d.comb += unit.x.payload.mask.eq(0)
+                if self.config.softmax.mask:   # padding: columns >= valid (0: none)
+                    masked = [(valid_len != 0) & (u_elem + lane >= valid_len) for lane in range(lanes)]
+                    m.d.comb += unit.x.payload.mask.eq(Cat(*masked))
             step = x_ready & valid
         m.d.comb += unit.x.payload.last.eq(last)
         with m.If(step):

@@ -3,20 +3,22 @@
 from dataclasses import dataclass
 from functools import reduce
 
-from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .arith import MULTIPLIER_CELLS, SaturatingIntArith
+from .arith import MULTIPLIER_CELLS, Bf16Arith, SaturatingIntArith
 from .params import Config, check_choice, check_instance, check_int, check_operands, check_size
 from .stream import Queue, delay, row_layout, stage
 from .systolic_pe import OutputStationaryPE, WeightStationaryPE
 from bertforge.rtl.errors import ParameterError
 
-__all__ = ["SystolicConfig", "SystolicArray", "QUEUE_LATENCY"]
+__all__ = ["SystolicConfig", "SystolicArray", "QUEUE_LATENCY", "ARITHS", "pe_arith"]
 
 #: Cycles from a row entering the output queue to it being offered on ``c``.
 QUEUE_LATENCY = 2
+#: Number formats of ``SystolicConfig.arith`` (``"int"``: integers of ``width`` bits).
+ARITHS = ("int", "int8", "int16", "bf16")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,9 +32,10 @@ class SystolicConfig(Config):
     dataflow : "os" or "ws"
         Output stationary or weight stationary.
     width : 8 or 16
-        Signed operand width.
+        Signed operand width (set by ``arith``).
     acc_width : int
         Signed accumulator width, ``2 * width`` to 48. Accumulation saturates.
+        32 (binary32) for bf16.
     max_dsp : int or None
         At most this many PEs (in row-major order) multiply with ``*``, which
         synthesis maps to DSP blocks; the others build the product from logic.
@@ -46,6 +49,16 @@ class SystolicConfig(Config):
         ``"ecp5"`` instantiates ECP5 ``MULT18X18D`` blocks with their input and
         output registers (needs ``multiply_stages`` 2 or 3), for ECP5 boards:
         yosys does not pack fabric registers into them.
+    arith : "int", "int8", "int16" or "bf16"
+        The PE's number format. ``"int"`` (default): signed integers of
+        ``width`` bits with saturating ``acc_width``-bit sums
+        (:class:`~bertforge.rtl.arith.SaturatingIntArith`); ``"int8"`` and
+        ``"int16"`` set ``width`` and are stored as ``"int"``, so one design
+        has one config. ``"bf16"``: bfloat16 operands, exact products,
+        binary32 sums rounded to nearest even at every add, subnormals
+        flushed (:class:`~bertforge.rtl.arith.Bf16Arith`); ``width`` becomes
+        16, ``acc_width`` must be 32. :attr:`number_format` names the
+        format in full.
     """
 
     rows: int = 4
@@ -56,13 +69,22 @@ class SystolicConfig(Config):
     max_dsp: int = None
     multiply_stages: int = 1
     multiplier_cell: str = "inferred"
+    arith: str = "int"
 
-    LATE_FIELDS = ("max_dsp", "multiply_stages", "multiplier_cell")
+    LATE_FIELDS = ("max_dsp", "multiply_stages", "multiplier_cell", "arith")
 
     def __post_init__(self):
         check_size(self, 256)
         check_choice("dataflow", self.dataflow, ("os", "ws"))
+        check_choice("arith", self.arith, ARITHS)
+        if self.arith != "int":   # frozen: the format sets the width
+            object.__setattr__(self, "width", 8 if self.arith == "int8" else 16)
+        if self.arith in ("int8", "int16"):
+            object.__setattr__(self, "arith", "int")
         check_operands(self, 48)
+        if self.arith == "bf16" and self.acc_width != 32:
+            raise ParameterError(f"acc_width must be 32 with arith 'bf16' (sums are binary32), "
+                                 f"not {self.acc_width!r}")
         if self.max_dsp is not None:
             check_int("max_dsp", self.max_dsp, minimum=0)
         check_choice("multiply_stages", self.multiply_stages, (1, 2, 3))
@@ -73,7 +95,23 @@ class SystolicConfig(Config):
 
     @property
     def name(self):
-        return f"systolic_{self.rows}x{self.cols}_{self.dataflow}"
+        suffix = "_bf16" if self.arith == "bf16" else ""
+        return f"systolic_{self.rows}x{self.cols}_{self.dataflow}{suffix}"
+
+    @property
+    def number_format(self):
+        """``"int8"``, ``"int16"`` or ``"bf16"``."""
+        return "bf16" if self.arith == "bf16" else f"int{self.width}"
+
+    @property
+    def operand_shape(self):
+        """An operand element on ``a``/``b``: ``signed(width)``, or bf16 bits."""
+        return unsigned(16) if self.arith == "bf16" else signed(self.width)
+
+    @property
+    def result_shape(self):
+        """A result element on ``c``: ``signed(acc_width)``, or binary32 bits."""
+        return unsigned(32) if self.arith == "bf16" else signed(self.acc_width)
 
     @property
     def queue_depth(self):
@@ -82,6 +120,21 @@ class SystolicConfig(Config):
         if self.dataflow == "os":
             return self.cols + 2 * self.rows + 8
         return self.rows + self.cols + 8
+
+
+def pe_arith(config, *, logic=False):
+    """The PE arithmetic of ``config``: multiplies on DSP blocks (``*`` or
+    the ``multiplier_cell``), or with ``logic`` from logic."""
+    stages = config.multiply_stages
+    if config.arith == "bf16":
+        if logic:
+            return Bf16Arith(logic_multiplier=True, multiply_stages=stages)
+        return Bf16Arith(multiply_stages=stages, cell=config.multiplier_cell)
+    if logic:
+        return SaturatingIntArith(config.width, config.acc_width, logic_multiplier=True,
+                                  multiply_stages=stages)
+    return SaturatingIntArith(config.width, config.acc_width, multiply_stages=stages,
+                              cell=config.multiplier_cell)
 
 
 def output_queue(m, c, depth, rows):
@@ -158,7 +211,10 @@ class SystolicArray(wiring.Component):
     computes.
 
     Products are exact; sums saturate to ``signed(acc_width)``, accumulated in
-    order (OS: k = 0 .. K-1, WS: i = 0 .. R-1).
+    order (OS: k = 0 .. K-1, WS: i = 0 .. R-1). With ``arith="bf16"`` the
+    elements of ``a`` and ``b`` are bf16 bit patterns and those of ``c``
+    binary32 bit patterns; each sum, in the same order from +0, is rounded
+    to binary32 at every add (:class:`~bertforge.rtl.arith.Bf16Arith`).
 
     Throughput and latency (ready consumer, operands always valid): a tile
     (OS) or weight block (WS) of K beats occupies ``max(K, R)`` cycles
@@ -179,10 +235,10 @@ class SystolicArray(wiring.Component):
 
     def __init__(self, config):
         self.config = check_instance("config", config, SystolicConfig)
-        operand = signed(config.width)
+        operand = config.operand_shape
         a_layout = row_layout(operand, config.rows)
         b_layout = data.ArrayLayout(operand, config.cols)
-        c_layout = row_layout(signed(config.acc_width), config.cols)
+        c_layout = row_layout(config.result_shape, config.cols)
         super().__init__({
             "a": In(stream.Signature(a_layout)),
             "b": In(stream.Signature(b_layout)),
@@ -193,10 +249,7 @@ class SystolicArray(wiring.Component):
         m = Module()
         cfg = self.config
         rows, cols = cfg.rows, cfg.cols
-        dsp = SaturatingIntArith(cfg.width, cfg.acc_width, multiply_stages=cfg.multiply_stages,
-                                 cell=cfg.multiplier_cell)
-        logic = SaturatingIntArith(cfg.width, cfg.acc_width, logic_multiplier=True,
-                                   multiply_stages=cfg.multiply_stages)
+        dsp, logic = pe_arith(cfg), pe_arith(cfg, logic=True)
         limit = rows * cols if cfg.max_dsp is None else cfg.max_dsp
         pe_class = OutputStationaryPE if cfg.dataflow == "os" else WeightStationaryPE
         pes = [[pe_class(dsp if i * cols + j < limit else logic, f"pe_{i}_{j}")

@@ -1,7 +1,8 @@
 """Processing elements of the systolic array, one class per dataflow.
 
 Both PEs register the product before accumulating, so the critical path is
-a multiply or a saturating add, never both. The multiply takes
+a multiply or an add (saturating, or a rounded binary32 add for bf16), never
+both. The multiply takes
 ``arith.multiply_stages`` cycles (:meth:`SaturatingIntArith.registered_product`);
 ``S`` below is that number.
 
@@ -26,7 +27,8 @@ class _PE:
         return Signal(shape, name=f"{self.name}_{suffix}", reset_less=not flag)
 
     def _accumulate(self, m, acc, total, product, valid, last):
-        """``total = clamp(acc + product)``; a ``valid`` product is added to
+        """``total = arith.accumulate(acc, product)`` (a saturating add, or a
+        rounded binary32 add); a ``valid`` product is added to
         ``acc``, and a ``last`` one moves the sum to ``result`` and restarts
         ``acc`` at zero."""
         m.d.comb += total.eq(self.arith.accumulate(m, acc, product))

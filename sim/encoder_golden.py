@@ -1,8 +1,16 @@
 """Integer golden model and float reference of one BERT encoder layer as
 :class:`~bertforge.rtl.encoder.EncoderTop` runs it.
 
-No biases (the GEMM engine has none); per-tensor symmetric int8 weights;
-activation scales calibrated on the float reference. With ``S`` tokens,
+Weights are symmetric int8, per tensor or (``per_channel``) per output
+channel; activation scales are calibrated on the float reference (or
+given, as a whole model's calibration does). With biases (``b``), the
+linear layers whose weight is the B operand (q, v, output projection, both
+FFN GEMMs) add int32 biases at the accumulator's scale and requantize with
+one scale per output channel in the GEMM engine; the k projection drops its
+bias (it adds one value to a whole row of attention scores, which the
+softmax ignores) and keeps one weight scale (its output channels are rows
+of ``K^T``). With ``valid`` < S the keys of the padding tokens (columns
+``valid`` and beyond) are masked in the softmax. With ``S`` tokens,
 hidden ``H``, ``heads`` heads of ``d = H / heads`` and FFN width ``F``
 (``sx``, ``sq``, ... the real value of one LSB of each tensor):
 
@@ -29,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fixed_golden import ratio_to_mult_shift
+from .fixed_golden import channel_scale_words, ratio_to_mult_shift, split_scale_words
 from .gelu_golden import gelu_float, gelu_golden
 from .gemm_golden import gemm_golden
 from .layernorm_golden import layernorm_golden
@@ -37,7 +45,7 @@ from .softmax_golden import softmax_golden
 from bertforge.rtl.softmax import softmax_scale
 
 __all__ = ["EncoderLayer", "random_layer", "encoder_float", "encoder_golden", "cosine",
-           "probabilities_int8"]
+           "probabilities_int8", "quantize", "calibrate", "LINEAR"]
 
 
 @dataclass
@@ -57,8 +65,14 @@ class EncoderLayer:
     scales: dict = None           # activation scales
     gamma_q: tuple = None
     beta_q: tuple = None
-    rq: dict = None               # (multiplier, shift) of each GEMM's requantization
+    rq: dict = None               # (multiplier, shift) of each GEMM's requantization (arrays per channel)
     softmax: tuple = None         # (multiplier, shift) of the softmax row scale
+    b: dict = None                # float biases: q, k, v, o, 1, 2 (None: no biases)
+    per_channel: bool = False     # int8 weights per output channel (q, v, o, 1, 2)
+    valid: int = None             # real tokens (the rest is padding, masked); None: all
+    eps: float = 0.0              # LayerNorm epsilon of the float reference
+    bq: dict = None               # int32 biases at the accumulator scale (q, v, o, 1, 2)
+    words: dict = None            # per-channel scale words (uint32) of q, v, o, 1, 2
 
     @property
     def head_dim(self):
@@ -75,26 +89,37 @@ def _softmax(z):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def _layernorm(v, gamma, beta):
+def _layernorm(v, gamma, beta, eps=0.0):
     c = v - v.mean(axis=-1, keepdims=True)
-    return c / np.sqrt((c * c).mean(axis=-1, keepdims=True)) * gamma + beta
+    return c / np.sqrt((c * c).mean(axis=-1, keepdims=True) + eps) * gamma + beta
+
+
+#: The linear layers that carry a bias and per-channel scales (B is a weight).
+LINEAR = ("q", "v", "o", "1", "2")
 
 
 def encoder_float(layer, *, trace=False):
-    """The float64 layer output (S x H); with ``trace`` a dict of every stage."""
+    """The float64 layer output (S x H); with ``trace`` a dict of every stage.
+    BertModel semantics: biases (all six, k's too), padding keys masked
+    (additive -infinity), exact softmax, erf GELU, LayerNorm with ``eps``."""
     x, w, d = layer.x, layer.w, layer.head_dim
-    q, k, v = x @ w["q"], x @ w["k"], x @ w["v"]
+    b = layer.b or {}
+
+    def lin(a, key):
+        return a @ w[key] + b[key] if key in b else a @ w[key]
+    q, k, v = lin(x, "q"), lin(x, "k"), lin(x, "v")
     ctx = np.zeros_like(q)
+    pad = np.arange(layer.seq) >= (layer.valid or layer.seq)
     for h in range(layer.heads):
         cols = slice(h * d, (h + 1) * d)
-        p = _softmax(q[:, cols] @ k[:, cols].T / math.sqrt(d))
+        p = _softmax(np.where(pad, -np.inf, q[:, cols] @ k[:, cols].T / math.sqrt(d)))
         ctx[:, cols] = p @ v[:, cols]
-    attn = ctx @ w["o"]
-    ln1 = _layernorm(attn + x, layer.gamma[0], layer.beta[0])
-    h1 = ln1 @ w["1"]
+    attn = lin(ctx, "o")
+    ln1 = _layernorm(attn + x, layer.gamma[0], layer.beta[0], layer.eps)
+    h1 = lin(ln1, "1")
     g = gelu_float(h1)
-    f = g @ w["2"]
-    out = _layernorm(f + ln1, layer.gamma[1], layer.beta[1])
+    f = lin(g, "2")
+    out = _layernorm(f + ln1, layer.gamma[1], layer.beta[1], layer.eps)
     if trace:
         return {"q": q, "k": k, "v": v, "ctx": ctx, "attn": attn, "ln1": ln1, "h1": h1, "g": g,
                 "f": f, "out": out}
@@ -120,18 +145,32 @@ def random_layer(config, seq, hidden=64, heads=2, ffn=256, *, seed=0, weight_std
     return layer
 
 
-def quantize(config, layer):
+def calibrate(trace):
+    """Activation scales (one int8 LSB, real units) from a float trace (a
+    dict of stage -> array, or of stage -> largest magnitude seen): the
+    largest magnitude over 127; ``x`` covers the layer input and ``attn``
+    (the residual of layernorm 1 adds them at one scale)."""
+    top = {key: float(np.abs(value).max()) for key, value in trace.items()}
+    return {"x": max(top["x"], top["attn"]) / 127,
+            **{key: max(top[key], 1e-12) / 127 for key in ("q", "k", "v", "ctx")}}
+
+
+def quantize(config, layer, scales=None):
     """Fill in the int8 weights, scales and requantization constants of
-    ``layer`` for ``config``'s units (in place)."""
+    ``layer`` for ``config``'s units (in place). ``scales`` (``x``, ``q``,
+    ``k``, ``v``, ``ctx``; see :func:`calibrate`) default to the layer's own
+    float trace."""
     ln, gelu = config.layernorm, config.gelu
-    ref = encoder_float(layer, trace=True)
-    layer.sw = {key: float(np.abs(value).max()) / 127 for key, value in layer.w.items()}
+    if scales is None:
+        ref = encoder_float(layer, trace=True)
+        scales = calibrate({**{key: ref[key] for key in ("q", "k", "v", "ctx", "attn")}, "x": layer.x})
+    channel = set(LINEAR) if layer.per_channel else set()
+    layer.sw = {key: (np.maximum(np.abs(value).max(axis=0), 1e-12) / 127 if key in channel
+                      else float(np.abs(value).max()) / 127)
+                for key, value in layer.w.items()}
     layer.wq = {key: _q8(value, layer.sw[key]) for key, value in layer.w.items()}
-    # The residual of layernorm 1 adds attn to X: one scale for both.
-    sx = max(float(np.abs(layer.x).max()), float(np.abs(ref["attn"]).max())) / 127
-    s = {"x": sx, "q": float(np.abs(ref["q"]).max()) / 127, "k": float(np.abs(ref["k"]).max()) / 127,
-         "v": float(np.abs(ref["v"]).max()) / 127, "ctx": float(np.abs(ref["ctx"]).max()) / 127,
-         "p": 1.0 / 128, "attn": sx, "ln1": ln.out_scale, "h1": gelu.in_scale,
+    sx = scales["x"]
+    s = {**scales, "p": 1.0 / 128, "attn": sx, "ln1": ln.out_scale, "h1": gelu.in_scale,
          "g": gelu.out_scale, "f": ln.out_scale, "out": ln.out_scale}
     layer.scales = s
     layer.xq = _q8(layer.x, sx)
@@ -140,10 +179,18 @@ def quantize(config, layer):
     layer.gamma_q, layer.beta_q = tuple(gq), tuple(bq)
     pairs = {"q": ("x", "q", "q"), "k": ("x", "k", "k"), "v": ("x", "v", "v"), "ctx": ("p", None, "ctx"),
              "o": ("ctx", "o", "attn"), "1": ("ln1", "1", "h1"), "2": ("g", "2", "f")}
-    layer.rq = {}
+    layer.rq, layer.bq, layer.words = {}, {}, {}
     for key, (a, wkey, out) in pairs.items():
         b_scale = s["v"] if wkey is None else layer.sw[wkey]
-        layer.rq[key] = ratio_to_mult_shift(s[a] * b_scale / s[out])
+        if key in channel:
+            layer.words[key] = channel_scale_words(np.broadcast_to(s[a] * b_scale / s[out],
+                                                                   (layer.w[key].shape[1],)))
+            layer.rq[key] = split_scale_words(layer.words[key])
+        else:
+            layer.rq[key] = ratio_to_mult_shift(s[a] * b_scale / s[out])
+        if layer.b is not None and key in LINEAR:
+            acc = np.floor(layer.b[key] / (s[a] * b_scale) + 0.5)
+            layer.bq[key] = np.clip(acc, -(1 << 31), (1 << 31) - 1).astype(np.int64)
     layer.softmax = softmax_scale(s["q"] * s["k"] / math.sqrt(layer.head_dim))
     return layer
 
@@ -160,14 +207,16 @@ def encoder_golden(config, layer):
 
     def mm(a, b, key):
         mult, shift = layer.rq[key]
-        return gemm_golden(g, a, b, int8=True, multiplier=mult, shift=shift)
+        return gemm_golden(g, a, b, bias=(layer.bq or {}).get(key), int8=True, multiplier=mult,
+                           shift=shift)
     x = layer.xq
     q, v = mm(x, wq["q"], "q"), mm(x, wq["v"], "v")
     kt = mm(wq["k"].T, x.T, "k")
     scores = np.stack([gemm_golden(g, q[:, h * d:(h + 1) * d], kt[h * d:(h + 1) * d])
                        for h in range(layer.heads)])
     mult, shift = layer.softmax
-    p8 = softmax_golden(config.softmax, scores.reshape(-1, S), None, mult, shift)
+    mask = np.broadcast_to(np.arange(S) >= (layer.valid or S), (layer.heads * S, S))
+    p8 = softmax_golden(config.softmax, scores.reshape(-1, S), mask, mult, shift)
     p = probabilities_int8(p8).reshape(layer.heads, S, S)
     ctx = np.concatenate([mm(p[h], v[:, h * d:(h + 1) * d], "ctx") for h in range(layer.heads)], axis=1)
     attn = mm(ctx, wq["o"], "o")

@@ -30,7 +30,7 @@ from bertforge.rtl.errors import ParameterError, ParameterTypeError
 __all__ = ["EncoderHarness", "encoder_harness_name", "encoder_harness_verilog", "MAX_COMMANDS"]
 
 #: Commands the harness queue holds.
-MAX_COMMANDS = 32
+MAX_COMMANDS = 64
 
 
 def encoder_harness_name(config):
@@ -98,9 +98,9 @@ class EncoderHarness(wiring.Component):
         ends = Array(Signal(32, name=f"end{i}") for i in range(MAX_COMMANDS))
         errors = Signal(MAX_COMMANDS)
         with m.If(top.start):
-            m.d.sync += [starts[started_n[:5]].eq(count), started_n.eq(started_n + 1)]
+            m.d.sync += [starts[started_n[:6]].eq(count), started_n.eq(started_n + 1)]
         with m.If(top.finish):
-            m.d.sync += [ends[done_n[:5]].eq(count), done_n.eq(done_n + 1)]
+            m.d.sync += [ends[done_n[:6]].eq(count), done_n.eq(done_n + 1)]
             for i in range(MAX_COMMANDS):
                 with m.If(done_n == i):
                     m.d.sync += errors[i].eq(top.finish_error)

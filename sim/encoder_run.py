@@ -49,11 +49,16 @@ def encoder_program(config, layer):
     S, H, F, heads, d = layer.seq, layer.hidden, layer.ffn, layer.heads, layer.head_dim
     check_shape(config, S, H, heads, F)
     mb = config.gemm.mem_bytes
-    sizes = [("x", S * H), ("xt", H * S), ("wq", H * H), ("wkt", H * H), ("wv", H * H), ("wo", H * H),
-             ("w1", H * F), ("w2", F * H), ("ln1p", 2 * H), ("ln2p", 2 * H), ("q", S * H),
+    # Activations first (the testbench reads memory back up to "out"), then the weights.
+    sizes = [("x", S * H), ("xt", H * S), ("q", S * H),
              ("kt", H * S), ("v", S * H), ("scores", heads * S * S * 4), ("p", heads * S * S),
              ("ctx", S * H), ("attn", S * H), ("ln1", S * H), ("h1", S * F), ("g", S * F),
-             ("f", S * H), ("out", S * H)]
+             ("f", S * H), ("out", S * H), ("wq", H * H), ("wkt", H * H), ("wv", H * H),
+             ("wo", H * H), ("w1", H * F), ("w2", F * H), ("ln1p", 2 * H), ("ln2p", 2 * H)]
+    bq, words = layer.bq or {}, layer.words or {}
+    n_out = {"q": H, "v": H, "o": H, "1": F, "2": H}
+    sizes += [(f"bias_{key}", 4 * n_out[key]) for key in bq]
+    sizes += [(f"scale_{key}", 4 * n_out[key]) for key in words]
     regions, cursor = {}, 0
     for name, size in sizes:
         regions[name] = cursor
@@ -71,16 +76,27 @@ def encoder_program(config, layer):
     put("w1", wq["1"]), put("w2", wq["2"])
     put("ln1p", np.concatenate([layer.gamma_q[0], layer.beta_q[0]]))
     put("ln2p", np.concatenate([layer.gamma_q[1], layer.beta_q[1]]))
+    for name, values, dtype in ([(f"bias_{k}", v, "<i4") for k, v in bq.items()]
+                                + [(f"scale_{k}", v, "<u4") for k, v in words.items()]):
+        raw = np.asarray(values).astype(dtype).view(np.uint8)
+        image[regions[name]:regions[name] + raw.size] = raw
 
     r = regions
     commands, groups = [], []
 
     def gemm(a, a_stride, b, b_stride, c, c_stride, m, k, n, key=None):
-        mult, shift = layer.rq[key] if key else (1, 0)
+        fields = {}
+        if key in words:
+            fields.update(per_channel=1, scale_addr=r[f"scale_{key}"], multiplier=0, shift=0)
+        else:
+            mult, shift = layer.rq[key] if key else (1, 0)
+            fields.update(multiplier=mult, shift=shift)
+        if key in bq:
+            fields.update(bias=1, bias_addr=r[f"bias_{key}"])
         commands.append({"op": OP_GEMM, "gemm": {
             "m": m, "k": k, "n": n, "a_addr": a, "b_addr": b, "c_addr": c, "a_stride": a_stride,
             "b_stride": b_stride, "c_stride": c_stride, "accumulate": 0, "int8": int(key is not None),
-            "multiplier": mult, "shift": shift, "tag": len(commands)}})
+            "tag": len(commands) % 256, **fields}})
 
     def group(build):
         first = len(commands)
@@ -96,6 +112,7 @@ def encoder_program(config, layer):
     mult, shift = layer.softmax
     group(lambda: commands.append({"op": OP_SOFTMAX, "src": r["scores"], "src_stride": 4 * S,
                                    "dst": r["p"], "dst_stride": S, "rows": heads * S, "length": S,
+                                   "valid": layer.valid if layer.valid and layer.valid < S else 0,
                                    "multiplier": mult, "shift": shift}))
     group(lambda: [gemm(r["p"] + h * S * S, S, r["v"] + h * d, H, r["ctx"] + h * d, H, S, S, d, "ctx")
                    for h in range(heads)])

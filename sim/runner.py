@@ -40,17 +40,22 @@ import time
 from pathlib import Path
 from bertforge.rtl.errors import BertforgeError
 
-__all__ = ["SimulationError", "cache_dir", "verilator_environment", "is_built", "build", "run"]
+__all__ = ["SimulationError", "cache_root", "cache_dir", "verilator_environment", "is_built", "build", "run"]
 
 
 class SimulationError(BertforgeError, RuntimeError):
     """The simulator could not be built or did not produce results."""
 
 
-def cache_dir():
+def cache_root(name):
+    """``$BERTFORGE_CACHE/name`` (default ``~/.cache/bertforge/name``): the one
+    place bertforge's caches (Verilator builds, Verilog, model files) live."""
     root = os.environ.get("BERTFORGE_CACHE")
-    base = Path(root) if root else Path.home() / ".cache" / "bertforge"
-    return base / "verilator"
+    return (Path(root) if root else Path.home() / ".cache" / "bertforge") / name
+
+
+def cache_dir():
+    return cache_root("verilator")
 
 
 def verilator_environment():

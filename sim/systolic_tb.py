@@ -3,7 +3,8 @@
 Parameters come from the JSON spec (see :mod:`bertforge.sim.runner`):
 ``config`` (a :class:`SystolicConfig` as a dict), ``data`` (an ``.npz`` with
 ``a_0, b_0, a_1, b_1, ...``, one pair per tile, shaped as
-:func:`bertforge.sim.systolic_golden.systolic_golden` takes them), ``seed``,
+:func:`bertforge.sim.systolic_golden.systolic_golden` takes them, as the
+integers the streams carry: bf16 bit patterns with ``arith="bf16"``), ``seed``,
 ``a_gap``/``b_gap`` (idle probability per beat) and ``c_stall`` (probability
 of ``ready`` low per cycle).
 
@@ -23,7 +24,7 @@ import numpy as np
 from bertforge.rtl.payload import pack_beats, unpack_beats
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
 from bertforge.sim.systolic_cycles import systolic_cycles
-from bertforge.sim.systolic_golden import systolic_golden
+from bertforge.sim.systolic_golden import operands_from_words, result_words, systolic_golden
 from bertforge.sim.stream_tb import finish, StreamDriver, StreamMonitor, StreamTB
 
 
@@ -59,7 +60,9 @@ async def systolic_tiles(dut):
     config = SystolicConfig(**spec["config"])
     tiles = load_tiles(spec["data"])
     a_beats, b_beats, ks = systolic_beats(config, tiles)
-    expected = [systolic_golden(config, a, b) for a, b in tiles]
+    expected = [result_words(config, systolic_golden(config, operands_from_words(config, a),
+                                                     operands_from_words(config, b)))
+                for a, b in tiles]
     await run_tiles(dut, spec, config, a_beats, b_beats, SystolicArray(config).c.payload.shape(),
                     expected, systolic_cycles(config, ks), sum(ks))
 

@@ -128,3 +128,66 @@ def test_bad_hardware_config(text, message, tmp_path):
     with pytest.raises(ConfigError) as error:
         load_hardware(path)
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_bf16_training_breakdown_by_class_and_phase():
+    """bf16 training: forward and backward GEMMs on a bf16 engine (16-bit
+    operands, 32-bit results), the optimizer step as its own memory-bound
+    class, the memory-bound share."""
+    import dataclasses
+    import math
+    from bertforge.sim.gemm_cycles import gemm_cycles
+    from bertforge.generators.workload import MODELS, OPTIMIZER_BYTES, parameters_per_layer
+    hw = load_hardware(DEFAULT_HW)
+    result = analyze("bert-base", 128, hw, training=True, precision="bf16")
+    classes = {c["class"]: c for c in result["classes"]}
+    assert list(classes) == ["gemm", "gemm backward", "softmax", "layernorm", "gelu", "other",
+                             "optimizer"]
+    assert classes["gemm backward"]["work"] == 2 * classes["gemm"]["work"]
+    params = parameters_per_layer(MODELS["bert-base"])
+    assert params * 12 == 108_891_648      # BERT-base without the pooler
+    assert classes["optimizer"]["cycles"] == math.ceil(params * OPTIMIZER_BYTES["adam", "bf16"] / 64)
+    ops = {r["operation"]: r for r in result["operations"]}
+    engine = dataclasses.replace(hw.gemm, width=16)
+    assert ops["ffn 1"]["cycles"] == gemm_cycles(
+        engine, [dict(m=128, k=768, n=3072, int8=0, bias=1, per_channel=0)], lat=8, bw=64)["cycles"]
+    assert ops["ffn 1 weight grad"]["class"] == "gemm backward"
+    assert ops["ffn 1 weight grad"]["phase"] == "backward"
+    memory = sum(c["share"] for name, c in classes.items() if name not in ("gemm", "gemm backward"))
+    assert result["memory_bound_share"] == pytest.approx(memory)
+    assert sum(result["phases"].values()) == result["total_cycles"]
+    lamb = analyze("bert-base", 128, hw, training=True, precision="bf16", optimizer="lamb")
+    assert lamb["phases"]["optimizer"] > result["phases"]["optimizer"]
+    assert lamb["phases"]["forward"] == result["phases"]["forward"]
+
+
+def test_bf16_bytes_cost_more_when_memory_bound(tmp_path):
+    path = tmp_path / "slow.toml"
+    path.write_text("[hardware]\nmem_bytes_per_cycle = 8\n")
+    hw = load_hardware(path)
+    int8 = {r["operation"]: r["cycles"] for r in analyze("bert-base", 128, hw, training=True)["operations"]}
+    bf16 = {r["operation"]: r["cycles"]
+            for r in analyze("bert-base", 128, hw, training=True, precision="bf16")["operations"]}
+    # operands of 2 bytes instead of 1 (the backward GEMMs write 32-bit results in both)
+    for name in ("ffn 1", "q, v projections", "dropout ffn output", "ffn 1 data grad"):
+        assert bf16[name] > int8[name], name
+
+
+def test_training_cli_charts_next_to_int8_inference(tmp_path, capsys):
+    assert main(["analyze", "--model", "bert-base", "--seq", "128", "--training", "--precision",
+                 "bf16", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "bf16, training (adam)" in out and "memory-bound share" in out
+    assert "gemm backward" in out and "optimizer" in out
+    results = json.loads((tmp_path / "analysis.json").read_text())
+    assert [(r["precision"], r["training"]) for r in results] == [("int8", False), ("bf16", True)]
+    assert results[1]["memory_bound_share"] > results[0]["memory_bound_share"]
+    assert (tmp_path / "breakdown.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bf16_needs_a_dense_engine(tmp_path, capsys):
+    code = main(["analyze", "--hw", str(DEFAULT_HW.parent / "sparse_2of4.toml"), "--precision", "bf16",
+                 "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "the sparse engine is int8 only" in err

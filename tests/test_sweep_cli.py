@@ -67,7 +67,7 @@ def test_sweep_rows_match_analyze_and_rerun_skips(ray_session, tmp_path, capsys)
         assert row["total_cycles"] == expected["total_cycles"]
         assert row["layer_ms"] == pytest.approx(expected["total_cycles"] / 50e3)
         for c in expected["classes"]:
-            assert row[f"{c['class']}_cycles"] == c["cycles"]
+            assert row[sweep_module.class_column(c["class"])] == c["cycles"]
     saved = json.loads((out / "sweep.json").read_text())["points"]
     assert sorted(r["key"] for r in saved) == sorted(r["key"] for r in rows)
     assert len((out / "sweep.csv").read_text().splitlines()) == 5

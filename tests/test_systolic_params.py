@@ -18,6 +18,10 @@ test_bad_parameters, test_component_needs_a_config = config_tests(
     ({"multiplier_cell": "ecp5"}, ValueError,
      r"^multiplier_cell 'ecp5' uses the MULT18X18D's input and output registers: "
      r"set multiply_stages to 2 or 3$"),
+    ({"arith": "fp16"}, ValueError, r"^arith must be 'int', 'int8', 'int16' or 'bf16', not 'fp16'$"),
+    ({"arith": 16}, TypeError, r"^arith must be a string, not 16$"),
+    ({"arith": "bf16", "acc_width": 40}, ValueError,
+     r"^acc_width must be 32 with arith 'bf16' \(sums are binary32\), not 40$"),
 ])
 
 
@@ -63,3 +67,32 @@ def test_ecp5_cells_only_where_asked_and_only_for_dsp_pes(stages, cell, instance
     assert text.count("MULT18X18D #(") == instances
     if instances:
         assert text.count(".REG_OUTPUT_CLK(\"CLK0\")") == instances
+
+
+def test_arith_sets_the_width_and_int_formats_have_one_config():
+    assert SystolicConfig(arith="int16") == SystolicConfig(width=16)
+    assert SystolicConfig(arith="int8", width=16) == SystolicConfig(width=8)
+    assert SystolicConfig(arith="int16").number_format == "int16"
+    assert "arith" not in SystolicConfig(arith="int8").to_dict()
+    config = SystolicConfig(rows=2, cols=3, arith="bf16")
+    assert (config.width, config.number_format, config.name) == (16, "bf16", "systolic_2x3_os_bf16")
+    assert config.to_dict()["arith"] == "bf16"
+    assert SystolicConfig(**config.to_dict()) == config
+
+
+@pytest.mark.parametrize("dataflow", ["os", "ws"])
+def test_bf16_ports_carry_bit_patterns(dataflow):
+    array = SystolicArray(SystolicConfig(rows=2, cols=3, dataflow=dataflow, arith="bf16"))
+    assert array.a.payload.data.shape().elem_shape.width == 16
+    assert not array.a.payload.data.shape().elem_shape.signed
+    assert array.c.payload.data.shape().elem_shape.width == 32
+    assert not array.c.payload.data.shape().elem_shape.signed
+
+
+def test_bf16_verilog_is_deterministic_and_uses_ecp5_cells_where_asked():
+    from bertforge.generators.emit import emit_verilog
+    config = SystolicConfig(rows=2, cols=2, arith="bf16", max_dsp=3, multiply_stages=3,
+                            multiplier_cell="ecp5")
+    text = emit_verilog(config)
+    assert text == emit_verilog(SystolicConfig(**config.to_dict()))
+    assert text.count("MULT18X18D #(") == 3

@@ -6,12 +6,14 @@ cycle model to the cycle; one run of the same tiles with random input gaps and
 output backpressure that must match with nothing lost or duplicated.
 """
 
+import ml_dtypes
 import numpy as np
 import pytest
 
-from bertforge.generators.systolic_sim import random_systolic_tiles, simulate_systolic, systolic_operand_shapes
+from bertforge.generators.systolic_sim import (bf16_errors, random_systolic_tiles, simulate_systolic,
+                                               systolic_operand_shapes)
 from bertforge.rtl.systolic import SystolicConfig
-from bertforge.sim.systolic_golden import systolic_golden
+from bertforge.sim.systolic_golden import result_words, systolic_golden
 
 DESIGNS = [
     SystolicConfig(rows=r, cols=c, dataflow=df, width=w)
@@ -32,17 +34,65 @@ DESIGNS = [
     for (r, c, w, dsp, s, cell) in [(3, 4, 8, None, 2, "inferred"), (3, 4, 8, 7, 3, "ecp5"),
                                     (2, 3, 16, 4, 2, "ecp5"), (1, 1, 8, None, 3, "ecp5")]
     for df in ("os", "ws")
+] + [
+    # bf16 PEs: sizes 1x1 to 8x8; pipelined (inferred and ECP5 cells) with
+    # logic multipliers past max_dsp.
+    SystolicConfig(rows=r, cols=c, dataflow=df, arith="bf16")
+    for (r, c) in [(1, 1), (2, 3), (3, 5), (4, 4), (8, 8)] for df in ("os", "ws")
+] + [
+    SystolicConfig(rows=2, cols=2, dataflow=df, arith="bf16", max_dsp=3, multiply_stages=s,
+                   multiplier_cell=cell)
+    for (s, cell) in [(2, "inferred"), (3, "ecp5")] for df in ("os", "ws")
 ]
 
 
 def design_id(config):
     dsp = "" if config.max_dsp is None else f"-dsp{config.max_dsp}"
     stages = "" if config.multiply_stages == 1 else f"-s{config.multiply_stages}-{config.multiplier_cell}"
+    bf16 = "-bf16" if config.arith == "bf16" else ""
     return (f"{config.rows}x{config.cols}-{config.dataflow}-w{config.width}-acc{config.acc_width}"
-            f"{dsp}{stages}")
+            f"{dsp}{stages}{bf16}")
+
+
+def bf16(values):
+    return np.asarray(values, dtype=np.float64).astype(ml_dtypes.bfloat16)
+
+
+def bf16_extreme_tiles(config, k):
+    """Max and min normals, subnormals (zeros), both zeros, Inf and NaN,
+    cancellation and order-dependent rounding, as bf16 tiles."""
+    shape_a, shape_b = systolic_operand_shapes(config, k)
+    big = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
+    small = float(ml_dtypes.finfo(ml_dtypes.bfloat16).smallest_normal)
+    sub = float(ml_dtypes.finfo(ml_dtypes.bfloat16).smallest_subnormal)
+    rng = np.random.default_rng(k)
+    # along each row of a (the summed axis in both dataflows):
+    # [2**24, 1, 1, ..., -2**24]: every +1 rounds away at 2**24, the sum is 0
+    ordered = np.ones(shape_a)
+    ordered[:, 0] = 2.0 ** 24
+    if shape_a[1] > 1:
+        ordered[:, -1] = -(2.0 ** 24)
+    pick = lambda shape, values: rng.choice(values, size=shape)
+    signs = lambda shape: rng.choice([-1.0, 1.0], size=shape)
+    specials = pick(shape_a, [np.inf, -np.inf, np.nan, 0.0, -0.0, 1.0, 3.0, -2.0])
+    return [
+        (bf16(np.full(shape_a, big)), bf16(np.full(shape_b, -big))),                  # -inf
+        (bf16(np.full(shape_a, big)), bf16(np.full(shape_b, big)) * signs(shape_b)),  # overflow
+        (bf16(np.full(shape_a, small)), bf16(np.full(shape_b, -small)) * signs(shape_b)),  # flush
+        (bf16(pick(shape_a, [sub, -sub, 127 * sub, 1.0])), bf16(pick(shape_b, [sub, 1.0, -2.0]))),
+        (bf16(np.full(shape_a, -2.0 ** -70)), bf16(np.full(shape_b, 2.0 ** -60))),     # -0
+        (bf16(np.full(shape_a, -2.0 ** -70)), bf16(pick(shape_b, [2.0 ** -60, -0.0, 0.0]))),
+        (bf16(specials), bf16(pick(shape_b, [0.0, 1.0, -1.0, np.inf, 2.0 ** 100]))),
+        (bf16(ordered), bf16(np.ones(shape_b))),
+        (bf16(pick(shape_a, [big, small, 1.0, 2.0 ** -100, 2.0 ** 100]) * signs(shape_a)),
+         bf16(pick(shape_b, [big, small, 1.0, 2.0 ** -30, 2.0 ** 30]) * signs(shape_b))),
+        (bf16(pick(shape_a, [3.0, -3.0, 1.5, -1.5])), bf16(pick(shape_b, [1.0, -1.0]))),  # x - x = +0
+    ]
 
 
 def extreme_tiles(config, k):
+    if config.arith == "bf16":
+        return bf16_extreme_tiles(config, k)
     lo, hi = -(1 << (config.width - 1)), (1 << (config.width - 1)) - 1
     shape_a, shape_b = systolic_operand_shapes(config, k)
     alternating = np.where(np.indices(shape_a).sum(axis=0) % 2 == 0, lo, hi)
@@ -62,13 +112,16 @@ def mixed_tiles(config, seed):
         tiles += random_systolic_tiles(config, k, 1, rng)
     tiles += extreme_tiles(config, 3 * rows + 40)
     tiles += random_systolic_tiles(config, rows + 1, 2, rng)
+    if config.arith == "bf16":
+        tiles += random_systolic_tiles(config, 1000, 1, rng)    # long K
     return tiles
 
 
 def check_outputs(config, tiles, result):
+    """Bit for bit (bf16: binary32 bit patterns, so NaNs and zeros' signs count)."""
     assert len(result["outputs"]) == len(tiles)
     for (a, b), got in zip(tiles, result["outputs"]):
-        assert np.array_equal(got, systolic_golden(config, a, b))
+        assert np.array_equal(result_words(config, got), result_words(config, systolic_golden(config, a, b)))
 
 
 #: The sweep's other designs run with ``-m slow``; the default run keeps one
@@ -78,7 +131,8 @@ def check_outputs(config, tiles, result):
 DEFAULT_DESIGNS = {"1x1-os-w8-acc32", "2x3-ws-w8-acc32", "2x3-ws-w16-acc32", "3x5-os-w8-acc32",
                    "3x5-ws-w8-acc32", "4x4-os-w8-acc32", "8x8-ws-w8-acc32", "2x2-os-w8-acc16",
                    "3x5-ws-w8-acc32-dsp4", "3x4-os-w8-acc32-s2-inferred",
-                   "3x4-ws-w8-acc32-dsp7-s3-ecp5"}
+                   "3x4-ws-w8-acc32-dsp7-s3-ecp5",
+                   "2x3-ws-w16-acc32-bf16", "2x2-os-w16-acc32-dsp3-s3-ecp5-bf16"}
 
 
 @pytest.mark.parametrize("config", [
@@ -98,6 +152,18 @@ def test_tiles_match_golden_and_cycle_model(config, tmp_path):
     assert stalled["match"]
     assert stalled["cycles"] > result["cycles"]
     check_outputs(config, tiles, stalled)
+    if config.arith == "bf16":
+        # the extremes' sums include every special value; random tiles are
+        # within the rounding-error bound of a float64 GEMM
+        got = np.concatenate([o.ravel() for o in result["outputs"]]).view(np.uint32)
+        for word in (0x7FC00000, 0x7F800000, 0xFF800000, 0x80000000, 0):
+            assert word in got
+        rows = config.rows
+        randoms = [*range(len({1, max(1, rows - 1), rows, rows + 3, 2 * rows + 5})), len(tiles) - 1]
+        errors = bf16_errors([tiles[i] for i in randoms], [result["outputs"][i] for i in randoms])
+        assert errors["max_err_to_bound"] < 1
+        if config.dataflow == "os" or rows > 1:      # else every sum is one product: exact
+            assert errors["max_err_to_bound"] > 0
 
 
 def test_saturation_is_reached_in_int8_with_16_bit_accumulators(tmp_path):

@@ -1,0 +1,278 @@
+"""A whole BERT checkpoint on :class:`~bertforge.rtl.encoder.EncoderTop` in
+Verilator: ``bertforge model fetch``, ``bertforge sim model``,
+``bertforge bench model`` and the Python API :func:`encode`.
+
+Per sentence: tokens (``tokenizers``), embeddings on the host, then every
+encoder layer on the emitted Verilog (one command program per layer, on the
+layer's weights, its input the previous layer's int8 output read back from
+the simulated memory), then mean pooling over the real tokens and L2
+normalization on the host. Each layer is checked bit-exact against the
+integer golden model (:mod:`bertforge.sim.bert_golden`) on the same input,
+its cycles per operation against ``analyze``'s prediction; the sentence
+embedding against the float64 reference (cosine).
+
+Activation scales come from the calibration sentences shipped in
+``generators/data/calibration.txt`` (16); ``generators/data/evaluation.txt``
+(24 others) is the evaluation set of ``bench model``.
+"""
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bertforge.sim.bert_golden import QuantizedModel, calibrate_model, float_forward, pool
+from bertforge.sim.encoder_run import check_shape
+from .analyze import analyze, load_hardware
+from .checkpoint import KNOWN, CheckpointError, fetch, load_checkpoint, tokenize
+from .cli_common import CliError, save_npy_atomic
+from .encoder_sim import compare_classes, compare_operations, encoder_config, simulate_encoder
+from .workload import BertModel
+
+__all__ = ["encode", "read_sentences", "spearman", "CALIBRATION", "EVALUATION", "MINILM_HW",
+           "add_parsers", "run_fetch", "run_sim_model", "run_bench_model"]
+
+DATA = Path(__file__).parent / "data"
+CALIBRATION = DATA / "calibration.txt"
+EVALUATION = DATA / "evaluation.txt"
+MINILM_HW = Path(__file__).parent / "configs" / "minilm.toml"
+#: Most sentences one call takes.
+MAX_TEXTS = 1000
+
+
+def read_sentences(path):
+    """Non-empty lines of a text file (``#`` starts a comment line)."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise CliError(f"sentence file {path} does not exist") from None
+    except UnicodeDecodeError:
+        raise CliError(f"sentence file {path} is not UTF-8 text") from None
+    texts = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    if not texts:
+        raise CliError(f"sentence file {path} holds no sentence (one per line)")
+    return texts
+
+
+def spearman(a, b):
+    """Spearman rank correlation of two 1-D arrays (ranks by argsort; ties
+    broken by position)."""
+    ra = np.argsort(np.argsort(a)).astype(np.float64)
+    rb = np.argsort(np.argsort(b)).astype(np.float64)
+    ra -= ra.mean()
+    rb -= rb.mean()
+    return float(ra @ rb / math.sqrt((ra @ ra) * (rb @ rb)))
+
+
+def _similarity_spearman(got, ref):
+    if len(got) < 3:
+        return None
+    upper = np.triu_indices(len(got), 1)
+    return spearman((got @ got.T)[upper], (ref @ ref.T)[upper])
+
+
+def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=None, quiet=True,
+           progress=None):
+    """Sentence embeddings of ``texts`` from the emitted Verilog.
+
+    ``checkpoint``: a name (:data:`~bertforge.generators.checkpoint.KNOWN`)
+    or a Hugging Face BERT directory; ``hw``: a hardware config (TOML);
+    ``calibration``: sentences for the activation scales (default the
+    shipped ones). Returns a dict: ``embeddings`` (N x H float32, hardware),
+    ``reference`` (N x H, float64 model), ``sentences`` (per text: tokens,
+    cycles, predicted cycles, cosine), ``match`` (every layer of every
+    sentence bit-exact against the integer golden model), ``cosine_min``,
+    ``cosine_mean``, ``spearman`` (pairwise similarities, hardware vs float;
+    None under 3 texts), ``cycles``, ``predicted_cycles``, ``classes``,
+    ``seq``, ``seconds`` (wall time), ``build_seconds``."""
+    start = time.perf_counter()
+    texts = list(texts)
+    if not texts:
+        raise CliError("no text to encode: give --text or --file")
+    if len(texts) > MAX_TEXTS:
+        raise CliError(f"at most {MAX_TEXTS} texts per run, not {len(texts)}")
+    model = load_checkpoint(checkpoint)
+    hardware = load_hardware(hw)
+    config = encoder_config(hardware, hw)
+    ids = tokenize(model, texts, config.softmax.l_max)
+    step = config.gemm.mem_bytes // 4           # softmax rows of int32 fill memory words
+    seq = max(step, -(-max(len(i) for i in ids) // step) * step)
+    try:
+        check_shape(config, seq, model.hidden, model.heads, model.ffn)
+    except ValueError as error:
+        raise CliError(f"{Path(model.path).name} at sequence length {seq} does not fit {hw}: "
+                       f"{error}") from None
+    if hardware.mem_bytes_per_cycle < config.gemm.mem_bytes:
+        import dataclasses
+        hardware = dataclasses.replace(hardware, mem_bytes_per_cycle=float(config.gemm.mem_bytes))
+    calibration = calibration or read_sentences(CALIBRATION)
+    top = calibrate_model(model, tokenize(model, calibration, config.softmax.l_max))
+    qmodel = QuantizedModel(config, model, top, seq)
+    shape = BertModel(Path(model.path).name, model.hidden, model.heads, len(model.layers), model.ffn)
+    prediction = analyze(shape, seq, hardware, bias=True)
+    out_scale = config.layernorm.out_scale
+    sentences, embeddings, references, operations = [], [], [], []
+    match, build_seconds = True, 0.0
+    for index, (text, tokens) in enumerate(zip(texts, ids)):
+        x = qmodel.input(tokens)
+        cycles, ops = 0, []
+        for number, layer in enumerate(qmodel.layers):
+            layer.valid, layer.xq = len(tokens), x
+            result = simulate_encoder(config, layer, mem_latency=hardware.mem_latency, quiet=quiet)
+            build_seconds += result["phases"]["build"]
+            if not (result["passed"] and result["match"]):
+                match = False
+                bad = {k: v for k, v in result["mismatches"].items() if v}
+                print(f"bertforge: text {index + 1}, layer {number}: the hardware differs from "
+                      f"the golden model in {bad}", file=sys.stderr)
+            ops += compare_operations(result["ops"], prediction)
+            cycles += result["cycles"]
+            x = result["output"]
+        embedding = pool(x * out_scale, len(tokens))
+        reference = pool(float_forward(model, tokens), len(tokens))
+        cosine = float(embedding @ reference)
+        predicted = prediction["total_cycles"] * len(qmodel.layers)
+        sentences.append({"text": text, "tokens": len(tokens), "cycles": cycles,
+                          "predicted_cycles": predicted, "cosine": cosine})
+        embeddings.append(embedding)
+        references.append(reference)
+        operations += ops
+        if progress:
+            progress(index, sentences[-1])
+    got, ref = np.array(embeddings), np.array(references)
+    cosines = [s["cosine"] for s in sentences]
+    classes = compare_classes(operations)
+    return {
+        "checkpoint": str(model.path), "hardware": hardware.name, "design": config.name,
+        "seq": seq, "layers": len(qmodel.layers), "texts": len(texts),
+        "embeddings": got.astype(np.float32), "reference": ref, "sentences": sentences,
+        "match": match, "cosine_min": min(cosines), "cosine_mean": float(np.mean(cosines)),
+        "spearman": _similarity_spearman(got, ref),
+        "cycles": sum(s["cycles"] for s in sentences),
+        "predicted_cycles": sum(s["predicted_cycles"] for s in sentences),
+        "classes": classes, "clock_mhz": hardware.clock_mhz,
+        "seconds": time.perf_counter() - start, "build_seconds": build_seconds,
+    }
+
+
+# ---- command line
+
+def add_parsers(commands, sim_blocks, bench_blocks):
+    model = commands.add_parser("model", help="fetch a named BERT checkpoint")
+    actions = model.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    fetch_parser = actions.add_parser("fetch", help="download a named checkpoint into the cache")
+    fetch_parser.add_argument("name", choices=sorted(KNOWN))
+
+    sim = sim_blocks.add_parser("model", help="a BERT checkpoint, every layer on the encoder top")
+    _add_common(sim)
+    sim.add_argument("--text", action="append", default=[], metavar="TEXT",
+                     help="a sentence to encode (repeat for more)")
+    sim.add_argument("--file", metavar="SENTENCES.txt", help="sentences, one per line")
+    sim.add_argument("--out", metavar="EMB.npy", help="write the N x H float32 embeddings")
+    sim.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    bench = bench_blocks.add_parser("model", help="the evaluation sentences on two hardware configs")
+    _add_common(bench)
+    bench.add_argument("--out", default="bench-model", metavar="DIR",
+                       help="output directory (default bench-model)")
+    bench.add_argument("--small-hw", metavar="FILE.toml", default=str(MINILM_HW.with_name("minilm_8x8.toml")),
+                       help="the smaller hardware config (default generators/configs/minilm_8x8.toml)")
+    bench.add_argument("--sentences", type=int, default=0, metavar="N",
+                       help="only the first N evaluation sentences (default all 24)")
+
+
+def _add_common(sub):
+    sub.add_argument("--checkpoint", default="all-minilm-l6-v2", metavar="NAME|DIR",
+                     help="a named checkpoint (all-minilm-l6-v2, fetched on first use) or a "
+                          "Hugging Face BERT directory")
+    sub.add_argument("--hw", metavar="FILE.toml", default=str(MINILM_HW),
+                     help="hardware config (default generators/configs/minilm.toml)")
+
+
+def run_fetch(args):
+    print(fetch(args.name))
+    return 0
+
+
+def run_sim_model(args):
+    texts = list(args.text) + (read_sentences(args.file) if args.file else [])
+    result = encode(texts, checkpoint=args.checkpoint, hw=args.hw, quiet=args.json)
+    if args.out:
+        save_npy_atomic(args.out, result["embeddings"])
+    if args.json:
+        keys = ("checkpoint", "hardware", "design", "seq", "layers", "texts", "match", "cosine_min",
+                "cosine_mean", "spearman", "cycles", "predicted_cycles", "classes", "seconds",
+                "build_seconds", "sentences")
+        print(json.dumps({key: result[key] for key in keys}, indent=2))
+        return 0 if result["match"] else 1
+    else:
+        print(f"{result['design']}: {result['layers']} layers of {result['checkpoint']}, "
+              f"sequence {result['seq']}")
+        for s in result["sentences"]:
+            print(f"  {s['tokens']:>3} tokens {s['cycles']:>10,} cycles  cosine {s['cosine']:.4f}  "
+                  f"{s['text'][:60]}")
+        print(f"  cosine mean {result['cosine_mean']:.4f}, min {result['cosine_min']:.4f}"
+              + (f"; spearman {result['spearman']:.4f}" if result["spearman"] is not None else ""))
+        print(f"  cycles {result['cycles']:,}, predicted {result['predicted_cycles']:,}")
+        for c in result["classes"]:
+            print(f"    {c['class']:<10} {c['cycles']:>12,} measured {c['predicted']:>12,} "
+                  f"predicted {c['difference']:+.2%}")
+        print(f"  match: {'yes' if result['match'] else 'NO'} (every layer vs the integer golden "
+              f"model); {result['seconds']:.1f} s")
+    return 0 if result["match"] else 1
+
+
+def run_bench_model(args):
+    from .bench import columns, write_results
+    texts = read_sentences(EVALUATION)
+    if args.sentences:
+        texts = texts[:args.sentences]
+    rows, pictures = [], []
+    for hw in (args.hw, args.small_hw):
+        print(f"model: {len(texts)} sentences on {hw}", file=sys.stderr, flush=True)
+        result = encode(texts, checkpoint=args.checkpoint, hw=hw, quiet=False)
+        cycles_per = result["cycles"] / len(texts)
+        rows.append({"hardware": result["hardware"], "design": result["design"], "seq": result["seq"],
+                     "texts": len(texts), "match": result["match"],
+                     "cosine_mean": result["cosine_mean"], "cosine_min": result["cosine_min"],
+                     "spearman": result["spearman"], "cycles_per_sentence": cycles_per,
+                     "predicted_per_sentence": result["predicted_cycles"] / len(texts),
+                     "latency_ms": cycles_per / (result["clock_mhz"] * 1e3),
+                     "seconds": result["seconds"], "classes": result["classes"]})
+        pictures.append((result["hardware"], result["embeddings"], result["reference"]))
+    table = columns("hardware", ("seq", "seq", "{}"), ("cos mean", "cosine_mean", "{:.4f}"),
+                    ("cos min", "cosine_min", "{:.4f}"),
+                    ("spearman", lambda r: "-" if r["spearman"] is None else f"{r['spearman']:.4f}"),
+                    ("cycles/sentence", "cycles_per_sentence", "{:,.0f}"),
+                    ("predicted", "predicted_per_sentence", "{:,.0f}"),
+                    ("ms at clock", "latency_ms", "{:.3f}"),
+                    ("match", lambda r: "yes" if r["match"] else "NO"), ("sim s", "seconds", "{:.0f}"))
+    write_results(args.out, "model", rows, table, "bertforge bench model", notes=[
+        f"{Path(str(args.checkpoint)).name}: {len(texts)} evaluation sentences "
+        "(generators/data/evaluation.txt); cosine of each sentence embedding against the float64 "
+        "model; spearman of the pairwise similarities; match = every layer bit-exact"])
+    _plot(Path(args.out) / "similarity.png", pictures)
+    return 0 if all(r["match"] for r in rows) else 1
+
+
+def _plot(path, pictures):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 1 + len(pictures), figsize=(4.2 * (1 + len(pictures)), 4))
+    ref = pictures[0][2]
+    panels = [("float64 model", ref)] + [(f"hardware: {name}", got) for name, got, _ in pictures]
+    for ax, (title, emb) in zip(axes, panels):
+        image = ax.imshow(emb @ emb.T, vmin=-0.2, vmax=1.0, cmap="viridis")
+        ax.set_title(title, fontsize=9)
+    fig.colorbar(image, ax=axes, shrink=0.8)
+    tmp = path.with_name(path.name + ".tmp.png")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    tmp.replace(path)
