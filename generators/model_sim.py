@@ -27,7 +27,7 @@ import numpy as np
 from bertforge.sim.bert_golden import QuantizedModel, calibrate_model, float_forward, pool
 from bertforge.sim.encoder_run import check_shape
 from .analyze import analyze, load_hardware
-from .checkpoint import KNOWN, CheckpointError, fetch, load_checkpoint, tokenize
+from .checkpoint import KNOWN, fetch, load_checkpoint, tokenize
 from .cli_common import CliError, save_npy_atomic
 from .encoder_sim import compare_classes, compare_operations, encoder_config, simulate_encoder
 from .workload import BertModel

@@ -22,7 +22,7 @@ everywhere, exact softmax, erf GELU, LayerNorm with ``eps`` from config.json.
 
 import numpy as np
 
-from .encoder_golden import EncoderLayer, LINEAR, encoder_float, encoder_golden, quantize, _layernorm
+from .encoder_golden import EncoderLayer, encoder_float, encoder_golden, quantize, _layernorm
 
 __all__ = ["embed", "float_forward", "pool", "calibrate_model", "QuantizedModel",
            "integer_forward", "STAGES"]
