@@ -38,7 +38,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory, ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
 
-from .stream import Queue, clamp, delay
+from .stream import Queue, clamp, delay, stage
 from .tile_scheduler import CHANNEL_MULT_BITS
 
 __all__ = ["STAGE_QUEUE", "FEED_QUEUE", "read_request_layout", "write_request_layout",
@@ -174,7 +174,8 @@ class Loader(wiring.Component):
     once the writer has ``released`` the block two before its own. The
     issuer sends the read requests; the receiver tags the read data
     (:func:`loaded_beat_layout` on ``beat``, registered: the cycle after
-    the read beat) and pulses ``loaded`` with a chunk's last tagged beat. Slots alternate 0, 1, 0, ... per chunk and per block.
+    the read beat) and pulses ``loaded`` with a chunk's last tagged beat.
+    Slots alternate 0, 1, 0, ... per chunk and per block.
 
     Parameters
     ----------
@@ -400,15 +401,11 @@ class Accumulator(wiring.Component):
         m.d.comb += [addr.eq(slot * Mt + row), self.rd.addr.eq(addr), self.old.addr.eq(addr)]
         # Stage 1 (the cycle after the handshake): the buffer row arrives
         # (the old C row on a block's first chunk that accumulates).
-        s1_valid, s1_end, s1_init, s1_old = (Signal(name=f"acc1_{n}")
-                                             for n in ("valid", "end", "init", "old"))
-        s1_addr, s1_j = Signal.like(addr, name="acc1_addr"), Signal.like(j, name="acc1_j")
-        s1_row = Signal.like(c.payload.data, name="acc1_row")
         last_of_chunk = c.payload.last & (kb == d.kblocks - 1) & (j == d.tiles - 1)
-        m.d.sync += [s1_valid.eq(take), s1_addr.eq(addr), s1_j.eq(j), s1_row.eq(c.payload.data),
-                     s1_init.eq(d.first & ~d.accumulate & (kb == 0)),
-                     s1_old.eq(d.first & d.accumulate & (kb == 0)),
-                     s1_end.eq(take & last_of_chunk & d.last)]
+        s1 = stage(m, {"addr": addr, "j": j, "row": c.payload.data,
+                       "init": d.first & ~d.accumulate & (kb == 0),
+                       "old": d.first & d.accumulate & (kb == 0)}, "acc1",
+                   flags={"valid": take, "end": take & last_of_chunk & d.last})
         with m.If(take):
             m.d.sync += row.eq(row + 1)
             with m.If(c.payload.last):
@@ -423,25 +420,21 @@ class Accumulator(wiring.Component):
                             m.d.comb += block_done.eq(1)
         # Stage 2: add and write. A row written now and read by stage 1 is
         # forwarded (a read issued as it is written sees it: transparent).
-        s2_valid, s2_end = Signal(name="acc2_valid"), Signal(name="acc2_end")
-        s2_addr, s2_j = Signal.like(addr, name="acc2_addr"), Signal.like(j, name="acc2_j")
-        s2_row = Signal.like(c.payload.data, name="acc2_row")
-        s2_prior = Signal(C * aw, name="acc2_prior")
+        s2 = stage(m, {"addr": s1["addr"], "j": s1["j"], "row": s1["row"]}, "acc2",
+                   flags={"valid": s1["valid"], "end": s1["end"]})
+        prior = Signal(C * aw, name="acc2_prior")
         sums = []
         for q in range(C):
             total = Signal(signed(aw + 1), name=f"acc_sum{q}")
-            m.d.comb += total.eq(s2_prior[q * aw:(q + 1) * aw].as_signed() + s2_row[q])
+            m.d.comb += total.eq(prior[q * aw:(q + 1) * aw].as_signed() + s2["row"][q])
             sums.append(clamp(total, aw))
-        forward = Signal(name="acc_forward")
-        m.d.comb += forward.eq(s2_valid & (s2_addr == s1_addr) & (s2_j == s1_j))
-        read = Mux(s1_old, self.old.data, self.rd.data).word_select(s1_j, C * aw)
-        m.d.sync += [s2_valid.eq(s1_valid), s2_end.eq(s1_end), s2_addr.eq(s1_addr),
-                     s2_j.eq(s1_j), s2_row.eq(s1_row),
-                     s2_prior.eq(Mux(s1_init, 0, Mux(forward, Cat(*sums), read)))]
-        m.d.comb += [self.wr.addr.eq(s2_addr), self.wr.data.eq(Cat(*(sums * cfg.group))),
-                     self.committed.eq(s2_end)]
+        forward = s2["valid"] & (s2["addr"] == s1["addr"]) & (s2["j"] == s1["j"])
+        read = Mux(s1["old"], self.old.data, self.rd.data).word_select(s1["j"], C * aw)
+        m.d.sync += prior.eq(Mux(s1["init"], 0, Mux(forward, Cat(*sums), read)))
+        m.d.comb += [self.wr.addr.eq(s2["addr"]), self.wr.data.eq(Cat(*(sums * cfg.group))),
+                     self.committed.eq(s2["end"])]
         for p in range(P):
-            m.d.comb += self.wr.en[p].eq(s2_valid & (s2_j == p // C))
+            m.d.comb += self.wr.en[p].eq(s2["valid"] & (s2["j"] == p // C))
         return m
 
 
