@@ -117,9 +117,15 @@ def gemm_top_config(target, clock_mhz, *, max_dsp=None, engine=None, **given):
     """The GEMM board top config of ``build`` (and ``bench boards``) for
     ``target``: ``engine``, or the family's :data:`GEMM_BOARD_DEFAULTS` with
     the ``given`` engine fields and ``mem_kib`` over them; the UART divisor
-    of ``clock_mhz``; ``max_dsp`` (default: the board's DSP count)."""
+    of ``clock_mhz``; ``max_dsp`` (default: the board's DSP count); the
+    family's :data:`~bertforge.boards.targets.ARRAY_MULTIPLY` unless
+    ``given`` sets the multiply fields."""
     from bertforge.boards.gemm_top import GemmTopConfig, board_engine_config
+    from bertforge.boards.targets import ARRAY_MULTIPLY
     fields = {**GEMM_BOARD_DEFAULTS.get(target.family, GEMM_BOARD_DEFAULTS[None]), **given}
+    if not {"multiply_stages", "multiplier_cell"} & set(given):
+        # ECP5: the PEs' multiplies in registered DSP blocks (as the systolic top).
+        fields.update(ARRAY_MULTIPLY.get(target.family, {}))
     kib = fields.pop("mem_kib")
     if not 1 <= kib <= 64:
         raise CliError(f"--mem-kib must be between 1 and 64, not {kib}")

@@ -14,7 +14,7 @@ import numpy as np
 
 from bertforge.rtl.errors import ParameterError
 from bertforge.sim.fixed_golden import channel_scale_words, command_scale, scale_words
-from bertforge.sim.gemm_golden import matrix_view
+from bertforge.sim.gemm_golden import matrix_view, output_dtype
 from bertforge.sim.gemm_harness import MAX_COMMANDS, harness_verilog
 from .cli_common import CliError, bounded_int, load_int_matrix, load_npy, positive_int
 from .simulate import make_stimulus, simulate
@@ -78,8 +78,10 @@ def random_operands(config, rng, m, k, n, *, extreme=False):
 def _epilogue(memory, p, n, rng):
     """The bias and requantization of problem ``p`` (C has ``n`` columns):
     vectors placed in ``memory``, the command fields."""
-    fields = {"int8": int(bool(p.get("int8"))), "multiplier": int(p.get("multiplier", 1)),
-              "shift": int(p.get("shift", 0))}
+    int16 = int(bool(p.get("int16")))
+    fields = {"int8": int(bool(p.get("int8"))), "int16": int16,
+              "multiplier": int(p.get("multiplier", 1)), "shift": int(p.get("shift", 0))}
+    narrow = {"int8": 1 - int16, "int16": int16}    # a scale without int16 means int8
     bias = p.get("bias")
     if bias is not None and np.ndim(bias) == 0:     # a flag: random or none
         bias = rng.integers(-BIAS_RANGE, BIAS_RANGE + 1, n) if bias else None
@@ -94,7 +96,7 @@ def _epilogue(memory, p, n, rng):
     words = None
     if p.get("scale") is not None:
         scale = np.asarray(p["scale"], dtype=np.float64)
-        fields["int8"] = 1
+        fields.update(narrow)
         if scale.ndim == 0:
             fields["multiplier"], fields["shift"] = command_scale(float(scale))
         elif scale.shape == (n,):
@@ -108,7 +110,7 @@ def _epilogue(memory, p, n, rng):
             raise ParameterError(f"multipliers and shifts must have {n} values (one per column "
                                  f"of C), not {words.size}")
     if words is not None:
-        fields.update(int8=1, per_channel=1, scale_addr=memory.vector(words, "<u4"))
+        fields.update(narrow, per_channel=1, scale_addr=memory.vector(words, "<u4"))
     return fields
 
 
@@ -116,12 +118,12 @@ def layout_problems(config, problems, rng=None, *, extreme=False, b_key="b", pla
     """Place the matrices of ``problems`` in a memory image.
 
     Each problem is a dict with ``m, k, n`` and optional ``a``, ``b`` (the
-    matrices; random if absent), ``accumulate``, ``int8``, ``multiplier``,
-    ``shift``, ``bias`` (N integers, or True for random ones in
-    ``+-BIAS_RANGE``), ``scale`` (real: one for the command's multiplier
-    and shift, or N for per-channel scale words; implies ``int8``),
-    ``multipliers`` and ``shifts`` (N integers each: per-channel scale
-    words as they are; implies ``int8``), ``c_old`` (initial C for
+    matrices; random if absent), ``accumulate``, ``int8`` or ``int16``,
+    ``multiplier``, ``shift``, ``bias`` (N integers, or True for random
+    ones in ``+-BIAS_RANGE``), ``scale`` (real: one for the command's
+    multiplier and shift, or N for per-channel scale words; implies
+    ``int8`` unless ``int16``), ``multipliers`` and ``shifts`` (N integers
+    each: per-channel scale words as they are; the same), ``c_old`` (initial C for
     accumulate; random if absent),
     ``pad`` (extra bytes per row, to test strides), ``extreme`` (operands
     only -128 and 127), ``same_c_as`` (index of an
@@ -153,7 +155,7 @@ def layout_problems(config, problems, rng=None, *, extreme=False, b_key="b", pla
             prior = commands[p["same_c_as"]]
             c_addr, c_stride = prior["c_addr"], prior["c_stride"]
         else:
-            c_addr, c_stride = memory.place(m, n, 1 if fields["int8"] else 4, pad)
+            c_addr, c_stride = memory.place(m, n, np.dtype(output_dtype(fields)).itemsize, pad)
             if p.get("accumulate"):
                 c_old = p.get("c_old")
                 if c_old is None:
@@ -167,9 +169,9 @@ def layout_problems(config, problems, rng=None, *, extreme=False, b_key="b", pla
 
 
 def read_matrix(config, image, cmd):
-    """C of command ``cmd`` from a memory image (int32 or int8 values, int64)."""
+    """C of command ``cmd`` from a memory image (int32, int16 or int8 values, int64)."""
     return matrix_view(image, cmd["c_addr"], cmd["c_stride"], cmd["m"], cmd["n"],
-                       "<i1" if cmd["int8"] else "<i4").astype(np.int64)
+                       output_dtype(cmd)).astype(np.int64)
 
 
 def simulate_gemm(config, image, commands, *, seed=0, lat_min=1, lat_mask=0, p_req=0, p_data=0,
@@ -201,12 +203,14 @@ def add_sim_args(sub):
     sub.add_argument("--k", type=positive_int, help="columns of A, rows of B")
     sub.add_argument("--n", type=positive_int, help="columns of B and C")
     sub.add_argument("--int8", action="store_true", help="requantize C to int8")
+    sub.add_argument("--int16", action="store_true",
+                     help="requantize C to int16 (with --scale too: int16 instead of int8)")
     sub.add_argument("--multiplier", type=int, help="requantization multiplier (default 1)")
     sub.add_argument("--shift", type=int, help="requantization shift 0..63 (default 0)")
     sub.add_argument("--bias", nargs="?", const=True, metavar="BIAS.npy",
                      help="add a bias to every row of C: N int32 values (random ones without a file)")
     sub.add_argument("--scale", nargs="?", const=True, metavar="SCALE.npy",
-                     help="write int8 C = saturate(round((A @ B + bias) * scale)): one positive "
+                     help="write int8 (--int16: int16) C = saturate(round((A @ B + bias) * scale)): one positive "
                           "scale (shape () or (1,)) or one per column of C (N); random per-column "
                           "scales without a file")
     sub.add_argument("--batch", type=bounded_int(MAX_COMMANDS, "the harness's command queue"),
@@ -222,6 +226,8 @@ def add_sim_args(sub):
 
 
 def _check_knobs(args):
+    if args.int8 and args.int16:
+        raise CliError("--int8 and --int16 each choose C's type; give one")
     if args.scale is not None and (args.multiplier is not None or args.shift is not None):
         raise CliError("--scale sets the requantization; leave out --multiplier and --shift")
     if args.shift is not None and not 0 <= args.shift <= 63:
@@ -248,11 +254,11 @@ def sim_config(config, need_bytes, user_set):
     return dataclasses.replace(config, addr_width=width)
 
 
-def problem_bytes(config, m, k, n, int8, vectors=0):
-    """Bytes one problem takes in a :class:`MemoryImage`, with ``vectors``
-    bias or scale vectors."""
+def problem_bytes(config, m, k, n, osize, vectors=0):
+    """Bytes one problem takes in a :class:`MemoryImage`, C of ``osize``
+    bytes per element, with ``vectors`` bias or scale vectors."""
     esize = config.width // 8
-    return ((m * k + k * n) * esize + m * n * (1 if int8 else 4) + (3 + vectors) * 32
+    return ((m * k + k * n) * esize + m * n * osize + (3 + vectors) * 32
             + vectors * 4 * n + config.mem_bytes * 2)
 
 
@@ -312,13 +318,16 @@ def _stimulus(config, args, m, k, n, operands, rng=None):
     """The problems of ``operands`` (``(a, b)`` pairs), with the command line's
     requantization, bias and scale."""
     bias, scale = _bias_and_scale(config, args, k, n, rng)
-    int8 = args.int8 or scale is not None
+    int16 = args.int16
+    int8 = (args.int8 or scale is not None) and not int16
     multiplier = 1 if args.multiplier is None else args.multiplier
     shift = 0 if args.shift is None else args.shift
-    problems = [{"m": m, "k": k, "n": n, "a": a, "b": b, "int8": int8, "multiplier": multiplier,
-                 "shift": shift, "bias": bias, "scale": scale} for a, b in operands]
+    problems = [{"m": m, "k": k, "n": n, "a": a, "b": b, "int8": int8, "int16": int16,
+                 "multiplier": multiplier, "shift": shift, "bias": bias, "scale": scale}
+                for a, b in operands]
     vectors = (bias is not None) + (np.ndim(scale) == 1)
-    config = sim_config(config, len(problems) * problem_bytes(config, m, k, n, int8, vectors),
+    osize = 1 if int8 else 2 if int16 else 4
+    config = sim_config(config, len(problems) * problem_bytes(config, m, k, n, osize, vectors),
                         args.cfg_addr_width is not None)
     what = f"{m}x{k}x{n}" + (f" x {len(problems)} commands" if len(problems) > 1 else "")
     return make_stimulus(config, {"m": m, "k": k, "n": n, "batch": len(problems)}, what,
@@ -356,14 +365,16 @@ def random_stimulus(config, args, rng):
 
 
 def _float_lsb_error(problems, outputs):
-    """Largest ``|out - clip((A @ B + bias) * scale, -128, 127)|`` over the
-    outputs of ``problems`` (with real scales), in float64: output LSBs."""
+    """Largest ``|out - clip((A @ B + bias) * scale, lo, hi)|`` over the
+    outputs of ``problems`` (with real scales; int8 or int16 bounds), in
+    float64: output LSBs."""
     worst = 0.0
     for p, out in zip(problems, outputs):
         acc = np.asarray(p["a"], dtype=np.int64) @ np.asarray(p["b"], dtype=np.int64)
         if p["bias"] is not None:
             acc = acc + np.asarray(p["bias"], dtype=np.int64)
-        reference = np.clip(acc * np.asarray(p["scale"], dtype=np.float64), -128, 127)
+        hi = (1 << (15 if p["int16"] else 7)) - 1
+        reference = np.clip(acc * np.asarray(p["scale"], dtype=np.float64), -hi - 1, hi)
         worst = max(worst, float(np.abs(out - reference).max()))
     return worst
 
@@ -378,7 +389,7 @@ def run(config, stimulus, args):
     result["max_lsb_error_vs_float"] = None
     if result["image"] is not None:
         outputs = [read_matrix(config, result["image"], cmd) for cmd in commands]
-        result["output"] = outputs[0].astype(np.int8 if commands[0]["int8"] else np.int32)
+        result["output"] = outputs[0].astype(np.dtype(output_dtype(commands[0])).type)
         if problems[0]["scale"] is not None:
             result["max_lsb_error_vs_float"] = _float_lsb_error(problems, outputs)
     return result

@@ -440,9 +440,10 @@ class Accumulator(wiring.Component):
 
 class Requantizer(wiring.Component):
     """``lanes`` pipelined requantizers: ``y = clamp((x * mult + 2**(shift-1))
-    >> shift)`` to int8 (:func:`bertforge.rtl.fixed.requantize`; ``x`` signed
-    32-bit, ``mult`` unsigned 32-bit, ``shift`` 0..63), :data:`LATENCY`
-    cycles after the inputs.
+    >> shift)`` to int8, or to int16 with ``wide``
+    (:func:`bertforge.rtl.fixed.requantize`; ``x`` signed 32-bit, ``mult``
+    unsigned 32-bit, ``shift`` 0..63; ``wide`` for all lanes),
+    :data:`LATENCY` cycles after the inputs.
 
     No combinational 32 x 32 multiply: the product is four registered
     16 x 16 unsigned products (one DSP block each on iCE40 and ECP5:
@@ -463,17 +464,20 @@ class Requantizer(wiring.Component):
             "x": In(signed(32)).array(lanes),
             "mult": In(32).array(lanes),
             "shift": In(6).array(lanes),
-            "y": Out(signed(8)).array(lanes),
+            "wide": In(1),
+            "y": Out(signed(16)).array(lanes),
         })
 
     def elaborate(self, platform):
         m = Module()
+        wide = delay(m, self.wide, self.LATENCY - 1, "q_wide")
         for lane in range(self.lanes):
-            self._lane(m, self.x[lane], self.mult[lane], self.shift[lane], self.y[lane], f"q{lane}")
+            self._lane(m, self.x[lane], self.mult[lane], self.shift[lane], wide, self.y[lane],
+                       f"q{lane}")
         return m
 
     @staticmethod
-    def _lane(m, x, mult, shift, y, name):
+    def _lane(m, x, mult, shift, wide, y, name):
         def reg(shape, what):
             return Signal(shape, name=f"{name}_{what}", reset_less=True)
         # x * mult = xu * mult - 2**32 * mult (x < 0), xu = x as unsigned.
@@ -500,26 +504,28 @@ class Requantizer(wiring.Component):
         coarse = reg(signed(67), "coarse")    # shifted by the multiple of 8
         s5 = reg(3, "s5")
         m.d.sync += [coarse.eq(rounded >> Cat(Const(0, 3), s4[3:])), s5.eq(s4[:3])]
-        m.d.sync += y.eq(clamp(coarse >> s5, 8))
+        m.d.sync += y.eq(Mux(wide, clamp(coarse >> s5, 16), clamp(coarse >> s5, 8)))
 
 
 def writer_fields():
     """The descriptor fields the :class:`Writer` reads."""
-    return ("error", "end", "c_base", "c_stride", "m_len", "n_len", "int8", "multiplier",
-            "shift", "tag", "bias", "per_channel")
+    return ("error", "end", "c_base", "c_stride", "m_len", "n_len", "int8", "int16",
+            "multiplier", "shift", "tag", "bias", "per_channel")
 
 
 class Writer(wiring.Component):
     """Writes a block's rows: ``acc + bias`` (saturating to int32) as int32,
-    or requantized to int8 with the command's (multiplier, shift) or one per
-    column.
+    or requantized to int8 or int16 with the command's (multiplier, shift)
+    or one per column.
 
     Takes one descriptor per block (its last chunk) or per bad command
     (``error``: no write, an error completion). Once the accumulator has
     ``committed`` the block, each row is read in *pieces* of ``Q =
     mem_width / 32`` columns, one per cycle: ``ceil(n_len / Q)`` per row in
-    both modes. An int32 piece is one write beat; int8 pieces go through the
-    :class:`Requantizer` (``Q`` lanes) and a row's bytes leave as one beat.
+    every mode. An int32 piece is one write beat; int8 and int16 pieces go
+    through the :class:`Requantizer` (``Q`` lanes) and are gathered: an
+    int8 row leaves as one beat (``panel <= mem_bytes``), an int16 row as a
+    beat per two pieces (and its last piece).
     After the block's last read it pulses ``released``. ``done`` gets one
     completion per command, after its last write beat was taken.
 
@@ -606,20 +612,25 @@ class Writer(wiring.Component):
 
         # Everything known at issue, registered (stage 1, with the buffer
         # reads); ``side`` then travels along the pipeline unchanged.
-        side = Signal(data.StructLayout({"entry": entry_layout, "int8": 1, "emit": 1,
+        side = Signal(data.StructLayout({"entry": entry_layout, "int8": 1, "int16": 1, "emit": 1,
                                          "at": range(max(pieces_max, 4) + 1), "valid": 1}))
         at = side.at
         bias_on, per_channel = Signal(), Signal()
         mult, shift = Signal(32), Signal(6)
         m.d.sync += side.valid.eq(go)
+        # The write beat's offset in the row: a beat per piece (int32), per
+        # two pieces (int16), per row (int8).
+        offset = Mux(d.int16, (piece >> 1) << mb_bits, piece << mb_bits)
         with m.If(go):
             m.d.sync += [
-                side.entry.addr.eq(Mux(d.int8, base, base + (piece << mb_bits))),
+                side.entry.addr.eq(Mux(d.int8, base, base + offset)),
                 side.entry.bytes.eq(Mux(d.int8, d.n_len,
-                                        Mux(last_piece, total - (piece << mb_bits), MB))),
+                                        Mux(last_piece, Mux(d.int16, d.n_len << 1, total) - offset,
+                                            MB))),
                 side.entry.cmd_end.eq(d.error | (d.end & last_piece & last_row)),
                 side.entry.error.eq(d.error), side.entry.tag.eq(d.tag),
-                side.int8.eq(d.int8), side.emit.eq(d.error | ~d.int8 | last_piece),
+                side.int8.eq(d.int8), side.int16.eq(d.int16),
+                side.emit.eq(d.error | last_piece | ~(d.int8 | d.int16) | (d.int16 & piece[0])),
                 at.eq(piece),
                 bias_on.eq(d.bias), per_channel.eq(d.per_channel),
                 mult.eq(d.multiplier), shift.eq(d.shift),
@@ -654,23 +665,27 @@ class Writer(wiring.Component):
             ]
             m.d.comb += requant.x[q].eq(value)
             values.append(value)
+        m.d.comb += requant.wide.eq(delay(m, side.int16, 2, "wr_wide"))
 
-        # Requantized: int8 rows gather their pieces' bytes.
+        # Requantized: the pieces' int8 or int16 values gather into a beat
+        # (int8: piece ``at`` at byte ``Q * at``; int16: at ``2Q * (at % 2)``).
         final = delay(m, side, 2 + Requantizer.LATENCY, "wr_side", reset_less=False)
         plain = delay(m, Cat(*values), Requantizer.LATENCY, "wr_int32")
-        gathered = Signal(8 * Q * pieces_max)
-        piece_bytes = Cat(*requant.y)
+        narrow = {1: Cat(*[y[:8] for y in requant.y]), 2: Cat(*requant.y)}
+        gathered = Signal(8 * min(MB, 2 * Q * pieces_max))
         merged = Signal.like(gathered)
-        for number in range(pieces_max):
-            part = gathered[8 * Q * number:8 * Q * (number + 1)]
-            m.d.comb += merged[8 * Q * number:8 * Q * (number + 1)].eq(
-                Mux(final.at == number, piece_bytes, part))
+        for byte in range(len(gathered) // 8):
+            old = gathered[8 * byte:8 * (byte + 1)]
+            new = {size: narrow[size].word_select(byte % (size * Q), 8) for size in (1, 2)}
+            as8 = Mux(final.at == byte // Q, new[1], old) if byte < Q * pieces_max else old
+            as16 = Mux(final.at[0] == byte // (2 * Q), new[2], old)
+            m.d.comb += merged[8 * byte:8 * (byte + 1)].eq(Mux(final.int16, as16, as8))
         with m.If(final.valid):
             m.d.sync += gathered.eq(merged)
         entry = Signal(entry_layout)
         m.d.comb += [
             entry.eq(final.entry),
-            entry.data.eq(Mux(final.int8, merged, plain)),
+            entry.data.eq(Mux(final.int8 | final.int16, merged, plain)),
             out.i.payload.eq(entry), out.i.valid.eq(final.valid & final.emit),
         ]
         m.d.sync += inflight.eq(inflight + go - final.valid)
@@ -748,7 +763,7 @@ class StagedEngine(wiring.Component):
 
         # Stage queues, filled by the fan-out of the descriptors.
         loader_fields = sorted({name for name in layout.members} - {"error", "end", "tag",
-                                                                   "multiplier", "shift", "int8",
+                                                                   "multiplier", "shift", "int8", "int16",
                                                                    "tiles", "kblocks"})
         loader = m.submodules.loader = Loader(cfg, project(layout, loader_fields), jobs,
                                               feeders=len(feeders))

@@ -49,6 +49,10 @@ class GemmConfig(Config):
         WS only: activation rows per weight block (rows of the A and
         accumulator buffers); at least ``rows`` keeps the array busy (a block
         takes ``max(m_tile, rows)`` cycles). OS blocks are always ``rows`` rows.
+    multiply_stages, multiplier_cell
+        The PEs' multiply pipeline, as in
+        :class:`~bertforge.rtl.systolic.SystolicConfig` (each stage a cycle
+        more of array latency; the cycle model follows).
     """
 
     rows: int = 4
@@ -61,6 +65,10 @@ class GemmConfig(Config):
     dim_width: int = 16
     k_chunk: int = 256
     m_tile: int = 16
+    multiply_stages: int = 1
+    multiplier_cell: str = "inferred"
+
+    LATE_FIELDS = ("multiply_stages", "multiplier_cell")
 
     def __post_init__(self):
         check_size(self, 64)
@@ -80,6 +88,7 @@ class GemmConfig(Config):
             raise ParameterError(f"k_chunk must be a multiple of mem_width // width = {self.lanes}, "
                              f"not {self.k_chunk}")
         check_int("m_tile", self.m_tile, maximum=4096)
+        self.systolic       # checks multiply_stages and multiplier_cell
 
     @property
     def name(self):
@@ -89,7 +98,9 @@ class GemmConfig(Config):
     def systolic(self):
         """The config of the engine's :class:`SystolicArray`."""
         return SystolicConfig(rows=self.rows, cols=self.cols, dataflow=self.dataflow,
-                              width=self.width, acc_width=self.acc_width)
+                              width=self.width, acc_width=self.acc_width,
+                              multiply_stages=self.multiply_stages,
+                              multiplier_cell=self.multiplier_cell)
 
     @property
     def mem_bytes(self):

@@ -12,7 +12,8 @@ checks it and cuts it into *chunks*, one descriptor each, in the order
 Every chunk of a (m0, n0) block accumulates into the same on-chip
 accumulator block; the chunk with ``last`` set ends the block, and the one
 with ``end`` set ends the command. A bad command (M, K or N = 0, a matrix
-that leaves the address space, accumulate with int8 output) gives one
+that leaves the address space, accumulate with int8 or int16 output, both
+int8 and int16) gives one
 descriptor with ``error`` set and nothing else.
 """
 
@@ -34,9 +35,10 @@ def command_layout(config):
     ``m, k, n``: sizes; ``*_addr``: byte address of element [0, 0];
     ``*_stride``: bytes between rows; ``accumulate``: C = C + A @ B;
     ``bias``: add the int32 vector of N values at ``bias_addr`` to every row
-    (``acc + bias`` saturates to int32); ``int8``: write
-    ``requantize(acc, multiplier, shift)`` as int8 instead of int32, with
-    ``per_channel`` one (multiplier, shift) per output column instead: N
+    (``acc + bias`` saturates to int32); ``int8`` (``int16``): write
+    ``requantize(acc, multiplier, shift)`` saturated to int8 (int16)
+    instead of int32, with ``per_channel`` one (multiplier, shift) per
+    output column instead: N
     little-endian 32-bit words at ``scale_addr``, multiplier in bits 0-25
     (:data:`CHANNEL_MULT_BITS`), shift in bits 26-31; ``tag``: echoed on
     the completion.
@@ -48,7 +50,7 @@ def command_layout(config):
         "a_stride": addr, "b_stride": addr, "c_stride": addr,
         "accumulate": 1, "int8": 1,
         "multiplier": unsigned(32), "shift": unsigned(6), "tag": unsigned(8),
-        "bias": 1, "per_channel": 1, "bias_addr": addr, "scale_addr": addr,
+        "bias": 1, "per_channel": 1, "bias_addr": addr, "scale_addr": addr, "int16": 1,
     })
 
 
@@ -79,7 +81,7 @@ def chunk_layout(config):
         "first": 1, "last": 1, "end": 1, "error": 1,
         "accumulate": 1, "int8": 1,
         "multiplier": unsigned(32), "shift": unsigned(6), "tag": unsigned(8),
-        "bias": 1, "per_channel": 1, "bias_base": addr, "scale_base": addr,
+        "bias": 1, "per_channel": 1, "bias_base": addr, "scale_base": addr, "int16": 1,
     })
 
 
@@ -123,6 +125,8 @@ class TileScheduler(wiring.Component):
         esize = cfg.width // 8
         limit = 1 << aw
         new = self.cmd.payload
+        # log2 of C's bytes per element: int32, int16 or int8.
+        osize_bits = Mux(cmd.int8, 0, Mux(cmd.int16, 1, 2))
         products = []   # (multiplier bits, shifted stride, product, initial values)
         for rows, stride in ((new.m, new.a_stride), (new.k, new.b_stride), (new.m, new.c_stride)):
             products.append((Signal(dw), Signal(aw + dw), Signal(aw + dw), rows - 1, stride))
@@ -133,14 +137,15 @@ class TileScheduler(wiring.Component):
         m.d.comb += [
             a_end.eq(cmd.a_addr + a_prod + cmd.k * esize),
             b_end.eq(cmd.b_addr + b_prod + cmd.n * esize),
-            c_end.eq(cmd.c_addr + c_prod + Mux(cmd.int8, cmd.n, cmd.n << 2)),
+            c_end.eq(cmd.c_addr + c_prod + (cmd.n << osize_bits)),
             bias_end.eq(cmd.bias_addr + (cmd.n << 2)),
             scale_end.eq(cmd.scale_addr + (cmd.n << 2)),
         ]
+        narrow = cmd.int8 | cmd.int16
         check = ((cmd.m == 0) | (cmd.k == 0) | (cmd.n == 0) | (a_end > limit) | (b_end > limit)
-                 | (c_end > limit) | (cmd.accumulate & cmd.int8)
+                 | (c_end > limit) | (cmd.accumulate & narrow) | (cmd.int8 & cmd.int16)
                  | (cmd.bias & (bias_end > limit))
-                 | (cmd.per_channel & (~cmd.int8 | (scale_end > limit))))
+                 | (cmd.per_channel & (~narrow | (scale_end > limit))))
 
         # What is left of m, n and k from (m0, n0, k0) on, kept in registers.
         rows_left = Signal(cfg.dim_width)
@@ -174,14 +179,14 @@ class TileScheduler(wiring.Component):
         m.d.comb += [
             d.a_base.eq(a_row + (k0 << (esize - 1))),
             d.b_base.eq(b_row + (n0 << (esize - 1))),
-            d.c_base.eq(c_row + Mux(cmd.int8, n0, n0 << 2)),
+            d.c_base.eq(c_row + (n0 << osize_bits)),
             d.a_stride.eq(cmd.a_stride), d.b_stride.eq(cmd.b_stride), d.c_stride.eq(cmd.c_stride),
             d.m_len.eq(Mux(last_m, rows_left, cfg.block_rows)),
             d.n_len.eq(n_len), d.k_len.eq(k_len),
             d.tiles.eq(tiles_lut[n_len]),
             d.kblocks.eq(kblocks),
             d.first.eq(k0 == 0), d.last.eq(last_k), d.end.eq(last_k & last_n & last_m),
-            d.accumulate.eq(cmd.accumulate), d.int8.eq(cmd.int8),
+            d.accumulate.eq(cmd.accumulate), d.int8.eq(cmd.int8), d.int16.eq(cmd.int16),
             d.multiplier.eq(cmd.multiplier), d.shift.eq(cmd.shift), d.tag.eq(cmd.tag),
             d.bias.eq(cmd.bias), d.per_channel.eq(cmd.per_channel),
             d.bias_base.eq(cmd.bias_addr + (n0 << 2)), d.scale_base.eq(cmd.scale_addr + (n0 << 2)),

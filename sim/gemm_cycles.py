@@ -22,8 +22,8 @@ most :data:`EXACT_MAX_LATENCY`, no stalls) the count is exact:
     cycles = start_cycles + max(lat, 2) + beats(first chunk) + systolic_cycles(all tiles)
              + END + rows(last block) * ceil(n_len(last block) / Q)
 
-where the writer takes ``ceil(n_len / Q)`` cycles per output row, int32 or
-int8, ``Q = mem_bytes // 4`` (:func:`write_cycles`).
+where the writer takes ``ceil(n_len / Q)`` cycles per output row, int32,
+int16 or int8, ``Q = mem_bytes // 4`` (:func:`write_cycles`).
 
 Otherwise (memory bound) the same walk estimates it.
 """
@@ -103,8 +103,8 @@ def load_beats(config, chunk, b_rows=None):
 
 def write_cycles(config, chunk):
     """Cycles the writer takes for a block: ``ceil(n_len / Q)`` per output
-    row, ``Q = mem_bytes // 4`` (int32 values per beat; int8 rows take as
-    long, the requantizer has Q multipliers)."""
+    row, ``Q = mem_bytes // 4`` (int32 values per beat; int8 and int16 rows
+    take as long, the requantizer has Q lanes)."""
     return chunk["m_len"] * -(-chunk["n_len"] // (config.mem_bytes // 4))
 
 

@@ -7,11 +7,11 @@ from .systolic_golden import saturating_matmul
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["gemm_golden", "command_error", "command_rejected", "command_fields", "FIELDS",
-           "reduction_pieces", "run_commands", "write_result", "matrix_view"]
+           "reduction_pieces", "run_commands", "write_result", "matrix_view", "output_dtype"]
 
 #: The fields :func:`command_error` checks.
 _CHECKED = ("m", "k", "n", "a_addr", "b_addr", "c_addr", "a_stride", "b_stride", "c_stride",
-            "accumulate", "int8", "bias", "per_channel", "bias_addr", "scale_addr")
+            "accumulate", "int8", "bias", "per_channel", "bias_addr", "scale_addr", "int16")
 #: Fields of a dense command that the golden and cycle models read (``tag`` aside).
 FIELDS = _CHECKED + ("multiplier", "shift")
 _INT32 = (-(1 << 31), (1 << 31) - 1)
@@ -30,7 +30,8 @@ def reduction_pieces(config, k):
             for s in range(0, k, lanes) for b in range(0, min(lanes, k - s), config.rows)]
 
 
-def gemm_golden(config, a, b, *, c_old=None, bias=None, int8=False, multiplier=1, shift=0):
+def gemm_golden(config, a, b, *, c_old=None, bias=None, int8=False, int16=False, multiplier=1,
+                shift=0):
     """``A @ B`` as the engine computes it.
 
     ``acc = clamp(c_old)`` (accumulate) or 0; for each reduction piece ``p``
@@ -38,8 +39,8 @@ def gemm_golden(config, a, b, *, c_old=None, bias=None, int8=False, multiplier=1
     ``acc = clamp(acc + saturating_matmul(A[:, p], B[p]))``, clamping to
     ``signed(acc_width)``; with ``bias`` (N integers, one per column)
     ``acc = clamp(acc + bias)`` to int32. Returns ``acc`` (int64, the int32
-    output) or, with ``int8``, ``requantize(acc, multiplier, shift)`` (round
-    to nearest, ties up, saturate to int8), ``multiplier`` and ``shift``
+    output) or, with ``int8`` (``int16``), ``requantize(acc, multiplier,
+    shift)`` (round to nearest, ties up, saturate to int8 or int16), ``multiplier`` and ``shift``
     scalars or one per column (length N). When no sum saturates this is the
     plain product (plus the bias).
     """
@@ -65,21 +66,28 @@ def gemm_golden(config, a, b, *, c_old=None, bias=None, int8=False, multiplier=1
             raise ParameterError(f"bias must have one value per column of B ({b.shape[1]}), "
                                  f"not shape {bias.shape}")
         acc = np.clip(acc + bias, *_INT32)
-    if int8:
-        return requantize(acc, multiplier, shift, 8)
+    if int8 or int16:
+        return requantize(acc, multiplier, shift, 8 if int8 else 16)
     return acc
+
+
+def output_dtype(cmd):
+    """C's little-endian dtype for command dict ``cmd``: int8, int16 or int32."""
+    return "<i1" if cmd.get("int8") else "<i2" if cmd.get("int16") else "<i4"
 
 
 def command_error(config, m, k, n, a_addr, b_addr, c_addr, a_stride, b_stride, c_stride,
                   accumulate=False, int8=False, *, bias=False, per_channel=False, bias_addr=0,
-                  scale_addr=0):
+                  scale_addr=0, int16=False):
     """True if the engine rejects this command: a size of 0, a matrix (or,
     when used, the bias vector or the per-channel scale words: N 4-byte
     values each) that leaves the ``2**addr_width`` byte address space,
-    accumulate with int8 output, or per-channel scales without int8 output."""
-    if min(m, k, n) == 0 or (accumulate and int8) or (per_channel and not int8):
+    accumulate with int8 or int16 output, both int8 and int16, or
+    per-channel scales with int32 output."""
+    narrow = int8 or int16
+    if min(m, k, n) == 0 or (accumulate and narrow) or (int8 and int16) or (per_channel and not narrow):
         return True
-    esize, osize, limit = config.width // 8, 1 if int8 else 4, 1 << config.addr_width
+    esize, osize, limit = config.width // 8, 1 if int8 else 2 if int16 else 4, 1 << config.addr_width
     return bool(a_addr + (m - 1) * a_stride + k * esize > limit
                 or b_addr + (k - 1) * b_stride + n * esize > limit
                 or c_addr + (m - 1) * c_stride + n * osize > limit
@@ -110,14 +118,14 @@ def write_result(config, image, c, a, b):
     read its old C, bias and scale words from ``image``, compute C with
     :func:`gemm_golden` and write it into ``image``."""
     n = c["n"]
-    out = matrix_view(image, c["c_addr"], c["c_stride"], c["m"], n, "<i1" if c["int8"] else "<i4")
+    out = matrix_view(image, c["c_addr"], c["c_stride"], c["m"], n, output_dtype(c))
     c_old = out.astype(np.int64) if c["accumulate"] else None
     bias = matrix_view(image, c["bias_addr"], 4, 1, n, "<i4")[0] if c["bias"] else None
     multiplier, shift = c["multiplier"], c["shift"]
     if c["per_channel"]:
         multiplier, shift = split_scale_words(matrix_view(image, c["scale_addr"], 4, 1, n, "<u4")[0])
     out[...] = gemm_golden(config, a, b, c_old=c_old, bias=bias, int8=bool(c["int8"]),
-                           multiplier=multiplier, shift=shift)
+                           int16=bool(c["int16"]), multiplier=multiplier, shift=shift)
 
 
 def run_commands(config, image, commands):

@@ -39,7 +39,7 @@ __all__ = ["GemmHarness", "harness_name", "harness_verilog", "add_sim_memory", "
            "SIM_MEMORY_VERILOG"]
 
 #: Commands the harness queue holds.
-MAX_COMMANDS = 32
+MAX_COMMANDS = 40
 
 #: The testbench memory: registered (read-before-write) read ports ``h`` (host),
 #: ``r0``, ``r1``; bit-masked write ports ``h``, ``w0``, ``w1``; zero at start.

@@ -17,12 +17,14 @@ from bertforge.sim.fixed_golden import requantize
 from bertforge.sim.gemm_golden import run_commands
 
 
-def test_requantizer_matches_the_golden_rule_after_its_latency():
+@pytest.mark.parametrize("bits", [8, 16])
+def test_requantizer_matches_the_golden_rule_after_its_latency(bits):
     lanes = 3
     rng = np.random.default_rng(1)
     cases = [(-2**31, 2**32 - 1, 0), (2**31 - 1, 2**32 - 1, 63), (-2**31, 2**32 - 1, 63),
              (-1, 1, 1), (1, 1, 1), (-3, 1, 1), (0, 0, 0), (127, 1, 0), (-129, 1, 0),
-             (2**31 - 1, 1, 24), (-2**31, 2**31, 55)]
+             (2**31 - 1, 1, 24), (-2**31, 2**31, 55), (32767, 1, 0), (-32769, 1, 0),
+             (65535, 1, 1), (-65537, 1, 1)]
     cases += [(int(rng.integers(-2**31, 2**31)), int(rng.integers(0, 2**32)),
                int(rng.integers(0, 64))) for _ in range(60)]
     cases += [(int(rng.integers(-2**20, 2**20)), int(rng.integers(0, 2**26)),
@@ -32,6 +34,7 @@ def test_requantizer_matches_the_golden_rule_after_its_latency():
     got = []
 
     async def bench(ctx):
+        ctx.set(dut.wide, bits == 16)
         for step in steps + [steps[0]] * Requantizer.LATENCY:
             for lane, (x, mult, shift) in enumerate(step):
                 ctx.set(dut.x[lane], x)
@@ -46,7 +49,7 @@ def test_requantizer_matches_the_golden_rule_after_its_latency():
     sim.run()
     # y after the tick of step i holds step i + 1 - LATENCY
     for index, step in enumerate(steps):
-        expected = [int(requantize(x, mult, shift, 8)) for x, mult, shift in step]
+        expected = [int(requantize(x, mult, shift, bits)) for x, mult, shift in step]
         assert got[index + Requantizer.LATENCY - 1] == expected, (index, step)
 
 
@@ -107,14 +110,19 @@ def test_engine_with_bias_and_per_channel_scales(dataflow):
     problems = [dict(m=3, k=11, n=5, bias=True, scale=np.array([3e-3, 1e-2, 5e-2, 1e-3, 2e-3])),
                 dict(m=2, k=4, n=3, bias=np.array([2**31 - 1, -2**31, 7])),
                 dict(m=2, k=2, n=2, int8=1, multiplier=2**32 - 1, shift=40),
+                # int16 rows of 3 and 5 columns: one and two write beats each
+                dict(m=3, k=9, n=5, bias=True, int16=1, scale=np.array([1, 3, 5, 7, 9]) * 1e-2),
+                dict(m=2, k=20, n=3, extreme=True, int16=1, multiplier=1, shift=0),
                 dict(raw=dict(m=2, k=2, n=2, per_channel=1))]
     image, commands = layout_problems(config, problems, np.random.default_rng(4))
     expected = image.copy()
     errors = run_commands(config, expected, commands)
     done, _ = run_engine(config, image, commands)
     assert done == [(c["tag"], int(e)) for c, e in zip(commands, errors)]
-    assert errors == [False, False, False, True]
-    for cmd in commands[:3]:
+    assert errors == [False] * 5 + [True]
+    saturated = read_matrix(config, image, commands[4])
+    assert saturated.max() == 2**15 - 1 and saturated.min() == -2**15
+    for cmd in commands[:5]:
         assert np.array_equal(read_matrix(config, image, cmd), read_matrix(config, expected, cmd))
     assert np.array_equal(image, expected)
 

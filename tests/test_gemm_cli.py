@@ -120,6 +120,25 @@ def test_sim_user_bias_and_scale(scale_shape, tmp_path, capsys):
     assert error <= 0.5 + 1e-6
 
 
+def test_sim_int16_output_with_per_channel_scales(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    a = rng.integers(-128, 128, (5, 40)).astype(np.int8)
+    b = rng.integers(-128, 128, (40, 7)).astype(np.int8)
+    bias = rng.integers(-20000, 20000, 7).astype(np.int32)
+    scale = np.array([1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 1e-3])   # 3.0 saturates some outputs
+    assert main(["sim", "gemm", *TINY, *npy_flags(tmp_path, a=a, b=b, bias=bias, scale=scale),
+                 "--int16", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["match"] is True
+    c = np.load(tmp_path / "c.npy")
+    assert c.dtype == np.int16
+    reference = np.clip((a.astype(np.int64) @ b.astype(np.int64) + bias) * scale, -2**15, 2**15 - 1)
+    assert np.abs(reference).max() == 2**15      # saturation happened
+    error = np.abs(c - reference).max()
+    assert result["max_lsb_error_vs_float"] == pytest.approx(error)
+    assert error <= 0.5 + 1e-6
+
+
 def test_sim_random_batch_with_bias_and_scales(capsys):
     """Needs the RTL of issue #15 (bias and per-channel scales)."""
     assert main(["sim", "gemm", *TINY, "--m", "7", "--k", "13", "--n", "5", "--bias", "--scale",
@@ -141,8 +160,9 @@ def test_sim_random_bias_int32(capsys):
 @pytest.mark.parametrize("args, message", [
     (["--scale", "--multiplier", "3"], "--scale sets the requantization; leave out --multiplier and --shift"),
     (["--scale", "--shift", "3"], "--scale sets the requantization; leave out --multiplier and --shift"),
+    (["--int8", "--int16"], "--int8 and --int16 each choose C's type; give one"),
     (["--batch", "0"], "argument --batch: must be a positive integer, not 0"),
-    (["--batch", "33"], "argument --batch: at most 32 (the harness's command queue), not 33"),
+    (["--batch", "41"], "argument --batch: at most 40 (the harness's command queue), not 41"),
     (["--batch", "two"], "argument --batch: not an integer: 'two'"),
     (["--bias", "{d}/bias4.npy"], "bias file {d}/bias4.npy holds 4 values; it must hold N = 5, one per column of C"),
     (["--scale", "{d}/missing.npy"], "scale file {d}/missing.npy does not exist"),

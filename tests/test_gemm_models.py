@@ -97,6 +97,22 @@ def test_command_errors():
     assert not command_error(config, **dict(ok, c_addr=4096 - 16 - 16))
     assert command_error(config, **dict(ok, c_addr=4096 - 16 - 15))
     assert command_error(config, **ok, accumulate=True, int8=True)
+    # int16 C: two bytes per element; one output type; no accumulate.
+    assert not command_error(config, **dict(ok, c_addr=4096 - 16 - 8), int16=True)
+    assert command_error(config, **dict(ok, c_addr=4096 - 16 - 7), int16=True)
+    assert command_error(config, **ok, int8=True, int16=True)
+    assert command_error(config, **ok, accumulate=True, int16=True)
+    assert not command_error(config, **ok, int16=True, per_channel=True, scale_addr=0)
+
+
+def test_golden_int16_output_rounds_and_saturates_to_16_bits():
+    config = GemmConfig(rows=2, cols=2, mem_width=64, addr_width=12)
+    a = np.array([[100, -100], [127, 127]])
+    b = np.array([[127, 1], [127, -1]])
+    # acc = [[0, 200], [32258, 0]]; * 3 / 2: 48387 saturates, 300 stays
+    out = gemm_golden(config, a, b, int16=True, multiplier=3, shift=1)
+    assert out.tolist() == [[0, 300], [32767, 0]]
+    assert gemm_golden(config, -a, b, int16=True, multiplier=3, shift=1)[1, 0] == -32768
 
 
 def test_run_commands_in_order():

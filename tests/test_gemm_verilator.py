@@ -1,7 +1,7 @@
 """GEMM engine on its emitted Verilog (harness with HDL memory) in Verilator.
 
 Three hardware configs by default (each costs a build): 2x2 OS, 3x5 WS and
-4x4 OS; 4x4 WS, 3x5 OS and 8x8 (both dataflows) are marked slow. Per config
+4x4 OS (three multiply stages); 4x4 WS, 3x5 OS and 8x8 (both dataflows) are marked slow. Per config
 one run checks exact cycles on compute-bound commands back to back, one run
 puts the issue's shapes, accumulate, int8 saturation and bad commands in one
 queue behind a memory with random latency and random stalls on every stream.
@@ -19,7 +19,8 @@ from bertforge.rtl.gemm import GemmConfig
 TINY = dataclasses.replace(PRESETS["gemm"]["tiny"], addr_width=15)   # 2x2 OS, as the CLI test
 WS_3X5 = GemmConfig(rows=3, cols=5, dataflow="ws", mem_width=64, addr_width=15, k_chunk=16,
                     m_tile=8)
-OS_4X4 = GemmConfig(rows=4, cols=4, mem_width=64, addr_width=15, k_chunk=16)
+# Three multiply stages, as the ECP5 board builds (two more cycles of array latency).
+OS_4X4 = GemmConfig(rows=4, cols=4, mem_width=64, addr_width=15, k_chunk=16, multiply_stages=3)
 SLOW = [
     GemmConfig(rows=4, cols=4, dataflow="ws", mem_width=64, addr_width=15, k_chunk=16, m_tile=8),
     # 128-bit memory: with 64 bits the panel is one 5-wide tile and a chunk's
@@ -39,7 +40,8 @@ def compute_bound(config):
     return [dict(m=mt, k=2 * config.k_chunk, n=p, bias=True, scale=np.linspace(2e-4, 3e-3, p)),
             dict(m=2 * mt, k=4 * config.k_chunk, n=2 * p),
             dict(m=mt, k=3 * config.k_chunk, n=p, pad=3),
-            dict(m=mt, k=2 * config.k_chunk, n=p, int8=1, multiplier=5, shift=14)]
+            dict(m=mt, k=2 * config.k_chunk, n=p, int8=1, multiplier=5, shift=14),
+            dict(m=mt, k=2 * config.k_chunk, n=p, int16=1, multiplier=5, shift=6)]
 
 
 def issue_shapes(config):
@@ -78,6 +80,13 @@ def issue_shapes(config):
         dict(raw=dict(m=2, k=2, n=2, per_channel=1)),                   # scales need int8
         dict(raw=dict(m=2, k=2, n=2, bias=1, bias_addr=top - 4)),       # bias leaves memory
         dict(raw=dict(m=2, k=2, n=3, int8=1, per_channel=1, scale_addr=top - 8)),
+        # int16 output (issue 16): saturating, per channel, rows of several beats.
+        dict(m=6, k=40, n=9, extreme=True, int16=1, multiplier=1, shift=0),
+        dict(m=7, k=13, n=2 * config.panel + 3, bias=True, int16=1,
+             scale=np.linspace(1e-2, 2e-1, 2 * config.panel + 3), pad=1),
+        dict(raw=dict(m=2, k=2, n=2, int8=1, int16=1)),                 # one output type
+        dict(raw=dict(m=2, k=2, n=2, accumulate=1, int16=1)),           # not supported
+        dict(raw=dict(m=2, k=2, n=3, int16=1, c_addr=top - 10, c_stride=6)),  # C leaves memory
     ]
 
 
@@ -105,6 +114,8 @@ def run_stress(config, tmp_path, seed):
     # Saturation really happened: the int8 outputs reach both limits.
     saturated = read_matrix(config, result["image"], commands[12])
     assert saturated.max() == 127 and saturated.min() == -128
+    saturated = read_matrix(config, result["image"], commands[-5])
+    assert saturated.max() == 2**15 - 1 and saturated.min() == -2**15
     return result
 
 
