@@ -45,7 +45,7 @@ def board_engine_config(*, rows=4, cols=4, mem_kib=16, min_chunk=64, **fields):
     (``max(32, rows*width, cols*width)`` bits rounded up to a power of two),
     ``addr_width`` from ``mem_kib``, short chunks (``min_chunk`` elements,
     or one memory word's); ``fields`` override."""
-    width = fields.get("width", 8)
+    width = 16 if fields.get("arith") in ("int16", "bf16") else fields.get("width", 8)
     need = max(32, rows * width, cols * width)
     mem_width = 1 << (need - 1).bit_length()
     values = dict(rows=rows, cols=cols, mem_width=mem_width,

@@ -53,15 +53,11 @@ model's layer in Verilator and compares with this prediction.
 Training (``training=True``) adds the backward pass and the optimizer
 step (class ``optimizer``, its bytes over the bandwidth, see
 :mod:`~bertforge.generators.workload`); backward GEMMs are their own
-class, ``gemm backward``. ``precision="bf16"`` costs every GEMM on a bf16
-engine of the [gemm] size: bf16 operands (2 bytes) and binary32 results
-(4 bytes), through :func:`~bertforge.sim.gemm_cycles.gemm_cycles` of the
-same engine with 16-bit operands and 32-bit results, which moves the same
-bytes per element; its array has the integer array's cycle model (the bf16
-PE, :class:`~bertforge.rtl.arith.Bf16Arith`, has the integer PE's
-pipeline: ``bertforge sim systolic --arith bf16`` measures it). The
-``GemmEngine`` itself does not take bf16 yet, so this is a model of that
-engine, not of RTL that exists. The softmax, layernorm and GELU units keep
+class, ``gemm backward``. ``precision="bf16"`` costs every GEMM on the bf16
+``GemmEngine`` of the [gemm] size (``arith = "bf16"``: bf16 operands, 2
+bytes, and float32 results, 4 bytes; no requantization) through
+:func:`~bertforge.sim.gemm_cycles.gemm_cycles`, the model its Verilator
+tests hold exact (``bertforge sim gemm --arith bf16``). The softmax, layernorm and GELU units keep
 their lanes per cycle and read bf16 (2-byte) activations.
 Memory-bound work is everything but the GEMMs (``memory_bound_share``).
 """
@@ -86,7 +82,7 @@ from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles, sparse_idea
 from bertforge.sim.sparse_golden import check_pattern, parse_pattern
 from bertforge.sim.softmax_cycles import softmax_cycles
 from .presets import ConfigError
-from .workload import encoder_layer
+from .workload import Operation, encoder_layer
 
 __all__ = ["Hardware", "load_hardware", "hardware_from_table", "analyze", "CLASSES", "format_table", "write_outputs"]
 
@@ -187,7 +183,7 @@ def _precision_engine(hw, precision):
         raise ConfigError(f"{hw.name}: the sparse engine is int8 only; --precision bf16 takes a "
                           "hardware config without [sparse]")
     try:
-        return dataclasses.replace(hw.gemm, width=16)
+        return dataclasses.replace(hw.gemm, arith="bf16")
     except ValueError as error:
         raise ConfigError(f"{hw.name}: [gemm] as a bf16 engine (16-bit operands): {error}") from None
 
@@ -196,8 +192,9 @@ def _gemm(hw, op, engine):
     """Cycles of ``op.count`` commands back to back (the count-th from the
     first two: each further command adds what the second did), and the
     ideal cycles of the MACs the array must do (compressed ones when sparse)."""
-    command = {"m": op.m, "k": op.k, "n": op.n, "int8": int(op.int8_out), "bias": int(op.bias),
-               "per_channel": int(op.per_channel and op.int8_out)}
+    narrow = op.int8_out and not engine.bf16    # a bf16 engine writes float32
+    command = {"m": op.m, "k": op.k, "n": op.n, "int8": int(narrow), "bias": int(op.bias),
+               "per_channel": int(op.per_channel and narrow)}
     if hw.sparse is None:
         model, config, ideal = gemm_cycles, engine, ideal_cycles
     else:
@@ -232,13 +229,18 @@ def _unit(hw, op, model):
 
 
 def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="int8",
-            optimizer="adam"):
+            optimizer="adam", transpose=False):
     """Per-operation and per-class cycles of one encoder layer (``bias``:
     the linear layers' biases and per-channel scales; ``precision``,
     ``optimizer``: as :func:`~bertforge.generators.workload.encoder_layer`
-    takes them)."""
+    takes them; ``transpose``: the layer makes the ``X^T`` of its k
+    projection on the GEMM engine, one H x 1 x 1 command per token, as
+    :mod:`bertforge.sim.encoder_run` programs the encoder top)."""
     ops = encoder_layer(model, seq, batch, training, bias=bias, precision=precision,
                         optimizer=optimizer)
+    if transpose:
+        hidden = ops[0].k     # q, v projections: tokens x H x H
+        ops.insert(1, Operation("input transpose", "gemm", batch * seq, m=hidden, k=1, n=1))
     engine = _precision_engine(hw, precision)
     rows = []
     for op in ops:

@@ -92,9 +92,11 @@ BLOCKS = {block.name: block for block in [
         "gemm", help="one GEMM command through the engine (harness memory in HDL)",
         config=GemmConfig, component=GemmEngine, harness=_sim("gemm_harness:harness_verilog"),
         presets={"tiny": dict(rows=2, cols=2, mem_width=64, k_chunk=32, m_tile=16), **_ARRAYS},
-        user_files=("a", "b", "out"), summary_keys=_RUN + _ENGINE + ("max_lsb_error_vs_float",),
+        user_files=("a", "b", "out"),
+        summary_keys=_RUN + _ENGINE + ("max_lsb_error_vs_float", "max_abs_error_vs_float64",
+                                       "max_rel_error_vs_float64", "error_bound_vs_float64"),
         bench="gemm_bench", bench_help="BERT-base GEMMs (seq 128) on 8x8 and 16x16, both dataflows",
-        board=board_design.GEMM, proofs=_sim("formal_specs:scheduler_proofs"),
+        board=board_design.GEMM, proofs=_sim("formal_specs:gemm_proofs"),
     ),
     _simulated(
         "sparse", help="an N:M sparse GEMM as tiles on the N:M sparse array, "
@@ -107,7 +109,7 @@ BLOCKS = {block.name: block for block in [
         report_keys=_CYCLES + ("dense_cycles", "speedup_vs_dense"),
         bench="sparse_bench", bench_help="1:4, 2:4, 2:8, 4:8, 1:8 and dense on 8x8 (m_max 8): "
                                          "speedups, and LUTs against the dense array",
-        board=board_design.SPARSE,
+        board=board_design.SPARSE, proofs=_sim("formal_specs:sparse_proofs"),
     ),
     Block(
         name="sparse_engine", help="the sparse GEMM engine (simulated by: sim sparse --engine)",
@@ -127,7 +129,7 @@ BLOCKS = {block.name: block for block in [
         user_files=("x", "out", "weights", "x_im"), summary_keys=_RUN + ("sqnr_db",),
         report_keys=_CYCLES + ("sqnr_db",),
         bench_help="n = 64, 256, 1024 on n_max = 1024, lanes 1, 4, 16, linear and fft, batch 128",
-        board=board_design.BUTTERFLY,
+        board=board_design.BUTTERFLY, proofs=_sim("formal_specs:butterfly_proofs"),
     ),
     _simulated(
         "softmax", help="softmax rows back to back through the softmax unit",
@@ -136,7 +138,7 @@ BLOCKS = {block.name: block for block in [
                  "int16": dict(in_width=16, out_width=16), "seq512": dict(lanes=16, l_max=512)},
         user_files=("x", "out", "x_mask", "scale"), summary_keys=_STREAM, report_keys=_ERRORS,
         bench_help="BERT-base softmax rows (128) at 1, 4 and 16 lanes",
-        board=board_design.SOFTMAX,
+        board=board_design.SOFTMAX, proofs=_sim("formal_specs:softmax_proofs"),
     ),
     _simulated(
         "layernorm", help="LayerNorm(x + r) over vectors back to back",
@@ -147,7 +149,7 @@ BLOCKS = {block.name: block for block in [
         functions=("make_config",), user_files=("x", "out", "residual_file", "gamma", "beta"),
         summary_keys=_STREAM + ("max_abs_err_real",), report_keys=_ERRORS,
         bench_help="LayerNorm over BERT-base 128 x 768, lanes 1, 4, 16",
-        board=board_design.LAYERNORM,
+        board=board_design.LAYERNORM, proofs=_sim("formal_specs:layernorm_proofs"),
     ),
     _simulated(
         "gelu", help="elementwise GELU over rows back to back",
@@ -157,7 +159,7 @@ BLOCKS = {block.name: block for block in [
         functions=("make_config",), user_files=("x", "out"),
         summary_keys=_STREAM, report_keys=_ERRORS,
         bench_help="GELU over BERT-base 128 x 3072, lanes 1, 4, 16",
-        board=board_design.GELU,
+        board=board_design.GELU, proofs=_sim("formal_specs:gelu_proofs"),
     ),
     _simulated(
         "encoder", help="one BERT encoder layer on GEMM + softmax + layernorm + GELU",
@@ -176,9 +178,20 @@ BLOCKS = {block.name: block for block in [
         proofs=_sim("formal_specs:queue_proofs"),
     ),
     Block(
+        name="host_link", help="the boards' UART host link (rtl/host_link.py), for prove",
+        proofs=_sim("formal_specs:host_link_proofs"),
+    ),
+    Block(
         name="boards", help="largest systolic array per board; sizes 2x2..16x16 on ULX3S",
         bench_help="largest systolic array per board; sizes 2x2..16x16 on ULX3S",
         add_bench_args=_gen("board_bench:add_bench_args"), bench=_gen("board_bench:run_bench"),
+    ),
+    Block(
+        name="sweep", help="bertforge sweep on Ray: synthesis points per hour on 1 and 2 CPUs, "
+                           "Ray's overhead on 1,000 model-only points",
+        bench_help="bertforge sweep on Ray: synthesis points per hour on 1 and 2 CPUs, Ray's "
+                   "overhead on 1,000 model-only points",
+        add_bench_args=_gen("sweep_bench:add_bench_args"), bench=_gen("sweep_bench:bench"),
     ),
 ]}
 

@@ -118,8 +118,10 @@ def cmd_presets(args):
 
 
 def cmd_prove(args):
-    """One line per property; exit code 1 when any is not proved, bounded
-    or reached."""
+    """One line per property (its method: k-induction, bmc to a depth or
+    cover within a depth; its solver time; a failure's trace and replay
+    script), the count and time per method, the total; exit code 1 when
+    any is not proved, bounded or reached."""
     provable = {name: block for name, block in BLOCKS.items() if block.proofs}
     names = args.blocks or list(provable)
     unknown = [name for name in names if name not in provable]
@@ -128,15 +130,13 @@ def cmd_prove(args):
                        f"{', '.join(provable)})")
     if args.depth is not None and args.depth < 1:
         raise CliError(f"--depth must be at least 1, not {args.depth}")
-    from bertforge.sim.formal import run_proofs
+    from bertforge.sim.formal import run_proofs, summary
     proofs = [proof for name in names for proof in provable[name].proofs()]
     results = run_proofs(proofs, args.out, depth=args.depth,
                          report=lambda result: print(result.line(), flush=True))
-    bad = [result for result in results if not result.ok]
-    total = sum(result.seconds for result in results)
-    print(f"{len(results) - len(bad)} of {len(results)} properties hold "
-          f"({total:.1f} s)" + (f"; {len(bad)} do not" if bad else ""))
-    return 1 if bad else 0
+    for line in summary(results):
+        print(line)
+    return 0 if all(result.ok for result in results) else 1
 
 
 def main(argv=None):

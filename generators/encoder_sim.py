@@ -18,7 +18,7 @@ import numpy as np
 
 from bertforge.sim.encoder_golden import cosine, encoder_float, encoder_golden
 from bertforge.sim.encoder_harness import encoder_harness_verilog
-from bertforge.sim.encoder_run import OPERATIONS, encoder_program, read_stages
+from bertforge.sim.encoder_run import OPERATIONS, read_stages
 from .analyze import analyze, load_hardware
 from .bench import add_bench_out, columns, write_results
 from .cli_common import CliError, bounded_int, int_list
@@ -26,11 +26,13 @@ from .presets import ConfigError
 from .simulate import simulate
 from .workload import MODELS
 
-__all__ = ["encoder_config", "simulate_encoder", "run_encoder", "compare_operations", "compare_classes"]
+__all__ = ["encoder_config", "simulate_encoder", "simulate_layers", "run_encoder", "compare_operations", "compare_classes"]
 
 #: Longest sequence a simulated layer may have (the softmax unit's l_max bounds it too).
 MAX_SEQ = 4096
 TINY_HW = Path(__file__).parent / "configs" / "tiny.toml"
+#: tiny.toml with int16 activations (as minilm.toml).
+TINY16_HW = Path(__file__).parent / "configs" / "tiny16.toml"
 #: Allowed relative difference between measured and predicted layer cycles.
 TOLERANCE = 0.03
 
@@ -45,44 +47,100 @@ def encoder_config(hw, path):
         raise ConfigError(f"{path}: {error}") from None
 
 
-def simulate_encoder(config, layer, *, mem_latency=1, seed=0, lat_mask=0, p_req=0, p_data=0,
-                     p_wr=0, waves=False, quiet=True, workdir=None):
-    """Run ``layer`` on the harness of ``config``. Returns a dict: ``cycles``,
-    ``ops`` (per operation: ``name``, ``class``, measured ``busy`` (first
-    unit input to last completion) and ``span`` (previous operation's end
-    to this one's)), ``match`` (every stage equals the golden model),
-    ``mismatches`` (per stage), ``max_error`` (output vs the float reference,
-    real units), ``cosine``, ``sim_seconds``, ``phases``."""
-    image, commands, regions, groups, abits = encoder_program(config, layer)
-    spec = {"image": image, "commands": commands, "abits": abits, "mem_bytes": config.gemm.mem_bytes,
+def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, p_req=0, p_data=0,
+                    p_wr=0, waves=False, quiet=True, workdir=None, check=True):
+    """Run a stack of ``layers`` (EncoderLayer, one shape, quantized for
+    ``config``) on the harness of ``config``, in one Verilator run, once
+    per entry of ``runs``: ``(x, valid)``, layer 0's integer input (S x H)
+    and the real tokens (None: all). One command program per layer; every
+    layer's weights in the simulated memory; layer ``l + 1`` reads layer
+    ``l``'s output where the hardware wrote it.
+
+    Returns ``{"runs": [...], "phases", "sim_seconds"}``; per run a list of
+    per-layer dicts: ``cycles``, ``ops`` (per operation: ``name``,
+    ``class``, measured ``busy`` (first unit input to last completion) and
+    ``span`` (previous operation's end to this one's)), ``output`` (the
+    layer's int output as the hardware wrote it), ``stages`` and, with
+    ``check``, ``match``/``mismatches`` (every stage against the integer
+    golden model run on the hardware's own input of that layer)."""
+    from bertforge.sim.encoder_run import model_program
+    programs, first = [], None
+    for x, valid in runs:
+        for layer in layers:
+            layer.valid = valid
+        layers[0].xq = np.asarray(x, dtype=np.int64)
+        image, layer_programs, regions, groups, abits = model_program(config, layers)
+        programs.append(layer_programs)
+        first = first or (image, regions, groups, abits)
+    image, regions, groups, abits = first
+    dtype = "<i1" if config.element_bytes == 1 else "<i2"
+    inputs = [np.asarray(x, dtype=np.int64).astype(dtype).ravel().view(np.uint8) for x, _ in runs]
+    spec = {"image": image, "programs": programs, "inputs": inputs, "input_addr": regions[0]["x"],
+            "abits": abits, "mem_bytes": config.gemm.mem_bytes,
             "seed": seed, "lat_min": mem_latency, "lat_mask": lat_mask, "p_req": p_req,
-            "p_data": p_data, "p_wr": p_wr, "read_bytes": regions["out"] + layer.seq * layer.hidden}
+            "p_data": p_data, "p_wr": p_wr, "read_bytes": regions[0]["read_bytes"],
+            "timeout": 50_000_000}
     result = simulate(config, "bertforge.sim.encoder_tb", spec, harness=encoder_harness_verilog,
                       extra=(abits,), waves=waves, workdir=workdir, quiet=quiet)
-    golden = encoder_golden(config, layer)
-    got = result.get("image")
-    stages = read_stages(got, regions, layer) if isinstance(got, np.ndarray) else {}
-    mismatches = {key: int(np.count_nonzero(stages[key] != golden[key])) if key in stages else -1
-                  for key in golden}
-    starts, ends = result["starts"], result["ends"]
+    out_runs = []
+    for (x, valid), measured in zip(runs, result["runs"]):
+        got = measured["image"]
+        hw_in = np.asarray(x, dtype=np.int64)
+        per_layer = []
+        for index, (layer, stamps) in enumerate(zip(layers, measured["layers"])):
+            layer.valid, layer.xq = valid, hw_in
+            stages = read_stages(got, regions[index], layer, config)
+            entry = {"cycles": stamps["cycles"], "commands": len(stamps["starts"]),
+                     "passed": not any(stamps["errors"]), "stages": stages, "output": stages["out"],
+                     "ops": _operations(stamps, groups[index]), "sim_seconds": stamps["sim_seconds"],
+                     "starts": stamps["starts"], "ends": stamps["ends"]}
+            if check:
+                golden = encoder_golden(config, layer)
+                entry["golden"] = golden
+                entry["mismatches"] = {key: int(np.count_nonzero(stages[key] != golden[key]))
+                                       for key in golden}
+                entry["match"] = all(v == 0 for v in entry["mismatches"].values())
+            per_layer.append(entry)
+            hw_in = stages["out"]
+        out_runs.append(per_layer)
+    return {"runs": out_runs, "phases": result["phases"],
+            "sim_seconds": sum(e["sim_seconds"] for run in out_runs for e in run),
+            "waves": result.get("waves")}
+
+
+def _operations(stamps, groups):
+    starts, ends = stamps["starts"], stamps["ends"]
     ops, previous_end = [], 0
     for (name, kind), members in zip(OPERATIONS, groups):
         busy = ends[members[-1]] - starts[members[0]] + 1
         span = ends[members[-1]] - previous_end
         ops.append({"name": name, "class": kind, "busy": busy, "span": span, "gap": span - busy})
         previous_end = ends[members[-1]]
+    return ops
+
+
+def simulate_encoder(config, layer, *, mem_latency=1, seed=0, lat_mask=0, p_req=0, p_data=0,
+                     p_wr=0, waves=False, quiet=True, workdir=None):
+    """Run ``layer`` on the harness of ``config`` (:func:`simulate_layers`
+    with one layer and one run). Returns a dict: ``cycles``, ``ops``,
+    ``match`` (every stage equals the golden model), ``mismatches`` (per
+    stage), ``max_error`` (output vs the float reference, real units),
+    ``cosine``, ``sim_seconds``, ``phases``."""
+    result = simulate_layers(config, [layer], [(layer.xq, layer.valid)], mem_latency=mem_latency,
+                             seed=seed, lat_mask=lat_mask, p_req=p_req, p_data=p_data, p_wr=p_wr,
+                             waves=waves, quiet=quiet, workdir=workdir)
+    run = result["runs"][0][0]
     reference = encoder_float(layer)
-    out = golden["out"] * layer.scales["out"]
-    hw_out = stages["out"] * layer.scales["out"] if "out" in stages else out * np.nan
+    out = run["golden"]["out"] * layer.scales["out"]
+    hw_out = run["output"] * layer.scales["out"]
     return {
-        "cycles": result["cycles"], "ops": ops, "commands": len(commands),
-        "passed": result["passed"] and not any(result["errors"]),
-        "match": all(v == 0 for v in mismatches.values()), "mismatches": mismatches,
+        "cycles": run["cycles"], "ops": run["ops"], "commands": run["commands"],
+        "passed": run["passed"], "match": run["match"], "mismatches": run["mismatches"],
         "max_error": float(np.abs(hw_out - reference).max()),
         "max_error_golden": float(np.abs(out - reference).max()),
         "cosine": cosine(hw_out, reference), "sim_seconds": result["sim_seconds"],
         "output_lsb": layer.scales["out"], "waves": result.get("waves"), "phases": result["phases"],
-        "output": stages.get("out"),
+        "output": run["output"],
     }
 
 
@@ -129,7 +187,7 @@ def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, wa
         notes.append(f"the simulated memory delivers {config.gemm.mem_bytes} bytes per cycle; "
                      f"predicted for that instead of {hw.mem_bytes_per_cycle:g}")
         hw = dataclasses.replace(hw, mem_bytes_per_cycle=float(config.gemm.mem_bytes))
-    prediction = analyze(model, seq, hw, bias=False)   # the program's GEMMs have no biases
+    prediction = analyze(model, seq, hw, bias=False, transpose=True)   # no biases; X^T on the engine
     layer = random_layer(config, seq, shape.hidden, shape.heads, shape.ffn, seed=seed)
     stalls = gap > 0 or stall > 0
     result = simulate_encoder(config, layer, mem_latency=hw.mem_latency, seed=seed,

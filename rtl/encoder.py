@@ -8,17 +8,24 @@ memory) drives everything. Each command names a unit (``op``):
   command, passed to :class:`~bertforge.rtl.gemm.GemmEngine` as is.
 - ``OP_SOFTMAX``: ``rows`` rows of ``length`` int32 scores at ``src`` (row
   stride ``src_stride`` bytes), row scale ``multiplier``/``shift``
-  (:func:`~bertforge.rtl.softmax.softmax_scale`); the uint8 probabilities
-  ``p`` are written as int8 ``min((p + 1) >> 1, 127)`` (scale 1/128, so the
-  next GEMM can take them as signed operands) at ``dst`` (stride ``dst_stride``).
+  (:func:`~bertforge.rtl.softmax.softmax_scale`); the probabilities are
+  written at ``dst`` (stride ``dst_stride``) as the next GEMM's signed
+  operands: int8 activations: the uint8 ``p`` as int8 ``min((p + 1) >> 1,
+  127)`` (scale 1/128); int16 activations: the unit's int16 Q1.15 ``p``
+  (scale 2**-15, at most 32767) as it is.
   ``valid`` (if not 0, and the softmax unit has ``mask``) masks the elements
   at column ``valid`` and beyond in every row (BERT's padding mask: the keys
   of padding tokens); their probabilities are 0.
-- ``OP_LAYERNORM``: first gamma (``length`` int8 at ``params``) and beta
-  (``length`` int8 at ``params + length``) go to the unit, then ``rows``
-  vectors ``x`` (int8 at ``src``) with the residual ``r`` (int8 at ``src2``,
-  stride ``src2_stride``) added in the unit; int8 out at ``dst``.
-- ``OP_GELU``: ``rows`` x ``length`` int8 at ``src`` -> int8 at ``dst``.
+- ``OP_LAYERNORM``: first gamma (``length`` elements at ``params``) and
+  beta (``length`` elements right after) go to the unit, then ``rows``
+  vectors ``x`` (at ``src``) with the residual ``r`` (at ``src2``, stride
+  ``src2_stride``) added in the unit; out at ``dst``.
+- ``OP_GELU``: ``rows`` x ``length`` elements at ``src`` -> ``dst``.
+
+Activations are int8 or int16, as the GEMM engine's operand ``width`` is
+(:class:`EncoderConfig`): with a width-16 engine every activation the
+units read or write (x, the residual, gamma and beta, GELU in and out,
+layernorm out, the probabilities) is int16, two bytes an element.
 
 Sequencing: a command starts when everything before it has completed, with
 one exception: a GEMM command without ``barrier`` that follows a GEMM goes
@@ -33,9 +40,9 @@ be measured.
 Stream adapters (one per elementwise unit): a reader issues one-beat read
 requests for the command's rows (two interleaved sources for layernorm:
 ``x`` and ``r``, or gamma and beta), queues the words per source, an
-unpacker cuts each word into the unit's beats (``lanes`` elements; int8 is
-sign-extended to the unit's input width) and the unit's output beats are
-written straight back (``lanes`` bytes per write request). Rows must be
+unpacker cuts each word into the unit's beats (``lanes`` elements; int8 or
+int16 is sign-extended to the unit's input width) and the unit's output
+beats are written straight back (``lanes`` elements per write request). Rows must be
 whole memory words (``length * element bytes`` a multiple of ``mem_width //
 8``), ``length`` a multiple of the unit's lanes, row bases word aligned.
 With a memory that answers one beat per cycle the units are fed at their
@@ -45,7 +52,7 @@ latency: :mod:`bertforge.sim.encoder_cycles` is the cycle model.
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -74,14 +81,18 @@ class EncoderConfig:
     Parameters
     ----------
     gemm : GemmConfig
-        int8 operands (``width = 8``); its ``mem_width`` and ``addr_width``
-        are the top's memory interface.
+        ``width`` 8 (int8 activations) or 16 (int16 activations); its
+        ``mem_width`` and ``addr_width`` are the top's memory interface.
     softmax : SoftmaxConfig
-        int32 input, uint8 output; ``lanes * 4`` must divide ``mem_width // 8``.
+        int32 input; output ``out_width`` = 8 with int8 activations, 16 with
+        int16; ``lanes * 4`` must divide ``mem_width // 8``.
     layernorm : LayerNormConfig
-        with ``add_residual``; ``lanes`` must divide ``mem_width // 8``.
+        with ``add_residual``; ``out_width`` and ``param_width`` the
+        activations' width (``in_width`` 16 with int16 activations);
+        ``lanes`` times the element bytes must divide ``mem_width // 8``.
     gelu : GeluConfig
-        int8 in and out; ``lanes`` must divide ``mem_width // 8``.
+        ``in_width`` and ``out_width`` the activations' width; ``lanes``
+        times the element bytes must divide ``mem_width // 8``.
     """
 
     gemm: GemmConfig
@@ -94,25 +105,43 @@ class EncoderConfig:
                           ("layernorm", LayerNormConfig), ("gelu", GeluConfig)):
             check_instance(name, getattr(self, name), cls)
         mb = self.gemm.mem_bytes
-        if self.gemm.width != 8:
-            raise ParameterError(f"the encoder top needs gemm width 8, not {self.gemm.width}")
-        if self.softmax.in_width != 32 or self.softmax.out_width != 8:
-            raise ParameterError("the encoder top needs softmax in_width 32 and out_width 8")
+        w = self.gemm.width
+        if w == 8:
+            need = {"softmax out_width": (self.softmax.out_width, 8),
+                    "layernorm out_width": (self.layernorm.out_width, 8),
+                    "layernorm param_width": (self.layernorm.param_width, 8),
+                    "gelu in_width": (self.gelu.in_width, 8), "gelu out_width": (self.gelu.out_width, 8)}
+        else:
+            need = {"softmax out_width": (self.softmax.out_width, 16),
+                    "layernorm in_width": (self.layernorm.in_width, 16),
+                    "layernorm out_width": (self.layernorm.out_width, 16),
+                    "layernorm param_width": (self.layernorm.param_width, 16),
+                    "gelu in_width": (self.gelu.in_width, 16), "gelu out_width": (self.gelu.out_width, 16)}
+        if self.softmax.in_width != 32:
+            raise ParameterError("the encoder top needs softmax in_width 32 (int32 scores)")
+        for what, (got, want) in need.items():
+            if got != want:
+                raise ParameterError(f"the encoder top with gemm width {w} (int{w} activations) "
+                                     f"needs {what} {want}, not {got}")
         if not self.layernorm.add_residual:
             raise ParameterError("the encoder top needs layernorm add_residual = true")
-        if self.gelu.in_width != 8 or self.gelu.out_width != 8:
-            raise ParameterError("the encoder top needs gelu in_width 8 and out_width 8")
-        for name, beat in (("softmax", self.softmax.lanes * 4), ("layernorm", self.layernorm.lanes),
-                           ("gelu", self.gelu.lanes)):
+        eb = self.element_bytes
+        for name, beat in (("softmax", self.softmax.lanes * 4), ("layernorm", self.layernorm.lanes * eb),
+                           ("gelu", self.gelu.lanes * eb)):
             if mb % beat:
                 raise ParameterError(f"{name} beats of {beat} bytes must divide the {mb}-byte memory "
-                                 f"word; change [{name}] lanes or [gemm] mem_width")
+                                     f"word; change [{name}] lanes or [gemm] mem_width")
+
+    @property
+    def element_bytes(self):
+        """Bytes of one activation (and of gamma, beta): 1 (int8) or 2 (int16)."""
+        return self.gemm.width // 8
 
     @property
     def name(self):
         g = self.gemm
         return (f"encoder_{g.rows}x{g.cols}_{g.dataflow}_m{g.mem_width}_s{self.softmax.lanes}"
-                f"_l{self.layernorm.lanes}_g{self.gelu.lanes}")
+                f"_l{self.layernorm.lanes}_g{self.gelu.lanes}" + ("_i16" if g.width == 16 else ""))
 
     def to_dict(self):
         return {name: getattr(self, name).to_dict() for name in ("gemm", "softmax", "layernorm", "gelu")}
@@ -175,13 +204,15 @@ class EncoderTop(wiring.Component):
         with m.If(taken):
             m.d.sync += unit.eq(op)
 
+        eb = cfg.element_bytes
         adapters = {
-            OP_SOFTMAX: self._adapter(m, "sm", softmax, cmd, taken & (op == OP_SOFTMAX),
-                                      sources=1, ebytes=4, lanes=cfg.softmax.lanes),
+            OP_SOFTMAX: self._adapter(m, "sm", softmax, cmd, taken & (op == OP_SOFTMAX), sources=1,
+                                      ebytes=4, obytes=cfg.softmax.out_width // 8,
+                                      lanes=cfg.softmax.lanes),
             OP_LAYERNORM: self._adapter(m, "ln", layernorm, cmd, taken & (op == OP_LAYERNORM),
-                                        sources=2, ebytes=1, lanes=cfg.layernorm.lanes),
-            OP_GELU: self._adapter(m, "ge", gelu, cmd, taken & (op == OP_GELU),
-                                   sources=1, ebytes=1, lanes=cfg.gelu.lanes),
+                                        sources=2, ebytes=eb, obytes=eb, lanes=cfg.layernorm.lanes),
+            OP_GELU: self._adapter(m, "ge", gelu, cmd, taken & (op == OP_GELU), sources=1, ebytes=eb,
+                                   obytes=eb, lanes=cfg.gelu.lanes),
         }
         gemm_done = engine.done.valid
         finish = Signal()
@@ -213,7 +244,7 @@ class EncoderTop(wiring.Component):
                     ]
         return m
 
-    def _adapter(self, m, name, unit, cmd, go, *, sources, ebytes, lanes):
+    def _adapter(self, m, name, unit, cmd, go, *, sources, ebytes, obytes, lanes):
         """Reader, word queues, unpacker and writer in front of ``unit``.
         Returns ``{"mem": interface, "start": strobe, "finish": strobe}``."""
         g = self.config.gemm
@@ -256,7 +287,7 @@ class EncoderTop(wiring.Component):
         with m.If(go):
             m.d.sync += [r_busy.eq(1), r_src.eq(0), r_off.eq(0), r_row.eq(0)]
             if is_ln:
-                m.d.sync += [r_phase.eq(0), base0.eq(p.params), base1.eq(p.params + p.length)]
+                m.d.sync += [r_phase.eq(0), base0.eq(p.params), base1.eq(p.params + p.length * ebytes)]
             else:
                 m.d.sync += [r_phase.eq(1), base0.eq(p.src)]
         req = mem.rd_req
@@ -313,22 +344,25 @@ class EncoderTop(wiring.Component):
                   for q in queues]
         last = u_elem + lanes == length
         x_ready = unit.x.ready
+        w = 8 * ebytes      # bits of one input element (int8, int16 or int32)
+
+        def element(piece, lane):
+            return piece[w * lane:w * lane + w].as_signed()
         if is_ln:
             m.d.comb += [unit.params.valid.eq(valid & ~u_phase),
                          unit.params.payload.last.eq(last)]
             for lane in range(lanes):
-                m.d.comb += [unit.params.payload.gamma[lane].eq(pieces[0][8 * lane:8 * lane + 8].as_signed()),
-                             unit.params.payload.beta[lane].eq(pieces[1][8 * lane:8 * lane + 8].as_signed())]
+                m.d.comb += [unit.params.payload.gamma[lane].eq(element(pieces[0], lane)),
+                             unit.params.payload.beta[lane].eq(element(pieces[1], lane))]
             m.d.comb += [unit.x.valid.eq(valid & u_phase), unit.r.valid.eq(valid & u_phase)]
             for lane in range(lanes):
-                m.d.comb += [unit.x.payload.data[lane].eq(pieces[0][8 * lane:8 * lane + 8].as_signed()),
-                             unit.r.payload[lane].eq(pieces[1][8 * lane:8 * lane + 8].as_signed())]
+                m.d.comb += [unit.x.payload.data[lane].eq(element(pieces[0], lane)),
+                             unit.r.payload[lane].eq(element(pieces[1], lane))]
             step = Mux(u_phase, x_ready, unit.params.ready) & valid
         else:
             m.d.comb += unit.x.valid.eq(valid)
             for lane in range(lanes):
-                w = 8 * ebytes
-                m.d.comb += unit.x.payload.data[lane].eq(pieces[0][w * lane:w * lane + w].as_signed())
+                m.d.comb += unit.x.payload.data[lane].eq(element(pieces[0], lane))
             if is_sm:
                 m.d.comb += [unit.x.payload.multiplier.eq(mult), unit.x.payload.shift.eq(shift)]
                 if self.config.softmax.mask:   # padding: columns >= valid (0: none)
@@ -351,7 +385,7 @@ class EncoderTop(wiring.Component):
         with m.If(start):
             m.d.sync += u_started.eq(1)
 
-        # Writer: each output beat is one write of ``lanes`` bytes.
+        # Writer: each output beat is one write of ``lanes * obytes`` bytes.
         w_row = Signal(16, name=f"{name}_w_row")
         w_addr = register(aw, f"{name}_w_addr", reset_less=False)
         w_off = Signal(16, name=f"{name}_w_off")
@@ -359,15 +393,16 @@ class EncoderTop(wiring.Component):
             m.d.sync += [w_row.eq(0), w_addr.eq(p.dst), w_off.eq(0)]
         y = unit.y
         wr = mem.wr_req
-        out_bytes = []
+        out_elements = []
         for lane in range(lanes):
             v = y.payload.data[lane]
-            if is_sm:   # uint8 p -> int8 min((p + 1) >> 1, 127)
+            if is_sm and obytes == 1:   # uint8 p -> int8 min((p + 1) >> 1, 127)
                 half = (v + 1) >> 1
                 v = Mux(half > 127, 127, half)[:8]
-            out_bytes.append(v[:8])
-        m.d.comb += [wr.payload.addr.eq(w_addr + w_off), wr.payload.data.eq(Cat(*out_bytes)),
-                     wr.payload.bytes.eq(lanes), wr.valid.eq(y.valid), y.ready.eq(wr.ready)]
+            out_elements.append(v[:8 * obytes])   # int16 p (Q1.15) is at most 32767: as is
+        offset = w_off if obytes == 1 else Cat(Const(0, obytes.bit_length() - 1), w_off)
+        m.d.comb += [wr.payload.addr.eq(w_addr + offset), wr.payload.data.eq(Cat(*out_elements)),
+                     wr.payload.bytes.eq(lanes * obytes), wr.valid.eq(y.valid), y.ready.eq(wr.ready)]
         finish = Signal(name=f"{name}_finish")
         with m.If(y.valid & y.ready):
             m.d.sync += w_off.eq(w_off + lanes)

@@ -38,6 +38,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory, ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
 
+from .arith import FP32_NEG_ZERO, Bf16Arith
 from .stream import Queue, clamp, delay, stage
 from .tile_scheduler import CHANNEL_MULT_BITS
 
@@ -361,6 +362,14 @@ class Accumulator(wiring.Component):
     starts only while at most one other is waiting for the writer; its last
     sum pulses ``committed``; ``released`` frees a slot.
 
+    bf16 (``config.bf16``): the rows are binary32 sums, added with the
+    PEs' rounded binary32 add (:meth:`~bertforge.rtl.arith.Bf16Arith.add`)
+    instead of saturating; a block that does not accumulate starts from -0
+    (so its first sum is the array's as it is). The add is combinational in
+    stage 2, as the integer add is and as the PE's own add is (a path as
+    long as the array's), so the bf16 accumulator keeps the integer one's
+    latency: 2 cycles, no extra cycles.
+
     Parameters
     ----------
     config : GemmConfig
@@ -425,12 +434,16 @@ class Accumulator(wiring.Component):
         prior = Signal(C * aw, name="acc2_prior")
         sums = []
         for q in range(C):
+            if cfg.bf16:
+                sums.append(Bf16Arith.add(m, prior[q * aw:(q + 1) * aw], s2["row"][q]))
+                continue
             total = Signal(signed(aw + 1), name=f"acc_sum{q}")
             m.d.comb += total.eq(prior[q * aw:(q + 1) * aw].as_signed() + s2["row"][q])
             sums.append(clamp(total, aw))
         forward = s2["valid"] & (s2["addr"] == s1["addr"]) & (s2["j"] == s1["j"])
         read = Mux(s1["old"], self.old.data, self.rd.data).word_select(s1["j"], C * aw)
-        m.d.sync += prior.eq(Mux(s1["init"], 0, Mux(forward, Cat(*sums), read)))
+        start = Cat(*[Const(FP32_NEG_ZERO, 32)] * C) if cfg.bf16 else 0
+        m.d.sync += prior.eq(Mux(s1["init"], start, Mux(forward, Cat(*sums), read)))
         m.d.comb += [self.wr.addr.eq(s2["addr"]), self.wr.data.eq(Cat(*(sums * cfg.group))),
                      self.committed.eq(s2["end"])]
         for p in range(P):
@@ -448,13 +461,13 @@ class Requantizer(wiring.Component):
     No combinational 32 x 32 multiply: the product is four registered
     16 x 16 unsigned products (one DSP block each on iCE40 and ECP5:
     :data:`DSPS_PER_LANE`), summed in two registered steps; then the
-    rounding add, the shift by whole bytes, and the shift by the rest of
-    ``shift`` with the saturation, each registered. A pure
+    rounding add, the shift by whole bytes, the shift by the rest of
+    ``shift``, and the saturation, each registered. A pure
     pipeline: it takes inputs every cycle and has no valid or ready (the
     caller delays its own flags by ``LATENCY``)."""
 
     #: Cycles from the inputs to ``y``.
-    LATENCY = 6
+    LATENCY = 7
     #: 16 x 16 multipliers per lane.
     DSPS_PER_LANE = 4
 
@@ -504,7 +517,9 @@ class Requantizer(wiring.Component):
         coarse = reg(signed(67), "coarse")    # shifted by the multiple of 8
         s5 = reg(3, "s5")
         m.d.sync += [coarse.eq(rounded >> Cat(Const(0, 3), s4[3:])), s5.eq(s4[:3])]
-        m.d.sync += y.eq(Mux(wide, clamp(coarse >> s5, 16), clamp(coarse >> s5, 8)))
+        fine = reg(signed(67), "fine")        # shifted by the rest
+        m.d.sync += fine.eq(coarse >> s5)
+        m.d.sync += y.eq(Mux(wide, clamp(fine, 16), clamp(fine, 8)))
 
 
 def writer_fields():
@@ -531,6 +546,14 @@ class Writer(wiring.Component):
 
     Per-channel scale words hold the multiplier in bits 0-25 and the shift
     in bits 26-31 (:data:`~bertforge.rtl.tile_scheduler.CHANNEL_MULT_BITS`).
+
+    bf16 (``config.bf16``): ``acc + bias`` is the rounded binary32 add
+    (:meth:`~bertforge.rtl.arith.Bf16Arith.add`; without a bias the add
+    of -0, which changes nothing), written as float32, or with the
+    descriptor's ``int16`` (the command's ``bf16_out``) rounded to bf16
+    (:meth:`~bertforge.rtl.arith.Bf16Arith.round_to_bf16`) and gathered as
+    int16 rows are. There is no requantizer; the pipeline keeps its length,
+    so a bf16 block takes the integer writer's cycles.
 
     Parameters
     ----------
@@ -648,16 +671,23 @@ class Writer(wiring.Component):
         for q, (a, b, s) in enumerate(zip(lanes(self.acc_rd.data, aw, P),
                                           lanes(self.bias_rd.data, 32, P),
                                           lanes(self.scale_rd.data, 32, P))):
-            m.d.sync += [acc[q].eq(a.as_signed()), bias[q].eq(Mux(bias_on, b.as_signed(), 0)),
-                         words[q].eq(s)]
+            no_bias = Const(FP32_NEG_ZERO, 32) if cfg.bf16 else 0
+            m.d.sync += [acc[q].eq(a.as_signed()),
+                         bias[q].eq(Mux(bias_on, b.as_signed(), no_bias)), words[q].eq(s)]
         pc2 = delay(m, per_channel, 1, "wr_pc")
         mult2, shift2 = delay(m, mult, 1, "wr_mult"), delay(m, shift, 1, "wr_shift")
 
-        # Stage 3: acc + bias (int32) and the piece's scales, registered.
-        requant = m.submodules.requantizer = Requantizer(Q)
+        # Stage 3: acc + bias (int32; bf16: binary32) and the piece's
+        # scales, registered.
+        if not cfg.bf16:
+            requant = m.submodules.requantizer = Requantizer(Q)
         values = []
         for q in range(Q):
             value = Signal(signed(32), name=f"wr_value{q}", reset_less=True)
+            if cfg.bf16:
+                m.d.sync += value.eq(Bf16Arith.add(m, acc[q], bias[q]))
+                values.append(value)
+                continue
             m.d.sync += [
                 value.eq(clamp(acc[q] + bias[q], 32)),
                 requant.mult[q].eq(Mux(pc2, words[q][:CHANNEL_MULT_BITS], mult2)),
@@ -665,13 +695,20 @@ class Writer(wiring.Component):
             ]
             m.d.comb += requant.x[q].eq(value)
             values.append(value)
-        m.d.comb += requant.wide.eq(delay(m, side.int16, 2, "wr_wide"))
+        if not cfg.bf16:
+            m.d.comb += requant.wide.eq(delay(m, side.int16, 2, "wr_wide"))
 
-        # Requantized: the pieces' int8 or int16 values gather into a beat
-        # (int8: piece ``at`` at byte ``Q * at``; int16: at ``2Q * (at % 2)``).
+        # Requantized (bf16: rounded): the pieces' int8 or int16 values
+        # gather into a beat (int8: piece ``at`` at byte ``Q * at``; int16:
+        # at ``2Q * (at % 2)``).
         final = delay(m, side, 2 + Requantizer.LATENCY, "wr_side", reset_less=False)
         plain = delay(m, Cat(*values), Requantizer.LATENCY, "wr_int32")
-        narrow = {1: Cat(*[y[:8] for y in requant.y]), 2: Cat(*requant.y)}
+        if cfg.bf16:
+            narrow = {1: Const(0, 8 * Q),
+                      2: Cat(*[Bf16Arith.round_to_bf16(plain[32 * q:32 * (q + 1)])
+                               for q in range(Q)])}
+        else:
+            narrow = {1: Cat(*[y[:8] for y in requant.y]), 2: Cat(*requant.y)}
         gathered = Signal(8 * min(MB, 2 * Q * pieces_max))
         merged = Signal.like(gathered)
         for byte in range(len(gathered) // 8):

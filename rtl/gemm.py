@@ -9,9 +9,10 @@ from amaranth.lib.memory import Memory
 
 from .engine import (STAGE_QUEUE, Job, Requantizer, StagedEngine, feeder_members,
                      operand_queue, outstanding, read_port)
+from .arith import BF16_NEG_ZERO
 from .params import Config, check_choice, check_instance, check_int, check_operands, check_size
 from .stream import Queue
-from .systolic import SystolicArray, SystolicConfig
+from .systolic import ARITHS, SystolicArray, SystolicConfig
 from .tile_scheduler import TileScheduler, command_layout, completion_layout
 from bertforge.rtl.errors import ParameterError
 
@@ -30,10 +31,12 @@ class GemmConfig(Config):
     dataflow : "os" or "ws"
         Output stationary or weight stationary.
     width : 8 or 16
-        Signed operand width (A and B elements are ``width // 8`` bytes).
+        Signed operand width (A and B elements are ``width // 8`` bytes; set
+        by ``arith``).
     acc_width : int
         Accumulator width, ``2 * width`` to 32; sums saturate to it. C is
-        written as int32 (sign-extended) or requantized int8.
+        written as int32 (sign-extended) or requantized int8. 32 (binary32)
+        for bf16.
     mem_width : int
         External memory data width in bits (a power of two, at least 32 and
         at least ``max(rows, cols) * width``). One read-data or write beat
@@ -53,6 +56,18 @@ class GemmConfig(Config):
         The PEs' multiply pipeline, as in
         :class:`~bertforge.rtl.systolic.SystolicConfig` (each stage a cycle
         more of array latency; the cycle model follows).
+    arith : "int", "int8", "int16" or "bf16"
+        The number format, as :class:`~bertforge.rtl.systolic.SystolicConfig`'s
+        (``"int8"`` and ``"int16"`` set ``width`` and are stored as
+        ``"int"``). ``"bf16"``: A and B are bfloat16 (2 bytes an element),
+        the array's binary32 partial sums are added in the accumulator
+        with the PEs' rounded binary32 add
+        (:meth:`~bertforge.rtl.arith.Bf16Arith.add`), old C and the bias are
+        binary32, and C is written as float32 or, with the command's
+        ``bf16_out``, rounded to bfloat16 (nearest even); no requantization
+        (commands with ``int8``, ``int16`` or ``per_channel`` are errors, as
+        is ``accumulate`` with ``bf16_out``). Same cycles as the integer
+        engine (:mod:`bertforge.sim.gemm_cycles`).
     """
 
     rows: int = 4
@@ -67,12 +82,18 @@ class GemmConfig(Config):
     m_tile: int = 16
     multiply_stages: int = 1
     multiplier_cell: str = "inferred"
+    arith: str = "int"
 
-    LATE_FIELDS = ("multiply_stages", "multiplier_cell")
+    LATE_FIELDS = ("multiply_stages", "multiplier_cell", "arith")
 
     def __post_init__(self):
         check_size(self, 64)
         check_choice("dataflow", self.dataflow, ("os", "ws"))
+        check_choice("arith", self.arith, ARITHS)
+        if self.arith != "int":   # frozen: the format sets the width
+            object.__setattr__(self, "width", 8 if self.arith == "int8" else 16)
+        if self.arith in ("int8", "int16"):
+            object.__setattr__(self, "arith", "int")
         check_operands(self, 32)
         check_int("mem_width", self.mem_width, minimum=32, maximum=4096)
         if self.mem_width & (self.mem_width - 1):
@@ -88,11 +109,17 @@ class GemmConfig(Config):
             raise ParameterError(f"k_chunk must be a multiple of mem_width // width = {self.lanes}, "
                              f"not {self.k_chunk}")
         check_int("m_tile", self.m_tile, maximum=4096)
-        self.systolic       # checks multiply_stages and multiplier_cell
+        self.systolic       # checks multiply_stages, multiplier_cell and bf16's acc_width
 
     @property
     def name(self):
-        return f"gemm_{self.rows}x{self.cols}_{self.dataflow}"
+        suffix = "_bf16" if self.bf16 else ""
+        return f"gemm_{self.rows}x{self.cols}_{self.dataflow}{suffix}"
+
+    @property
+    def bf16(self):
+        """bf16 operands, binary32 sums (``arith == "bf16"``)."""
+        return self.arith == "bf16"
 
     @property
     def systolic(self):
@@ -100,7 +127,7 @@ class GemmConfig(Config):
         return SystolicConfig(rows=self.rows, cols=self.cols, dataflow=self.dataflow,
                               width=self.width, acc_width=self.acc_width,
                               multiply_stages=self.multiply_stages,
-                              multiplier_cell=self.multiplier_cell)
+                              multiplier_cell=self.multiplier_cell, arith=self.arith)
 
     @property
     def mem_bytes(self):
@@ -148,7 +175,10 @@ class GemmConfig(Config):
 
 
 def requantizer_dsps(config):
-    """DSP blocks the writer's :class:`~bertforge.rtl.engine.Requantizer` takes."""
+    """DSP blocks the writer's :class:`~bertforge.rtl.engine.Requantizer`
+    takes (none in bf16: it has no requantizer)."""
+    if config.bf16:
+        return 0
     return Requantizer.DSPS_PER_LANE * (config.mem_bytes // 4)
 
 
@@ -249,7 +279,9 @@ def ws_walk(m, cfg, name, d, count, advance):
 class WSActivationFeeder(wiring.Component):
     """Weight stationary activations: per weight block of a loaded chunk,
     rows 0..m_len-1 of A, ``rows`` lanes of the block's K range each (ports
-    as :class:`OSFeeder`'s, one A buffer)."""
+    as :class:`OSFeeder`'s, one A buffer). In bf16 the lanes past K are +0
+    (memory past a row's K elements may hold an infinity or a NaN, whose
+    product with the zero padding weight would be NaN)."""
 
     def __init__(self, config, layout, array):
         self.config = config
@@ -277,12 +309,18 @@ class WSActivationFeeder(wiring.Component):
         blk_q = Signal.like(blk)
         last_q = Signal()
         m.d.sync += [pending.eq(go), blk_q.eq(blk), last_q.eq(row == d.m_len - 1)]
+        if cfg.bf16:
+            in_k = Signal(R)     # the block's lanes that are inside K
+            m.d.sync += in_k.eq(Cat(*[kbase + i < d.k_len for i in range(R)]))
         with m.If(go & done):
             m.d.sync += slot.eq(~slot)
             m.d.comb += [self.chunk.ready.eq(1), self.freed.eq(1)]
         padded = Cat(self.a_rd.data, Const(0, (BPS * R - L) * w))
         act = Signal(act_layout)
-        m.d.comb += [act.x.eq(padded.word_select(blk_q, R * w)), act.last.eq(last_q),
+        lanes = padded.word_select(blk_q, R * w)
+        if cfg.bf16:
+            lanes = Cat(*[Mux(in_k[i], lanes[i * w:(i + 1) * w], 0) for i in range(R)])
+        m.d.comb += [act.x.eq(lanes), act.last.eq(last_q),
                      out.i.payload.eq(act), out.i.valid.eq(pending)]
         head = out.o.payload
         m.d.comb += [self.a.payload.data.eq(head.x), self.a.payload.last.eq(head.last),
@@ -292,7 +330,9 @@ class WSActivationFeeder(wiring.Component):
 
 class WSWeightFeeder(wiring.Component):
     """Weight stationary weights: ``rows`` rows of B's tile per weight block,
-    zero past the memory beat's segment or past K."""
+    zero past the memory beat's segment or past K (in bf16 -0, whose
+    products leave a partial sum unchanged: ``x + (-0) = x``, also for
+    ``x = -0``)."""
 
     def __init__(self, config, layout, array):
         self.config = config
@@ -318,7 +358,8 @@ class WSWeightFeeder(wiring.Component):
         with m.If(go & done):
             m.d.sync += slot.eq(~slot)
             m.d.comb += [self.chunk.ready.eq(1), self.freed.eq(1)]
-        m.d.comb += [out.i.payload.eq(Mux(zero, 0, self.b_rd.data.word_select(col, C * w))),
+        pad = Cat(*[Const(BF16_NEG_ZERO, 16)] * C) if cfg.bf16 else 0
+        m.d.comb += [out.i.payload.eq(Mux(zero, pad, self.b_rd.data.word_select(col, C * w))),
                      out.i.valid.eq(pending),
                      self.b.payload.eq(out.o.payload), self.b.valid.eq(out.o.valid),
                      out.o.ready.eq(self.b.ready)]

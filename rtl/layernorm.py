@@ -50,6 +50,8 @@ class LayerNormConfig(Config):
     gamma_frac, beta_frac : int
         Fraction bits of gamma and beta (real gamma = ``gamma * 2**-gamma_frac``;
         ``beta_frac <= 14 + gamma_frac``).
+    out_width : 8 or 16
+        Signed output width (``out`` saturates to it).
     out_mult, out_shift : int
         Output scale: ``out = requantize(acc, out_mult, out_shift)`` with
         ``acc = z * gamma + (beta << (14 + gamma_frac - beta_frac))`` in units
@@ -66,6 +68,7 @@ class LayerNormConfig(Config):
     param_width: int = 8
     gamma_frac: int = 6
     beta_frac: int = 4
+    out_width: int = 8
     out_mult: int = 1
     out_shift: int = 16
 
@@ -79,12 +82,14 @@ class LayerNormConfig(Config):
         check_choice("param_width", self.param_width, (8, 16))
         check_int("gamma_frac", self.gamma_frac, minimum=0, maximum=self.param_width - 1)
         check_int("beta_frac", self.beta_frac, minimum=0, maximum=LN_Z_FRAC + self.gamma_frac)
+        check_choice("out_width", self.out_width, (8, 16))
         check_scale("out", self.out_mult, self.out_shift)
 
     @property
     def name(self):
         return (f"layernorm_l{self.lanes}_h{self.h_max}_i{self.in_width}_p{self.param_width}"
-                + ("_res" if self.add_residual else ""))
+                + ("_res" if self.add_residual else "")
+                + ("" if self.out_width == 8 else f"_o{self.out_width}"))
 
     @property
     def beats_max(self):
@@ -135,15 +140,15 @@ class LayerNorm(wiring.Component):
     element ``z = requantize((H*v - S1) * R, 1, 20 + e - 14)`` (Q.14, equal
     to ``(v - mean) / std`` to 2e-6 relative), ``acc = z * gamma[i] +
     (beta[i] << beta_shift)`` and ``out = requantize(acc, out_mult,
-    out_shift)`` (int8). No epsilon: a constant vector (``D = 0``) gives
-    ``z = 0``, so the output is beta. The input scale does not enter (the
+    out_shift)`` (int8, or int16 with ``out_width = 16``). No epsilon: a
+    constant vector (``D = 0``) gives ``z = 0``, so the output is beta. The input scale does not enter (the
     result does not depend on it).
 
     Ports: ``x`` (``data``: lanes x int, ``last`` on the vector's final
     beat), ``r`` (lanes x int, taken with ``x``, only with ``add_residual``),
     ``params`` (``gamma``, ``beta``: lanes each, ``last``: loads channels
     0, 1, ... of gamma and beta in order; load before the vectors that use
-    them), ``y`` (``data``: lanes x int8, ``last``).
+    them), ``y`` (``data``: lanes x int8 or int16, ``last``).
 
     Two passes per vector overlap across vectors: while vector k is
     normalized from the vector buffer (a FIFO of ``buffer_depth`` beats),
@@ -172,7 +177,7 @@ class LayerNorm(wiring.Component):
             "params": In(stream.Signature(data.StructLayout({
                 "gamma": data.ArrayLayout(param, lanes), "beta": data.ArrayLayout(param, lanes),
                 "last": 1}))),
-            "y": Out(stream.Signature(row_layout(signed(8), lanes))),
+            "y": Out(stream.Signature(row_layout(signed(config.out_width), lanes))),
         }
         if config.add_residual:
             ports["r"] = In(stream.Signature(data.ArrayLayout(value, lanes)))
@@ -327,7 +332,7 @@ class LayerNorm(wiring.Component):
             acc = register(signed(acc_width), f"l{lane}_acc")
             out_product = register(signed(acc_width + cfg.out_mult.bit_length() + 1),
                                    f"l{lane}_out_product")
-            out = register(signed(8), f"l{lane}_out")
+            out = register(signed(cfg.out_width), f"l{lane}_out")
             gamma1 = read.data[2 * pw * lane:2 * pw * lane + pw].as_signed()
             beta1 = read.data[2 * pw * lane + pw:2 * pw * (lane + 1)].as_signed()
             with m.If(advance):
@@ -339,7 +344,7 @@ class LayerNorm(wiring.Component):
                     gamma[1].eq(gamma[0]), beta[1].eq(beta[0]),
                     acc.eq(z * gamma[1] + (beta[1] << cfg.beta_shift)),
                     out_product.eq(acc * cfg.out_mult),
-                    out.eq(requantize(out_product, 1, cfg.out_shift, signed(8))),
+                    out.eq(requantize(out_product, 1, cfg.out_shift, signed(cfg.out_width))),
                 ]
             m.d.comb += self.y.payload.data[lane].eq(out)
         return m

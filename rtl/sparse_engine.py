@@ -33,6 +33,8 @@ class SparseEngineConfig(GemmConfig):
         super().__post_init__()
         if self.dataflow != "os":
             raise ParameterError(f"dataflow must be 'os' for the sparse engine, not {self.dataflow!r}")
+        if self.bf16:
+            raise ParameterError("arith must be 'int' for the sparse engine (integer PEs), not 'bf16'")
         check_choice("m_max", self.m_max, (2, 4, 8, 16))
         if self.lanes % self.m_max:
             raise ParameterError(f"m_max must divide mem_width // width = {self.lanes}, not {self.m_max}")

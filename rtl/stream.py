@@ -135,8 +135,9 @@ def clamp(value, width):
 
     A value of at most ``width`` bits is returned as is. One of ``width + 1``
     bits (a sum of two ``width``-bit values) overflows when its two top bits
-    differ, and its sign bit then picks the bound; a wider value is compared
-    with both bounds.
+    differ, and its sign bit then picks the bound; a wider value overflows
+    unless its bits from ``width - 1`` up are all equal (a tree of LUTs, no
+    carry chain), and its sign bit picks the bound.
     """
     value = Value.cast(value)
     if len(value) <= width:
@@ -145,7 +146,9 @@ def clamp(value, width):
     if len(value) == width + 1:
         top, sign = value[width], value[width - 1]
         return Mux(top ^ sign, Mux(top, lo, hi), value[:width])[:width].as_signed()
-    return Mux(value > hi, hi, Mux(value < lo, lo, value))[:width].as_signed()
+    top = value[width - 1:]
+    fits = top.all() | ~top.any()
+    return Mux(fits, value[:width], Mux(value[-1], lo, hi))[:width].as_signed()
 
 
 def row_layout(shape, lanes):

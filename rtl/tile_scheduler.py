@@ -13,11 +13,12 @@ Every chunk of a (m0, n0) block accumulates into the same on-chip
 accumulator block; the chunk with ``last`` set ends the block, and the one
 with ``end`` set ends the command. A bad command (M, K or N = 0, a matrix
 that leaves the address space, accumulate with int8 or int16 output, both
-int8 and int16) gives one
+int8 and int16; in a bf16 engine int8, int16, per-channel scales, or
+accumulate with bf16 output) gives one
 descriptor with ``error`` set and nothing else.
 """
 
-from amaranth.hdl import Array, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -41,17 +42,25 @@ def command_layout(config):
     output column instead: N
     little-endian 32-bit words at ``scale_addr``, multiplier in bits 0-25
     (:data:`CHANNEL_MULT_BITS`), shift in bits 26-31; ``tag``: echoed on
-    the completion.
+    the completion. A bf16 engine (``config.arith == "bf16"``) has one more
+    field, ``bf16_out``: write C as bfloat16 (2 bytes, rounded to nearest
+    even) instead of float32; its ``bias`` is N binary32 values.
     """
     dim, addr = unsigned(config.dim_width), unsigned(config.addr_width)
+    bf16 = {"bf16_out": 1} if _bf16(config) else {}
     return data.StructLayout({
         "m": dim, "k": dim, "n": dim,
         "a_addr": addr, "b_addr": addr, "c_addr": addr,
         "a_stride": addr, "b_stride": addr, "c_stride": addr,
         "accumulate": 1, "int8": 1,
         "multiplier": unsigned(32), "shift": unsigned(6), "tag": unsigned(8),
-        "bias": 1, "per_channel": 1, "bias_addr": addr, "scale_addr": addr, "int16": 1,
+        "bias": 1, "per_channel": 1, "bias_addr": addr, "scale_addr": addr, "int16": 1, **bf16,
     })
+
+
+def _bf16(config):
+    """The engine computes in bf16 (its config's ``arith``)."""
+    return getattr(config, "arith", "int") == "bf16"
 
 
 def pack_command(config, cmd):
@@ -89,7 +98,7 @@ class TileScheduler(wiring.Component):
     """Checks commands and emits their chunks (see the module docstring).
 
     Throughput: one descriptor per cycle, from an output register, after a
-    check of ``dim_width + 2`` cycles per command (the three ``(rows - 1) * stride`` products of the
+    check of ``dim_width + 3`` cycles per command (the three ``(rows - 1) * stride`` products of the
     range check are shift-and-add, a bit a cycle: no multiplier); chunks are
     long (at least ``max(k_len, rows)`` array cycles each), so the scheduler
     never limits the engine.
@@ -125,8 +134,10 @@ class TileScheduler(wiring.Component):
         esize = cfg.width // 8
         limit = 1 << aw
         new = self.cmd.payload
-        # log2 of C's bytes per element: int32, int16 or int8.
-        osize_bits = Mux(cmd.int8, 0, Mux(cmd.int16, 1, 2))
+        # log2 of C's bytes per element: int32, int16 or int8 (bf16: float32
+        # or bf16, which the writer handles as it does int16).
+        two_bytes = cmd.int16 | cmd.bf16_out if _bf16(cfg) else cmd.int16
+        osize_bits = Mux(cmd.int8, 0, Mux(two_bytes, 1, 2))
         products = []   # (multiplier bits, shifted stride, product, initial values)
         for rows, stride in ((new.m, new.a_stride), (new.k, new.b_stride), (new.m, new.c_stride)):
             products.append((Signal(dw), Signal(aw + dw), Signal(aw + dw), rows - 1, stride))
@@ -134,7 +145,8 @@ class TileScheduler(wiring.Component):
         ends = [Signal(aw + dw + 2) for _ in range(5)]
         a_end, b_end, c_end, bias_end, scale_end = ends
         (_, _, a_prod, _, _), (_, _, b_prod, _, _), (_, _, c_prod, _, _) = products
-        m.d.comb += [
+        # Registered: the check compares them a cycle after the last product step.
+        m.d.sync += [
             a_end.eq(cmd.a_addr + a_prod + cmd.k * esize),
             b_end.eq(cmd.b_addr + b_prod + cmd.n * esize),
             c_end.eq(cmd.c_addr + c_prod + (cmd.n << osize_bits)),
@@ -146,14 +158,24 @@ class TileScheduler(wiring.Component):
                  | (c_end > limit) | (cmd.accumulate & narrow) | (cmd.int8 & cmd.int16)
                  | (cmd.bias & (bias_end > limit))
                  | (cmd.per_channel & (~narrow | (scale_end > limit))))
+        if _bf16(cfg):      # no requantization; old C is float32
+            check = check | narrow | (cmd.accumulate & cmd.bf16_out)
 
-        # What is left of m, n and k from (m0, n0, k0) on, kept in registers.
+        # What is left of m, n and k from (m0, n0, k0) on, kept in registers,
+        # and whether it is the last block, panel or chunk (registers too:
+        # no compare before the advance's enables).
         rows_left = Signal(cfg.dim_width)
         cols_left = Signal(cfg.dim_width)
         red_left = Signal(cfg.dim_width)
-        last_m = rows_left <= cfg.block_rows
-        last_n = cols_left <= cfg.panel
-        last_k = red_left <= cfg.k_chunk
+        last_m, last_n, last_k = Signal(), Signal(), Signal()
+
+        def left(signal, last, limit, value):
+            value = Value.cast(value)[:cfg.dim_width]
+            return [signal.eq(value), last.eq(value <= limit)]
+
+        rows = (rows_left, last_m, cfg.block_rows)
+        cols = (cols_left, last_n, cfg.panel)
+        red = (red_left, last_k, cfg.k_chunk)
 
         # The next descriptor, computed combinationally and loaded into the
         # registered output ``self.chunk`` (no path from the stages'
@@ -186,7 +208,7 @@ class TileScheduler(wiring.Component):
             d.tiles.eq(tiles_lut[n_len]),
             d.kblocks.eq(kblocks),
             d.first.eq(k0 == 0), d.last.eq(last_k), d.end.eq(last_k & last_n & last_m),
-            d.accumulate.eq(cmd.accumulate), d.int8.eq(cmd.int8), d.int16.eq(cmd.int16),
+            d.accumulate.eq(cmd.accumulate), d.int8.eq(cmd.int8), d.int16.eq(two_bytes),
             d.multiplier.eq(cmd.multiplier), d.shift.eq(cmd.shift), d.tag.eq(cmd.tag),
             d.bias.eq(cmd.bias), d.per_channel.eq(cmd.per_channel),
             d.bias_base.eq(cmd.bias_addr + (n0 << 2)), d.scale_base.eq(cmd.scale_addr + (n0 << 2)),
@@ -212,11 +234,11 @@ class TileScheduler(wiring.Component):
                     m.d.sync += [bits.eq(bits >> 1), shifted.eq(shifted << 1),
                                  product.eq(product + Mux(bits[0], shifted, 0))]
                 m.d.sync += step.eq(step + 1)
-                with m.If(step == dw - 1):
+                with m.If(step == dw):      # one step more: the ends register
                     m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.sync += [bad.eq(check), m0.eq(0), n0.eq(0), k0.eq(0),
-                             rows_left.eq(cmd.m), cols_left.eq(cmd.n), red_left.eq(cmd.k),
+                             *left(*rows, cmd.m), *left(*cols, cmd.n), *left(*red, cmd.k),
                              a_row.eq(cmd.a_addr), b_row.eq(cmd.b_addr), c_row.eq(cmd.c_addr)]
                 m.next = "RUN"
             with m.State("RUN"):
@@ -226,16 +248,16 @@ class TileScheduler(wiring.Component):
                     with m.If(bad | d.end):
                         m.next = "IDLE"
                     with m.Elif(~last_k):
-                        m.d.sync += [k0.eq(k0 + cfg.k_chunk), red_left.eq(red_left - cfg.k_chunk),
+                        m.d.sync += [k0.eq(k0 + cfg.k_chunk), *left(*red, red_left - cfg.k_chunk),
                                      b_row.eq(b_row + cmd.b_stride * cfg.k_chunk)]
                     with m.Else():
-                        m.d.sync += [k0.eq(0), red_left.eq(cmd.k), b_row.eq(cmd.b_addr)]
+                        m.d.sync += [k0.eq(0), *left(*red, cmd.k), b_row.eq(cmd.b_addr)]
                         with m.If(~last_n):
-                            m.d.sync += [n0.eq(n0 + cfg.panel), cols_left.eq(cols_left - cfg.panel)]
+                            m.d.sync += [n0.eq(n0 + cfg.panel), *left(*cols, cols_left - cfg.panel)]
                         with m.Else():
-                            m.d.sync += [n0.eq(0), cols_left.eq(cmd.n),
+                            m.d.sync += [n0.eq(0), *left(*cols, cmd.n),
                                          m0.eq(m0 + cfg.block_rows),
-                                         rows_left.eq(rows_left - cfg.block_rows),
+                                         *left(*rows, rows_left - cfg.block_rows),
                                          a_row.eq(a_row + cmd.a_stride * cfg.block_rows),
                                          c_row.eq(c_row + cmd.c_stride * cfg.block_rows)]
         return m

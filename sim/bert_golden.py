@@ -11,8 +11,8 @@ layer (each layer is :mod:`bertforge.sim.encoder_golden`).
   their LayerNorm); the sentence is padded with zero rows to the run's
   sequence length ``S``; padding keys are masked in the softmax.
 - Layer 0's input is quantized at its calibrated scale; every later layer
-  takes the previous layer's int8 output as it is (scale: the layernorm
-  unit's ``out_scale``).
+  takes the previous layer's output (int8 or int16, as the config's
+  activations are) as it is (scale: the layernorm unit's ``out_scale``).
 - Sentence embedding (sentence-transformers' mean pooling): the mean of the
   last layer's real-token rows, L2-normalized.
 
@@ -22,7 +22,8 @@ everywhere, exact softmax, erf GELU, LayerNorm with ``eps`` from config.json.
 
 import numpy as np
 
-from .encoder_golden import EncoderLayer, encoder_float, encoder_golden, quantize, _layernorm
+from .encoder_golden import (EncoderLayer, _layernorm, _q8, calibrate, encoder_float, encoder_golden,
+                             quantize, wide)
 
 __all__ = ["embed", "float_forward", "pool", "calibrate_model", "QuantizedModel",
            "integer_forward", "STAGES"]
@@ -77,7 +78,7 @@ def calibrate_model(model, sentences):
 
 
 class QuantizedModel:
-    """The int8 layers of ``model`` for ``config`` (an EncoderConfig) and
+    """The integer layers of ``model`` for ``config`` (an EncoderConfig) and
     calibration maxima ``top`` (:func:`calibrate_model`), for runs of
     ``seq`` tokens: ``layers`` (EncoderLayer, per-channel weights, int32
     biases) and ``x_scale`` (layer 0's input LSB)."""
@@ -90,24 +91,25 @@ class QuantizedModel:
             t = top[index]
             # Layer 0 takes the host's embeddings; later layers the previous
             # layer's output at the layernorm unit's scale. attn shares it.
-            sx = max(t["x"], t["attn"]) / 127 if index == 0 else ln.out_scale
-            scales = {"x": sx, **{key: max(t[key], 1e-12) / 127 for key in ("q", "k", "v", "ctx")}}
+            scales = calibrate(t, config)
+            if index:
+                scales["x"] = ln.out_scale
             layer = _float_layer(model, index, np.zeros((seq, model.hidden)))
             quantize(config, layer, scales)
             self.layers.append(layer)
         self.x_scale = self.layers[0].scales["x"]
 
     def input(self, ids):
-        """Layer 0's int8 input (S x H): embeddings quantized, zero padding rows."""
+        """Layer 0's input (S x H, int8 or int16): embeddings quantized, zero padding rows."""
         x = np.zeros((self.seq, self.model.hidden))
         x[:len(ids)] = embed(self.model, ids)
-        return np.clip(np.floor(x / self.x_scale + 0.5), -128, 127).astype(np.int64)
+        return _q8(x, self.x_scale, 16 if wide(self.config) else 8)
 
 
 def integer_forward(qmodel, ids, *, inputs=None):
     """Every layer's integer stages (a list of :func:`encoder_golden` dicts)
-    for one sentence padded to ``qmodel.seq``. ``inputs`` (optional, one int8
-    S x H array per layer) replaces each layer's input (to check a layer of
+    for one sentence padded to ``qmodel.seq``. ``inputs`` (optional, one
+    S x H integer array per layer) replaces each layer's input (to check a layer of
     a hardware run on the hardware's own input)."""
     x = qmodel.input(ids)
     out = []

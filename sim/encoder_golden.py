@@ -14,19 +14,29 @@ of ``K^T``). With ``valid`` < S the keys of the padding tokens (columns
 hidden ``H``, ``heads`` heads of ``d = H / heads`` and FFN width ``F``
 (``sx``, ``sq``, ... the real value of one LSB of each tensor):
 
-1. ``Q = rq(X Wq)``, ``V = rq(X Wv)``, ``K^T = rq(Wk^T X^T)`` (int8; ``rq`` is
+1. ``Q = rq(X Wq)``, ``V = rq(X Wv)``, ``K^T = rq(Wk^T X^T)`` (``rq`` is
    the engine's requantization, multiplier/shift from the scale ratio; K is
-   produced transposed because the engine's B operand is row-major).
+   produced transposed because the engine's B operand is row-major; ``X^T``
+   (``xt``) is made on the engine too, see :mod:`bertforge.sim.encoder_run`).
 2. Per head ``h``: scores ``Q_h K^T_h`` (int32), softmax with scale
-   ``sq sk / sqrt(d)`` (uint8 ``p``, :func:`softmax_golden`), then
-   ``P = min((p + 1) >> 1, 127)`` (int8, scale 1/128: the softmax adapter's
-   requantization), ``ctx_h = rq(P V_h)``.
+   ``sq sk / sqrt(d)`` (:func:`softmax_golden`), then int8: ``P = min((p +
+   1) >> 1, 127)`` of the uint8 ``p`` (scale 1/128: the softmax adapter's
+   requantization); int16: the unit's Q1.15 ``p`` as it is (scale
+   2**-15); ``ctx_h = rq(P V_h)``.
 3. ``attn = rq(ctx Wo)`` at scale ``sx`` (the residual must share X's
    scale), ``ln1 = LayerNorm(attn + X)`` (the unit's fused residual add;
    int8 at the unit's output scale ``s1``).
 4. ``h1 = rq(ln1 W1)`` at the GELU unit's input scale, ``g = GELU(h1)``
    (:func:`gelu_golden`), ``f = rq(g W2)`` at ``s1``,
    ``out = LayerNorm(f + ln1)``.
+
+Activations are int8 with a width-8 GEMM engine and int16 with a width-16
+one (:func:`wide`); weights are int8 either way (stored as int16 for the
+width-16 engine), gamma and beta at the layernorm unit's ``param_width``.
+Calibrated int16 tensors map their largest magnitude to
+``2**(SPAN16[key] - 1) - 1`` (:data:`SPAN16`); the residual stream (layer
+input, attention output, layernorm outputs, FFN 2 output) is at the
+layernorm unit's output scale after layer 0.
 
 The float reference runs the same graph in float64 with the unquantized
 weights (exact softmax, erf GELU, LayerNorm with float gamma/beta).
@@ -50,7 +60,7 @@ __all__ = ["EncoderLayer", "random_layer", "encoder_float", "encoder_golden", "c
 
 @dataclass
 class EncoderLayer:
-    """Float weights and input, their int8 versions and every scale."""
+    """Float weights and input, their integer versions and every scale."""
     seq: int
     hidden: int
     heads: int
@@ -79,8 +89,10 @@ class EncoderLayer:
         return self.hidden // self.heads
 
 
-def _q8(values, scale):
-    return np.clip(np.floor(np.asarray(values) / scale + 0.5), -128, 127).astype(np.int64)
+def _q8(values, scale, bits=8):
+    """Round to nearest at ``scale`` and saturate to ``bits``-bit signed."""
+    top = (1 << (bits - 1)) - 1
+    return np.clip(np.floor(np.asarray(values) / scale + 0.5), -top - 1, top).astype(np.int64)
 
 
 def _softmax(z):
@@ -145,14 +157,33 @@ def random_layer(config, seq, hidden=64, heads=2, ffn=256, *, seed=0, weight_std
     return layer
 
 
-def calibrate(trace):
-    """Activation scales (one int8 LSB, real units) from a float trace (a
-    dict of stage -> array, or of stage -> largest magnitude seen): the
-    largest magnitude over 127; ``x`` covers the layer input and ``attn``
-    (the residual of layernorm 1 adds them at one scale)."""
+def wide(config):
+    """True if ``config`` (an EncoderConfig) runs int16 activations (a
+    width-16 GEMM engine), False for int8."""
+    return config.gemm.width == 16
+
+
+#: int16 activations: the bits the calibrated largest magnitude of each
+#: scaled tensor spans (q and k narrower, so that the int32 attention
+#: scores of int16 x int16 products keep clear of saturation).
+SPAN16 = {"x": 16, "q": 13, "k": 13, "v": 16, "ctx": 16}
+
+
+def levels(config, key):
+    """The integer the calibrated largest magnitude of tensor ``key`` maps to."""
+    return (1 << (SPAN16[key] - 1)) - 1 if wide(config) else 127
+
+
+def calibrate(trace, config=None):
+    """Activation scales (one LSB, real units) from a float trace (a dict
+    of stage -> array, or of stage -> largest magnitude seen): the largest
+    magnitude over :func:`levels` (127 for int8; ``config`` None: int8);
+    ``x`` covers the layer input and ``attn`` (the residual of layernorm 1
+    adds them at one scale)."""
     top = {key: float(np.abs(value).max()) for key, value in trace.items()}
-    return {"x": max(top["x"], top["attn"]) / 127,
-            **{key: max(top[key], 1e-12) / 127 for key in ("q", "k", "v", "ctx")}}
+    span = {key: (levels(config, key) if config is not None else 127) for key in SPAN16}
+    return {"x": max(top["x"], top["attn"]) / span["x"],
+            **{key: max(top[key], 1e-12) / span[key] for key in ("q", "k", "v", "ctx")}}
 
 
 def quantize(config, layer, scales=None):
@@ -163,19 +194,21 @@ def quantize(config, layer, scales=None):
     ln, gelu = config.layernorm, config.gelu
     if scales is None:
         ref = encoder_float(layer, trace=True)
-        scales = calibrate({**{key: ref[key] for key in ("q", "k", "v", "ctx", "attn")}, "x": layer.x})
+        scales = calibrate({**{key: ref[key] for key in ("q", "k", "v", "ctx", "attn")}, "x": layer.x},
+                           config)
     channel = set(LINEAR) if layer.per_channel else set()
     layer.sw = {key: (np.maximum(np.abs(value).max(axis=0), 1e-12) / 127 if key in channel
                       else float(np.abs(value).max()) / 127)
                 for key, value in layer.w.items()}
     layer.wq = {key: _q8(value, layer.sw[key]) for key, value in layer.w.items()}
     sx = scales["x"]
-    s = {**scales, "p": 1.0 / 128, "attn": sx, "ln1": ln.out_scale, "h1": gelu.in_scale,
+    bits = 16 if wide(config) else 8
+    s = {**scales, "p": 2.0 ** -(config.softmax.out_width - 1), "attn": sx, "ln1": ln.out_scale, "h1": gelu.in_scale,
          "g": gelu.out_scale, "f": ln.out_scale, "out": ln.out_scale}
     layer.scales = s
-    layer.xq = _q8(layer.x, sx)
-    gq = [np.clip(np.floor(g / ln.gamma_scale + 0.5), -128, 127).astype(np.int64) for g in layer.gamma]
-    bq = [np.clip(np.floor(b / ln.beta_scale + 0.5), -128, 127).astype(np.int64) for b in layer.beta]
+    layer.xq = _q8(layer.x, sx, bits)
+    gq = [_q8(g, ln.gamma_scale, ln.param_width) for g in layer.gamma]
+    bq = [_q8(b, ln.beta_scale, ln.param_width) for b in layer.beta]
     layer.gamma_q, layer.beta_q = tuple(gq), tuple(bq)
     pairs = {"q": ("x", "q", "q"), "k": ("x", "k", "k"), "v": ("x", "v", "v"), "ctx": ("p", None, "ctx"),
              "o": ("ctx", "o", "attn"), "1": ("ln1", "1", "h1"), "2": ("g", "2", "f")}
@@ -205,10 +238,12 @@ def encoder_golden(config, layer):
     int64 arrays; ``kt`` is K transposed, ``scores`` and ``p`` are heads x S x S)."""
     g, wq, d, S = config.gemm, layer.wq, layer.head_dim, layer.seq
 
+    narrow = not wide(config)
+
     def mm(a, b, key):
         mult, shift = layer.rq[key]
-        return gemm_golden(g, a, b, bias=(layer.bq or {}).get(key), int8=True, multiplier=mult,
-                           shift=shift)
+        return gemm_golden(g, a, b, bias=(layer.bq or {}).get(key), int8=narrow, int16=not narrow,
+                           multiplier=mult, shift=shift)
     x = layer.xq
     q, v = mm(x, wq["q"], "q"), mm(x, wq["v"], "v")
     kt = mm(wq["k"].T, x.T, "k")
@@ -217,7 +252,7 @@ def encoder_golden(config, layer):
     mult, shift = layer.softmax
     mask = np.broadcast_to(np.arange(S) >= (layer.valid or S), (layer.heads * S, S))
     p8 = softmax_golden(config.softmax, scores.reshape(-1, S), mask, mult, shift)
-    p = probabilities_int8(p8).reshape(layer.heads, S, S)
+    p = (probabilities_int8(p8) if config.softmax.out_width == 8 else p8).reshape(layer.heads, S, S)
     ctx = np.concatenate([mm(p[h], v[:, h * d:(h + 1) * d], "ctx") for h in range(layer.heads)], axis=1)
     attn = mm(ctx, wq["o"], "o")
     ln = config.layernorm
@@ -228,7 +263,7 @@ def encoder_golden(config, layer):
     f = mm(gl, wq["2"], "2")
     out = np.stack([layernorm_golden(ln, f[t], ln1[t], layer.gamma_q[1], layer.beta_q[1])
                     for t in range(S)])
-    return {"q": q, "kt": kt, "v": v, "scores": scores, "p": p, "ctx": ctx, "attn": attn,
+    return {"xt": x.T, "q": q, "kt": kt, "v": v, "scores": scores, "p": p, "ctx": ctx, "attn": attn,
             "ln1": ln1, "h1": h1, "g": gl, "f": f, "out": out}
 
 

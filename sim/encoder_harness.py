@@ -7,7 +7,10 @@ and the same seeded random read latency and stalls).
 The memory is ``2**abits`` bytes. Host side (while ``go`` is low):
 ``host_we``/``host_addr``/``host_wdata`` write words, ``host_rdata`` reads
 word ``host_addr`` a cycle later, ``cmd_push`` queues ``cmd_data``. With
-``go`` high the sequencer runs the queued commands; ``cycles`` counts from
+``go`` high the sequencer runs the queued commands; a cycle of ``clear``
+(with ``go`` low and every command completed) empties the counts, stamps
+and error flags, so that the next program (a model's next layer) can be
+queued and run on the same memory; ``cycles`` counts from
 the first command handshake to the last completion (both included);
 ``finished`` rises when every command has completed. For command ``i``
 (``stamp_sel = i``), ``stamp_start`` is the value ``cycles`` had when its
@@ -29,8 +32,9 @@ from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["EncoderHarness", "encoder_harness_name", "encoder_harness_verilog", "MAX_COMMANDS"]
 
-#: Commands the harness queue holds.
-MAX_COMMANDS = 64
+#: Commands the harness queue holds (one layer's program: its GEMMs, a
+#: transpose command per token, the elementwise operations).
+MAX_COMMANDS = 192
 
 
 def encoder_harness_name(config):
@@ -64,9 +68,9 @@ class EncoderHarness(wiring.Component):
             "host_addr": In(range(words)), "host_wdata": In(width), "host_we": In(1),
             "host_rdata": Out(width),
             "cmd_data": In(encoder_command_layout(config)), "cmd_push": In(1),
-            "go": In(1), "seed": In(32),
+            "go": In(1), "clear": In(1), "seed": In(32),
             "lat_min": In(8), "lat_mask": In(8), "p_req": In(8), "p_data": In(8), "p_wr": In(8),
-            "cycles": Out(32), "completions": Out(8), "finished": Out(1),
+            "cycles": Out(32), "completions": Out(range(MAX_COMMANDS + 1)), "finished": Out(1),
             "errors": Out(MAX_COMMANDS),
             "stamp_sel": In(range(MAX_COMMANDS)), "stamp_start": Out(32), "stamp_end": Out(32),
         })
@@ -80,7 +84,8 @@ class EncoderHarness(wiring.Component):
         # Commands, completions and time stamps.
         layout = encoder_command_layout(self.config)
         cmds = m.submodules.cmds = Queue(shape=layout, depth=MAX_COMMANDS)
-        pushed, done_n, started_n = Signal(8), Signal(8), Signal(8)
+        count_shape = range(MAX_COMMANDS + 1)
+        pushed, done_n, started_n = Signal(count_shape), Signal(count_shape), Signal(count_shape)
         started, finished = Signal(), Signal()
         m.d.comb += [cmds.i.payload.eq(self.cmd_data), cmds.i.valid.eq(self.cmd_push & ~self.go)]
         with m.If(cmds.i.valid & cmds.i.ready):
@@ -98,14 +103,17 @@ class EncoderHarness(wiring.Component):
         ends = Array(Signal(32, name=f"end{i}") for i in range(MAX_COMMANDS))
         errors = Signal(MAX_COMMANDS)
         with m.If(top.start):
-            m.d.sync += [starts[started_n[:6]].eq(count), started_n.eq(started_n + 1)]
+            m.d.sync += [starts[started_n].eq(count), started_n.eq(started_n + 1)]
         with m.If(top.finish):
-            m.d.sync += [ends[done_n[:6]].eq(count), done_n.eq(done_n + 1)]
+            m.d.sync += [ends[done_n].eq(count), done_n.eq(done_n + 1)]
             for i in range(MAX_COMMANDS):
                 with m.If(done_n == i):
                     m.d.sync += errors[i].eq(top.finish_error)
             with m.If(done_n + 1 == pushed):
                 m.d.sync += finished.eq(1)
+        with m.If(self.clear & ~self.go):
+            m.d.sync += [pushed.eq(0), done_n.eq(0), started_n.eq(0), started.eq(0), finished.eq(0),
+                         self.cycles.eq(0), errors.eq(0)]
         m.d.comb += [self.completions.eq(done_n), self.finished.eq(finished), self.errors.eq(errors),
                      self.stamp_start.eq(starts[self.stamp_sel]), self.stamp_end.eq(ends[self.stamp_sel])]
         return m

@@ -13,90 +13,155 @@ from .encoder_harness import MAX_COMMANDS
 from bertforge.rtl.encoder import OP_GELU, OP_GEMM, OP_LAYERNORM, OP_SOFTMAX
 from bertforge.rtl.errors import ParameterError
 
-__all__ = ["encoder_program", "read_stages", "check_shape", "OPERATIONS"]
+__all__ = ["encoder_program", "model_program", "read_stages", "check_shape", "OPERATIONS",
+           "program_commands"]
 
 #: Operations of the program, in order: (workload name, class); the names are
-#: those of :func:`bertforge.generators.workload.encoder_layer`.
+#: those of :func:`bertforge.generators.workload.encoder_layer`, and ``input
+#: transpose`` that of ``analyze(..., transpose=True)``.
 OPERATIONS = [
-    ("q, v projections", "gemm"), ("k projection", "gemm"), ("attention scores", "gemm"),
-    ("softmax", "softmax"), ("attention context", "gemm"), ("output projection", "gemm"),
-    ("residual + layernorm 1", "layernorm"), ("ffn 1", "gemm"), ("gelu", "gelu"), ("ffn 2", "gemm"),
-    ("residual + layernorm 2", "layernorm"),
+    ("q, v projections", "gemm"), ("input transpose", "gemm"), ("k projection", "gemm"),
+    ("attention scores", "gemm"), ("softmax", "softmax"), ("attention context", "gemm"),
+    ("output projection", "gemm"), ("residual + layernorm 1", "layernorm"), ("ffn 1", "gemm"),
+    ("gelu", "gelu"), ("ffn 2", "gemm"), ("residual + layernorm 2", "layernorm"),
 ]
+#: Activation tensors of a layer in memory order (layer 0 also has ``x``; a
+#: later layer's ``x`` is the previous layer's ``out``).
+ACTIVATIONS = ("xt", "q", "kt", "v", "scores", "p", "ctx", "attn", "ln1", "h1", "g", "f", "out")
+
+
+def program_commands(seq, heads):
+    """Commands of one layer's program: q and v, one transpose command per
+    token, k, a score and a context command per head, seven more (softmax,
+    output projection, layernorm, FFN 1, GELU, FFN 2, layernorm)."""
+    return 2 + seq + 1 + 2 * heads + 7
+
 
 def check_shape(config, seq, hidden, heads, ffn):
     """``ValueError`` (one line) if the adapters cannot take this layer."""
     mb = config.gemm.mem_bytes
+    eb = config.element_bytes
     if seq > config.softmax.l_max:
         raise ParameterError(f"sequence length {seq} exceeds the softmax unit's l_max = {config.softmax.l_max}")
     if hidden > config.layernorm.h_max:
         raise ParameterError(f"hidden {hidden} exceeds the layernorm unit's h_max = {config.layernorm.h_max}")
     if (4 * seq) % mb:
         raise ParameterError(f"sequence length {seq} must be a multiple of {mb // 4} (softmax rows of "
-                         f"int32 must fill whole {mb}-byte memory words)")
+                             f"int32 must fill whole {mb}-byte memory words)")
     for name, n in (("hidden", hidden), ("ffn", ffn)):
-        if n % mb:
-            raise ParameterError(f"{name} {n} must be a multiple of the {mb}-byte memory word")
+        if (n * eb) % mb:
+            raise ParameterError(f"{name} {n} must be a multiple of the {mb}-byte memory word "
+                                 f"({mb // eb} elements of {eb} bytes)")
     if hidden % heads:
         raise ParameterError(f"hidden {hidden} is not a multiple of heads {heads}")
+    if program_commands(seq, heads) > MAX_COMMANDS:
+        raise ParameterError(f"a layer of sequence length {seq} and {heads} heads needs "
+                             f"{program_commands(seq, heads)} commands; the harness queue holds "
+                             f"{MAX_COMMANDS}")
 
 
 def encoder_program(config, layer):
-    """``(image, commands, regions, groups, abits)``: the memory image with
-    the input and weights, the command list, the byte address of every
-    tensor, the command indices of each of :data:`OPERATIONS`, and the
-    memory's address bits."""
-    S, H, F, heads, d = layer.seq, layer.hidden, layer.ffn, layer.heads, layer.head_dim
+    """``(image, commands, regions, groups, abits)`` of one layer: the
+    memory image with the input and weights, the command list, the byte
+    address of every tensor, the command indices of each of
+    :data:`OPERATIONS`, and the memory's address bits."""
+    image, programs, regions, groups, abits = model_program(config, [layer])
+    return image, programs[0], regions[0], groups[0], abits
+
+
+def model_program(config, layers):
+    """``(image, programs, regions, groups, abits)`` of a stack of layers
+    (:class:`~bertforge.sim.encoder_golden.EncoderLayer`, one shape): the
+    memory image (layer 0's input, every layer's weights, the constant 1 the
+    transpose commands multiply by), one command list per layer, per layer
+    the byte address of each tensor, per layer the command indices of each
+    of :data:`OPERATIONS`, and the memory's address bits. Activations come
+    first (every layer's own, so each can be read back and checked; layer
+    ``l``'s input is layer ``l - 1``'s ``out``), then the weights."""
+    first = layers[0]
+    S, H, F, heads = first.seq, first.hidden, first.ffn, first.heads
     check_shape(config, S, H, heads, F)
-    mb = config.gemm.mem_bytes
-    # Activations first (the testbench reads memory back up to "out"), then the weights.
-    sizes = [("x", S * H), ("xt", H * S), ("q", S * H),
-             ("kt", H * S), ("v", S * H), ("scores", heads * S * S * 4), ("p", heads * S * S),
-             ("ctx", S * H), ("attn", S * H), ("ln1", S * H), ("h1", S * F), ("g", S * F),
-             ("f", S * H), ("out", S * H), ("wq", H * H), ("wkt", H * H), ("wv", H * H),
-             ("wo", H * H), ("w1", H * F), ("w2", F * H), ("ln1p", 2 * H), ("ln2p", 2 * H)]
-    bq, words = layer.bq or {}, layer.words or {}
+    mb, eb = config.gemm.mem_bytes, config.element_bytes
+    pb = config.softmax.out_width // 8
+    act = {"x": S * H, "xt": H * S, "q": S * H, "kt": H * S, "v": S * H, "scores": heads * S * S * 4 // eb,
+           "p": heads * S * S * pb // eb, "ctx": S * H, "attn": S * H, "ln1": S * H, "h1": S * F,
+           "g": S * F, "f": S * H, "out": S * H}
     n_out = {"q": H, "v": H, "o": H, "1": F, "2": H}
-    sizes += [(f"bias_{key}", 4 * n_out[key]) for key in bq]
-    sizes += [(f"scale_{key}", 4 * n_out[key]) for key in words]
-    regions, cursor = {}, 0
-    for name, size in sizes:
-        regions[name] = cursor
-        cursor += -(-size // mb) * mb
+    regions, cursor = [], 0
+
+    def take(size_bytes):
+        nonlocal cursor
+        at = cursor
+        cursor += -(-size_bytes // mb) * mb
+        return at
+    for index, layer in enumerate(layers):
+        if (layer.seq, layer.hidden, layer.ffn, layer.heads) != (S, H, F, heads):
+            raise ParameterError(f"layer {index} has another shape than layer 0")
+        r = {"x": take(act["x"] * eb) if index == 0 else regions[-1]["out"]}
+        for name in ACTIVATIONS:
+            r[name] = take(act[name] * eb)
+        regions.append(r)
+    read_bytes = cursor
+    one = take(mb)
+    for r, layer in zip(regions, layers):
+        r["one"] = one
+        for name, size in (("wq", H * H), ("wkt", H * H), ("wv", H * H), ("wo", H * H),
+                           ("w1", H * F), ("w2", F * H), ("ln1p", 2 * H), ("ln2p", 2 * H)):
+            r[name] = take(size * eb)
+        for key in layer.bq or {}:
+            r[f"bias_{key}"] = take(4 * n_out[key])
+        for key in layer.words or {}:
+            r[f"scale_{key}"] = take(4 * n_out[key])
+        r["read_bytes"] = read_bytes
     abits = max(12, (cursor + 2 * mb - 1).bit_length())
     image = np.zeros(1 << abits, dtype=np.uint8)
+    dtype = "<i1" if eb == 1 else "<i2"
 
-    def put(name, matrix):
-        raw = np.asarray(matrix, dtype=np.int64).astype(np.int8).ravel().view(np.uint8)
-        image[regions[name]:regions[name] + raw.size] = raw
-    wq = layer.wq
-    put("x", layer.xq)
-    put("xt", layer.xq.T)
-    put("wq", wq["q"]), put("wkt", wq["k"].T), put("wv", wq["v"]), put("wo", wq["o"])
-    put("w1", wq["1"]), put("w2", wq["2"])
-    put("ln1p", np.concatenate([layer.gamma_q[0], layer.beta_q[0]]))
-    put("ln2p", np.concatenate([layer.gamma_q[1], layer.beta_q[1]]))
-    for name, values, dtype in ([(f"bias_{k}", v, "<i4") for k, v in bq.items()]
-                                + [(f"scale_{k}", v, "<u4") for k, v in words.items()]):
-        raw = np.asarray(values).astype(dtype).view(np.uint8)
-        image[regions[name]:regions[name] + raw.size] = raw
+    def put(at, matrix, kind=dtype):
+        raw = np.asarray(matrix, dtype=np.int64).astype(kind).ravel().view(np.uint8)
+        image[at:at + raw.size] = raw
+    put(regions[0]["x"], first.xq)
+    put(one, [1])
+    programs, groups = [], []
+    for r, layer in zip(regions, layers):
+        wq = layer.wq
+        put(r["wq"], wq["q"]), put(r["wkt"], wq["k"].T), put(r["wv"], wq["v"]), put(r["wo"], wq["o"])
+        put(r["w1"], wq["1"]), put(r["w2"], wq["2"])
+        put(r["ln1p"], np.concatenate([layer.gamma_q[0], layer.beta_q[0]]))
+        put(r["ln2p"], np.concatenate([layer.gamma_q[1], layer.beta_q[1]]))
+        for key, values in (layer.bq or {}).items():
+            put(r[f"bias_{key}"], values, "<i4")
+        for key, values in (layer.words or {}).items():
+            put(r[f"scale_{key}"], values, "<u4")
+        commands, layer_groups = _program(config, layer, r)
+        programs.append(commands)
+        groups.append(layer_groups)
+    return image, programs, regions, groups, abits
 
-    r = regions
+
+def _program(config, layer, r):
+    """One layer's commands and operation groups (see :func:`model_program`)."""
+    S, H, F, heads, d = layer.seq, layer.hidden, layer.ffn, layer.heads, layer.head_dim
+    eb = config.element_bytes
+    narrow = {"int8": 1} if eb == 1 else {"int16": 1}
+    bq, words = layer.bq or {}, layer.words or {}
     commands, groups = [], []
 
     def gemm(a, a_stride, b, b_stride, c, c_stride, m, k, n, key=None):
+        """Strides in elements (scores: int32, the others ``eb`` bytes)."""
         fields = {}
         if key in words:
             fields.update(per_channel=1, scale_addr=r[f"scale_{key}"], multiplier=0, shift=0)
         else:
-            mult, shift = layer.rq[key] if key else (1, 0)
+            mult, shift = layer.rq[key] if key not in (None, "t") else (1, 0)
             fields.update(multiplier=mult, shift=shift)
         if key in bq:
             fields.update(bias=1, bias_addr=r[f"bias_{key}"])
+        out = narrow if key is not None else {}
         commands.append({"op": OP_GEMM, "gemm": {
-            "m": m, "k": k, "n": n, "a_addr": a, "b_addr": b, "c_addr": c, "a_stride": a_stride,
-            "b_stride": b_stride, "c_stride": c_stride, "accumulate": 0, "int8": int(key is not None),
-            "tag": len(commands) % 256, **fields}})
+            "m": m, "k": k, "n": n, "a_addr": a, "b_addr": b, "c_addr": c, "a_stride": a_stride * eb,
+            "b_stride": b_stride * eb, "c_stride": c_stride * (eb if key is not None else 4),
+            "accumulate": 0, **out, "tag": len(commands) % 256, **fields}})
 
     def group(build):
         first = len(commands)
@@ -106,29 +171,35 @@ def encoder_program(config, layer):
 
     group(lambda: (gemm(r["x"], H, r["wq"], H, r["q"], H, S, H, H, "q"),
                    gemm(r["x"], H, r["wv"], H, r["v"], H, S, H, H, "v")))
+    # X^T on the engine: column t of X^T is row t of X, read as an H x 1
+    # matrix (row stride one element) times the 1 x 1 matrix [1].
+    group(lambda: [gemm(r["x"] + t * H * eb, 1, r["one"], 1, r["xt"] + t * eb, S, H, 1, 1, "t")
+                   for t in range(S)])
     group(lambda: gemm(r["wkt"], H, r["xt"], S, r["kt"], S, H, H, S, "k"))
-    group(lambda: [gemm(r["q"] + h * d, H, r["kt"] + h * d * S, S, r["scores"] + h * S * S * 4, 4 * S,
-                        S, d, S) for h in range(heads)])
+    group(lambda: [gemm(r["q"] + h * d * eb, H, r["kt"] + h * d * S * eb, S, r["scores"] + h * S * S * 4,
+                        S, S, d, S) for h in range(heads)])
     mult, shift = layer.softmax
+    pb = config.softmax.out_width // 8
     group(lambda: commands.append({"op": OP_SOFTMAX, "src": r["scores"], "src_stride": 4 * S,
-                                   "dst": r["p"], "dst_stride": S, "rows": heads * S, "length": S,
+                                   "dst": r["p"], "dst_stride": S * pb, "rows": heads * S, "length": S,
                                    "valid": layer.valid if layer.valid and layer.valid < S else 0,
                                    "multiplier": mult, "shift": shift}))
-    group(lambda: [gemm(r["p"] + h * S * S, S, r["v"] + h * d, H, r["ctx"] + h * d, H, S, S, d, "ctx")
-                   for h in range(heads)])
+    group(lambda: [gemm(r["p"] + h * S * S * eb, S, r["v"] + h * d * eb, H, r["ctx"] + h * d * eb, H,
+                        S, S, d, "ctx") for h in range(heads)])
     group(lambda: gemm(r["ctx"], H, r["wo"], H, r["attn"], H, S, H, H, "o"))
 
     def layernorm(x, res, params, out):
-        commands.append({"op": OP_LAYERNORM, "src": x, "src_stride": H, "src2": res, "src2_stride": H,
-                         "params": params, "dst": out, "dst_stride": H, "rows": S, "length": H})
+        commands.append({"op": OP_LAYERNORM, "src": x, "src_stride": H * eb, "src2": res,
+                         "src2_stride": H * eb, "params": params, "dst": out, "dst_stride": H * eb,
+                         "rows": S, "length": H})
     group(lambda: layernorm(r["attn"], r["x"], r["ln1p"], r["ln1"]))
     group(lambda: gemm(r["ln1"], H, r["w1"], F, r["h1"], F, S, H, F, "1"))
-    group(lambda: commands.append({"op": OP_GELU, "src": r["h1"], "src_stride": F, "dst": r["g"],
-                                   "dst_stride": F, "rows": S, "length": F}))
+    group(lambda: commands.append({"op": OP_GELU, "src": r["h1"], "src_stride": F * eb, "dst": r["g"],
+                                   "dst_stride": F * eb, "rows": S, "length": F}))
     group(lambda: gemm(r["g"], F, r["w2"], H, r["f"], H, S, F, H, "2"))
     group(lambda: layernorm(r["f"], r["ln1"], r["ln2p"], r["out"]))
-    assert len(commands) <= MAX_COMMANDS and len(groups) == len(OPERATIONS)
-    return image, commands, regions, groups, abits
+    assert len(commands) == program_commands(S, heads) and len(groups) == len(OPERATIONS)
+    return commands, groups
 
 
 def _read(image, addr, shape, dtype):
@@ -137,11 +208,14 @@ def _read(image, addr, shape, dtype):
                          dtype=dtype).reshape(shape).astype(np.int64)
 
 
-def read_stages(image, regions, layer):
-    """The hardware's tensors from a memory image (same keys as :func:`encoder_golden`)."""
+def read_stages(image, regions, layer, config=None):
+    """The hardware's tensors from a memory image (same keys as
+    :func:`encoder_golden`; ``config`` None: int8 activations)."""
     S, H, F, heads = layer.seq, layer.hidden, layer.ffn, layer.heads
-    shapes = {"q": (S, H), "kt": (H, S), "v": (S, H), "scores": (heads, S, S), "p": (heads, S, S),
-              "ctx": (S, H), "attn": (S, H), "ln1": (S, H), "h1": (S, F), "g": (S, F), "f": (S, H),
-              "out": (S, H)}
-    return {key: _read(image, regions[key], shape, "<i4" if key == "scores" else "<i1")
+    eb = config.element_bytes if config is not None else 1
+    act = "<i1" if eb == 1 else "<i2"
+    shapes = {"xt": (H, S), "q": (S, H), "kt": (H, S), "v": (S, H), "scores": (heads, S, S),
+              "p": (heads, S, S), "ctx": (S, H), "attn": (S, H), "ln1": (S, H), "h1": (S, F),
+              "g": (S, F), "f": (S, H), "out": (S, H)}
+    return {key: _read(image, regions[key], shape, "<i4" if key == "scores" else act)
             for key, shape in shapes.items()}

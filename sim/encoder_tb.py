@@ -1,16 +1,21 @@
 """cocotb testbench of the emitted :class:`~bertforge.sim.encoder_harness.EncoderHarness`.
 
 Spec keys: ``config`` (an EncoderConfig dict), ``image`` (``.npy``, the
-initial memory), ``abits``, ``mem_bytes``, ``commands`` (sequencer command
-dicts, GEMM fields under ``gemm``), ``read_bytes`` (how much memory to read
-back), ``seed`` and the memory knobs ``lat_min``, ``lat_mask``, ``p_req``,
-``p_data``, ``p_wr``.
+initial memory: every layer's weights), ``abits``, ``mem_bytes``,
+``programs`` (per run, one list of sequencer command dicts per layer, GEMM
+fields under ``gemm``), ``inputs`` (optional, per run: the bytes written at
+``input_addr`` before it, a sentence's layer-0 input), ``read_bytes`` (how
+much memory to read back after each run), ``seed`` and the memory knobs
+``lat_min``, ``lat_mask``, ``p_req``, ``p_data``, ``p_wr``.
 
-Python loads memory and commands, waits with a timer (no Python on the
-cycles in between) and reads memory back; the results (``cycles``, per
-command ``starts``/``ends`` stamps and ``errors``) go to ``result_path``,
-the memory image to ``result_path + ".npy"``. Comparing with the golden
-model is the caller's (:func:`bertforge.sim.encoder_run.simulate_encoder`).
+Python loads the memory once; per run it writes the input, then per layer
+clears the harness's counts, queues the layer's commands and waits with a
+timer (no Python on the cycles in between), and reads memory back at the
+end of the run. The results (per run and layer ``cycles``, per command
+``starts``/``ends`` stamps and ``errors``) go to ``result_path``, each
+run's memory to ``result_path + ".<run>.npy"``. Comparing with the golden
+model is the caller's (:func:`bertforge.generators.encoder_sim.simulate_encoder`,
+:func:`bertforge.generators.model_sim.encode`).
 """
 
 import json
@@ -38,22 +43,63 @@ def config_from_dict(spec):
 
 
 @cocotb.test()
-async def encoder_layer(dut):
+async def encoder_layers(dut):
     with open(os.environ["BERTFORGE_SPEC"]) as f:
         spec = json.load(f)
     config = config_from_dict(spec["config"])
     layout = encoder_command_layout(config)
-    commands = spec["commands"]
+    runs = spec["programs"]
+    inputs = spec.get("inputs")
     image = np.load(spec["image"]).astype(np.uint8)
     mb = int(spec["mem_bytes"])
     assert image.size == 1 << int(spec["abits"])
+    timeout = int(spec.get("timeout", 0)) or 20_000_000
 
     dut.stamp_sel.value = 0
-    await start_harness(dut, spec, {key: int(spec.get(key, 0)) for key in KNOBS}, image, mb,
-                        [pack(layout, cmd) for cmd in commands])
+    dut.clear.value = 0
+    await start_harness(dut, spec, {key: int(spec.get(key, 0)) for key in KNOBS}, image, mb, [])
+    words = -(-int(spec["read_bytes"]) // mb)
+    results, failures = [], []
+    for run, programs in enumerate(runs):
+        if inputs is not None:
+            data_in = np.load(inputs[run]).astype(np.uint8)
+            base = int(spec["input_addr"]) // mb
+            dut.host_we.value = 1
+            for index, word in enumerate(data_in.reshape(-1, mb)):
+                dut.host_addr.value = base + index
+                dut.host_wdata.value = int.from_bytes(word.tobytes(), "little")
+                await RisingEdge(dut.clk)
+            dut.host_we.value = 0
+        layers = []
+        for number, commands in enumerate(programs):
+            layers.append(await _run_program(dut, layout, commands, timeout))
+            if layers[-1]["completions"] != len(commands) or any(layers[-1]["errors"]):
+                failures.append(f"run {run}, layer {number}: {layers[-1]['completions']} completions "
+                                f"for {len(commands)} commands, errors {layers[-1]['errors']}")
+        got = image.copy()
+        got[:words * mb] = await read_memory(dut, words, mb)
+        path = f"{spec['result_path']}.{run}.npy"
+        np.save(path, got[:words * mb])
+        results.append({"layers": layers, "image": path})
+        with open(spec["result_path"] + ".tmp", "w") as f:   # after every run: a long run's
+            json.dump({"runs": results}, f)                   # finished part survives a stop
+        os.replace(spec["result_path"] + ".tmp", spec["result_path"])
+    assert not failures, failures[0]
 
+
+async def _run_program(dut, layout, commands, timeout):
+    """Clear the harness, queue ``commands``, run them; their stamps."""
+    dut.clear.value = 1
+    await RisingEdge(dut.clk)
+    dut.clear.value = 0
+    dut.cmd_push.value = 1
+    for cmd in commands:
+        dut.cmd_data.value = pack(layout, cmd)
+        await RisingEdge(dut.clk)
+    dut.cmd_push.value = 0
+    await RisingEdge(dut.clk)
     dut.go.value = 1
-    _, seconds = await wait_finished(dut, commands, int(spec.get("timeout", 0)) or 20_000_000)
+    _, seconds = await wait_finished(dut, commands, timeout)
     await ClockCycles(dut.clk, 64)   # nothing may happen after the last completion
     dut.go.value = 0
     cycles = int(dut.cycles.value)
@@ -66,14 +112,5 @@ async def encoder_layer(dut):
         await RisingEdge(dut.clk)
         starts.append(int(dut.stamp_start.value))
         ends.append(int(dut.stamp_end.value))
-
-    words = -(-int(spec["read_bytes"]) // mb)
-    got = image.copy()
-    got[:words * mb] = await read_memory(dut, words, mb)
-    np.save(spec["result_path"] + ".npy", got)
-    result = {"cycles": cycles, "completions": completions, "errors": errors, "starts": starts,
-              "ends": ends, "sim_seconds": seconds, "image": spec["result_path"] + ".npy"}
-    with open(spec["result_path"], "w") as f:
-        json.dump(result, f)
-    assert completions == len(commands), f"{completions} completions for {len(commands)} commands"
-    assert not any(errors), f"the engine rejected commands: {errors}"
+    return {"cycles": cycles, "completions": completions, "errors": errors, "starts": starts,
+            "ends": ends, "sim_seconds": seconds}

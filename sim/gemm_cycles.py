@@ -26,6 +26,14 @@ where the writer takes ``ceil(n_len / Q)`` cycles per output row, int32,
 int16 or int8, ``Q = mem_bytes // 4`` (:func:`write_cycles`).
 
 Otherwise (memory bound) the same walk estimates it.
+
+A bf16 engine (``GemmConfig(arith="bf16")``) has the same cycles, with no
+extra: its PEs keep the integer PE's pipeline (a one-cycle rounded add after
+the ``multiply_stages`` product registers), its accumulator adds in the
+integer one's stage and its writer keeps the requantizer's latency
+(rounding to bf16 instead), and its loads (2-byte A and B, 4-byte old C
+and bias) and writes (float32 as int32, bf16 output as int16) are the
+integer engine's beats.
 """
 
 import math
@@ -38,10 +46,10 @@ __all__ = ["gemm_cycles", "ideal_cycles", "chunks", "load_beats", "write_cycles"
 #: Cycles from the first command handshake to the first read request, plus
 #: from the last read beat of a chunk to its first operand handshake, not
 #: counting the scheduler's range check (``dim_width`` cycles: :func:`start_cycles`).
-START = 16
+START = 17
 #: Cycles from the array's last result row to the block's first write beat,
 #: plus from the last write beat to the completion.
-END = 14
+END = 15
 #: Cycles from a block's last write beat leaving the writer, less the read
 #: latency, until the first beat of a later block's old C, bias or scales
 #: (which reuse its block buffer) can arrive.

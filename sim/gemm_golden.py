@@ -1,17 +1,22 @@
-"""Bit-exact golden model of the GEMM engine (:class:`~bertforge.rtl.gemm.GemmEngine`)."""
+"""Bit-exact golden model of the GEMM engine (:class:`~bertforge.rtl.gemm.GemmEngine`),
+integer (:func:`gemm_golden`) and bf16 (:func:`bf16_gemm_golden`)."""
 
+import ml_dtypes
 import numpy as np
 
 from .fixed_golden import requantize, split_scale_words
-from .systolic_golden import saturating_matmul
+from .systolic_golden import FP32_MIN_NORMAL, bf16_matmul, round_fp32_ftz, saturating_matmul
+from bertforge.rtl.arith import FP32_NAN
 from bertforge.rtl.errors import ParameterError
 
-__all__ = ["gemm_golden", "command_error", "command_rejected", "command_fields", "FIELDS",
-           "reduction_pieces", "run_commands", "write_result", "matrix_view", "output_dtype"]
+__all__ = ["gemm_golden", "bf16_gemm_golden", "fp32_add", "command_error", "command_rejected",
+           "command_fields", "FIELDS", "reduction_pieces", "run_commands", "write_result",
+           "matrix_view", "output_dtype", "operand_dtype"]
 
 #: The fields :func:`command_error` checks.
 _CHECKED = ("m", "k", "n", "a_addr", "b_addr", "c_addr", "a_stride", "b_stride", "c_stride",
-            "accumulate", "int8", "bias", "per_channel", "bias_addr", "scale_addr", "int16")
+            "accumulate", "int8", "bias", "per_channel", "bias_addr", "scale_addr", "int16",
+            "bf16_out")
 #: Fields of a dense command that the golden and cycle models read (``tag`` aside).
 FIELDS = _CHECKED + ("multiplier", "shift")
 _INT32 = (-(1 << 31), (1 << 31) - 1)
@@ -31,8 +36,10 @@ def reduction_pieces(config, k):
 
 
 def gemm_golden(config, a, b, *, c_old=None, bias=None, int8=False, int16=False, multiplier=1,
-                shift=0):
-    """``A @ B`` as the engine computes it.
+                shift=0, bf16_out=False):
+    """``A @ B`` as the engine computes it (a bf16 engine:
+    :func:`bf16_gemm_golden`, which has no ``int8``, ``int16``, ``multiplier``
+    or ``shift``).
 
     ``acc = clamp(c_old)`` (accumulate) or 0; for each reduction piece ``p``
     (:func:`reduction_pieces`: K chunks in OS, weight blocks in WS):
@@ -44,6 +51,10 @@ def gemm_golden(config, a, b, *, c_old=None, bias=None, int8=False, int16=False,
     scalars or one per column (length N). When no sum saturates this is the
     plain product (plus the bias).
     """
+    if config.bf16:
+        if int8 or int16:
+            raise ParameterError("a bf16 engine does not requantize: no int8 or int16 output")
+        return bf16_gemm_golden(config, a, b, c_old=c_old, bias=bias, bf16_out=bf16_out)
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
@@ -71,23 +82,84 @@ def gemm_golden(config, a, b, *, c_old=None, bias=None, int8=False, int16=False,
     return acc
 
 
-def output_dtype(cmd):
-    """C's little-endian dtype for command dict ``cmd``: int8, int16 or int32."""
+def fp32_add(x, y):
+    """``round(x + y)`` elementwise as
+    :meth:`~bertforge.rtl.arith.Bf16Arith.add` computes it: float32 ``x``
+    and ``y`` (a subnormal counts as a zero of its sign), the sum rounded to
+    nearest even with :func:`~bertforge.sim.systolic_golden.round_fp32_ftz`
+    (the float64 sum of two 24-bit significands rounds once more without
+    harm: 53 >= 2 * 24 + 1), NaNs as :data:`~bertforge.rtl.arith.FP32_NAN`.
+    Returns float32."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        x, y = (np.asarray(v, dtype=np.float32).astype(np.float64) for v in (x, y))
+        x, y = (np.where(np.abs(v) < FP32_MIN_NORMAL, np.copysign(0.0, v), v) for v in (x, y))
+        total = round_fp32_ftz(x + y)
+    total.view(np.uint32)[np.isnan(total)] = FP32_NAN
+    return total
+
+
+def bf16_gemm_golden(config, a, b, *, c_old=None, bias=None, bf16_out=False):
+    """``A @ B`` as a bf16 engine (``config.arith == "bf16"``) computes it.
+
+    Per reduction piece ``p`` (:func:`reduction_pieces`) the array's sum
+    ``part = bf16_matmul(A[:, p], B[p])`` (in K order from +0, rounded to
+    binary32 at every add, subnormals flushed:
+    :func:`~bertforge.sim.systolic_golden.bf16_matmul`); the accumulator
+    takes the first piece as it is, or ``fp32_add(c_old, part)`` with
+    accumulate (float32 ``c_old``), and adds each later piece with
+    :func:`fp32_add`; then ``fp32_add(acc, bias)`` (N float32 values) with a
+    bias. Returns float32 C, or with ``bf16_out`` C rounded to bfloat16
+    (nearest even).
+    """
+    a = np.asarray(a, dtype=ml_dtypes.bfloat16)
+    b = np.asarray(b, dtype=ml_dtypes.bfloat16)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ParameterError(f"cannot multiply shapes {a.shape} and {b.shape}")
+    acc = None if c_old is None else np.asarray(c_old, dtype=np.float32)
+    for start, stop in reduction_pieces(config, a.shape[1]):
+        part = bf16_matmul(a[:, start:stop], b[start:stop])
+        acc = part if acc is None else fp32_add(acc, part)
+    if bias is not None:
+        bias = np.asarray(bias, dtype=np.float32)
+        if bias.shape != (b.shape[1],):
+            raise ParameterError(f"bias must have one value per column of B ({b.shape[1]}), "
+                                 f"not shape {bias.shape}")
+        acc = fp32_add(acc, bias[None, :])
+    return acc.astype(ml_dtypes.bfloat16) if bf16_out else acc
+
+
+def output_dtype(cmd, config=None):
+    """C's little-endian dtype for command dict ``cmd``: int8, int16 or
+    int32; for a bf16 engine's ``config`` float32, or bfloat16 with
+    ``bf16_out``."""
+    if config is not None and config.bf16:
+        return np.dtype(ml_dtypes.bfloat16) if cmd.get("bf16_out") else np.dtype("<f4")
     return "<i1" if cmd.get("int8") else "<i2" if cmd.get("int16") else "<i4"
+
+
+def operand_dtype(config):
+    """The dtype of A and B in memory: int8, int16 or bfloat16."""
+    return np.dtype(ml_dtypes.bfloat16) if config.bf16 else np.dtype(f"<i{config.width // 8}")
 
 
 def command_error(config, m, k, n, a_addr, b_addr, c_addr, a_stride, b_stride, c_stride,
                   accumulate=False, int8=False, *, bias=False, per_channel=False, bias_addr=0,
-                  scale_addr=0, int16=False):
+                  scale_addr=0, int16=False, bf16_out=False):
     """True if the engine rejects this command: a size of 0, a matrix (or,
     when used, the bias vector or the per-channel scale words: N 4-byte
     values each) that leaves the ``2**addr_width`` byte address space,
     accumulate with int8 or int16 output, both int8 and int16, or
-    per-channel scales with int32 output."""
+    per-channel scales with int32 output. A bf16 engine also rejects int8,
+    int16, per-channel scales and accumulate with ``bf16_out`` (old C is
+    float32); an integer engine has no ``bf16_out`` (it is ignored)."""
     narrow = int8 or int16
     if min(m, k, n) == 0 or (accumulate and narrow) or (int8 and int16) or (per_channel and not narrow):
         return True
-    esize, osize, limit = config.width // 8, 1 if int8 else 2 if int16 else 4, 1 << config.addr_width
+    bf16_out = bf16_out and config.bf16
+    if config.bf16 and (narrow or (accumulate and bf16_out)):
+        return True
+    osize = 1 if int8 else 2 if int16 or bf16_out else 4
+    esize, limit = config.width // 8, 1 << config.addr_width
     return bool(a_addr + (m - 1) * a_stride + k * esize > limit
                 or b_addr + (k - 1) * b_stride + n * esize > limit
                 or c_addr + (m - 1) * c_stride + n * osize > limit
@@ -118,7 +190,13 @@ def write_result(config, image, c, a, b):
     read its old C, bias and scale words from ``image``, compute C with
     :func:`gemm_golden` and write it into ``image``."""
     n = c["n"]
-    out = matrix_view(image, c["c_addr"], c["c_stride"], c["m"], n, output_dtype(c))
+    out = matrix_view(image, c["c_addr"], c["c_stride"], c["m"], n, output_dtype(c, config))
+    if config.bf16:
+        c_old = out.copy() if c["accumulate"] else None
+        bias = matrix_view(image, c["bias_addr"], 4, 1, n, "<f4")[0] if c["bias"] else None
+        out[...] = bf16_gemm_golden(config, a, b, c_old=c_old, bias=bias,
+                                    bf16_out=bool(c["bf16_out"]))
+        return
     c_old = out.astype(np.int64) if c["accumulate"] else None
     bias = matrix_view(image, c["bias_addr"], 4, 1, n, "<i4")[0] if c["bias"] else None
     multiplier, shift = c["multiplier"], c["shift"]
@@ -132,7 +210,7 @@ def run_commands(config, image, commands):
     """Run ``commands`` (dicts with the command fields) in order on a byte
     image of memory (a ``uint8`` array, updated in place) as the engine does.
     Returns the list of error flags."""
-    operand = f"<i{config.width // 8}"
+    operand = operand_dtype(config)
     errors = []
     for cmd in commands:
         c = command_fields(cmd)
@@ -140,7 +218,9 @@ def run_commands(config, image, commands):
         errors.append(bad)
         if bad:
             continue
-        a = matrix_view(image, c["a_addr"], c["a_stride"], c["m"], c["k"], operand).astype(np.int64)
-        b = matrix_view(image, c["b_addr"], c["b_stride"], c["k"], c["n"], operand).astype(np.int64)
+        a = matrix_view(image, c["a_addr"], c["a_stride"], c["m"], c["k"], operand)
+        b = matrix_view(image, c["b_addr"], c["b_stride"], c["k"], c["n"], operand)
+        if not config.bf16:
+            a, b = a.astype(np.int64), b.astype(np.int64)
         write_result(config, image, c, a, b)
     return errors

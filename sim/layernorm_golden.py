@@ -36,9 +36,9 @@ def layernorm_vector_stats(v):
 
 
 def layernorm_golden(config, x, r=None, gamma=None, beta=None):
-    """The unit's int8 output for one vector ``x`` (1-D, length H) and
-    residual ``r`` (same length; required iff ``config.add_residual``), with
-    per-channel ``gamma`` and ``beta`` (length >= H). Returns int64."""
+    """The unit's output (int8, or int16 with ``out_width = 16``) for one
+    vector ``x`` (1-D, length H) and residual ``r`` (same length; required
+    iff ``config.add_residual``), with per-channel ``gamma`` and ``beta`` (length >= H). Returns int64."""
     x = np.asarray(x, dtype=np.int64)
     if x.ndim != 1 or x.size < 1:
         raise ParameterError(f"x must be one non-empty vector, not shape {x.shape}")
@@ -51,7 +51,7 @@ def layernorm_golden(config, x, r=None, gamma=None, beta=None):
     g = np.asarray(gamma, dtype=np.int64)[:h].astype(object)
     b = np.asarray(beta, dtype=np.int64)[:h].astype(object)
     acc = z.astype(object) * g + b * (1 << config.beta_shift)
-    return requantize(acc, config.out_mult, config.out_shift, 8)
+    return requantize(acc, config.out_mult, config.out_shift, config.out_width)
 
 
 def layernorm_float(config, x, r=None, gamma=None, beta=None):

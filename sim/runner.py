@@ -25,6 +25,17 @@ process; either variable set in the environment wins.
 
 Verilog that instantiates an FPGA cell (e.g. ECP5 ``MULT18X18D``) is built
 with the cell's simulation model from ``sim/models``.
+
+Uninitialized state (X). The default build gives every variable without an
+initializer the value 0 (``--x-assign 0 --x-initial 0``), which hides a
+design that reads one (an empty queue's head, a memory's read register).
+``x_seed=N`` (or ``BERTFORGE_X_SEED=N`` in the environment) builds with
+``--x-assign unique --x-initial unique`` and runs with
+``+verilator+rand+reset+2 +verilator+seed+N``: every such variable starts
+at a random value from seed ``N``, so a design whose results depend on one
+changes with the seed. ``simulator="icarus"`` (or
+``BERTFORGE_SIMULATOR=icarus``) runs the same testbench in Icarus Verilog
+(``iverilog`` on ``PATH``; four-state: X stays X), for portability checks.
 """
 
 import fcntl
@@ -40,7 +51,36 @@ import time
 from pathlib import Path
 from bertforge.rtl.errors import BertforgeError
 
-__all__ = ["SimulationError", "cache_root", "cache_dir", "verilator_environment", "is_built", "build", "run"]
+__all__ = ["SimulationError", "cache_root", "cache_dir", "verilator_environment", "is_built", "build", "run",
+           "SIMULATORS"]
+
+#: The simulators the runner drives.
+SIMULATORS = ("verilator", "icarus")
+
+
+def _x_seed(x_seed):
+    """``x_seed``, else ``BERTFORGE_X_SEED``, checked: None or a positive int."""
+    if x_seed is None:
+        value = os.environ.get("BERTFORGE_X_SEED", "").strip()
+        if not value:
+            return None
+        try:
+            x_seed = int(value)
+        except ValueError:
+            raise SimulationError(f"BERTFORGE_X_SEED must be a positive integer, not {value!r}") from None
+    if isinstance(x_seed, bool) or not isinstance(x_seed, int) or x_seed < 1:
+        raise SimulationError(f"x_seed must be a positive integer, not {x_seed!r}")
+    return x_seed
+
+
+def _simulator(simulator):
+    simulator = simulator or os.environ.get("BERTFORGE_SIMULATOR", "").strip() or "verilator"
+    if simulator not in SIMULATORS:
+        raise SimulationError(f"simulator must be one of {', '.join(SIMULATORS)}, not {simulator!r}")
+    if simulator == "icarus" and (shutil.which("iverilog") is None or shutil.which("vvp") is None):
+        raise SimulationError("Icarus Verilog is not installed (no iverilog/vvp on PATH); "
+                              "Debian/Ubuntu: apt install iverilog")
+    return simulator
 
 
 class SimulationError(BertforgeError, RuntimeError):
@@ -140,12 +180,15 @@ def _cell_models(verilog):
 _KEYS = {}
 
 
-def _build_key(verilog, toplevel, waves):
+def _build_key(verilog, toplevel, waves, variant=""):
     # Memoized: simulate() asks is_built, build and run for the same text, and
     # a 16 x 16 harness is megabytes to hash and to scan for cell names.
-    memo = (verilog, toplevel, waves)
+    memo = (verilog, toplevel, waves, variant)
     if memo not in _KEYS:
+        # (the default variant keeps the key it had before variants existed)
         text = f"{_versions()}|public=top|waves={waves}|{toplevel}|{verilog}"
+        if variant:
+            text = f"{variant}|{text}"
         text += "".join("|" + path.read_text() for path in _cell_models(verilog))
         if len(_KEYS) > 64:
             _KEYS.clear()
@@ -153,25 +196,42 @@ def _build_key(verilog, toplevel, waves):
     return _KEYS[memo]
 
 
-def _build_dir(verilog, toplevel, waves):
-    return cache_dir() / f"{toplevel}-{_build_key(verilog, toplevel, waves)}"
+def _variant(simulator, x_seed):
+    """The build variant: ``""`` (Verilator, X as 0), ``"x=unique"``, ``"icarus"``."""
+    if simulator == "icarus":
+        return "icarus"
+    return "x=unique" if x_seed is not None else ""
 
 
-def is_built(verilog, toplevel, *, waves=False):
+def _build_dir(verilog, toplevel, waves, variant=""):
+    suffix = f"-{variant.replace('=', '-')}" if variant else ""
+    if variant == "icarus":
+        variant += "|" + " ".join(ICARUS_ARGS)
+    return cache_dir() / f"{toplevel}{suffix}-{_build_key(verilog, toplevel, waves, variant)}"
+
+
+def is_built(verilog, toplevel, *, waves=False, x_seed=None, simulator=None):
     """True if :func:`build` would reuse a cached build."""
-    return (_build_dir(verilog, toplevel, waves) / "done").exists()
+    variant = _variant(_simulator(simulator), _x_seed(x_seed))
+    return (_build_dir(verilog, toplevel, waves, variant) / "done").exists()
 
 
-def build(verilog, toplevel, *, waves=False, quiet=False):
+def build(verilog, toplevel, *, waves=False, quiet=False, x_seed=None, simulator=None):
     """Build ``verilog`` (text) with top module ``toplevel``; return the build
     directory. Reuses a finished build of the same text (another process
     building it is waited for). Unless ``quiet``, a build (or a wait) says so
-    on stderr when it starts and how long it took when it ends."""
-    directory = _build_dir(verilog, toplevel, waves)
+    on stderr when it starts and how long it took when it ends. ``x_seed``
+    and ``simulator``: see the module docstring (one build serves every
+    seed)."""
+    simulator, x_seed = _simulator(simulator), _x_seed(x_seed)
+    variant = _variant(simulator, x_seed)
+    directory = _build_dir(verilog, toplevel, waves, variant)
     if (directory / "done").exists():
         verilator_environment()
         return directory
     verilator_environment()
+    if simulator == "icarus":
+        return _build_icarus(verilog, toplevel, directory, quiet)
     _check_build_tools()
     directory.parent.mkdir(parents=True, exist_ok=True)
     with open(directory.parent / f"{directory.name}.lock", "w") as lock:
@@ -195,6 +255,9 @@ def build(verilog, toplevel, *, waves=False, quiet=False):
         control = directory / "public_top.vlt"
         control.write_text(_PUBLIC_TOP_VLT.format(top=toplevel))
         args = list(_BUILD_ARGS) + ["--no-public-flat-rw", str(control)]
+        if x_seed is not None:
+            args = [arg for arg in args if arg not in ("--x-assign", "--x-initial", "0")]
+            args += ["--x-assign", "unique", "--x-initial", "unique"]
         if waves:
             args += ["--trace-fst", "--trace-structs"] + _lz4_shim_args(directory)
         log = directory / "build.log"
@@ -220,6 +283,46 @@ def build(verilog, toplevel, *, waves=False, quiet=False):
                                   f"log: {log}\n{tail}") from None
         (directory / "done").write_text("ok\n")
         _say(quiet, f"built the Verilator model of {toplevel} in {time.perf_counter() - start:.1f} s")
+    return directory
+
+
+#: The emitted Verilog is Verilog-2005 (Yosys' ``write_verilog``): compiled as
+#: SystemVerilog (``-g2012``, the cocotb runner's default for Icarus), a
+#: variable's declaration initializer makes no event at time 0, so the
+#: ``always @*`` blocks Yosys starts with one (its trigger register) never run
+#: while their other inputs stay constant, and their outputs stay X (the
+#: scheduler's ``cmd.ready`` before the first command). ``-g2005`` (the last
+#: ``-g`` wins) compiles it as what it is.
+ICARUS_ARGS = ["-g2005"]
+
+
+def _build_icarus(verilog, toplevel, directory, quiet):
+    """Compile ``verilog`` with Icarus Verilog (``iverilog``) into ``directory``."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with open(directory.parent / f"{directory.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (directory / "done").exists():
+            return directory
+        start = time.perf_counter()
+        _say(quiet, f"building the Icarus model of {toplevel}...")
+        if directory.exists():
+            shutil.rmtree(directory)
+        directory.mkdir()
+        source = directory / f"{toplevel}.v"
+        source.write_text(verilog)
+        log = directory / "build.log"
+        from cocotb_tools.runner import get_runner
+        try:
+            get_runner("icarus").build(sources=[source] + _cell_models(verilog),
+                                       hdl_toplevel=toplevel, build_dir=directory,
+                                       build_args=ICARUS_ARGS, timescale=("1ns", "1ps"),
+                                       log_file=log)
+        except (SystemExit, Exception) as error:
+            tail = log.read_text()[-2000:] if log.exists() else ""
+            raise SimulationError(f"Icarus build of {toplevel} failed ({error}); "
+                                  f"log: {log}\n{tail}") from None
+        (directory / "done").write_text("ok\n")
+        _say(quiet, f"built the Icarus model of {toplevel} in {time.perf_counter() - start:.1f} s")
     return directory
 
 
@@ -304,18 +407,24 @@ def _lz4_shim_args(directory):
 
 
 def run(verilog, toplevel, test_module, spec, *, waves=False, workdir=None, rerun_with_waves=True,
-        quiet=False):
+        quiet=False, x_seed=None, simulator=None):
     """Run the cocotb ``test_module`` on ``verilog`` with parameters ``spec``.
 
     Returns the testbench's result dict, plus ``passed`` (every cocotb test
     passed), ``log`` and, where a waveform was written, ``waves``. The work
     directory is a fresh temporary one unless ``workdir`` is given.
+    ``x_seed``, ``simulator``: see the module docstring (Icarus runs write no
+    waveform).
     """
+    simulator, x_seed = _simulator(simulator), _x_seed(x_seed)
+    if simulator == "icarus":
+        waves = rerun_with_waves = False
+    options = {"x_seed": x_seed, "simulator": simulator}
     result = _run_once(verilog, toplevel, test_module, spec, waves=waves, workdir=workdir,
-                       quiet=quiet)
+                       quiet=quiet, **options)
     if not result["passed"] and not waves and rerun_with_waves:
         rerun = _run_once(verilog, toplevel, test_module, spec, waves=True, workdir=None,
-                          quiet=quiet)
+                          quiet=quiet, **options)
         result["waves"] = rerun.get("waves")
     return result
 
@@ -326,8 +435,10 @@ def run(verilog, toplevel, test_module, spec, *, waves=False, workdir=None, reru
 _SIM_ENV = {"COCOTB_REWRITE_ASSERTION_FILES": "*_tb.py", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
-def _run_once(verilog, toplevel, test_module, spec, *, waves, workdir, quiet=False):
-    directory = build(verilog, toplevel, waves=waves, quiet=quiet)
+def _run_once(verilog, toplevel, test_module, spec, *, waves, workdir, quiet=False, x_seed=None,
+              simulator="verilator"):
+    directory = build(verilog, toplevel, waves=waves, quiet=quiet, x_seed=x_seed,
+                      simulator=simulator)
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{toplevel}-"))
     work.mkdir(parents=True, exist_ok=True)
     spec = dict(spec, result_path=str(work / "result.json"))
@@ -336,10 +447,11 @@ def _run_once(verilog, toplevel, test_module, spec, *, waves, workdir, quiet=Fal
     results_xml = work / "results.xml"
     log = work / "sim.log"
     from cocotb_tools.runner import get_results, get_runner
-    runner = get_runner("verilator")
+    runner = get_runner(simulator)
+    plusargs = [] if x_seed is None else ["+verilator+rand+reset+2", f"+verilator+seed+{x_seed}"]
     try:
         runner.test(test_module=test_module, hdl_toplevel=toplevel, hdl_toplevel_lang="verilog",
-                    build_dir=directory,
+                    build_dir=directory, plusargs=plusargs,
                     test_dir=work, extra_env={
                         **{name: value for name, value in _SIM_ENV.items() if name not in os.environ},
                         "BERTFORGE_SPEC": str(spec_path)},

@@ -21,7 +21,8 @@ def test_sim_encoder_cli_json(capsys):
 
 
 @pytest.mark.parametrize("text, args, message", [
-    ("[gemm]\nwidth = 16\n", [], "the encoder top needs gemm width 8, not 16"),
+    ("[gemm]\nwidth = 16\n", [], "the encoder top with gemm width 16 (int16 activations) needs "
+                                "softmax out_width 16, not 8"),
     ("[gemm]\nmem_width = 128\n[softmax]\nl_max = 16\n", [],
      "sequence length 32 exceeds the softmax unit's l_max = 16"),
     ("[gemm]\nmem_width = 128\n", ["--seq", "30"], "must be a multiple of 4"),

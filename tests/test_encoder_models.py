@@ -19,7 +19,11 @@ from helpers import tiny_encoder_config as tiny_config
 
 def test_program_operations_are_the_workload_operations():
     ops = encoder_layer("tiny", 32)
-    assert [(op.name, op.kind) for op in ops] == OPERATIONS
+    rows = analyze("tiny", 32, load_hardware(TINY_HW), transpose=True)["operations"]
+    assert [(r["operation"], r["class"]) for r in rows] == OPERATIONS
+    # the transpose (one H x 1 x 1 command per token) comes after the q, v projections
+    assert [(op.name, op.kind) for op in ops] == OPERATIONS[:1] + OPERATIONS[2:]
+    ops.insert(1, type(ops[0])("input transpose", "gemm", 32, m=64, k=1, n=1))
     config = tiny_config()
     layer = random_layer(config, 32)
     _, commands, _, groups, _ = encoder_program(config, layer)

@@ -16,12 +16,16 @@ from helpers import tiny_encoder_config as tiny_config
 
 @pytest.mark.parametrize("change, error, message", [
     (dict(gemm=SoftmaxConfig()), TypeError, r"^gemm must be a GemmConfig, not SoftmaxConfig\("),
-    (dict(gemm=GemmConfig(width=16)), ValueError, r"^the encoder top needs gemm width 8, not 16$"),
-    (dict(softmax=SoftmaxConfig(in_width=16, out_width=16)), ValueError,
-     r"^the encoder top needs softmax in_width 32 and out_width 8$"),
+    (dict(gemm=GemmConfig(width=16, mem_width=128, k_chunk=64)), ValueError,
+     r"^the encoder top with gemm width 16 \(int16 activations\) needs softmax out_width 16, not 8$"),
+    (dict(softmax=SoftmaxConfig(in_width=16, out_width=8)), ValueError,
+     r"^the encoder top needs softmax in_width 32 \(int32 scores\)$"),
+    (dict(layernorm=LayerNormConfig(lanes=4, h_max=64, out_width=16)), ValueError,
+     r"^the encoder top with gemm width 8 \(int8 activations\) needs layernorm out_width 8, not 16$"),
     (dict(layernorm=LayerNormConfig(add_residual=False)), ValueError,
      r"^the encoder top needs layernorm add_residual = true$"),
-    (dict(gelu=GeluConfig(out_width=16)), ValueError, r"^the encoder top needs gelu in_width 8 and out_width 8$"),
+    (dict(gelu=GeluConfig(out_width=16)), ValueError,
+     r"^the encoder top with gemm width 8 \(int8 activations\) needs gelu out_width 8, not 16$"),
     (dict(gelu=GeluConfig(lanes=32)), ValueError,
      r"^gelu beats of 32 bytes must divide the 16-byte memory word; change \[gelu\] lanes or \[gemm\] mem_width$"),
 ])
@@ -41,9 +45,30 @@ def test_top_needs_an_encoder_config():
     (256, 64, 2, 256, r"^sequence length 256 exceeds the softmax unit's l_max = 128$"),
     (32, 128, 2, 256, r"^hidden 128 exceeds the layernorm unit's h_max = 64$"),
     (30, 64, 2, 256, r"^sequence length 30 must be a multiple of 4 "),
-    (32, 64, 2, 200, r"^ffn 200 must be a multiple of the 16-byte memory word$"),
+    (32, 64, 2, 200, r"^ffn 200 must be a multiple of the 16-byte memory word \(16 elements of 1 bytes\)$"),
     (32, 48, 5, 256, r"^hidden 48 is not a multiple of heads 5$"),
 ])
 def test_shapes_the_adapters_cannot_take(seq, hidden, heads, ffn, message):
     with pytest.raises(ValueError, match=message):
         check_shape(tiny_config(), seq, hidden, heads, ffn)
+
+
+def test_int16_activations():
+    """minilm.toml's units form an int16 top (two bytes an element); the
+    layernorm unit's int16 output is a checked choice."""
+    from bertforge.generators.analyze import load_hardware
+    from bertforge.generators.encoder_sim import encoder_config
+    from bertforge.generators.model_sim import MINILM_HW
+    config = encoder_config(load_hardware(MINILM_HW), MINILM_HW)
+    assert config.element_bytes == 2 and config.name.endswith("_i16")
+    assert (config.softmax.out_width, config.layernorm.out_width, config.gelu.in_width) == (16, 16, 16)
+    assert tiny_config().element_bytes == 1
+    with pytest.raises(ValueError, match=r"^out_width must be 8 or 16, not 12$"):
+        LayerNormConfig(out_width=12)
+    check_shape(config, 32, 384, 12, 1536)
+    with pytest.raises(ValueError, match=r"^hidden 376 must be a multiple of the 64-byte memory word "
+                                         r"\(32 elements of 2 bytes\)$"):
+        check_shape(config, 32, 376, 8, 1536)
+    with pytest.raises(ValueError, match=r"^a layer of sequence length 128 and 64 heads needs 266 "
+                                         r"commands; the harness queue holds 192$"):
+        check_shape(config, 128, 384, 64, 1536)

@@ -3,6 +3,7 @@ registry holds, and a deliberately broken copy of each design makes its
 property fail with a counterexample trace (the proofs bite)."""
 
 import dataclasses
+import re
 from unittest import mock
 
 import pytest
@@ -16,9 +17,16 @@ from bertforge.generators.blocks import BLOCKS
 from bertforge.rtl import systolic as systolic_module
 from bertforge.rtl.stream import Queue
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
-from bertforge.sim.formal import Proof, run_proof
+from bertforge.rtl import host_link as host_link_module
+from bertforge.rtl.gelu import Gelu
+from bertforge.rtl.gemm import GemmEngine
+from bertforge.rtl.host_link import HostLink, crc8_step
+from bertforge.rtl.sparse import SparseArray
+from bertforge.sim.formal import Proof, read_trace, replay, run_proof
 from bertforge.rtl.tile_scheduler import TileScheduler, chunk_layout, command_layout
-from bertforge.sim.formal_specs import QueueSpec, queue_proofs, scheduler_proofs, systolic_proofs
+from bertforge.sim.formal_specs import (QueueSpec, engine_proofs, gelu_proofs, host_link_proofs,
+                                        queue_proofs, scheduler_proofs, sparse_proofs,
+                                        systolic_proofs)
 
 pytestmark = pytest.mark.formal
 
@@ -31,19 +39,33 @@ def _by_name(proofs, name, config=None):
 
 # --- every proof of the registry holds --------------------------------------------
 
-#: Proofs of the scheduler that take 10-60 s each (its spec's byte-span
-#: check multiplies): in the slow run.
-SLOW = {"error_iff_bad", "a_in_bounds", "b_in_bounds", "c_in_bounds"}
+#: The blocks with proofs (every one ``bertforge prove`` runs).
+PROVED = [name for name, block in BLOCKS.items() if block.proofs]
+
+
+#: Proofs of a few seconds each that the default run leaves to ``slow``
+#: (one property per block stays in the default run, which keeps it near a
+#: minute: each SymbiYosys run spends seconds starting up).
+DEFAULT_SKIPS = {"order", "done_payload_held", "reaches_full_queue", "y_payload_held"}
 
 
 def _params(proofs):
-    return [pytest.param(p, marks=[pytest.mark.slow] if p.block == "gemm" and p.name in SLOW
-                         else [], id=f"{p.block}-{p.config}-{p.name}".replace(" ", "_"))
+    def slow(p):
+        return p.slow or p.name in DEFAULT_SKIPS or (p.block == "systolic" and "ws" in p.config
+                                                     and p.name == "queue_never_refuses")
+    return [pytest.param(p, marks=[pytest.mark.slow] if slow(p) else [],
+                         id=f"{p.block}-{p.config}-{p.name}".replace(" ", "_"))
             for p in proofs]
 
 
-@pytest.mark.parametrize("proof", _params(BLOCKS["queue"].proofs() + BLOCKS["systolic"].proofs()
-                                          + BLOCKS["gemm"].proofs()))
+def test_every_listed_block_has_proofs():
+    assert {"systolic", "gemm", "sparse", "butterfly", "softmax", "layernorm", "gelu", "queue",
+            "host_link"} <= set(PROVED)
+    gemm = {p.name for p in BLOCKS["gemm"].proofs()}
+    assert {"done_valid_held", "rd_req_payload_held", "wr_req_valid_held", "a_in_bounds"} <= gemm
+
+
+@pytest.mark.parametrize("proof", _params([p for name in PROVED for p in BLOCKS[name].proofs()]))
 def test_proof_holds(proof, tmp_path):
     result = run_proof(proof, tmp_path)
     expected = {"prove": "proved", "bmc": "bounded", "cover": "reached"}[proof.method]
@@ -239,10 +261,186 @@ def test_cli_prove_lines_and_exit_code(tmp_path, monkeypatch, capsys):
     assert cli.main(["prove", "queue", "--out", str(tmp_path), "--depth", "5"]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("queue [broken] o_valid_held: FAILED: ")
-    assert out[0].split("FAILED: ")[1].split(" [")[0].endswith("trace.vcd")
+    trace, script = out[0].split("FAILED: ")[1].split(" [")[0].split(" (replay: python3 ")
+    assert trace.endswith("trace.vcd") and script.endswith("replay.py)")
     assert out[-1].startswith("0 of 1 properties hold")
 
 
-def test_cli_prove_unknown_block(capsys):
-    assert cli.main(["prove", "gelu"]) == 2
-    assert "no proofs for gelu" in capsys.readouterr().err
+def test_cli_prove_reports_methods_and_total(tmp_path, monkeypatch, capsys):
+    names = ("bad_crc_never_runs", "first_output")
+    quick = [_by_name(host_link_proofs(), name) for name in names]
+    monkeypatch.setitem(BLOCKS, "host_link",
+                        dataclasses.replace(BLOCKS["host_link"], proofs=lambda: quick))
+    assert cli.main(["prove", "host_link", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("host_link [design_id=1] bad_crc_never_runs (with crc_tracks, "
+                             "state_tracks, length_tracks, writes_after_good): proved "
+                             "(k-induction, depth 4) [")
+    assert out[1].startswith("host_link [design_id=1] first_output: reached within 12 (cover)")
+    assert re.fullmatch(r"methods: 1 proved by k-induction \([\d.]+ s\); "
+                        r"1 covers reached \([\d.]+ s\)", out[2])
+    assert re.fullmatch(r"2 of 2 properties hold \([\d.]+ s\)", out[3])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["prove", "nosuch"], "no proofs for nosuch (blocks with proofs: "),
+    (["prove", "gelu", "--depth", "0"], "--depth must be at least 1, not 0"),
+    (["prove", "--depth", "x"], "argument --depth: invalid int value: 'x'"),
+])
+def test_cli_prove_bad_input(argv, message, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+# --- broken copies of the new property classes ---------------------------------
+
+class _BrokenOutput(wiring.Component):
+    """``make()`` with one fault on its output stream ``port``, every other
+    port passed through: ``"valid_drops"`` (``valid`` withdrawn the cycle
+    after a stall), ``"payload_changes"`` (the payload's low bit flips
+    while stalled), ``"waits_for_ready"`` (``valid`` only with ``ready``:
+    a producer that waits for ``ready``), ``"one_cycle_late"`` (a register
+    stage that obeys the rules but adds a cycle of latency)."""
+
+    def __init__(self, make, port, fault):
+        self.inner, self.port, self.fault = make(), port, fault
+        super().__init__(dict(self.inner.signature.members))
+
+    def elaborate(self, platform):
+        m = Module()
+        inner = m.submodules.inner = self.inner
+        for name, member in self.signature.members.items():
+            mine, theirs = getattr(self, name), getattr(inner, name)
+            if name == self.port:
+                continue
+            if member.is_port:
+                m.d.comb += (theirs.eq(mine) if member.flow == In else mine.eq(theirs))
+            elif member.flow == In:
+                wiring.connect(m, wiring.flipped(mine), theirs)
+            else:
+                wiring.connect(m, theirs, wiring.flipped(mine))
+        mine, theirs = getattr(self, self.port), getattr(inner, self.port)
+        if self.fault == "one_cycle_late":
+            full = Signal()
+            m.d.comb += [mine.valid.eq(full), theirs.ready.eq(~full | mine.ready)]
+            with m.If(theirs.valid & theirs.ready):
+                m.d.sync += [full.eq(1), mine.payload.eq(theirs.payload)]
+            with m.Elif(mine.ready):
+                m.d.sync += full.eq(0)
+            return m
+        stalled = Signal()
+        m.d.sync += stalled.eq(theirs.valid & ~mine.ready)
+        m.d.comb += [mine.payload.eq(theirs.payload), mine.valid.eq(theirs.valid),
+                     theirs.ready.eq(mine.ready)]
+        if self.fault == "valid_drops":
+            m.d.comb += mine.valid.eq(theirs.valid & ~stalled)
+            m.d.comb += theirs.ready.eq(mine.ready & ~stalled)
+        elif self.fault == "payload_changes":
+            flip = Signal()
+            m.d.sync += flip.eq(flip ^ stalled)
+            m.d.comb += mine.payload.as_value()[0].eq(theirs.payload.as_value()[0] ^ flip)
+        elif self.fault == "waits_for_ready":
+            m.d.comb += mine.valid.eq(theirs.valid & mine.ready)
+        return m
+
+
+def _broken(proofs_of, port, fault):
+    return proofs_of(make=lambda config: _BrokenOutput(lambda: _build(proofs_of, config), port,
+                                                       fault))
+
+
+def _build(proofs_of, config):
+    return {sparse_proofs: SparseArray, gelu_proofs: Gelu, engine_proofs: GemmEngine}[proofs_of](config)
+
+
+@pytest.mark.parametrize("proofs_of, port, fault, name, depth", [
+    (gelu_proofs, "y", "valid_drops", "y_valid_held", 16),
+    pytest.param(gelu_proofs, "y", "payload_changes", "y_payload_held", 16,
+                 marks=pytest.mark.slow),
+    (gelu_proofs, "y", "waits_for_ready", "y_valid_before_ready", None),
+    (gelu_proofs, "y", "one_cycle_late", "latency", None),
+    pytest.param(sparse_proofs, "c", "one_cycle_late", "latency", None, marks=pytest.mark.slow),
+    # the engine's first read request comes ~20 cycles after a command
+    pytest.param(engine_proofs, "rd_req", "payload_changes", "rd_req_payload_held", 28,
+                 marks=pytest.mark.slow),
+], ids=lambda value: getattr(value, "__name__", value))
+def test_broken_stream_fails(proofs_of, port, fault, name, depth, tmp_path):
+    """(k-induction of a broken copy does not close; bmc of ``depth``
+    cycles, deep enough to reach a stall of the output, gives the
+    counterexample.)"""
+    proof = _by_name(_broken(proofs_of, port, fault), name)
+    if proof.method == "prove":
+        assert not run_proof(proof, tmp_path).ok
+    if depth:
+        proof = dataclasses.replace(proof, method="bmc", depth=depth)
+    result = run_proof(proof, tmp_path)
+    assert result.status == "failed", result.line()
+    if result.proof.method != "cover":
+        assert result.trace.suffix == ".vcd" and "inner" in result.trace.read_text()
+
+
+@pytest.mark.slow
+def test_broken_output_still_proves_the_rest(tmp_path):
+    """A stage that adds a cycle keeps the stream rules (the faults above
+    are each caught by their own property, not by any)."""
+    proofs = _broken(gelu_proofs, "y", "one_cycle_late")
+    for name in ("y_valid_held", "y_payload_held"):
+        assert run_proof(_by_name(proofs, name), tmp_path).status == "proved"
+
+
+class _CrcBlindLink(HostLink):
+    """A host link whose CRC register is off by one bit: it takes frames
+    whose CRC byte is wrong (and rejects right ones)."""
+
+    def elaborate(self, platform):
+        with mock.patch.object(host_link_module, "crc8_step",
+                               lambda crc, byte: crc8_step(crc, byte) ^ 1):
+            return super().elaborate(platform)
+
+
+@pytest.mark.parametrize("name, depth", [("bad_crc_never_runs", 6), ("bad_crc_never_writes", 11)])
+def test_broken_host_link_fails(name, depth, tmp_path):
+    """Proved by bmc alone (no parser invariants, which would fail first),
+    so the failure is the property's own."""
+    proof = dataclasses.replace(
+        _by_name(host_link_proofs(make=lambda: _CrcBlindLink(design_id=1), label="crc blind"),
+                 name), method="bmc", depth=depth, together=())
+    result = run_proof(proof, tmp_path)
+    assert result.status == "failed", result.line()
+    assert replay(proof, result.trace).properties == (name,)
+
+
+# --- counterexample replay ---------------------------------------------------------
+
+def test_counterexample_replays_in_amaranth_sim(tmp_path):
+    """A failed proof gives a VCD, a replay script, and :func:`replay` runs
+    the counterexample in amaranth.sim (no SymbiYosys, no cocotb): the same
+    property fails, at the cycle before the trace's last step."""
+    proof = _by_name(_broken(gelu_proofs, "y", "valid_drops"), "y_valid_held")
+    proof = dataclasses.replace(proof, method="bmc", depth=8)
+    result = run_proof(proof, tmp_path)
+    assert result.status == "failed"
+    steps = read_trace(result.trace)
+    assert {"x_valid", "x_payload", "y_ready"} <= set(steps[0])
+    assert "(replay: python3 " in result.line() and result.replay_script.exists()
+    assert "replay(proofs[0]" in result.replay_script.read_text()
+    replayed = replay(proof, result.trace, vcd=tmp_path / "replay.vcd")
+    assert replayed.failed and not replayed.diverged
+    assert replayed.properties == ("y_valid_held",) and replayed.cycle == len(steps) - 2
+    assert "y_valid_held fails at cycle" in replayed.message
+    assert "inner" in (tmp_path / "replay.vcd").read_text()
+
+
+@pytest.mark.slow
+def test_replay_of_a_passing_run_finds_nothing(tmp_path):
+    """The replay checks, it does not assume: the counterexample of the
+    broken copy replayed on the good design fails nothing."""
+    broken = dataclasses.replace(_by_name(_broken(gelu_proofs, "y", "valid_drops"),
+                                          "y_valid_held"), method="bmc", depth=8)
+    result = run_proof(broken, tmp_path)
+    good = _by_name(gelu_proofs(), "y_valid_held")
+    replayed = replay(good, result.trace)
+    assert not replayed.failed and replayed.message in (
+        "no assertion fails in the replay", f"the replay left the counterexample at cycle "
+                                            f"{replayed.cycle}")

