@@ -57,8 +57,9 @@ class, ``gemm backward``. ``precision="bf16"`` costs every GEMM on the bf16
 ``GemmEngine`` of the [gemm] size (``arith = "bf16"``: bf16 operands, 2
 bytes, and float32 results, 4 bytes; no requantization) through
 :func:`~bertforge.sim.gemm_cycles.gemm_cycles`, the model its Verilator
-tests hold exact (``bertforge sim gemm --arith bf16``). The softmax, layernorm and GELU units keep
-their lanes per cycle and read bf16 (2-byte) activations.
+tests hold exact (``bertforge sim gemm --arith bf16``). The softmax,
+layernorm and GELU units keep their lanes per cycle and read bf16 (2-byte)
+activations.
 Memory-bound work is everything but the GEMMs (``memory_bound_share``).
 """
 
