@@ -41,7 +41,7 @@ def add_bench_args(sub):
                           "as not built")
 
 
-def _reusable(build_dir, top, rtlil_sha256, design="systolic"):
+def reusable(build_dir, top, rtlil_sha256, design="systolic"):
     """The report of an earlier build of the same design in ``build_dir``
     (``bertforge build ... -o DIR`` or an earlier bench), else ``None``.
     Same design: same config and the same RTLIL (so a build from before an
@@ -156,7 +156,7 @@ def _bench_size(out_dir, design, target, n, clock, reuse, build, missing):
            "clock_mhz": shown, **fields}
     build_dir = Path(out_dir) / dirname
     rtlil = design_sha256(name, top, clock)
-    report = _reusable(build_dir, top_config, rtlil, design) if reuse else None
+    report = reusable(build_dir, top_config, rtlil, design) if reuse else None
     if report is not None and report.get("error"):
         print(f"  reusing the failed build in {build_dir}", file=sys.stderr, flush=True)
         return dict(row, fits=False, timing_met=False, error=report["error"], does_not_fit=True)

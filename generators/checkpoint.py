@@ -133,7 +133,7 @@ def resolve(checkpoint):
     return path
 
 
-def _config(path):
+def read_config(path):
     try:
         config = json.loads((path / "config.json").read_text())
     except json.JSONDecodeError as error:
@@ -165,7 +165,7 @@ def load_checkpoint(checkpoint):
         if not (path / name).is_file():
             raise CheckpointError(f"checkpoint {path} has no {name}; a Hugging Face BERT directory "
                                   f"holds {', '.join(FILES)}")
-    config = _config(path)
+    config = read_config(path)
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
     try:

@@ -63,16 +63,14 @@ def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, 
     layer's int output as the hardware wrote it), ``stages`` and, with
     ``check``, ``match``/``mismatches`` (every stage against the integer
     golden model run on the hardware's own input of that layer)."""
-    from bertforge.sim.encoder_run import model_program
-    programs, first = [], None
-    for x, valid in runs:
+    from bertforge.sim.encoder_run import layer_program, model_program
+    layers[0].xq = np.asarray(runs[0][0], dtype=np.int64)
+    image, _, regions, groups, abits = model_program(config, layers)     # the weights, once
+    programs = []
+    for _, valid in runs:                # a run's programs differ only in the softmax's valid
         for layer in layers:
             layer.valid = valid
-        layers[0].xq = np.asarray(x, dtype=np.int64)
-        image, layer_programs, regions, groups, abits = model_program(config, layers)
-        programs.append(layer_programs)
-        first = first or (image, regions, groups, abits)
-    image, regions, groups, abits = first
+        programs.append([layer_program(config, layer, r)[0] for layer, r in zip(layers, regions)])
     dtype = "<i1" if config.element_bytes == 1 else "<i2"
     inputs = [np.asarray(x, dtype=np.int64).astype(dtype).ravel().view(np.uint8) for x, _ in runs]
     spec = {"image": image, "programs": programs, "inputs": inputs, "input_addr": regions[0]["x"],

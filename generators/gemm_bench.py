@@ -130,6 +130,5 @@ def add_bench_args(sub):
 def bench(args):
     default = "8,4" if args.arith == "bf16" else "16,8"
     sizes = int_list("--sizes", args.sizes or default, 1, 64, "array sizes")
-    bench_gemm(args.out, quick=args.quick, sizes=sizes,
-               arith="bf16" if args.arith == "bf16" else "int")
+    bench_gemm(args.out, quick=args.quick, sizes=sizes, arith=args.arith)
     return 0

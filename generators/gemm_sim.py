@@ -193,8 +193,7 @@ def layout_problems(config, problems, rng=None, *, extreme=False, b_key="b", pla
             prior = commands[p["same_c_as"]]
             c_addr, c_stride = prior["c_addr"], prior["c_stride"]
         else:
-            c_addr, c_stride = memory.place(m, n, np.dtype(output_dtype(fields, config)).itemsize,
-                                            pad)
+            c_addr, c_stride = memory.place(m, n, output_dtype(fields, config).itemsize, pad)
             if p.get("accumulate"):
                 c_old = p.get("c_old")
                 if c_old is None and config.bf16:
@@ -310,10 +309,12 @@ def sim_config(config, need_bytes, user_set):
     return dataclasses.replace(config, addr_width=width)
 
 
-def problem_bytes(config, m, k, n, osize, vectors=0):
-    """Bytes one problem takes in a :class:`MemoryImage`, C of ``osize``
-    bytes per element, with ``vectors`` bias or scale vectors."""
+def problem_bytes(config, m, k, n, int8=False, vectors=0, *, int16=False, bf16_out=False):
+    """Bytes one problem takes in a :class:`MemoryImage`, C of the type
+    ``int8``, ``int16`` and ``bf16_out`` choose (:func:`output_dtype`), with
+    ``vectors`` bias or scale vectors."""
     esize = config.width // 8
+    osize = output_dtype({"int8": int8, "int16": int16, "bf16_out": bf16_out}, config).itemsize
     return ((m * k + k * n) * esize + m * n * osize + (3 + vectors) * 32
             + vectors * 4 * n + config.mem_bytes * 2)
 
@@ -401,9 +402,8 @@ def _stimulus(config, args, m, k, n, operands, rng=None):
                      "multiplier": multiplier, "shift": shift, "bias": bias, "scale": scale}
                     for a, b in operands]
     vectors = (bias is not None) + (np.ndim(scale) == 1)
-    osize = 1 if int8 else 2 if int16 or args.bf16_out else 4
-    config = sim_config(config, len(problems) * problem_bytes(config, m, k, n, osize, vectors),
-                        args.cfg_addr_width is not None)
+    need = problem_bytes(config, m, k, n, int8, vectors, int16=int16, bf16_out=args.bf16_out)
+    config = sim_config(config, len(problems) * need, args.cfg_addr_width is not None)
     what = f"{m}x{k}x{n}" + (f" x {len(problems)} commands" if len(problems) > 1 else "")
     return make_stimulus(config, {"m": m, "k": k, "n": n, "batch": len(problems)}, what,
                          config=config, problems=problems)
@@ -476,7 +476,7 @@ def run(config, stimulus, args):
             result["output"] = outputs[0].astype(np.float32)
             result.update(bf16_gemm_errors(problems, outputs))
             return result
-        result["output"] = outputs[0].astype(np.dtype(output_dtype(commands[0])).type)
+        result["output"] = outputs[0].astype(output_dtype(commands[0]).type)
         if problems[0]["scale"] is not None:
             result["max_lsb_error_vs_float"] = _float_lsb_error(problems, outputs)
     return result

@@ -113,7 +113,7 @@ def checkpoint_model(path, checkpoint):
         directory = ckpt.resolve(checkpoint)   # a known name, or a one-line CheckpointError
     if not (directory / "config.json").is_file():
         raise _spec_error(path, f"checkpoint {directory} has no config.json")
-    config = ckpt._config(directory)
+    config = ckpt.read_config(directory)
     name = checkpoint if str(checkpoint) in ckpt.KNOWN else directory.resolve().name
     return BertModel(name, config["hidden_size"], config["num_attention_heads"],
                      config["num_hidden_layers"], config["intermediate_size"],
@@ -309,7 +309,7 @@ def _design(spec, point):
 
 # --- the sweep on Ray -----------------------------------------------------------
 
-def _start_ray(address, cpus=None):
+def start_ray(address, cpus=None):
     """Connect to Ray; returns whether this call started it (then the caller
     shuts it down)."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -317,8 +317,6 @@ def _start_ray(address, cpus=None):
     import ray
     if ray.is_initialized():
         return False
-    if address:
-        _check_reachable(address)
     try:
         if address:
             ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
@@ -374,20 +372,18 @@ def _plan(spec, todo, rows, heavy, size):
     if not heavy:
         now = [[(p, k, rows.get(k)) for p, k in todo[i:i + size]] for i in range(0, len(todo), size)]
         return now, {}
-    groups, waiting, costs = {}, {}, {}
+    groups, waiting = {}, {}        # design (or key, if not valid) -> (its first point, MACs)
     for point, key in todo:
         design, macs = _design(spec, point)
         item = (point, key, rows.get(key))
-        if design is None or design not in groups:
-            groups[design if design is not None else key] = [item]
-            costs[design if design is not None else key] = macs
-        else:
+        if design in groups:
             waiting.setdefault(design, []).append([item])
+        else:
+            groups[design or key] = ([item], macs)
     # the largest first (the shortest sweep), or the smallest (the most
     # designs done when a sweep is stopped early)
     sign = 1 if spec.get("order") == "smallest" else -1
-    first = sorted(groups, key=lambda d: sign * costs[d])
-    return [groups[d] for d in first], waiting
+    return [items for items, _ in sorted(groups.values(), key=lambda g: sign * g[1])], waiting
 
 
 def sweep(spec, out_dir, *, synth=False, pnr=False, verify=False, address=None, cache=None,
@@ -397,6 +393,8 @@ def sweep(spec, out_dir, *, synth=False, pnr=False, verify=False, address=None, 
     cache directory; ``builds``: the place-and-route builds'; ``cpus``: of
     a Ray started here (default all)."""
     import ray
+    if address:
+        _check_reachable(address)           # before anything is written
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = load_rows(out)
@@ -422,7 +420,7 @@ def sweep(spec, out_dir, *, synth=False, pnr=False, verify=False, address=None, 
     started = False
     writer = TableWriter(out, rows)
     try:
-        started = _start_ray(address, cpus)
+        started = start_ray(address, cpus)
         if main_thread:         # after ray.init, which sets a handler of its own
             signal.signal(signal.SIGTERM, _on_sigterm)
         cpus_needed, memory = PNR_TASK if pnr else SYNTH_TASK if heavy else ANALYZE_TASK
@@ -528,8 +526,6 @@ def run_sweep(args):
     if not args.spec:
         raise CliError("sweep needs --spec SWEEP.toml (or --report DIR)")
     spec = load_spec(args.spec)
-    if args.address:
-        _check_reachable(args.address)      # before anything is written
     out = Path(args.out or f"sweep-{Path(args.spec).stem}")
     from bertforge.sim.runner import cache_root
     cache = Path(args.cache) if args.cache else cache_root("sweep")
@@ -537,9 +533,7 @@ def run_sweep(args):
     rows = sweep(spec, out, synth=args.synth, pnr=args.pnr, verify=args.verify,
                  address=args.address, cache=cache, builds=args.builds)
     write_report(out, rows)
-    counts = {}
-    for row in rows.values():
-        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    counts = collections.Counter(row["status"] for row in rows.values())
     print(f"{len(rows)} points in {time.monotonic() - start:.1f} s: "
           + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())), file=sys.stderr)
     print(f"wrote {out}/sweep.jsonl, sweep.csv, sweep.json and pareto.png", file=sys.stderr)

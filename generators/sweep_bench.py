@@ -15,6 +15,7 @@
 Writes ``bench.json``, ``bench.md`` and ``sweep_bench.png``.
 """
 
+import os
 import sys
 import tempfile
 import time
@@ -76,9 +77,9 @@ def _run(text, work, name, *, synth, cpus):
 
 def _ray_start_seconds(cpus):
     import ray
-    from .sweep import _start_ray
+    from .sweep import start_ray
     start = time.monotonic()
-    _start_ray(None, cpus)
+    start_ray(None, cpus)
     ready = time.monotonic() - start
     ray.shutdown()
     return ready
@@ -108,7 +109,6 @@ def bench_sweep(out_dir, *, arrays=ARRAYS, grid=True):
              ("speedup", lambda r: f"{r['speedup']:.2f}x" if "speedup" in r else "-"),
              ("overhead", lambda r: f"{r['overhead']:.1%}"),
              ("Ray start s", lambda r: f"{r['ray_start_seconds']:.1f}" if "ray_start_seconds" in r else "-")]
-    import os
     load = os.getloadavg()[0]
     write_results(out_dir, "sweep", rows, table, "bertforge bench sweep", notes=[
         f"synth-Ncpu: {len(arrays)} GEMM engines ({', '.join(arrays)}, tiny.toml's units), "

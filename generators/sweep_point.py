@@ -98,10 +98,9 @@ def hardware_table(spec, point):
             table.pop("sparse", None)
         else:
             table.setdefault("sparse", {})["pattern"] = point["pattern"]
-    hardware = {k: v for k, v in point.items() if k != "model"}
-    table.setdefault("hardware", {})["name"] = point_name(hardware) or "base"
+    name = point_name({k: v for k, v in point.items() if k != "model"}) or "base"
+    table.setdefault("hardware", {})["name"] = name
     from .analyze import hardware_from_table
-    name = table["hardware"]["name"]
     return hardware_from_table(table, f"point {name}", name)
 
 
@@ -150,11 +149,13 @@ def _rtlil_hash(config, max_dsp, cache):
     except OSError:
         pass
     value = engine_rtlil_sha256(config, max_dsp)
-    _atomic_text(path, value + "\n")
+    atomic_text(path, value + "\n")
     return value
 
 
-def _atomic_text(path, text):
+def atomic_text(path, text):
+    """Write ``text`` to ``path`` by renaming a file of this process's
+    own (concurrent writers never see half a file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
@@ -197,8 +198,8 @@ def _synth_block(name, config, max_dsp, family, timeout, previous, cache):
                 counts, reused = entry["cells"], True
             else:
                 counts, reused = synthesize(), False
-                _atomic_text(path, json.dumps({"tools": tools, "design": config.name,
-                                               "cells": counts}, sort_keys=True))
+                atomic_text(path, json.dumps({"tools": tools, "design": config.name,
+                                              "cells": counts}, sort_keys=True))
     return dict(block, cells=counts, reused=reused, **_count(counts, family))
 
 
@@ -297,7 +298,7 @@ def _pnr_main(payload):
     from bertforge.boards.gemm_top import GemmBoardTop
     from bertforge.boards.targets import board
     from bertforge.rtl.gemm import GemmConfig
-    from .board_bench import _reusable
+    from .board_bench import reusable
     from .board_design import gemm_top_config
     target = board(payload["board"])
     engine = GemmConfig(**payload["engine"])
@@ -312,7 +313,7 @@ def _pnr_main(payload):
         candidates.insert(0, builds / f"{target.name}-gemm-{engine.rows}x{engine.cols}")
     saved = {"name": "gemm", "config": top_config.to_dict()}
     for directory in candidates:
-        report = _reusable(directory, top_config, rtlil, "gemm")
+        report = reusable(directory, top_config, rtlil, "gemm")
         if report is not None:
             if report.get("error"):
                 return {"error": report["error"], "does_not_fit": True, "build_dir": str(directory),
@@ -335,7 +336,7 @@ def _pnr_main(payload):
 
 def _pnr_result(report, directory, reused):
     return {"fmax_mhz": report["fmax_mhz"], "timing_met": report["timing_met"],
-            "resources": {k: v for k, v in report["resources"].items()},
+            "resources": report["resources"],
             "seconds": report.get("seconds"), "build_dir": str(directory), "reused": reused}
 
 
@@ -374,8 +375,9 @@ def _verify(row, hw):
                verify_model_cycles=result["model_cycles"],
                verify_seconds=time.perf_counter() - start)
     if not result["match"]:
-        row.update(status="mismatch" if row["status"] in ("ok", "does_not_fit") else row["status"], reason=f"--verify: {result.get('mismatches')} bytes of C "
-                                             f"differ from the golden model; log: {result.get('log')}")
+        row.update(status="mismatch" if row["status"] in ("ok", "does_not_fit") else row["status"],
+                   reason=f"--verify: {result.get('mismatches')} bytes of C differ from the "
+                          f"golden model; log: {result.get('log')}")
 
 
 # --- the point ------------------------------------------------------------------------
@@ -413,27 +415,23 @@ def run_point(spec, point, key, synth=False, previous=None, *, pnr=False, verify
         row.update(status="timeout", reason=f"{timed_out[1]} (point {timed_out[0]}, the same engine)",
                    seconds=time.perf_counter() - start)
         return row
-    steps = []
-    if synth or pnr:
-        steps.append(("synthesis", lambda: _synthesize(row, spec, point, hw, previous, cache)))
-    if pnr:
-        builds = builds or (Path(cache) / "builds" if cache else Path("builds"))
-        steps.append(("place and route", lambda: _place_and_route(row, spec, point, hw, builds)))
-    if verify:
-        steps.append(("--verify", lambda: _verify(row, hw)))
-    for what, step in steps:
-        # place and route only what fits; the Verilator check of any engine
-        if (what == "place and route" and row["status"] != "ok") or (
-                what == "--verify" and row["status"] in ("timeout", "invalid")):
-            continue
+
+    def step(what, run, *args):
         try:
-            step()
+            run(row, *args)
         except subprocess.TimeoutExpired:
             row.update(status="timeout",
                        reason=f"{what} took longer than the time limit ({spec['timeout_s']} s)")
         except (RuntimeError, OSError, BertforgeError, ValueError) as error:
             text = str(error).strip().splitlines()
             row.update(status="error", reason=f"{what}: {text[0] if text else type(error).__name__}"[:300])
+    if synth or pnr:
+        step("synthesis", _synthesize, spec, point, hw, previous, cache)
+    if pnr and row["status"] == "ok":       # place and route only what fits
+        builds = builds or (Path(cache) / "builds" if cache else Path("builds"))
+        step("place and route", _place_and_route, spec, point, hw, builds)
+    if verify and row["status"] not in ("timeout", "invalid"):     # any engine
+        step("--verify", _verify, hw)
     row["seconds"] = time.perf_counter() - start
     return row
 

@@ -3,6 +3,7 @@ finished point, appended at once), ``sweep.csv`` and ``sweep.json``
 (rewritten atomically), ``pareto.png`` and the Pareto front."""
 
 import csv
+import io
 import json
 import os
 import time
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from .analyze import CLASSES
 from .cli_common import CliError
-from .sweep_point import AXES, class_column
+from .sweep_point import AXES, atomic_text, class_column
 
 __all__ = ["CSV_FIELDS", "load_rows", "append_rows", "write_tables", "pareto_front",
            "write_report"]
@@ -57,24 +58,17 @@ def append_rows(out, new, rows, *, tables=True):
         write_tables(out, rows)
 
 
-def _atomic_write(path, text):
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
-def write_tables(out, rows, meta=None):
+def write_tables(out, rows):
+    """Rewrite ``out/sweep.json`` and ``out/sweep.csv`` from ``rows``."""
     out = Path(out)
     ordered = list(rows.values())
-    _atomic_write(out / "sweep.json", json.dumps({**(meta or {}), "points": ordered}, indent=1,
-                                                 sort_keys=True) + "\n")
-    tmp = out / "sweep.csv.tmp"
-    with open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, CSV_FIELDS, extrasaction="ignore")
-        writer.writeheader()
-        for row in ordered:
-            writer.writerow(row)
-    tmp.replace(out / "sweep.csv")
+    atomic_text(out / "sweep.json", json.dumps({"points": ordered}, indent=1, sort_keys=True)
+                + "\n")
+    text = io.StringIO()
+    writer = csv.DictWriter(text, CSV_FIELDS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(ordered)
+    atomic_text(out / "sweep.csv", text.getvalue())
 
 
 class TableWriter:

@@ -104,25 +104,21 @@ class EncoderConfig:
         for name, cls in (("gemm", GemmConfig), ("softmax", SoftmaxConfig),
                           ("layernorm", LayerNormConfig), ("gelu", GeluConfig)):
             check_instance(name, getattr(self, name), cls)
+        if self.gemm.bf16:
+            raise ParameterError("the encoder top runs integer activations: set [gemm] arith "
+                                 "to int8 or int16, not bf16")
         mb = self.gemm.mem_bytes
-        w = self.gemm.width
-        if w == 8:
-            need = {"softmax out_width": (self.softmax.out_width, 8),
-                    "layernorm out_width": (self.layernorm.out_width, 8),
-                    "layernorm param_width": (self.layernorm.param_width, 8),
-                    "gelu in_width": (self.gelu.in_width, 8), "gelu out_width": (self.gelu.out_width, 8)}
-        else:
-            need = {"softmax out_width": (self.softmax.out_width, 16),
-                    "layernorm in_width": (self.layernorm.in_width, 16),
-                    "layernorm out_width": (self.layernorm.out_width, 16),
-                    "layernorm param_width": (self.layernorm.param_width, 16),
-                    "gelu in_width": (self.gelu.in_width, 16), "gelu out_width": (self.gelu.out_width, 16)}
+        w, ln = self.gemm.width, self.layernorm     # every width below must be w
+        need = {"softmax out_width": self.softmax.out_width,
+                **({"layernorm in_width": ln.in_width} if w == 16 else {}),
+                "layernorm out_width": ln.out_width, "layernorm param_width": ln.param_width,
+                "gelu in_width": self.gelu.in_width, "gelu out_width": self.gelu.out_width}
         if self.softmax.in_width != 32:
             raise ParameterError("the encoder top needs softmax in_width 32 (int32 scores)")
-        for what, (got, want) in need.items():
-            if got != want:
+        for what, got in need.items():
+            if got != w:
                 raise ParameterError(f"the encoder top with gemm width {w} (int{w} activations) "
-                                     f"needs {what} {want}, not {got}")
+                                     f"needs {what} {w}, not {got}")
         if not self.layernorm.add_residual:
             raise ParameterError("the encoder top needs layernorm add_residual = true")
         eb = self.element_bytes

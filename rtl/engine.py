@@ -668,10 +668,10 @@ class Writer(wiring.Component):
         acc = [Signal(signed(aw), name=f"wr_acc{q}", reset_less=True) for q in range(Q)]
         bias = [Signal(signed(32), name=f"wr_bias{q}", reset_less=True) for q in range(Q)]
         words = [Signal(32, name=f"wr_scale{q}", reset_less=True) for q in range(Q)]
+        no_bias = Const(FP32_NEG_ZERO, 32) if cfg.bf16 else 0
         for q, (a, b, s) in enumerate(zip(lanes(self.acc_rd.data, aw, P),
                                           lanes(self.bias_rd.data, 32, P),
                                           lanes(self.scale_rd.data, 32, P))):
-            no_bias = Const(FP32_NEG_ZERO, 32) if cfg.bf16 else 0
             m.d.sync += [acc[q].eq(a.as_signed()),
                          bias[q].eq(Mux(bias_on, b.as_signed(), no_bias)), words[q].eq(s)]
         pc2 = delay(m, per_channel, 1, "wr_pc")
@@ -679,23 +679,18 @@ class Writer(wiring.Component):
 
         # Stage 3: acc + bias (int32; bf16: binary32) and the piece's
         # scales, registered.
-        if not cfg.bf16:
+        values = [Signal(signed(32), name=f"wr_value{q}", reset_less=True) for q in range(Q)]
+        if cfg.bf16:
+            m.d.sync += [value.eq(Bf16Arith.add(m, acc[q], bias[q])) for q, value in enumerate(values)]
+        else:
             requant = m.submodules.requantizer = Requantizer(Q)
-        values = []
-        for q in range(Q):
-            value = Signal(signed(32), name=f"wr_value{q}", reset_less=True)
-            if cfg.bf16:
-                m.d.sync += value.eq(Bf16Arith.add(m, acc[q], bias[q]))
-                values.append(value)
-                continue
-            m.d.sync += [
-                value.eq(clamp(acc[q] + bias[q], 32)),
-                requant.mult[q].eq(Mux(pc2, words[q][:CHANNEL_MULT_BITS], mult2)),
-                requant.shift[q].eq(Mux(pc2, words[q][CHANNEL_MULT_BITS:], shift2)),
-            ]
-            m.d.comb += requant.x[q].eq(value)
-            values.append(value)
-        if not cfg.bf16:
+            for q, value in enumerate(values):
+                m.d.sync += [
+                    value.eq(clamp(acc[q] + bias[q], 32)),
+                    requant.mult[q].eq(Mux(pc2, words[q][:CHANNEL_MULT_BITS], mult2)),
+                    requant.shift[q].eq(Mux(pc2, words[q][CHANNEL_MULT_BITS:], shift2)),
+                ]
+                m.d.comb += requant.x[q].eq(value)
             m.d.comb += requant.wide.eq(delay(m, side.int16, 2, "wr_wide"))
 
         # Requantized (bf16: rounded): the pieces' int8 or int16 values

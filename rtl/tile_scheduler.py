@@ -47,7 +47,7 @@ def command_layout(config):
     even) instead of float32; its ``bias`` is N binary32 values.
     """
     dim, addr = unsigned(config.dim_width), unsigned(config.addr_width)
-    bf16 = {"bf16_out": 1} if _bf16(config) else {}
+    bf16 = {"bf16_out": 1} if config.bf16 else {}
     return data.StructLayout({
         "m": dim, "k": dim, "n": dim,
         "a_addr": addr, "b_addr": addr, "c_addr": addr,
@@ -56,11 +56,6 @@ def command_layout(config):
         "multiplier": unsigned(32), "shift": unsigned(6), "tag": unsigned(8),
         "bias": 1, "per_channel": 1, "bias_addr": addr, "scale_addr": addr, "int16": 1, **bf16,
     })
-
-
-def _bf16(config):
-    """The engine computes in bf16 (its config's ``arith``)."""
-    return getattr(config, "arith", "int") == "bf16"
 
 
 def pack_command(config, cmd):
@@ -136,7 +131,7 @@ class TileScheduler(wiring.Component):
         new = self.cmd.payload
         # log2 of C's bytes per element: int32, int16 or int8 (bf16: float32
         # or bf16, which the writer handles as it does int16).
-        two_bytes = cmd.int16 | cmd.bf16_out if _bf16(cfg) else cmd.int16
+        two_bytes = cmd.int16 | cmd.bf16_out if cfg.bf16 else cmd.int16
         osize_bits = Mux(cmd.int8, 0, Mux(two_bytes, 1, 2))
         products = []   # (multiplier bits, shifted stride, product, initial values)
         for rows, stride in ((new.m, new.a_stride), (new.k, new.b_stride), (new.m, new.c_stride)):
@@ -158,7 +153,7 @@ class TileScheduler(wiring.Component):
                  | (c_end > limit) | (cmd.accumulate & narrow) | (cmd.int8 & cmd.int16)
                  | (cmd.bias & (bias_end > limit))
                  | (cmd.per_channel & (~narrow | (scale_end > limit))))
-        if _bf16(cfg):      # no requantization; old C is float32
+        if cfg.bf16:      # no requantization; old C is float32
             check = check | narrow | (cmd.accumulate & cmd.bf16_out)
 
         # What is left of m, n and k from (m0, n0, k0) on, kept in registers,

@@ -23,7 +23,7 @@ everywhere, exact softmax, erf GELU, LayerNorm with ``eps`` from config.json.
 import numpy as np
 
 from .encoder_golden import (EncoderLayer, _layernorm, _q8, calibrate, encoder_float, encoder_golden,
-                             quantize, wide)
+                             quantize)
 
 __all__ = ["embed", "float_forward", "pool", "calibrate_model", "QuantizedModel",
            "integer_forward", "STAGES"]
@@ -103,7 +103,7 @@ class QuantizedModel:
         """Layer 0's input (S x H, int8 or int16): embeddings quantized, zero padding rows."""
         x = np.zeros((self.seq, self.model.hidden))
         x[:len(ids)] = embed(self.model, ids)
-        return _q8(x, self.x_scale, 16 if wide(self.config) else 8)
+        return _q8(x, self.x_scale, self.config.gemm.width)
 
 
 def integer_forward(qmodel, ids, *, inputs=None):

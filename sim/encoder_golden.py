@@ -170,8 +170,9 @@ SPAN16 = {"x": 16, "q": 13, "k": 13, "v": 16, "ctx": 16}
 
 
 def levels(config, key):
-    """The integer the calibrated largest magnitude of tensor ``key`` maps to."""
-    return (1 << (SPAN16[key] - 1)) - 1 if wide(config) else 127
+    """The integer the calibrated largest magnitude of tensor ``key`` maps to
+    (``config`` None: int8)."""
+    return (1 << (SPAN16[key] - 1)) - 1 if config is not None and wide(config) else 127
 
 
 def calibrate(trace, config=None):
@@ -181,9 +182,8 @@ def calibrate(trace, config=None):
     ``x`` covers the layer input and ``attn`` (the residual of layernorm 1
     adds them at one scale)."""
     top = {key: float(np.abs(value).max()) for key, value in trace.items()}
-    span = {key: (levels(config, key) if config is not None else 127) for key in SPAN16}
-    return {"x": max(top["x"], top["attn"]) / span["x"],
-            **{key: max(top[key], 1e-12) / span[key] for key in ("q", "k", "v", "ctx")}}
+    return {"x": max(top["x"], top["attn"]) / levels(config, "x"),
+            **{key: max(top[key], 1e-12) / levels(config, key) for key in ("q", "k", "v", "ctx")}}
 
 
 def quantize(config, layer, scales=None):
@@ -202,7 +202,7 @@ def quantize(config, layer, scales=None):
                 for key, value in layer.w.items()}
     layer.wq = {key: _q8(value, layer.sw[key]) for key, value in layer.w.items()}
     sx = scales["x"]
-    bits = 16 if wide(config) else 8
+    bits = config.gemm.width             # activations: int8 or int16
     s = {**scales, "p": 2.0 ** -(config.softmax.out_width - 1), "attn": sx, "ln1": ln.out_scale, "h1": gelu.in_scale,
          "g": gelu.out_scale, "f": ln.out_scale, "out": ln.out_scale}
     layer.scales = s

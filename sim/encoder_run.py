@@ -13,8 +13,8 @@ from .encoder_harness import MAX_COMMANDS
 from bertforge.rtl.encoder import OP_GELU, OP_GEMM, OP_LAYERNORM, OP_SOFTMAX
 from bertforge.rtl.errors import ParameterError
 
-__all__ = ["encoder_program", "model_program", "read_stages", "check_shape", "OPERATIONS",
-           "program_commands"]
+__all__ = ["encoder_program", "model_program", "layer_program", "read_stages", "check_shape",
+           "OPERATIONS", "program_commands"]
 
 #: Operations of the program, in order: (workload name, class); the names are
 #: those of :func:`bertforge.generators.workload.encoder_layer`, and ``input
@@ -82,10 +82,12 @@ def model_program(config, layers):
     S, H, F, heads = first.seq, first.hidden, first.ffn, first.heads
     check_shape(config, S, H, heads, F)
     mb, eb = config.gemm.mem_bytes, config.element_bytes
-    pb = config.softmax.out_width // 8
-    act = {"x": S * H, "xt": H * S, "q": S * H, "kt": H * S, "v": S * H, "scores": heads * S * S * 4 // eb,
-           "p": heads * S * S * pb // eb, "ctx": S * H, "attn": S * H, "ln1": S * H, "h1": S * F,
-           "g": S * F, "f": S * H, "out": S * H}
+    # bytes (scores int32; the probabilities, as every activation, eb bytes)
+    act = {name: n * eb for name, n in (("x", S * H), ("xt", H * S), ("q", S * H), ("kt", H * S),
+                                         ("v", S * H), ("p", heads * S * S), ("ctx", S * H),
+                                         ("attn", S * H), ("ln1", S * H), ("h1", S * F),
+                                         ("g", S * F), ("f", S * H), ("out", S * H))}
+    act["scores"] = heads * S * S * 4
     n_out = {"q": H, "v": H, "o": H, "1": F, "2": H}
     regions, cursor = [], 0
 
@@ -97,9 +99,9 @@ def model_program(config, layers):
     for index, layer in enumerate(layers):
         if (layer.seq, layer.hidden, layer.ffn, layer.heads) != (S, H, F, heads):
             raise ParameterError(f"layer {index} has another shape than layer 0")
-        r = {"x": take(act["x"] * eb) if index == 0 else regions[-1]["out"]}
+        r = {"x": take(act["x"]) if index == 0 else regions[-1]["out"]}
         for name in ACTIVATIONS:
-            r[name] = take(act[name] * eb)
+            r[name] = take(act[name])
         regions.append(r)
     read_bytes = cursor
     one = take(mb)
@@ -133,14 +135,15 @@ def model_program(config, layers):
             put(r[f"bias_{key}"], values, "<i4")
         for key, values in (layer.words or {}).items():
             put(r[f"scale_{key}"], values, "<u4")
-        commands, layer_groups = _program(config, layer, r)
+        commands, layer_groups = layer_program(config, layer, r)
         programs.append(commands)
         groups.append(layer_groups)
     return image, programs, regions, groups, abits
 
 
-def _program(config, layer, r):
-    """One layer's commands and operation groups (see :func:`model_program`)."""
+def layer_program(config, layer, r):
+    """One layer's commands and operation groups on its regions ``r`` (one
+    of :func:`model_program`'s); its softmax command takes ``layer.valid``."""
     S, H, F, heads, d = layer.seq, layer.hidden, layer.ffn, layer.heads, layer.head_dim
     eb = config.element_bytes
     narrow = {"int8": 1} if eb == 1 else {"int16": 1}
@@ -179,9 +182,8 @@ def _program(config, layer, r):
     group(lambda: [gemm(r["q"] + h * d * eb, H, r["kt"] + h * d * S * eb, S, r["scores"] + h * S * S * 4,
                         S, S, d, S) for h in range(heads)])
     mult, shift = layer.softmax
-    pb = config.softmax.out_width // 8
     group(lambda: commands.append({"op": OP_SOFTMAX, "src": r["scores"], "src_stride": 4 * S,
-                                   "dst": r["p"], "dst_stride": S * pb, "rows": heads * S, "length": S,
+                                   "dst": r["p"], "dst_stride": S * eb, "rows": heads * S, "length": S,
                                    "valid": layer.valid if layer.valid and layer.valid < S else 0,
                                    "multiplier": mult, "shift": shift}))
     group(lambda: [gemm(r["p"] + h * S * S * eb, S, r["v"] + h * d * eb, H, r["ctx"] + h * d * eb, H,

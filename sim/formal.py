@@ -214,13 +214,6 @@ class Result:
     def ok(self):
         return self.status in ("proved", "bounded", "reached")
 
-    @property
-    def method(self):
-        """How the property holds: ``k-induction``, ``bmc <depth>``,
-        ``cover <depth>``."""
-        return {"prove": "k-induction", "bmc": f"bmc {self.depth}",
-                "cover": f"cover {self.depth}"}[self.proof.method]
-
     def line(self):
         p = self.proof
         also = f" (with {', '.join(p.together)})" if p.together else ""
@@ -502,11 +495,10 @@ def summary(results):
     """The closing lines of ``bertforge prove``: how many hold by each
     method with its solver time, then how many hold in all and the total."""
     bad = [r for r in results if not r.ok]
-    groups = {"k-induction": "proved by k-induction", "bmc": "bounded (bmc)",
-              "cover": "covers reached"}
+    groups = {"prove": "proved by k-induction", "bmc": "bounded (bmc)", "cover": "covers reached"}
     parts = []
-    for key, words in groups.items():
-        chosen = [r for r in results if r.ok and r.method.split()[0] == key]
+    for method, words in groups.items():
+        chosen = [r for r in results if r.ok and r.proof.method == method]
         if chosen:
             parts.append(f"{len(chosen)} {words} ({sum(r.seconds for r in chosen):.1f} s)")
     total = sum(r.seconds for r in results)

@@ -173,7 +173,7 @@ class SchedulerSpec(Spec):
         # The spec's own check of a command: exact byte spans. C's elements
         # are int32, int16 or int8 (a bf16 engine: float32, or bf16 with
         # ``bf16_out``, 2 bytes).
-        bf16 = getattr(cfg, "arith", "int") == "bf16"
+        bf16 = cfg.bf16
         two_bytes = (cmd.int16 | cmd.bf16_out) if bf16 else cmd.int16
         narrow = cmd.int8 | cmd.int16
         esize, osize = cfg.width // 8, Mux(cmd.int8, 1, Mux(two_bytes, 2, 4))
@@ -226,7 +226,8 @@ def queue_proofs(*, make=None, shape=4, depth=3, label=None):
     together = {"no_beat_from_nothing": ("level_counts",)}
     return [Proof(block="queue", name=name, config=label,
                   spec=lambda only, make=make: QueueSpec(make, only=only),
-                  method=method, depth=depth_, together=together.get(name, ()))
+                  method=method, depth=depth_, together=together.get(name, ()),
+                  slow=name == "order")
             for name, (method, depth_) in methods.items()]
 
 
@@ -243,12 +244,13 @@ def systolic_proofs(*, make=None, configs=None):
         label = f"{config.rows}x{config.cols} {config.dataflow}"
         methods = {"c_valid_held": ("prove", 16), "c_payload_held": ("prove", 16),
                    "queue_never_refuses": ("bmc", depth), "reaches_full_queue": ("cover", depth)}
+        slow = {"reaches_full_queue"} | ({"queue_never_refuses"} if config.dataflow == "ws" else set())
         for name in SystolicSpec.PROPERTIES:
             proofs.append(Proof(
                 block="systolic", name=name, config=label,
                 spec=lambda only, config=config, build=build:
                     SystolicSpec(lambda: build(config), only=only),
-                method=methods[name][0], depth=methods[name][1]))
+                method=methods[name][0], depth=methods[name][1], slow=name in slow))
     return proofs
 
 
@@ -389,18 +391,17 @@ def stream_proofs(block, label, make, *, environment=None, output=None, inductio
     cycles (its cycle model's latency); with ``latency`` =
     ``(job_end, out_event, bound, depth)``, the bounded liveness check
     ``latency`` (see :meth:`StreamSpec.check_latency`) by bmc of ``depth``
-    cycles. ``slow``: the names of the proofs that take more than a few
-    seconds (see :attr:`Proof.slow`). ``overrides``: ``{name: (method,
-    depth)}`` for single properties; ``skip``: names left out.
+    cycles. ``overrides``: ``{name: (method, depth)}`` for single
+    properties; ``skip``: names left out.
 
     :attr:`Proof.slow` is set on all but the quick set the default test run
-    keeps: the stream rules on the main output port (``output``, else the
+    keeps: ``valid_held`` of the main output port (``output``, else the
     first) and the names in ``quick``."""
     probe = make()
     probe._MustUse__silence = True         # only its signature is read
     _, outputs = stream_ports(probe)
     main = output or outputs[0]
-    quick = {f"{main}_valid_held", f"{main}_payload_held", *quick}
+    quick = {f"{main}_valid_held", *quick}
     methods = {}
     for name in outputs:
         held = ("bmc", bmc) if bmc else ("prove", induction)
@@ -608,7 +609,7 @@ def sparse_proofs(*, make=None, config=SPARSE_CONFIG):
                          lambda: build(config), first_output=sparse_cycles(config, [1]) + 1,
                          latency=(lambda d: _took(d.a) & d.a.payload.last,
                                   lambda d: _took(d.c) & d.c.payload.last, bound, bound + 4),
-                         quick=("latency",))
+                         quick=("latency", "c_payload_held"))
 
 
 class EngineSpec(StreamSpec):

@@ -133,8 +133,8 @@ def output_dtype(cmd, config=None):
     int32; for a bf16 engine's ``config`` float32, or bfloat16 with
     ``bf16_out``."""
     if config is not None and config.bf16:
-        return np.dtype(ml_dtypes.bfloat16) if cmd.get("bf16_out") else np.dtype("<f4")
-    return "<i1" if cmd.get("int8") else "<i2" if cmd.get("int16") else "<i4"
+        return np.dtype(ml_dtypes.bfloat16 if cmd.get("bf16_out") else "<f4")
+    return np.dtype("<i1" if cmd.get("int8") else "<i2" if cmd.get("int16") else "<i4")
 
 
 def operand_dtype(config):
@@ -155,10 +155,9 @@ def command_error(config, m, k, n, a_addr, b_addr, c_addr, a_stride, b_stride, c
     narrow = int8 or int16
     if min(m, k, n) == 0 or (accumulate and narrow) or (int8 and int16) or (per_channel and not narrow):
         return True
-    bf16_out = bf16_out and config.bf16
     if config.bf16 and (narrow or (accumulate and bf16_out)):
         return True
-    osize = 1 if int8 else 2 if int16 or bf16_out else 4
+    osize = output_dtype({"int8": int8, "int16": int16, "bf16_out": bf16_out}, config).itemsize
     esize, limit = config.width // 8, 1 << config.addr_width
     return bool(a_addr + (m - 1) * a_stride + k * esize > limit
                 or b_addr + (k - 1) * b_stride + n * esize > limit
@@ -220,7 +219,5 @@ def run_commands(config, image, commands):
             continue
         a = matrix_view(image, c["a_addr"], c["a_stride"], c["m"], c["k"], operand)
         b = matrix_view(image, c["b_addr"], c["b_stride"], c["k"], c["n"], operand)
-        if not config.bf16:
-            a, b = a.astype(np.int64), b.astype(np.int64)
         write_result(config, image, c, a, b)
     return errors

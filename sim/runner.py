@@ -155,8 +155,11 @@ def _versions():
     return _VERSIONS[0]
 
 
-_BUILD_ARGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-UNOPTFLAT", "--x-assign", "0",
-               "--x-initial", "0"]
+_BUILD_ARGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-UNOPTFLAT"]
+#: How uninitialized variables start: 0 (the default build), or random per
+#: run (``x_seed``).
+_X_ARGS = {False: ["--x-assign", "0", "--x-initial", "0"],
+           True: ["--x-assign", "unique", "--x-initial", "unique"]}
 
 #: cocotb's runner builds with ``--public-flat-rw``, which makes every signal
 #: of the design visible to VPI and stops Verilator from optimizing them
@@ -254,10 +257,7 @@ def build(verilog, toplevel, *, waves=False, quiet=False, x_seed=None, simulator
         runner = get_runner("verilator")
         control = directory / "public_top.vlt"
         control.write_text(_PUBLIC_TOP_VLT.format(top=toplevel))
-        args = list(_BUILD_ARGS) + ["--no-public-flat-rw", str(control)]
-        if x_seed is not None:
-            args = [arg for arg in args if arg not in ("--x-assign", "--x-initial", "0")]
-            args += ["--x-assign", "unique", "--x-initial", "unique"]
+        args = _BUILD_ARGS + _X_ARGS[x_seed is not None] + ["--no-public-flat-rw", str(control)]
         if waves:
             args += ["--trace-fst", "--trace-structs"] + _lz4_shim_args(directory)
         log = directory / "build.log"

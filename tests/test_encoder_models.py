@@ -7,7 +7,7 @@ import pytest
 
 from bertforge.generators.analyze import analyze, load_hardware
 from bertforge.generators.encoder_sim import TINY_HW
-from bertforge.generators.workload import encoder_layer
+from bertforge.generators.workload import Operation, encoder_layer
 from bertforge.sim.encoder_cycles import operation_gap
 from bertforge.sim.encoder_golden import cosine, encoder_float, encoder_golden, random_layer
 from bertforge.sim.encoder_run import OPERATIONS, encoder_program
@@ -23,7 +23,7 @@ def test_program_operations_are_the_workload_operations():
     assert [(r["operation"], r["class"]) for r in rows] == OPERATIONS
     # the transpose (one H x 1 x 1 command per token) comes after the q, v projections
     assert [(op.name, op.kind) for op in ops] == OPERATIONS[:1] + OPERATIONS[2:]
-    ops.insert(1, type(ops[0])("input transpose", "gemm", 32, m=64, k=1, n=1))
+    ops.insert(1, Operation("input transpose", "gemm", 32, m=64, k=1, n=1))
     config = tiny_config()
     layer = random_layer(config, 32)
     _, commands, _, groups, _ = encoder_program(config, layer)

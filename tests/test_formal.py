@@ -43,17 +43,10 @@ def _by_name(proofs, name, config=None):
 PROVED = [name for name, block in BLOCKS.items() if block.proofs]
 
 
-#: Proofs of a few seconds each that the default run leaves to ``slow``
-#: (one property per block stays in the default run, which keeps it near a
-#: minute: each SymbiYosys run spends seconds starting up).
-DEFAULT_SKIPS = {"order", "done_payload_held", "reaches_full_queue", "y_payload_held"}
-
-
 def _params(proofs):
-    def slow(p):
-        return p.slow or p.name in DEFAULT_SKIPS or (p.block == "systolic" and "ws" in p.config
-                                                     and p.name == "queue_never_refuses")
-    return [pytest.param(p, marks=[pytest.mark.slow] if slow(p) else [],
+    """(:attr:`Proof.slow` leaves all but a few properties per block to
+    ``-m slow``: each SymbiYosys run spends seconds starting up.)"""
+    return [pytest.param(p, marks=[pytest.mark.slow] if p.slow else [],
                          id=f"{p.block}-{p.config}-{p.name}".replace(" ", "_"))
             for p in proofs]
 

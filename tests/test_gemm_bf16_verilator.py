@@ -12,12 +12,16 @@ cancellation, long K), accumulate, bias, bf16 output and bad commands in one
 queue behind a memory with random latency and stalls on every stream.
 """
 
+import json
+
 import ml_dtypes
 import numpy as np
 import pytest
 
+from cli_helpers import npy_flags, run_cli
 from bertforge.generators.gemm_sim import bf16_gemm_errors, layout_problems, read_matrix, simulate_gemm
 from bertforge.rtl.gemm import GemmConfig
+from bertforge.sim.gemm_golden import bf16_gemm_golden, matrix_view
 
 BF16 = ml_dtypes.bfloat16
 INFO = ml_dtypes.finfo(BF16)
@@ -140,13 +144,11 @@ def run_exact(config, tmp_path):
 
 
 def read_operand(config, image, cmd, name):
-    from bertforge.sim.gemm_golden import matrix_view
     rows, cols = (cmd["m"], cmd["k"]) if name == "a" else (cmd["k"], cmd["n"])
     return matrix_view(image, cmd[f"{name}_addr"], cmd[f"{name}_stride"], rows, cols, BF16).copy()
 
 
 def read_bias(image, cmd):
-    from bertforge.sim.gemm_golden import matrix_view
     return matrix_view(image, cmd["bias_addr"], 4, 1, cmd["n"], "<f4")[0].copy() if cmd.get("bias") \
         else None
 
@@ -160,8 +162,9 @@ def run_stress(config, tmp_path, seed):
     assert result["errors"] == expected_errors
     # The extremes really happened (the golden model agreed on every bit).
     first = 4      # three random shapes and a 7x13x5, then the extremes
+    cases = extremes(config)
     c = {name: read_matrix(config, result["image"], commands[first + i])
-         for i, name in enumerate(extremes(config))}
+         for i, name in enumerate(cases)}
     assert c["overflow"][0, 0] == np.inf and c["overflow"][2, 0] == -np.inf
     assert c["overflow"][1, 0] == 1.0
     tiny = c["tiny"].view(np.uint32)
@@ -170,8 +173,7 @@ def run_stress(config, tmp_path, seed):
     assert np.isfinite(c["special"][0]).all()              # the padding lane's inf stays out
     assert np.all(np.isnan(c["special"]) <= (c["special"].view(np.uint32) == 0x7FC00000))
     assert c["cancel"].view(np.uint32)[0, 0] == 0 and c["cancel"].view(np.uint32)[1, 0] == 0
-    long_k = extremes(config)["long_k"]
-    errors = bf16_gemm_errors([long_k], [c["long_k"]])
+    errors = bf16_gemm_errors([cases["long_k"]], [c["long_k"]])
     assert 0 < errors["max_rel_error_vs_float64"] <= errors["error_bound_vs_float64"]
     assert (~np.isfinite(c["max_min"])).any()
     assert list(c["c_old"].view(np.uint32).ravel()) == [0, 0x7FC00000, 0, 0x80000000, 0x7F800000,
@@ -196,9 +198,6 @@ def test_cli_float32_files(tmp_path, bf16_out):
     """``sim gemm --arith bf16 --a --b --bias --out``: float32 files in (one
     note line), float32 C out, bit-exact, the error against float64 within
     its bound (the same hardware model as :data:`WS_3X2`)."""
-    import json
-    from cli_helpers import npy_flags, run_cli
-    from bertforge.sim.gemm_golden import bf16_gemm_golden
     rng = np.random.default_rng(11)
     a = rng.standard_normal((6, 21)).astype(np.float32)
     b = rng.standard_normal((21, 5)).astype(np.float32)

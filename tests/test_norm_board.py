@@ -268,14 +268,14 @@ def test_bench_boards_reuses_matching_builds(tmp_path, monkeypatch, capsys):
               "seconds": 5.0, "bitstream": "/elsewhere/top.bit", "rtlil_sha256": "rtl-4",
               "design": {"name": "systolic", "config": config}}
     (earlier / "report.json").write_text(json.dumps(dict(report, rtlil_sha256="older rtl")))
-    assert board_bench._reusable(earlier, top_config, "rtl-4") is None
+    assert board_bench.reusable(earlier, top_config, "rtl-4") is None
     (earlier / "report.json").write_text(json.dumps(report))
-    assert board_bench._reusable(earlier, top_config, "rtl-4") == report
+    assert board_bench.reusable(earlier, top_config, "rtl-4") == report
     # A build from before the config held the design id is the same design.
     old = dict(report, design={"name": "systolic", "config": {
         key: value for key, value in config.items() if key != "design_id"}})
     (earlier / "report.json").write_text(json.dumps(old))
-    assert board_bench._reusable(earlier, top_config, "rtl-4") == old
+    assert board_bench.reusable(earlier, top_config, "rtl-4") == old
     (earlier / "report.json").write_text(json.dumps(report))
     rows = bench(tmp_path, boards=["ulx3s-85f"], sizes=[2, 4])
     assert built == [("ulx3s-85f", 2)]

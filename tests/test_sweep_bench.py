@@ -6,8 +6,6 @@ import json
 
 import pytest
 
-pytest.importorskip("ray")
-
 
 @pytest.mark.slow
 def test_bench_sweep_writes_its_results(tmp_path, monkeypatch):

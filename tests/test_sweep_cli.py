@@ -15,14 +15,13 @@ import textwrap
 import time
 
 import pytest
+import ray
 
 from cli_helpers import assert_one_line_error, run_cli
 from bertforge.generators.analyze import analyze, load_hardware
 from bertforge.generators.cli import main
 from bertforge.generators import sweep as sweep_module
 from bertforge.generators.sweep import load_spec, pareto_front, run_point
-
-ray = pytest.importorskip("ray")
 
 SPEC = """
 base = "tiny.toml"
