@@ -13,7 +13,8 @@ block           files here
 ==============  ===========================================================
 systolic        ``systolic_top.py`` (also the shared host-link plumbing),
                 ``systolic_board_tb.py``
-gemm            ``gemm_top.py``, ``gemm_board_tb.py``
+gemm            ``gemm_top.py``, ``gemm_board_tb.py`` (also the
+                sparse_engine block's: one top for either engine)
 sparse          ``sparse_top.py``, ``sparse_board_tb.py``
 butterfly       ``butterfly_top.py``, ``butterfly_board_tb.py``
 norm            ``norm_top.py`` (one top for softmax, layernorm or GELU),

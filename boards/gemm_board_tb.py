@@ -1,23 +1,65 @@
 """cocotb testbench of the GEMM board top-level
-(:class:`~bertforge.boards.gemm_top.GemmBoardTop`) in Verilator, driven bit by
-bit through its UART pins by the same host code that ``bertforge run gemm``
-uses (:func:`bertforge.boards.host.run_gemm`).
+(:class:`~bertforge.boards.gemm_top.GemmBoardTop`, around the dense GEMM
+engine or the N:M sparse one) in Verilator, driven bit by bit through its
+UART pins by the same host code that ``bertforge run gemm`` and ``run
+sparse_engine`` use (:func:`bertforge.boards.host.run_gemm`).
 
 Spec: ``config`` (a GemmTopConfig as a dict), ``data`` (an ``.npz`` with
-``a_0, b_0, ...``), ``flags`` (per problem: ``int8``, ``multiplier``,
-``shift``), ``corrupt`` (a frame with a bad CRC before each problem).
-After the problems it runs a command with M = 0 and one whose C leaves
-memory: both must be rejected (``BAD_ARGUMENT``) and the link must go on.
+``a_0, b_0, ...``; on the sparse engine ``b_i`` is W, N:M sparse along K),
+``flags`` (per problem: ``int8``, ``multiplier``, ``shift``, and on the
+sparse engine ``pattern`` ``[n, m]``), ``corrupt`` (a frame with a bad CRC
+before each problem), ``bad`` (changes to the first problem's command:
+each changed command must be rejected, ``BAD_ARGUMENT``, and the link go
+on), ``cycles`` (each reply's cycles must equal :func:`board_cycles`
+where that model is exact: compute bound).
+
+Each result must equal the golden model bit for bit:
+:func:`~bertforge.sim.gemm_golden.gemm_golden`, on the sparse engine its
+own model (:func:`~bertforge.sim.sparse_engine_golden.run_sparse_commands`)
+run on the memory image the host wrote. After the bad commands the first
+problem, run again, must still be right.
 """
 
 import cocotb
 import numpy as np
 
 from bertforge.boards.gemm_top import GemmTopConfig
-from bertforge.boards.host import gemm_board_layout, gemm_command_bytes, run_gemm
+from bertforge.boards.host import (gemm_board_layout, gemm_command_bytes, gemm_result_from_bytes,
+                                   run_gemm)
+from bertforge.sim.gemm_cycles import gemm_cycles
 from bertforge.sim.gemm_golden import gemm_golden
+from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles
+from bertforge.sim.sparse_engine_golden import run_sparse_commands
 from bertforge.boards.uart_model import (bad_argument_rejected, board_link, bridge,
                                          corrupt_frame_rejected, read_spec, save_report)
+
+#: The top's read latency as the engines' cycle models count it (their
+#: ``lat``): a request's first beat is in the read queue 4 cycles after its
+#: handshake (bank addresses, bank words, byte rotation, each registered).
+READ_LATENCY = 4
+
+
+def board_cycles(config, command):
+    """The cycle model's dict (``cycles``, ``exact``) of one command on a
+    GEMM board top: the engine's model (first command handshake to
+    completion handshake, both counted) at :data:`READ_LATENCY`, one beat a
+    cycle. The top offers the command the cycle after ``RUN`` starts and
+    counts from there to the completion, so the reply's cycles are the
+    model's."""
+    model = sparse_engine_cycles if config.sparse else gemm_cycles
+    return model(config.engine, [command], lat=READ_LATENCY)
+
+
+def expected_result(config, a, b, flags):
+    """C as the golden model computes it (module doc)."""
+    if not config.sparse:
+        return gemm_golden(config.engine, a, b, **flags)
+    image, command = gemm_board_layout(config, a, b, **flags)
+    memory = np.zeros(1 << config.engine.addr_width, dtype=np.uint8)
+    memory[:len(image)] = np.frombuffer(image, dtype=np.uint8)
+    run_sparse_commands(config.engine, memory, [command])
+    c_addr, size = command["c_addr"], command["m"] * command["c_stride"]
+    return gemm_result_from_bytes(command, memory[c_addr:c_addr + size].tobytes())
 
 
 @cocotb.test()
@@ -25,9 +67,13 @@ async def board_gemms(dut):
     spec = read_spec()
     config = GemmTopConfig.from_dict(spec["config"])
     data = np.load(spec["data"])
-    problems = [(data[f"a_{i}"], data[f"b_{i}"], flags) for i, flags in enumerate(spec["flags"])]
+    problems = []
+    for i, flags in enumerate(spec["flags"]):
+        if "pattern" in flags:
+            flags = dict(flags, pattern=tuple(flags["pattern"]))
+        problems.append((data[f"a_{i}"], data[f"b_{i}"], flags))
     link = await board_link(dut, config.divisor, timeout_bytes=4000)
-    report = {"problems": [], "corrupt_rejected": 0, "bad_rejected": 0}
+    report = {"problems": [], "corrupt_rejected": 0, "bad_rejected": []}
 
     def rejected(command):
         link.write(1, 0, gemm_command_bytes(config, command))
@@ -39,20 +85,25 @@ async def board_gemms(dut):
             if spec.get("corrupt"):
                 report["corrupt_rejected"] += corrupt_frame_rejected(link)
             result, cycles = run_gemm(link, config, a, b, **flags)
-            expected = gemm_golden(config.engine, a, b, **flags)
-            report["problems"].append({"shape": [int(s) for s in (*a.shape, b.shape[1])],
-                                       "cycles": cycles,
-                                       "match": bool(np.array_equal(result, expected))})
-        _, command = gemm_board_layout(config, problems[0][0], problems[0][1])
-        report["bad_rejected"] += rejected(dict(command, m=0))
-        report["bad_rejected"] += rejected(dict(command, c_addr=(1 << config.engine.addr_width) - 4))
+            model = board_cycles(config, gemm_board_layout(config, a, b, **flags)[1])
+            report["problems"].append({
+                "shape": [int(s) for s in (*a.shape, b.shape[1])], "cycles": cycles,
+                "model_cycles": model["cycles"], "model_exact": model["exact"],
+                "match": bool(np.array_equal(result, expected_result(config, a, b, flags)))})
         a, b, flags = problems[0]
+        _, command = gemm_board_layout(config, a, b, **flags)
+        for change in spec["bad"]:
+            report["bad_rejected"].append(rejected(dict(command, **change)))
         result, _ = run_gemm(link, config, a, b, **flags)
-        report["works_after_errors"] = bool(np.array_equal(result, gemm_golden(config.engine, a, b, **flags)))
+        report["works_after_errors"] = bool(
+            np.array_equal(result, expected_result(config, a, b, flags)))
 
     await bridge(session)()
     report["match"] = (len(report["problems"]) == len(problems)
                        and all(p["match"] for p in report["problems"]))
     save_report(spec, report, link, config, len(problems))
-    assert report["bad_rejected"] == 2, report
+    assert report["bad_rejected"] == [True] * len(spec["bad"]), report
     assert report["works_after_errors"], report
+    if spec.get("cycles"):
+        assert all(p["cycles"] == p["model_cycles"] for p in report["problems"]
+                   if p["model_exact"]), report

@@ -1,4 +1,6 @@
-"""Board top-level for a :class:`~bertforge.rtl.gemm.GemmEngine`:
+"""Board top-level for a :class:`~bertforge.rtl.gemm.GemmEngine`, or an
+N:M :class:`~bertforge.rtl.sparse_engine.SparseEngine` when the config's
+``engine`` is a :class:`~bertforge.rtl.sparse_engine.SparseEngineConfig`:
 UART host link, two banks of block RAM as the engine's external memory, a
 command register, LEDs.
 
@@ -7,13 +9,16 @@ Host memories (``mem`` of the protocol's WRITE/READ):
 - ``0`` data: the engine's memory, ``2**addr_width`` bytes (A, B and C live
   here at the addresses the command names), byte-addressed, read and write.
 - ``1`` command: the bytes of one packed GEMM command
-  (:func:`bertforge.rtl.tile_scheduler.command_layout`, little endian; see
-  :func:`bertforge.boards.host.gemm_command_bytes`), write only.
+  (:attr:`GemmTopConfig.command_layout`: the dense engine's
+  :func:`~bertforge.rtl.tile_scheduler.command_layout` or the sparse one's
+  :func:`~bertforge.rtl.sparse_engine.sparse_command_layout`, little
+  endian; see :func:`bertforge.boards.host.gemm_command_bytes`), write only.
 
 ``RUN`` (no arguments) hands the command to the engine and replies when its
 completion arrives: ``OK`` with the cycles from start to completion, or
 ``BAD_ARGUMENT`` if the engine rejected the command (a size of 0, a matrix
-outside memory). LEDs: 0 busy, 1 done at least once, 2 a bad frame seen.
+outside memory, a bad N:M pattern). LEDs: 0 busy, 1 done at least once, 2 a
+bad frame seen.
 
 The memory is two banks of ``mem_width``-bit words (even and odd words), so
 the two words an unaligned beat touches are always in different banks: one
@@ -28,37 +33,49 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 
 from bertforge.rtl.gemm import GemmConfig, GemmEngine
+from bertforge.rtl.sparse_engine import SparseEngine, SparseEngineConfig, sparse_command_layout
 from bertforge.rtl.stream import Queue, delay, stage
 from bertforge.rtl.tile_scheduler import command_layout
 from .systolic_top import BoardTop, BoardTopConfig, status_leds
 from bertforge.rtl.errors import ParameterError
 
-__all__ = ["GemmTopConfig", "GemmBoardTop", "board_engine_config"]
+__all__ = ["GemmTopConfig", "GemmBoardTop", "board_engine_config", "engine_config_from_dict"]
 
 #: Beats the engine's read-data queue holds (1 beat per cycle with the
 #: 3-cycle read pipeline in front of it).
 READ_QUEUE = 8
 
 
-def board_engine_config(*, rows=4, cols=4, mem_kib=16, min_chunk=64, **fields):
-    """A :class:`GemmConfig` sized for a board: the narrowest memory word
-    (``max(32, rows*width, cols*width)`` bits rounded up to a power of two),
-    ``addr_width`` from ``mem_kib``, short chunks (``min_chunk`` elements,
-    or one memory word's); ``fields`` override."""
+def board_engine_config(*, rows=4, cols=4, mem_kib=16, min_chunk=64, sparse=False, **fields):
+    """A :class:`GemmConfig` (``sparse``: a :class:`SparseEngineConfig`)
+    sized for a board: the narrowest memory word (``max(32, rows*width,
+    cols*width)`` bits, and ``m_max*width`` for the sparse engine, rounded
+    up to a power of two), ``addr_width`` from ``mem_kib``, short chunks
+    (``min_chunk`` elements, or one memory word's); ``fields`` override."""
     width = 16 if fields.get("arith") in ("int16", "bf16") else fields.get("width", 8)
     need = max(32, rows * width, cols * width)
+    if sparse:      # a group's M activations in one memory word
+        need = max(need, fields.get("m_max", SparseEngineConfig.m_max) * width)
     mem_width = 1 << (need - 1).bit_length()
     values = dict(rows=rows, cols=cols, mem_width=mem_width,
                   addr_width=(mem_kib * 1024 - 1).bit_length(), dim_width=12,
                   k_chunk=max(min_chunk, mem_width // width), m_tile=max(rows, 4))
     values.update(fields)
-    return GemmConfig(**values)
+    return (SparseEngineConfig if sparse else GemmConfig)(**values)
+
+
+def engine_config_from_dict(raw):
+    """The engine config of a saved :meth:`GemmTopConfig.to_dict`'s ``engine``:
+    a :class:`SparseEngineConfig` if it has ``m_max``, else a :class:`GemmConfig`."""
+    return (SparseEngineConfig if "m_max" in raw else GemmConfig)(**raw)
 
 
 @dataclass(frozen=True, kw_only=True)
 class GemmTopConfig(BoardTopConfig):
-    """The engine, the UART divisor (clock / baud) and how many PEs may use
-    DSP blocks (``None``: all)."""
+    """The engine (a :class:`GemmConfig`, or a :class:`SparseEngineConfig`
+    for the N:M sparse engine), the UART divisor (clock / baud) and how many
+    PEs of the dense engine may use DSP blocks (``None``: all; the sparse
+    engine takes no limit)."""
 
     engine: GemmConfig = board_engine_config()
     divisor: int = 104
@@ -67,18 +84,43 @@ class GemmTopConfig(BoardTopConfig):
 
     def __post_init__(self):
         self.check_link()
+        if self.sparse and self.max_dsp is not None:
+            raise ParameterError(f"max_dsp must be None for the sparse engine (its array has no "
+                                 f"DSP limit), not {self.max_dsp!r}")
         replace(self.engine.systolic, max_dsp=self.max_dsp)   # checks max_dsp
         if self.engine.addr_width > 16:
             raise ParameterError(f"engine.addr_width must be at most 16 (the host link addresses "
                              f"64 KiB), not {self.engine.addr_width}")
 
+    @classmethod
+    def from_dict(cls, raw):
+        return cls(**{**raw, "engine": engine_config_from_dict(raw["engine"])})
+
+    @property
+    def sparse(self):
+        """True for the N:M sparse engine."""
+        return isinstance(self.engine, SparseEngineConfig)
+
+    @property
+    def command_layout(self):
+        """The engine's command: :func:`command_layout` or :func:`sparse_command_layout`."""
+        return (sparse_command_layout if self.sparse else command_layout)(self.engine)
+
     @property
     def command_bytes(self):
-        return (command_layout(self.engine).size + 7) // 8
+        return (self.command_layout.size + 7) // 8
+
+    def make_engine(self):
+        """The engine component: a :class:`SparseEngine`, or a
+        :class:`GemmEngine` with ``max_dsp``."""
+        if self.sparse:
+            return SparseEngine(self.engine)
+        return GemmEngine(self.engine, max_dsp=self.max_dsp)
 
 
 class GemmBoardTop(BoardTop):
-    """Host link + banked memory + command register around one GEMM engine.
+    """Host link + banked memory + command register around one GEMM engine
+    (dense or N:M sparse: :meth:`GemmTopConfig.make_engine`).
 
     Pipelined for 100 MHz on ECP5 (no logic after a block RAM output but a
     register, nothing wide between registers): write requests (the
@@ -100,7 +142,7 @@ class GemmBoardTop(BoardTop):
         MB = ecfg.mem_bytes
         mbb = MB.bit_length() - 1
         W = ecfg.mem_width
-        m.submodules.engine = engine = GemmEngine(ecfg, max_dsp=cfg.max_dsp)
+        m.submodules.engine = engine = cfg.make_engine()
 
         busy = Signal()
         depth = 1 << (ecfg.addr_width - mbb - 1)
@@ -208,7 +250,7 @@ class GemmBoardTop(BoardTop):
         cycles = Signal(32)
         finished = Signal()
         error = Signal()
-        m.d.comb += [engine.cmd.payload.eq(command[:command_layout(ecfg).size]),
+        m.d.comb += [engine.cmd.payload.eq(command[:cfg.command_layout.size]),
                      engine.cmd.valid.eq(queued), engine.done.ready.eq(busy & ~writing)]
         with m.If(engine.cmd.valid & engine.cmd.ready):
             m.d.sync += queued.eq(0)

@@ -119,13 +119,22 @@ def run_sparse(link, top_config, a, w, n, m):
     return sparse_result_from_bytes(top_config, data), cycles
 
 
-def gemm_board_layout(top_config, a, b, *, int8=False, multiplier=1, shift=0, tag=0):
+def gemm_board_layout(top_config, a, b, *, int8=False, multiplier=1, shift=0, tag=0,
+                      pattern=None):
     """Place A (M x K) and B (K x N) in a GEMM board's data memory, row-major
     and back to back (each matrix starts on a memory word), with C after them.
 
+    On an N:M sparse engine's board (``top_config.sparse``) B is the
+    weights W, N:M sparse along K for ``pattern = (N, M)`` (M a power of
+    two up to ``m_max``): its compressed values and then its indices
+    (:func:`~bertforge.sim.sparse_golden.compress_nm`, ``ceil(K / M) * N``
+    rows each) stand where B would.
+
     Returns ``(image, command)``: the bytes to write from address 0 and the
-    command dict (:func:`bertforge.rtl.tile_scheduler.pack_command` takes it).
-    Raises ``ValueError`` if the matrices do not fit the board memory.
+    command dict (:func:`gemm_command_bytes` packs it). Raises ``ValueError``
+    (one line) if the matrices do not fit the board memory, if a sparse
+    engine gets no pattern (a dense one, one), for a bad pattern or a W
+    that breaks it.
     """
     engine = top_config.engine
     esize = engine.width // 8
@@ -136,35 +145,55 @@ def gemm_board_layout(top_config, a, b, *, int8=False, multiplier=1, shift=0, ta
     limit = (1 << engine.dim_width) - 1
     if max(m, k, n) > limit:
         raise ParameterError(f"M, K, N = {m}, {k}, {n}: this bitstream takes sizes up to {limit}")
+    operand = f"<i{esize}"
+    if not top_config.sparse:
+        if pattern is not None:
+            raise ParameterError(f"this bitstream's engine is dense: it takes no N:M pattern, "
+                                 f"not {pattern}")
+        b_parts = [(b, operand)]
+    else:
+        if pattern is None:
+            raise ParameterError("this bitstream's engine is N:M sparse: give the pattern of W")
+        from bertforge.sim.sparse_golden import check_pattern, compress_nm
+        pat_n, pat_m = check_pattern(*pattern, engine.m_max)
+        if pat_m & (pat_m - 1):
+            raise ParameterError(f"the sparse engine takes M a power of two, not {pat_n}:{pat_m}")
+        try:
+            values, indices = compress_nm(b, pat_n, pat_m)
+        except ValueError as error:
+            raise ParameterError(f"W breaks the {pat_n}:{pat_m} pattern: {error}") from None
+        b_parts = [(values, operand), (indices, "u1")]
     word = engine.mem_bytes
 
     def align(value):
         return -(-value // word) * word
 
-    a_bytes = a.astype(f"<i{esize}").tobytes()
-    b_addr = align(len(a_bytes))
-    b_bytes = b.astype(f"<i{esize}").tobytes()
-    c_addr = align(b_addr + len(b_bytes))
+    image = bytearray(a.astype(operand).tobytes())
+    addrs = []
+    for matrix, dtype in b_parts:
+        addrs.append(align(len(image)))
+        image += bytes(addrs[-1] - len(image)) + matrix.astype(dtype).tobytes()
+    c_addr = align(len(image))
     c_stride = n * (1 if int8 else 4)
     end = c_addr + m * c_stride
     size = 1 << engine.addr_width
     if end > size:
         raise ParameterError(f"A, B and C need {end} bytes; the board memory holds {size} "
                          f"(build with a larger --mem-kib or use smaller matrices)")
-    image = bytearray(c_addr)
-    image[:len(a_bytes)] = a_bytes
-    image[b_addr:b_addr + len(b_bytes)] = b_bytes
-    command = {"m": m, "k": k, "n": n, "a_addr": 0, "b_addr": b_addr, "c_addr": c_addr,
+    image += bytes(c_addr - len(image))
+    command = {"m": m, "k": k, "n": n, "a_addr": 0, "b_addr": addrs[0], "c_addr": c_addr,
                "a_stride": k * esize, "b_stride": n * esize, "c_stride": c_stride,
                "accumulate": 0, "int8": int(bool(int8)), "multiplier": multiplier,
                "shift": shift, "tag": tag}
+    if top_config.sparse:
+        command.update(pat_n=pat_n, pat_m=pat_m, idx_addr=addrs[1], idx_stride=n)
     return bytes(image), command
 
 
 def gemm_command_bytes(top_config, command):
-    """The bytes of ``command`` for the board's command register (memory 1)."""
-    from bertforge.rtl.tile_scheduler import pack_command
-    return pack_command(top_config.engine, command).to_bytes(top_config.command_bytes, "little")
+    """The bytes of ``command`` for the board's command register (memory 1),
+    packed in the engine's :attr:`~bertforge.boards.gemm_top.GemmTopConfig.command_layout`."""
+    return pack(top_config.command_layout, command).to_bytes(top_config.command_bytes, "little")
 
 
 def gemm_result_from_bytes(command, data):
@@ -175,7 +204,9 @@ def gemm_result_from_bytes(command, data):
 
 def run_gemm(link, top_config, a, b, **flags):
     """Write A and B, run ``C = A @ B`` on a GEMM board, read C back:
-    returns ``(C, cycles)``. ``link`` is a :class:`protocol.HostLink`."""
+    returns ``(C, cycles)``. ``link`` is a :class:`protocol.HostLink`;
+    ``flags`` as :func:`gemm_board_layout` takes them (``pattern`` on a
+    sparse engine's board)."""
     image, command = gemm_board_layout(top_config, a, b, **flags)
     link.write(0, 0, image)
     link.write(1, 0, gemm_command_bytes(top_config, command))

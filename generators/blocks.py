@@ -118,7 +118,7 @@ BLOCKS = {block.name: block for block in [
         presets={"default": SparseEngineConfig()},
         golden=_sim("sparse_engine_golden:run_sparse_commands"),
         cycles=_sim("sparse_engine_cycles:sparse_engine_cycles"),
-        testbench="bertforge.sim.sparse_engine_tb",
+        testbench="bertforge.sim.sparse_engine_tb", board=board_design.SPARSE_ENGINE,
     ),
     _simulated(
         "butterfly", help="butterfly linear layers or FFTs on a batch of vectors",

@@ -62,6 +62,45 @@ def reusable(build_dir, top, rtlil_sha256, design="systolic"):
     return report if bitstream and (build_dir / bitstream).is_file() else None
 
 
+def build_or_reuse(target, design, top_config, top, directories, *, rtlil, clock_mhz,
+                   macs_per_cycle, reuse=True, build=True, quiet=False):
+    """Build the board top ``top`` of ``design`` (its ``top_config``; RTLIL
+    hash ``rtlil``, :func:`~bertforge.boards.build.design_sha256`) for
+    ``target`` into the last of ``directories``, unless one of them holds
+    an earlier build of it (:func:`reusable`, tried in order; not if
+    ``reuse`` is false).
+
+    Returns ``(report, directory, reused)``: the build's report (as saved
+    in the directory's ``report.json``, with ``design``) or, for a build
+    that failed, ``{"error": ..., "does_not_fit": ...}``. A build that does
+    not fit is saved as such and reused as a failure; any other failure
+    (e.g. a killed tool) is built again next time. ``None`` if nothing is
+    reusable and ``build`` is false."""
+    if reuse:
+        for directory in directories:
+            report = reusable(directory, top_config, rtlil, design)
+            if report is not None:
+                if report.get("error"):
+                    return {"error": report["error"], "does_not_fit": True}, directory, True
+                return report, directory, True
+    if not build:
+        return None
+    own = Path(directories[-1])
+    saved = {"name": design, "config": top_config.to_dict()}
+    try:
+        report = build_board(target.name, top, macs_per_cycle=macs_per_cycle,
+                             clock_mhz=clock_mhz, out_dir=own, quiet=quiet)
+    except BuildError as error:
+        if error.does_not_fit:
+            own.mkdir(parents=True, exist_ok=True)
+            (own / "report.json").write_text(json.dumps(
+                {"design": saved, "rtlil_sha256": rtlil, "error": str(error)}, indent=2) + "\n")
+        return {"error": str(error), "does_not_fit": error.does_not_fit}, own, False
+    report["design"] = saved
+    (own / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    return report, own, False
+
+
 def _sweep_point(design, target, n, clock):
     """(top config, top, build directory name, row fields) of one size."""
     divisor = round((clock or target.clock_mhz) * 1e6 / 115200)
@@ -155,32 +194,20 @@ def _bench_size(out_dir, design, target, n, clock, reuse, build, missing):
     row = {"design": design, "board": name, "size": f"{n}x{n}", "macs": n * n,
            "clock_mhz": shown, **fields}
     build_dir = Path(out_dir) / dirname
-    rtlil = design_sha256(name, top, clock)
-    report = reusable(build_dir, top_config, rtlil, design) if reuse else None
-    if report is not None and report.get("error"):
-        print(f"  reusing the failed build in {build_dir}", file=sys.stderr, flush=True)
-        return dict(row, fits=False, timing_met=False, error=report["error"], does_not_fit=True)
-    if report is not None:
-        print(f"  reusing the build in {build_dir}", file=sys.stderr, flush=True)
-    elif not build:
+    built = build_or_reuse(target, design, top_config, top, [build_dir],
+                           rtlil=design_sha256(name, top, clock), clock_mhz=clock,
+                           macs_per_cycle=n * n, reuse=reuse, build=build)
+    if built is None:
         print("  not built (--reuse-only)", file=sys.stderr, flush=True)
         missing.append(f"{name} {design} {n}x{n}")
         return None
-    else:
-        saved = {"name": design, "config": top_config.to_dict()}
-        try:
-            report = build_board(name, top, macs_per_cycle=n * n, clock_mhz=clock,
-                                 out_dir=build_dir)
-        except BuildError as error:
-            row.update(fits=False, timing_met=False, error=str(error),
-                       does_not_fit=error.does_not_fit)
-            if error.does_not_fit:   # else (e.g. a killed tool) try again next time
-                (build_dir / "report.json").write_text(json.dumps(
-                    {"design": saved, "rtlil_sha256": rtlil, "error": str(error)},
-                    indent=2) + "\n")
-            return row
-        report["design"] = saved
-        (build_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    report, _, reused = built
+    if reused:
+        failed = "failed " if report.get("error") else ""
+        print(f"  reusing the {failed}build in {build_dir}", file=sys.stderr, flush=True)
+    if report.get("error"):
+        return dict(row, fits=False, timing_met=False, error=report["error"],
+                    does_not_fit=report["does_not_fit"])
     return dict(row, fits=True, timing_met=report["timing_met"], fmax_mhz=report["fmax_mhz"],
                 peak_gops=report["peak_gops"], resources=report["resources"],
                 seconds=report["seconds"], critical_path=report.get("critical_path"))

@@ -56,8 +56,8 @@ def add_parsers(commands):
                        help="systolic: longest K the board memories hold; sparse: the most "
                             "compressed beats (groups x N) (default 256)")
     build.add_argument("--mem-kib", type=int, default=None,
-                       help="gemm: KiB of block RAM for A, B and C, 1 to 64 (default: 2 on "
-                            "iCE40, 32 on ECP5, 16 otherwise)")
+                       help="gemm, sparse_engine: KiB of block RAM for A, B and C, 1 to 64 "
+                            "(default: 2 on iCE40, 32 on ECP5, 16 otherwise)")
     build.add_argument("--depth", type=int, default=None,
                        help="softmax/layernorm/gelu/butterfly: beats the input and output "
                             "memories hold (default: 256 on iCE40, 1024 otherwise; at least "

@@ -23,7 +23,7 @@ from .cli_common import (CliError, config_from_args, config_overrides, load_int_
                          save_npy_atomic)
 
 __all__ = ["BoardDesign", "BAUD", "GEMM", "GEMM_BOARD_DEFAULTS", "gemm_top_config", "SYSTOLIC", "SOFTMAX", "LAYERNORM", "GELU", "SPARSE",
-           "BUTTERFLY"]
+           "BUTTERFLY", "SPARSE_ENGINE", "engine_design"]
 
 BAUD = 115200
 #: ``--k-max`` when not given.
@@ -31,9 +31,13 @@ K_MAX = 256
 #: Default GEMM engine per FPGA family: size, data memory (``mem_kib``) and
 #: engine fields (:func:`bertforge.boards.gemm_top.board_engine_config`);
 #: ``None``: the other families. iCE40: the smallest engine (2 KiB, 8-bit
-#: sizes, chunks of 16 elements or a memory word: the fewest LCs and block RAMs).
+#: sizes, chunks of 16 elements or a memory word: the fewest LCs and block
+#: RAMs), 24-bit accumulators, and the area knobs of a small FPGA without
+#: distributed RAM: no command queue (the top holds the command), stage
+#: queues of 3, the compact bias/scale buffers and requantizer.
 GEMM_BOARD_DEFAULTS = {"ice40": {"rows": 2, "cols": 2, "mem_kib": 2, "dim_width": 8,
-                                 "min_chunk": 16},
+                                 "min_chunk": 16, "acc_width": 24, "command_queue": 0,
+                                 "stage_queue": 3, "compact": True},
                        "ecp5": {"rows": 4, "cols": 4, "mem_kib": 32},
                        None: {"rows": 4, "cols": 4, "mem_kib": 16}}
 #: Default beats of the streaming and butterfly tops' memories per FPGA family.
@@ -113,37 +117,53 @@ def _butterfly_top_config(design_id, args, clock_mhz, target):
                               depth=_depth(args, target, engine.n_max), design_id=design_id)
 
 
-def gemm_top_config(target, clock_mhz, *, max_dsp=None, engine=None, **given):
-    """The GEMM board top config of ``build`` (and ``bench boards``) for
-    ``target``: ``engine``, or the family's :data:`GEMM_BOARD_DEFAULTS` with
-    the ``given`` engine fields and ``mem_kib`` over them; the UART divisor
-    of ``clock_mhz``; ``max_dsp`` (default: the board's DSP count); the
-    family's :data:`~bertforge.boards.targets.ARRAY_MULTIPLY` unless
-    ``given`` sets the multiply fields."""
+def gemm_top_config(target, clock_mhz, *, max_dsp=None, engine=None, sparse=False, **given):
+    """The GEMM board top config of ``build`` (and ``bench boards``, ``sweep
+    --pnr``) for ``target``: ``engine``, or the family's
+    :data:`GEMM_BOARD_DEFAULTS` with the ``given`` engine fields and
+    ``mem_kib`` over them (``sparse``: the N:M sparse engine, ``m_max``
+    among the fields; a given ``engine``'s type decides); the UART divisor of
+    ``clock_mhz``; the design id of :func:`engine_design`. The dense engine
+    also gets ``max_dsp`` (default: the board's DSP count) and the family's
+    :data:`~bertforge.boards.targets.ARRAY_MULTIPLY` unless ``given`` sets
+    the multiply fields; the sparse array takes neither."""
     from bertforge.boards.gemm_top import GemmTopConfig, board_engine_config
     from bertforge.boards.targets import ARRAY_MULTIPLY
+    from bertforge.rtl.sparse_engine import SparseEngineConfig
+    if engine is not None:
+        sparse = isinstance(engine, SparseEngineConfig)
     fields = {**GEMM_BOARD_DEFAULTS.get(target.family, GEMM_BOARD_DEFAULTS[None]), **given}
-    if not {"multiply_stages", "multiplier_cell"} & set(given):
+    if not sparse and not {"multiply_stages", "multiplier_cell"} & set(given):
         # ECP5: the PEs' multiplies in registered DSP blocks (as the systolic top).
         fields.update(ARRAY_MULTIPLY.get(target.family, {}))
     kib = fields.pop("mem_kib")
     if not 1 <= kib <= 64:
         raise CliError(f"--mem-kib must be between 1 and 64, not {kib}")
-    return GemmTopConfig(engine=engine or board_engine_config(mem_kib=kib, **fields),
-                         divisor=_divisor(clock_mhz),
-                         max_dsp=target.dsp_count if max_dsp is None else max_dsp,
-                         design_id=GEMM.design_id)
+    if not sparse and max_dsp is None:
+        max_dsp = target.dsp_count
+    engine = engine or board_engine_config(mem_kib=kib, sparse=sparse, **fields)
+    return GemmTopConfig(engine=engine, divisor=_divisor(clock_mhz), max_dsp=max_dsp,
+                         design_id=(SPARSE_ENGINE if sparse else GEMM).design_id)
 
 
-def _gemm_top_config(design_id, args, clock_mhz, target):
-    # --max-dsp (a SystolicConfig field) sets the GEMM top's max_dsp.
-    max_dsp = args.cfg_max_dsp
-    args = argparse.Namespace(**{**vars(args), "cfg_max_dsp": None})
-    given = {k: v for k, v in config_overrides("gemm", args).items() if v is not None}
+def engine_design(top_config):
+    """The design of a GEMM board top config: :data:`SPARSE_ENGINE` or :data:`GEMM`."""
+    return SPARSE_ENGINE if top_config.sparse else GEMM
+
+
+def _engine_top_config(block, design_id, args, clock_mhz, target):
+    """``build``'s top config of design ``block`` ("gemm" or "sparse_engine")."""
+    max_dsp = None
+    if block == "gemm":
+        # --max-dsp (a SystolicConfig field) sets the GEMM top's max_dsp.
+        max_dsp = args.cfg_max_dsp
+        args = argparse.Namespace(**{**vars(args), "cfg_max_dsp": None})
+    given = {k: v for k, v in config_overrides(block, args).items() if v is not None}
     if args.mem_kib is not None:
         given["mem_kib"] = args.mem_kib
-    engine = config_from_args("gemm", args) if args.preset or args.config else None
-    return gemm_top_config(target, clock_mhz, max_dsp=max_dsp, engine=engine, **given)
+    engine = config_from_args(block, args) if args.preset or args.config else None
+    return gemm_top_config(target, clock_mhz, max_dsp=max_dsp, engine=engine,
+                           sparse=block == "sparse_engine", **given)
 
 
 def _norm_top_config(component, design_id, args, clock_mhz, target):
@@ -224,30 +244,47 @@ def _add_x(parser, x_help="the rows (vectors) of integers"):
     parser.add_argument("--x", required=True, metavar="X.npy", help=x_help)
 
 
-def _gemm_run_args(parser):
-    _add_ab(parser, "B")
+def _add_int8(parser):
     parser.add_argument("--int8", action="store_true", help="requantize C to int8")
     _add_requant(parser, 0)
 
 
+def _gemm_run_args(parser):
+    _add_ab(parser, "B")
+    _add_int8(parser)
+
+
+def _sparse_engine_run_args(parser):
+    _sparse_run_args(parser)
+    _add_int8(parser)
+
+
 def _run_gemm(args, target, saved):
+    """``run gemm`` and ``run sparse_engine`` (``--n``, ``--m``: W's pattern)."""
     from bertforge.boards.gemm_top import GemmTopConfig
     from bertforge.boards.host import gemm_board_layout, run_gemm
-    from bertforge.rtl.gemm import GemmConfig
-    config = GemmTopConfig(**{**saved, "engine": GemmConfig(**saved["engine"])})
+    config = GemmTopConfig.from_dict(saved)
     width = config.engine.width
-    a, b = load_int_matrix(args.a, "A", width), load_int_matrix(args.b, "B", width)
+    a = load_int_matrix(args.a, "A", width)
+    b = load_int_matrix(args.b, "W" if config.sparse else "B", width)
     flags = {"int8": args.int8, "multiplier": 1 if args.multiplier is None else args.multiplier,
              "shift": 0 if args.shift is None else args.shift}
+    pattern = ""
+    if config.sparse:
+        flags["pattern"] = (args.n, args.m)
+        pattern = f" at {args.n}:{args.m}"
     _checked(lambda: gemm_board_layout(config, a, b, **flags))
     result, cycles = _on_board(args, config, lambda link: run_gemm(link, config, a, b, **flags))
     save_npy_atomic(args.out, result.astype(np.int8 if args.int8 else np.int32))
     m, k = a.shape
-    print(f"ran {m}x{k}x{b.shape[1]} on {target.name} in {cycles} cycles; wrote {args.out}")
+    print(f"ran {m}x{k}x{b.shape[1]}{pattern} on {target.name} in {cycles} cycles; "
+          f"wrote {args.out}")
 
     def matches():
+        # The sparse engine computes what the dense one does on the decompressed W.
         from bertforge.sim.gemm_golden import gemm_golden
-        return np.array_equal(result, gemm_golden(config.engine, a, b, **flags))
+        golden = {key: value for key, value in flags.items() if key != "pattern"}
+        return np.array_equal(result, gemm_golden(config.engine, a, b, **golden))
     return _compare(args, matches)
 
 
@@ -461,7 +498,8 @@ SYSTOLIC = BoardDesign(
     build_flags=("k_max",))
 GEMM = BoardDesign(
     name="gemm", design_id=2, help="the GEMM engine (boards/gemm_top.py)",
-    top_config=_gemm_top_config, top=lazy("bertforge.boards.gemm_top:GemmBoardTop"),
+    top_config=functools.partial(_engine_top_config, "gemm"),
+    top=lazy("bertforge.boards.gemm_top:GemmBoardTop"),
     per_cycle=lambda top_config: top_config.engine.rows * top_config.engine.cols,
     add_run_args=_gemm_run_args, run=_run_gemm, build_flags=("mem_kib",))
 SOFTMAX = _stream_design("softmax", 3, Softmax, _softmax_run_args)
@@ -471,6 +509,11 @@ SPARSE = BoardDesign(
     name="sparse", design_id=6, help="an N:M sparse array tile (boards/sparse_top.py)",
     top_config=_sparse_top_config, top=lazy("bertforge.boards.sparse_top:SparseBoardTop"), per_cycle=_array_macs,
     add_run_args=_sparse_run_args, run=_run_sparse, build_flags=("k_max",))
+SPARSE_ENGINE = dataclasses.replace(
+    GEMM, name="sparse_engine", design_id=8,
+    help="the N:M sparse GEMM engine (boards/gemm_top.py, the GEMM engine's top)",
+    top_config=functools.partial(_engine_top_config, "sparse_engine"),
+    add_run_args=_sparse_engine_run_args)
 BUTTERFLY = BoardDesign(
     name="butterfly", design_id=7, help="the butterfly engine (boards/butterfly_top.py)",
     top_config=_butterfly_top_config, top=lazy("bertforge.boards.butterfly_top:ButterflyBoardTop"),

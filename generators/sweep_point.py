@@ -12,15 +12,17 @@ synthesis, place and route and a Verilator check.
   engine); the sparse engine has no DSP limit.
   Counts are cached by each design's RTLIL hash, family and tool versions
   (``CACHE/synth``), so points that share a design synthesize it once.
-- ``--pnr``: the point's dense GEMM engine behind the UART host link with
-  block RAM as its memory (the ``bertforge build`` / ``bench boards`` top,
-  the engine's memory cut to the family's board default), placed and routed
+- ``--pnr``: the point's GEMM (or N:M sparse) engine behind the UART host
+  link with block RAM as its memory (the ``bertforge build`` / ``bench
+  boards`` top, :mod:`bertforge.boards.gemm_top` for either engine, the
+  engine's memory cut to the family's board default), placed and routed
   at the point's clock by :func:`bertforge.boards.build.build_board` in a
   subprocess (the time limit ends the whole process group): Fmax, latency
   at Fmax, nextpnr's utilisation. Builds live in ``BUILDS/<board>-<design>-<rtlil>``
   and are reused as ``bench boards`` reuses its own (same top config, same
-  RTLIL); a ``bench boards --out`` directory given as ``BUILDS`` lends its
-  square GEMM builds.
+  RTLIL; :func:`~bertforge.generators.board_bench.build_or_reuse`); a
+  ``bench boards --out`` directory given as ``BUILDS`` lends its square
+  dense GEMM builds.
 - ``--verify``: two GEMM commands (int32 C; int8 C with bias and
   requantization) on the point's engine in the Verilator harness of
   :mod:`bertforge.sim.gemm_harness` (or the sparse engine's), against the
@@ -245,20 +247,17 @@ def _synthesize(row, spec, point, hw, previous, cache):
 # --- place and route (in a subprocess of the worker) ----------------------------
 
 def _pnr_engine(hw, target):
-    """The point's engine with the board top's memory (the family's
-    ``bertforge build`` default)."""
+    """The point's engine (dense or sparse) with the board top's memory (the
+    family's ``bertforge build`` default)."""
     from .board_design import GEMM_BOARD_DEFAULTS
     kib = GEMM_BOARD_DEFAULTS.get(target.family, GEMM_BOARD_DEFAULTS[None])["mem_kib"]
     width = (kib * 1024 - 1).bit_length()
-    return dataclasses.replace(hw.gemm, addr_width=min(hw.gemm.addr_width, width))
+    engine = hw.sparse or hw.gemm
+    return dataclasses.replace(engine, addr_width=min(engine.addr_width, width))
 
 
 def _place_and_route(row, spec, point, hw, builds):
     from bertforge.boards.targets import board
-    if hw.sparse is not None:
-        row.update(status="error", reason="place and route: the N:M sparse engine has no board "
-                                          "top yet (only the dense GEMM engine has one)")
-        return
     target = board(point.get("board", DEFAULT_BOARD))
     payload = {"board": target.name, "engine": _pnr_engine(hw, target).to_dict(),
                "clock_mhz": hw.clock_mhz, "builds": str(builds)}
@@ -293,45 +292,31 @@ def _place_and_route(row, spec, point, hw, builds):
 
 
 def _pnr_main(payload):
-    """Build (or reuse) the GEMM board top of ``payload``; the result dict."""
-    from bertforge.boards.build import BuildError, build_board, design_sha256
-    from bertforge.boards.gemm_top import GemmBoardTop
+    """Build (or reuse) the GEMM board top of ``payload`` (a dense or sparse
+    engine); the result dict."""
+    from bertforge.boards.build import design_sha256
+    from bertforge.boards.gemm_top import GemmBoardTop, engine_config_from_dict
     from bertforge.boards.targets import board
-    from bertforge.rtl.gemm import GemmConfig
-    from .board_bench import reusable
-    from .board_design import gemm_top_config
+    from .board_bench import build_or_reuse
+    from .board_design import engine_design, gemm_top_config
     target = board(payload["board"])
-    engine = GemmConfig(**payload["engine"])
+    engine = engine_config_from_dict(payload["engine"])
     clock = payload["clock_mhz"]
     top_config = gemm_top_config(target, clock, engine=engine)
     top = GemmBoardTop(top_config)
+    design = engine_design(top_config).name
     rtlil = design_sha256(target.name, top, clock)
     builds = Path(payload["builds"])
-    own = builds / f"{target.name}-{engine.name}-{rtlil[:12]}"
-    candidates = [own]
-    if engine.rows == engine.cols:      # bench boards' directory of this size
-        candidates.insert(0, builds / f"{target.name}-gemm-{engine.rows}x{engine.cols}")
-    saved = {"name": "gemm", "config": top_config.to_dict()}
-    for directory in candidates:
-        report = reusable(directory, top_config, rtlil, "gemm")
-        if report is not None:
-            if report.get("error"):
-                return {"error": report["error"], "does_not_fit": True, "build_dir": str(directory),
-                        "reused": True}
-            return _pnr_result(report, directory, True)
-    try:
-        report = build_board(target.name, top, macs_per_cycle=engine.rows * engine.cols,
-                             clock_mhz=clock, out_dir=own, quiet=True)
-    except BuildError as error:
-        if error.does_not_fit:
-            own.mkdir(parents=True, exist_ok=True)
-            (own / "report.json").write_text(json.dumps(
-                {"design": saved, "rtlil_sha256": rtlil, "error": str(error)}, indent=2) + "\n")
-        return {"error": str(error), "does_not_fit": error.does_not_fit, "build_dir": str(own),
-                "reused": False}
-    report["design"] = saved
-    (own / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    return _pnr_result(report, own, False)
+    directories = [builds / f"{target.name}-{engine.name}-{rtlil[:12]}"]
+    if design == "gemm" and engine.rows == engine.cols:      # bench boards' directory of this size
+        directories.insert(0, builds / f"{target.name}-gemm-{engine.rows}x{engine.cols}")
+    report, directory, reused = build_or_reuse(
+        target, design, top_config, top, directories, rtlil=rtlil, clock_mhz=clock,
+        macs_per_cycle=engine.rows * engine.cols, quiet=True)
+    if report.get("error"):
+        return {"error": report["error"], "does_not_fit": report["does_not_fit"],
+                "build_dir": str(directory), "reused": reused}
+    return _pnr_result(report, directory, reused)
 
 
 def _pnr_result(report, directory, reused):

@@ -39,14 +39,15 @@ from amaranth.lib.memory import Memory, ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
 
 from .arith import FP32_NEG_ZERO, Bf16Arith
-from .stream import Queue, clamp, delay, stage
+from .stream import Queue, clamp, delay, register, stage
 from .tile_scheduler import CHANNEL_MULT_BITS
 
 __all__ = ["STAGE_QUEUE", "FEED_QUEUE", "read_request_layout", "write_request_layout",
            "project", "fan_out", "outstanding", "read_port", "feeder_members", "operand_queue", "Job", "Loader",
            "Accumulator", "Requantizer", "Writer", "StagedEngine"]
 
-#: Depth of the descriptor queues in front of the stages.
+#: Default depth of the descriptor queues in front of the stages
+#: (``GemmConfig.stage_queue``) and of the command queue (``command_queue``).
 STAGE_QUEUE = 4
 #: Depth of the operand queues in front of the array.
 FEED_QUEUE = 8
@@ -121,6 +122,17 @@ def operand_queue(m, name, shape):
     space = Signal(name=f"{name}_space")
     m.d.comb += space.eq(fifo.level + pending < FEED_QUEUE - 2)
     return fifo, pending, space
+
+
+def vector_buffer(config):
+    """``(depth, width)`` of the bias and scale buffers, two blocks of
+    ``panel`` 32-bit values each: a block per address (``panel * 32``
+    bits), or with ``config.compact`` a memory beat per address (``Q =
+    mem_width // 32`` values; narrow and deep, block RAM on iCE40)."""
+    P, Q = config.panel, config.mem_bytes // 4
+    if config.compact:
+        return 2 * -(-P // Q), Q * 32
+    return 2, P * 32
 
 
 def _select(index, values):
@@ -235,7 +247,7 @@ class Loader(wiring.Component):
         handoff = m.submodules.handoff = Queue(shape=data.StructLayout({
             "enabled": len(jobs), "first": range(len(jobs)), "last": 1,
             "rows_less": data.ArrayLayout(rows_shape, len(jobs)),
-            "beats_less": data.ArrayLayout(beats_shape, len(jobs))}), depth=STAGE_QUEUE)
+            "beats_less": data.ArrayLayout(beats_shape, len(jobs))}), depth=cfg.stage_queue)
         busy = Signal()
         job = Signal(range(len(jobs)))
         row = Signal(range(rows_max + 1))
@@ -358,7 +370,11 @@ class Accumulator(wiring.Component):
     ``acc_width``, into tile ``j``'s lanes of the block slot's rows; the
     first chunk of a block starts from 0, or from the old C rows (``old``,
     the loader's buffer) when it accumulates. Each buffer has one write
-    port, so it maps to block RAM. A block
+    port, so it maps to block RAM. With ``config.compact`` there is no old
+    C buffer and no ``old`` port: the loader writes old C into the block's
+    rows of the accumulator buffer itself (a second write port: for small
+    FPGAs, whose block buffers are flip-flops), and the first chunk reads
+    it there. A block
     starts only while at most one other is waiting for the writer; its last
     sum pulses ``committed``; ``released`` frees a slot.
 
@@ -384,7 +400,8 @@ class Accumulator(wiring.Component):
             "chunk": In(stream.Signature(layout)),
             "c": In(c_signature),
             "rd": In(ReadPort.Signature(addr_width=(2 * Mt - 1).bit_length(), shape=unsigned(P * aw))),
-            "old": In(ReadPort.Signature(addr_width=(2 * Mt - 1).bit_length(), shape=unsigned(P * aw))),
+            **({} if config.compact else {"old": In(ReadPort.Signature(
+                addr_width=(2 * Mt - 1).bit_length(), shape=unsigned(P * aw)))}),
             "wr": In(WritePort.Signature(addr_width=(2 * Mt - 1).bit_length(),
                                          shape=unsigned(P * aw), granularity=aw)),
             "committed": Out(1),
@@ -407,7 +424,9 @@ class Accumulator(wiring.Component):
         m.d.comb += c.ready.eq(ok)
         take = c.valid & ok
         addr = Signal(range(2 * Mt))
-        m.d.comb += [addr.eq(slot * Mt + row), self.rd.addr.eq(addr), self.old.addr.eq(addr)]
+        m.d.comb += addr.eq(slot * Mt + row)
+        if not cfg.compact:
+            m.d.comb += [self.rd.addr.eq(addr), self.old.addr.eq(addr)]
         # Stage 1 (the cycle after the handshake): the buffer row arrives
         # (the old C row on a block's first chunk that accumulates).
         last_of_chunk = c.payload.last & (kb == d.kblocks - 1) & (j == d.tiles - 1)
@@ -415,6 +434,8 @@ class Accumulator(wiring.Component):
                        "init": d.first & ~d.accumulate & (kb == 0),
                        "old": d.first & d.accumulate & (kb == 0)}, "acc1",
                    flags={"valid": take, "end": take & last_of_chunk & d.last})
+        if cfg.compact:     # a combinational read, in stage 1 (see StagedEngine)
+            m.d.comb += self.rd.addr.eq(s1["addr"])
         with m.If(take):
             m.d.sync += row.eq(row + 1)
             with m.If(c.payload.last):
@@ -441,7 +462,8 @@ class Accumulator(wiring.Component):
             m.d.comb += total.eq(prior[q * aw:(q + 1) * aw].as_signed() + s2["row"][q])
             sums.append(clamp(total, aw))
         forward = s2["valid"] & (s2["addr"] == s1["addr"]) & (s2["j"] == s1["j"])
-        read = Mux(s1["old"], self.old.data, self.rd.data).word_select(s1["j"], C * aw)
+        row_read = self.rd.data if cfg.compact else Mux(s1["old"], self.old.data, self.rd.data)
+        read = row_read.word_select(s1["j"], C * aw)
         start = Cat(*[Const(FP32_NEG_ZERO, 32)] * C) if cfg.bf16 else 0
         m.d.sync += prior.eq(Mux(s1["init"], start, Mux(forward, Cat(*sums), read)))
         m.d.comb += [self.wr.addr.eq(s2["addr"]), self.wr.data.eq(Cat(*(sums * cfg.group))),
@@ -464,35 +486,54 @@ class Requantizer(wiring.Component):
     rounding add, the shift by whole bytes, the shift by the rest of
     ``shift``, and the saturation, each registered. A pure
     pipeline: it takes inputs every cycle and has no valid or ready (the
-    caller delays its own flags by ``LATENCY``)."""
+    caller delays its own flags by ``LATENCY``).
+
+    ``compact=True`` (for small FPGAs): the same product, then no 67-bit
+    rounding add (``(p + 2**(s-1)) >> s = (p >> s) + p[s-1]``) and no
+    67-bit shifters: the shift by whole bytes keeps a 33-bit window and
+    whether the rest is sign (beyond it, every output saturates), the
+    shift by the rest adds the rounding bit; ``y`` is 32 bits, and with
+    ``full`` (for all lanes) it is the 32-bit result unclamped (the caller
+    passes int32 values with ``mult = 1``, ``shift = 0``). Same
+    ``LATENCY``."""
 
     #: Cycles from the inputs to ``y``.
     LATENCY = 7
     #: 16 x 16 multipliers per lane.
     DSPS_PER_LANE = 4
 
-    def __init__(self, lanes):
+    def __init__(self, lanes, *, compact=False):
         self.lanes = lanes
+        self.compact = compact
+        full = {"full": In(1)} if compact else {}
         super().__init__({
             "x": In(signed(32)).array(lanes),
             "mult": In(32).array(lanes),
             "shift": In(6).array(lanes),
             "wide": In(1),
-            "y": Out(signed(16)).array(lanes),
+            **full,
+            "y": Out(signed(32 if compact else 16)).array(lanes),
         })
 
     def elaborate(self, platform):
         m = Module()
-        wide = delay(m, self.wide, self.LATENCY - 1, "q_wide")
+        # The saturation stage's flags (the compact one saturates a stage earlier).
+        wide = delay(m, self.wide, self.LATENCY - 1 - self.compact, "q_wide")
+        if self.compact:
+            full = delay(m, self.full, self.LATENCY - 2, "q_full")
         for lane in range(self.lanes):
-            self._lane(m, self.x[lane], self.mult[lane], self.shift[lane], wide, self.y[lane],
-                       f"q{lane}")
+            ports = (self.x[lane], self.mult[lane], self.shift[lane])
+            if self.compact:
+                self._compact_lane(m, *ports, wide, full, self.y[lane], f"q{lane}")
+            else:
+                self._lane(m, *ports, wide, self.y[lane], f"q{lane}")
         return m
 
     @staticmethod
-    def _lane(m, x, mult, shift, wide, y, name):
+    def _product(m, x, mult, shift, name):
+        """Stages 1-3: the signed 66-bit ``x * mult`` and ``shift``, registered."""
         def reg(shape, what):
-            return Signal(shape, name=f"{name}_{what}", reset_less=True)
+            return register(shape, f"{name}_{what}")
         # x * mult = xu * mult - 2**32 * mult (x < 0), xu = x as unsigned.
         xu = x.as_unsigned()
         xl, xh, ml, mh = xu[:16], xu[16:], mult[:16], mult[16:]
@@ -509,6 +550,13 @@ class Requantizer(wiring.Component):
         product = reg(signed(66), "product")
         s3 = reg(6, "s3")
         m.d.sync += [product.eq(low + (high << 32)), s3.eq(s2)]
+        return product, s3
+
+    @classmethod
+    def _lane(cls, m, x, mult, shift, wide, y, name):
+        def reg(shape, what):
+            return register(shape, f"{name}_{what}")
+        product, s3 = cls._product(m, x, mult, shift, name)
         half = Signal(64, name=f"{name}_half")       # 2**(shift-1), 0 for shift 0
         m.d.comb += half.eq((Const(1, 64) << s3)[1:65])
         rounded = reg(signed(67), "rounded")
@@ -520,6 +568,36 @@ class Requantizer(wiring.Component):
         fine = reg(signed(67), "fine")        # shifted by the rest
         m.d.sync += fine.eq(coarse >> s5)
         m.d.sync += y.eq(Mux(wide, clamp(fine, 16), clamp(fine, 8)))
+
+    @classmethod
+    def _compact_lane(cls, m, x, mult, shift, wide, full, y, name):
+        def reg(shape, what):
+            return register(shape, f"{name}_{what}")
+        product, s3 = cls._product(m, x, mult, shift, name)
+        # Stage 4: p >> (8 * bytes) in a 33-bit window, whether it fits
+        # there (the bits above are all sign), and the rounding bit p[s-1].
+        window = reg(signed(33), "window")
+        fits = register(1, f"{name}_fits")
+        sign = register(1, f"{name}_sign")
+        round_bit = register(1, f"{name}_round")
+        s4 = reg(3, "s4")
+        fits_at = Cat(*[(product[8 * k + 32:].all() | ~product[8 * k + 32:].any())
+                        if 8 * k + 32 < len(product) else Const(1) for k in range(8)])
+        m.d.sync += [window.eq((product >> Cat(Const(0, 3), s3[3:]))[:33]),
+                     fits.eq(fits_at.bit_select(s3[3:], 1)), sign.eq(product[-1]),
+                     round_bit.eq(Cat(Const(0, 1), product).bit_select(s3, 1)), s4.eq(s3[:3])]
+        # Stage 5: shifted by the rest, rounded.
+        fine = reg(signed(34), "fine")
+        fits5, sign5 = delay(m, fits, 1, f"{name}_fits5"), delay(m, sign, 1, f"{name}_sign5")
+        m.d.sync += fine.eq((window >> s4) + round_bit)
+        # Stage 6: saturated (a value past the window saturates either width).
+        hi16, lo16, hi8, lo8 = (1 << 15) - 1, -(1 << 15), 127, -128
+        sat = Mux(wide, Mux(sign5, lo16, hi16), Mux(sign5, lo8, hi8))
+        clamped = reg(signed(32), "clamped")
+        m.d.sync += clamped.eq(Mux(full, fine[:32].as_signed(),
+                                   Mux(fits5, Mux(wide, clamp(fine, 16), clamp(fine, 8)), sat)))
+        # Stage 7: the output register.
+        m.d.sync += y.eq(clamped)
 
 
 def writer_fields():
@@ -568,11 +646,13 @@ class Writer(wiring.Component):
         self.config = config
         P, Mt, aw = config.panel, config.block_rows, config.acc_width
         slots = (2 * Mt - 1).bit_length()
+        depth, width = vector_buffer(config)
+        vector = ReadPort.Signature(addr_width=(depth - 1).bit_length(), shape=unsigned(width))
         super().__init__({
             "chunk": In(stream.Signature(layout)),
             "acc_rd": In(ReadPort.Signature(addr_width=slots, shape=unsigned(P * aw))),
-            "bias_rd": In(ReadPort.Signature(addr_width=1, shape=unsigned(P * 32))),
-            "scale_rd": In(ReadPort.Signature(addr_width=1, shape=unsigned(P * 32))),
+            "bias_rd": In(vector),
+            "scale_rd": In(vector),
             "committed": In(1),
             "released": Out(1),
             "wr_req": Out(stream.Signature(write_request_layout(config))),
@@ -592,7 +672,15 @@ class Writer(wiring.Component):
             "bytes": range(MB + 1), "cmd_end": 1, "error": 1, "tag": unsigned(8)})
         latency = 2 + Requantizer.LATENCY      # read, add bias, requantize
         depth = latency + 6     # a beat a cycle: the pipeline, plus 2 in the queue
-        out = m.submodules.write_beats = Queue(shape=entry_layout, depth=depth)
+        out = m.submodules.write_beats = Queue(
+            shape=unsigned(cfg.mem_width) if cfg.compact else entry_layout, depth=depth)
+        head_fields = ("addr", "bytes", "cmd_end", "error", "tag")
+        if cfg.compact:
+            # The write beats' address, size and flags wait in a queue of
+            # their own from stage 1 on (block RAM), not in a register per
+            # pipeline stage; ``write_beats`` holds only the data.
+            entries = m.submodules.write_entries = Queue(shape=project(entry_layout, head_fields),
+                                                         depth=depth)
 
         # -- issue: one piece per cycle ---------------------------------------
         row = Signal(range(Mt + 1))
@@ -620,8 +708,13 @@ class Writer(wiring.Component):
         with m.If(go):
             m.d.sync += [r_last_piece.eq(Mux(last_piece, one_piece, piece + 2 == pieces)),
                          r_last_row.eq(Mux(last_piece, row + 2 == d.m_len, last_row))]
-        m.d.comb += [self.acc_rd.addr.eq(slot * Mt + row), self.bias_rd.addr.eq(slot),
-                     self.scale_rd.addr.eq(slot)]
+        # The bias and scales: the block's word, or (compact) the piece's.
+        vector_addr = slot * pieces_max + piece if cfg.compact else slot
+        acc_addr = slot * Mt + row
+        if cfg.compact:     # a combinational read, in stage 1 (see StagedEngine)
+            acc_addr = delay(m, acc_addr, 1, "wr_acc_addr")
+        m.d.comb += [self.acc_rd.addr.eq(acc_addr), self.bias_rd.addr.eq(vector_addr),
+                     self.scale_rd.addr.eq(vector_addr)]
         with m.If(go):
             m.d.sync += [started.eq(1), row_addr.eq(base), piece.eq(piece + 1)]
             with m.If(d.error):
@@ -659,9 +752,18 @@ class Writer(wiring.Component):
                 mult.eq(d.multiplier), shift.eq(d.shift),
             ]
 
-        def lanes(word, width, count):
-            padded = Cat(word, Const(0, width * (pieces_max * Q - count)))
-            chosen = padded.word_select(at, width * Q)
+        if cfg.compact:     # in the same order as their data, which follows
+            m.d.comb += [*[getattr(entries.i.payload, name).eq(getattr(side.entry, name))
+                           for name in head_fields],
+                         entries.i.valid.eq(side.valid & side.emit)]
+
+        def lanes(word, width, count, whole=False):
+            """The piece's ``Q`` lanes of ``word``: those at ``at`` of a
+            word of ``count`` lanes, or all of it (``whole``: the piece's own word)."""
+            chosen = word
+            if not whole:
+                padded = Cat(word, Const(0, width * (pieces_max * Q - count)))
+                chosen = padded.word_select(at, width * Q)
             return [chosen[width * q:width * (q + 1)] for q in range(Q)]
 
         # Stage 2: the piece's lanes, registered.
@@ -670,8 +772,8 @@ class Writer(wiring.Component):
         words = [Signal(32, name=f"wr_scale{q}", reset_less=True) for q in range(Q)]
         no_bias = Const(FP32_NEG_ZERO, 32) if cfg.bf16 else 0
         for q, (a, b, s) in enumerate(zip(lanes(self.acc_rd.data, aw, P),
-                                          lanes(self.bias_rd.data, 32, P),
-                                          lanes(self.scale_rd.data, 32, P))):
+                                          lanes(self.bias_rd.data, 32, P, cfg.compact),
+                                          lanes(self.scale_rd.data, 32, P, cfg.compact))):
             m.d.sync += [acc[q].eq(a.as_signed()),
                          bias[q].eq(Mux(bias_on, b.as_signed(), no_bias)), words[q].eq(s)]
         pc2 = delay(m, per_channel, 1, "wr_pc")
@@ -683,27 +785,45 @@ class Writer(wiring.Component):
         if cfg.bf16:
             m.d.sync += [value.eq(Bf16Arith.add(m, acc[q], bias[q])) for q, value in enumerate(values)]
         else:
-            requant = m.submodules.requantizer = Requantizer(Q)
+            requant = m.submodules.requantizer = Requantizer(Q, compact=cfg.compact)
+            if cfg.compact:     # int32 values pass through it: multiplier 1, shift 0
+                narrow2 = delay(m, side.int8 | side.int16, 1, "wr_narrow")
             for q, value in enumerate(values):
+                lane_mult = Mux(pc2, words[q][:CHANNEL_MULT_BITS], mult2)
+                lane_shift = Mux(pc2, words[q][CHANNEL_MULT_BITS:], shift2)
+                if cfg.compact:
+                    lane_mult, lane_shift = Mux(narrow2, lane_mult, 1), Mux(narrow2, lane_shift, 0)
                 m.d.sync += [
                     value.eq(clamp(acc[q] + bias[q], 32)),
-                    requant.mult[q].eq(Mux(pc2, words[q][:CHANNEL_MULT_BITS], mult2)),
-                    requant.shift[q].eq(Mux(pc2, words[q][CHANNEL_MULT_BITS:], shift2)),
+                    requant.mult[q].eq(lane_mult),
+                    requant.shift[q].eq(lane_shift),
                 ]
                 m.d.comb += requant.x[q].eq(value)
             m.d.comb += requant.wide.eq(delay(m, side.int16, 2, "wr_wide"))
+            if cfg.compact:
+                m.d.comb += requant.full.eq(~delay(m, narrow2, 1, "wr_narrow3"))
 
         # Requantized (bf16: rounded): the pieces' int8 or int16 values
         # gather into a beat (int8: piece ``at`` at byte ``Q * at``; int16:
         # at ``2Q * (at % 2)``).
-        final = delay(m, side, 2 + Requantizer.LATENCY, "wr_side", reset_less=False)
-        plain = delay(m, Cat(*values), Requantizer.LATENCY, "wr_int32")
+        if cfg.compact:     # only what the gathering needs travels along
+            track = Signal(data.StructLayout({name: side.shape().members[name]
+                                              for name in ("int8", "int16", "emit", "at", "valid")}))
+            m.d.comb += track.eq(Cat(side.int8, side.int16, side.emit, side.at, side.valid))
+            final = delay(m, track, 2 + Requantizer.LATENCY, "wr_side", reset_less=False)
+        else:
+            final = delay(m, side, 2 + Requantizer.LATENCY, "wr_side", reset_less=False)
+        if cfg.compact and not cfg.bf16:      # int32 through the requantizer
+            plain = Cat(*requant.y)
+        else:
+            plain = delay(m, Cat(*values), Requantizer.LATENCY, "wr_int32")
         if cfg.bf16:
             narrow = {1: Const(0, 8 * Q),
                       2: Cat(*[Bf16Arith.round_to_bf16(plain[32 * q:32 * (q + 1)])
                                for q in range(Q)])}
         else:
-            narrow = {1: Cat(*[y[:8] for y in requant.y]), 2: Cat(*requant.y)}
+            narrow = {1: Cat(*[y[:8] for y in requant.y]),
+                      2: Cat(*[y[:16] for y in requant.y]) if cfg.compact else Cat(*requant.y)}
         gathered = Signal(8 * min(MB, 2 * Q * pieces_max))
         merged = Signal.like(gathered)
         for byte in range(len(gathered) // 8):
@@ -714,27 +834,39 @@ class Writer(wiring.Component):
             m.d.comb += merged[8 * byte:8 * (byte + 1)].eq(Mux(final.int16, as16, as8))
         with m.If(final.valid):
             m.d.sync += gathered.eq(merged)
-        entry = Signal(entry_layout)
-        m.d.comb += [
-            entry.eq(final.entry),
-            entry.data.eq(Mux(final.int8 | final.int16, merged, plain)),
-            out.i.payload.eq(entry), out.i.valid.eq(final.valid & final.emit),
-        ]
+        beat_data = Mux(final.int8 | final.int16, merged, plain)
+        if cfg.compact:
+            m.d.comb += [out.i.payload.eq(beat_data), out.i.valid.eq(final.valid & final.emit)]
+        else:
+            entry = Signal(entry_layout)
+            m.d.comb += [
+                entry.eq(final.entry),
+                entry.data.eq(beat_data),
+                out.i.payload.eq(entry), out.i.valid.eq(final.valid & final.emit),
+            ]
         m.d.sync += inflight.eq(inflight + go - final.valid)
 
         # -- output: write beats; a completion after a command's last beat ----
-        head = out.o.payload
-        done = m.submodules.done_queue = Queue(shape=self.done.payload.shape(), depth=STAGE_QUEUE)
+        if cfg.compact:
+            head, head_data = entries.o.payload, out.o.payload
+            beat_valid = out.o.valid & entries.o.valid
+        else:
+            head = out.o.payload
+            head_data, beat_valid = head.data, out.o.valid
+        done = m.submodules.done_queue = Queue(shape=self.done.payload.shape(),
+                                               depth=cfg.stage_queue)
         hold = head.cmd_end & ~done.i.ready
         wr = self.wr_req
         m.d.comb += [
-            wr.payload.addr.eq(head.addr), wr.payload.data.eq(head.data),
+            wr.payload.addr.eq(head.addr), wr.payload.data.eq(head_data),
             wr.payload.bytes.eq(head.bytes),
-            wr.valid.eq(out.o.valid & ~head.error & ~hold),
+            wr.valid.eq(beat_valid & ~head.error & ~hold),
             done.i.payload.tag.eq(head.tag), done.i.payload.error.eq(head.error),
         ]
-        consumed = out.o.valid & ~hold & (head.error | wr.ready)
+        consumed = beat_valid & ~hold & (head.error | wr.ready)
         m.d.comb += [out.o.ready.eq(consumed), done.i.valid.eq(consumed & head.cmd_end)]
+        if cfg.compact:
+            m.d.comb += entries.o.ready.eq(consumed)
         wiring.connect(m, done.o, wiring.flipped(self.done))
         return m
 
@@ -811,7 +943,7 @@ class StagedEngine(wiring.Component):
                 + [("accumulator", accumulator_fields(), ~chunk.payload.error),
                    ("writer", writer_fields(), chunk.payload.last | chunk.payload.error)]):
             queue = m.submodules[f"{name}_queue"] = Queue(shape=project(layout, fields),
-                                                          depth=STAGE_QUEUE)
+                                                          depth=cfg.stage_queue)
             targets.append((queue.i, needed))
             heads[name] = queue.o
         fan_out(m, chunk, targets)
@@ -825,19 +957,30 @@ class StagedEngine(wiring.Component):
         wiring.connect(m, writer.wr_req, wiring.flipped(self.wr_req))
         wiring.connect(m, writer.done, wiring.flipped(self.done))
 
-        # Block buffers: accumulator, old C, bias, scales (two blocks each).
+        # Block buffers: accumulator, old C (compact: in the accumulator
+        # buffer), bias, scales (two blocks each).
         beat = loader.beat
         acc_mem = m.submodules.acc_buf = Memory(shape=unsigned(P * aw), depth=2 * Mt, init=[])
-        old_mem = m.submodules.old_buf = Memory(shape=unsigned(P * aw), depth=2 * Mt, init=[])
-        bias_mem = m.submodules.bias_buf = Memory(shape=unsigned(P * 32), depth=2, init=[])
-        scale_mem = m.submodules.scale_buf = Memory(shape=unsigned(P * 32), depth=2, init=[])
+        if not cfg.compact:
+            old_mem = m.submodules.old_buf = Memory(shape=unsigned(P * aw), depth=2 * Mt, init=[])
+        vector_depth, vector_width = vector_buffer(cfg)
+        bias_mem = m.submodules.bias_buf = Memory(shape=unsigned(vector_width), depth=vector_depth,
+                                                  init=[])
+        scale_mem = m.submodules.scale_buf = Memory(shape=unsigned(vector_width),
+                                                    depth=vector_depth, init=[])
         lanes32 = [beat.data[32 * q:32 * (q + 1)] for q in range(Q)]
-        c_old = old_mem.write_port(granularity=aw)
+        c_old = (acc_mem if cfg.compact else old_mem).write_port(granularity=aw)
         m.d.comb += [
             c_old.addr.eq(beat.block_slot * Mt + beat.row),
             c_old.data.eq(Cat(*[clamp(lanes32[p % Q].as_signed(), aw) for p in range(P)])),
         ]
         for number, mem in ((1, bias_mem), (2, scale_mem)):
+            if cfg.compact:     # beat ``b`` of the row to address ``b`` of the slot
+                port = mem.write_port()
+                m.d.comb += [port.addr.eq(beat.block_slot * (vector_depth // 2) + beat.beat),
+                             port.data.eq(beat.data),
+                             port.en.eq(beat.valid & (beat.job == number))]
+                continue
             port = mem.write_port(granularity=32)
             m.d.comb += [port.addr.eq(beat.block_slot),
                          port.data.eq(Cat(*[lanes32[p % Q] for p in range(P)]))]
@@ -848,10 +991,21 @@ class StagedEngine(wiring.Component):
             for p in range(P):
                 m.d.comb += c_old.en[p].eq(beat.beat == p // Q)
         acc_wr = acc_mem.write_port(granularity=aw)
-        wiring.connect(m, accumulator.rd, acc_mem.read_port(transparent_for=(acc_wr,)))
+        if cfg.compact:
+            # Flip-flops on a small FPGA: read combinationally, the readers
+            # give the address a cycle later (as a read port's register
+            # would) and register only the lanes they use. The accumulator
+            # then sees a row written the cycle before, as the transparent
+            # port does; nothing writes the writer's rows while it reads.
+            for reader in (accumulator.rd, writer.acc_rd):
+                port = acc_mem.read_port(domain="comb")
+                m.d.comb += [port.addr.eq(reader.addr), reader.data.eq(port.data)]
+        else:
+            wiring.connect(m, accumulator.rd, acc_mem.read_port(transparent_for=(acc_wr,)))
         wiring.connect(m, accumulator.wr, acc_wr)
-        wiring.connect(m, accumulator.old, old_mem.read_port())
-        wiring.connect(m, writer.acc_rd, acc_mem.read_port())
+        if not cfg.compact:
+            wiring.connect(m, accumulator.old, old_mem.read_port())
+            wiring.connect(m, writer.acc_rd, acc_mem.read_port())
         wiring.connect(m, writer.bias_rd, bias_mem.read_port())
         wiring.connect(m, writer.scale_rd, scale_mem.read_port())
 

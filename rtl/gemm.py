@@ -10,7 +10,8 @@ from amaranth.lib.memory import Memory
 from .engine import (STAGE_QUEUE, Job, Requantizer, StagedEngine, feeder_members,
                      operand_queue, outstanding, read_port)
 from .arith import BF16_NEG_ZERO
-from .params import Config, check_choice, check_instance, check_int, check_operands, check_size
+from .params import (Config, check_bool, check_choice, check_instance, check_int, check_operands,
+                     check_size)
 from .stream import Queue
 from .systolic import ARITHS, SystolicArray, SystolicConfig
 from .tile_scheduler import TileScheduler, command_layout, completion_layout
@@ -68,6 +69,31 @@ class GemmConfig(Config):
         (commands with ``int8``, ``int16`` or ``per_channel`` are errors, as
         is ``accumulate`` with ``bf16_out``). Same cycles as the integer
         engine (:mod:`bertforge.sim.gemm_cycles`).
+    command_queue : int
+        Commands the engine's own queue holds (0 to 64); 0: none, the
+        scheduler takes ``cmd`` directly (a caller that holds its commands,
+        as a board top does, saves the queue's flip-flops; the first command
+        reaches the scheduler 2 cycles earlier, see
+        :func:`~bertforge.sim.gemm_cycles.start_cycles`).
+    stage_queue : int
+        Depth of the descriptor queues in front of the stages, of the
+        loader's issuer-to-receiver queue and of the completion queue (3 to
+        64: the loader runs up to two chunks ahead of the accumulator, so
+        its queue holds three descriptors). 3 suits small engines (on iCE40
+        these queues are flip-flops): the cycles are the same where the
+        cycle model is exact (compute bound); memory-bound runs of short
+        commands overlap less and may take a few per cent more.
+    compact : bool
+        Area over width for small FPGAs (iCE40, no distributed RAM): the
+        bias and scale buffers hold one memory beat per address (narrow
+        and deep: block RAM, not flip-flops); old C is loaded into the
+        accumulator buffer (no buffer of its own), which is read
+        combinationally, each reader registering only the lanes it uses;
+        the writer uses the compact
+        :class:`~bertforge.rtl.engine.Requantizer`, which also carries int32
+        results (no separate delay line); the scheduler's range check
+        multiplies most significant bit first (no shifted strides). Same
+        results and cycles.
     """
 
     rows: int = 4
@@ -83,8 +109,12 @@ class GemmConfig(Config):
     multiply_stages: int = 1
     multiplier_cell: str = "inferred"
     arith: str = "int"
+    command_queue: int = STAGE_QUEUE
+    stage_queue: int = STAGE_QUEUE
+    compact: bool = False
 
-    LATE_FIELDS = ("multiply_stages", "multiplier_cell", "arith")
+    LATE_FIELDS = ("multiply_stages", "multiplier_cell", "arith", "command_queue", "stage_queue",
+                   "compact")
 
     def __post_init__(self):
         check_size(self, 64)
@@ -109,6 +139,9 @@ class GemmConfig(Config):
             raise ParameterError(f"k_chunk must be a multiple of mem_width // width = {self.lanes}, "
                              f"not {self.k_chunk}")
         check_int("m_tile", self.m_tile, maximum=4096)
+        check_int("command_queue", self.command_queue, minimum=0, maximum=64)
+        check_int("stage_queue", self.stage_queue, minimum=3, maximum=64)
+        check_bool("compact", self.compact)
         self.systolic       # checks multiply_stages, multiplier_cell and bf16's acc_width
 
     @property
@@ -418,9 +451,13 @@ class GemmEngine(StagedEngine):
 
     def schedule(self, m):
         sched = m.submodules.scheduler = TileScheduler(self.config)
-        cmd_q = m.submodules.cmd_queue = Queue(shape=command_layout(self.config), depth=STAGE_QUEUE)
-        wiring.connect(m, wiring.flipped(self.cmd), cmd_q.i)
-        wiring.connect(m, cmd_q.o, sched.cmd)
+        if self.config.command_queue:
+            cmd_q = m.submodules.cmd_queue = Queue(shape=command_layout(self.config),
+                                                   depth=self.config.command_queue)
+            wiring.connect(m, wiring.flipped(self.cmd), cmd_q.i)
+            wiring.connect(m, cmd_q.o, sched.cmd)
+        else:
+            wiring.connect(m, wiring.flipped(self.cmd), sched.cmd)
         return sched.chunk
 
     def array(self):

@@ -94,7 +94,9 @@ class TileScheduler(wiring.Component):
 
     Throughput: one descriptor per cycle, from an output register, after a
     check of ``dim_width + 3`` cycles per command (the three ``(rows - 1) * stride`` products of the
-    range check are shift-and-add, a bit a cycle: no multiplier); chunks are
+    range check are shift-and-add, a bit a cycle: no multiplier; with
+    ``config.compact`` most significant bit first, with no shifted copy of
+    the stride); chunks are
     long (at least ``max(k_len, rows)`` array cycles each), so the scheduler
     never limits the engine.
 
@@ -133,9 +135,13 @@ class TileScheduler(wiring.Component):
         # or bf16, which the writer handles as it does int16).
         two_bytes = cmd.int16 | cmd.bf16_out if cfg.bf16 else cmd.int16
         osize_bits = Mux(cmd.int8, 0, Mux(two_bytes, 1, 2))
-        products = []   # (multiplier bits, shifted stride, product, initial values)
+        # (multiplier bits, shifted stride, product, initial values); compact:
+        # Horner's rule, the most significant bit first (p = 2p + bit * stride),
+        # so there is no shifted copy of the stride.
+        products = []
         for rows, stride in ((new.m, new.a_stride), (new.k, new.b_stride), (new.m, new.c_stride)):
-            products.append((Signal(dw), Signal(aw + dw), Signal(aw + dw), rows - 1, stride))
+            products.append((Signal(dw), None if cfg.compact else Signal(aw + dw), Signal(aw + dw),
+                             rows - 1, stride))
         step = Signal(range(dw + 1))
         ends = [Signal(aw + dw + 2) for _ in range(5)]
         a_end, b_end, c_end, bias_end, scale_end = ends
@@ -222,10 +228,19 @@ class TileScheduler(wiring.Component):
                 with m.If(self.cmd.valid & load):
                     m.d.sync += [cmd.eq(self.cmd.payload), step.eq(0)]
                     for bits, shifted, product, rows_less, stride in products:
-                        m.d.sync += [bits.eq(rows_less), shifted.eq(stride), product.eq(0)]
+                        if cfg.compact:
+                            m.d.sync += [bits.eq(rows_less), product.eq(0)]
+                        else:
+                            m.d.sync += [bits.eq(rows_less), shifted.eq(stride), product.eq(0)]
                     m.next = "MULTIPLY"
             with m.State("MULTIPLY"):
-                for bits, shifted, product, _, _ in products:
+                strides = (cmd.a_stride, cmd.b_stride, cmd.c_stride)
+                for (bits, shifted, product, _, _), stride in zip(products, strides):
+                    if cfg.compact:     # dw steps, then the ends' cycle
+                        with m.If(step != dw):
+                            m.d.sync += [bits.eq(bits << 1),
+                                         product.eq((product << 1) + Mux(bits[-1], stride, 0))]
+                        continue
                     m.d.sync += [bits.eq(bits >> 1), shifted.eq(shifted << 1),
                                  product.eq(product + Mux(bits[0], shifted, 0))]
                 m.d.sync += step.eq(step + 1)

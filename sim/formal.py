@@ -10,6 +10,10 @@ writes the ``.sby`` file, runs SymbiYosys and returns a :class:`Result`:
 ``depth`` cycles from reset), ``failed`` (with the counterexample's VCD) or
 ``unproved`` (k-induction did not close; the base case held to ``depth``).
 
+A proof marked :attr:`Proof.cone` runs on its cone of influence
+(:data:`CONE_SCRIPT`): the data path a control property cannot see is
+removed before the solver starts.
+
 Each property is its own SymbiYosys run (the spec asserts only that one;
 its assumptions are always in), so every property gets its own status,
 time and trace. :func:`summary` gives the count and solver time per method
@@ -177,7 +181,11 @@ class Proof:
     cycles from reset). ``together``: properties asserted with
     this one, the invariants its induction needs (a failure of any fails
     the proof). ``slow``: the proof takes more than a few seconds (the test
-    suite runs it only with ``-m slow``)."""
+    suite runs it only with ``-m slow``). ``cone``: prove it on its cone of
+    influence (:data:`CONE_SCRIPT`: the spec flattened, its memories mapped
+    to registers, every bit no property or assumption reads removed): a
+    property of the control (a latency bound, a cover, a ``valid`` rule)
+    leaves the data path out."""
 
     block: str
     name: str
@@ -187,6 +195,7 @@ class Proof:
     depth: int
     together: tuple = ()
     slow: bool = False
+    cone: bool = False
 
     def __post_init__(self):
         if self.method not in ("prove", "bmc", "cover"):
@@ -221,7 +230,7 @@ class Result:
         if self.status == "proved":
             what = f"proved (k-induction, depth {self.depth})"
         elif self.status == "bounded":
-            what = f"bounded to {self.depth} (bmc)"
+            what = f"bounded to {self.depth} (bmc{', cone' if p.cone else ''})"
         elif self.status == "reached":
             what = f"reached within {self.depth} (cover): {self.trace}"
         elif self.status == "failed" and p.method == "cover":
@@ -280,10 +289,18 @@ def tool_environment(bin_dir):
     return env
 
 
-def _sby_text(method, depth):
+#: The yosys script of a :attr:`Proof.cone` proof after ``prep``: flatten
+#: the spec, map its memories to registers, split registers and muxes into
+#: bits, and remove every cell that no assertion, assumption or cover reads
+#: (what remains is the property's cone of influence; nothing it can see
+#: changes).
+CONE_SCRIPT = "flatten\nmemory_map -formal\nsimplemap\nopt_clean\n"
+
+
+def _sby_text(method, depth, cone=False):
     return (f"[options]\nmode {method}\ndepth {depth}\n\n"
             f"[engines]\nsmtbmc yices\n\n"
-            f"[script]\nread_rtlil design.il\nprep -top top\n\n"
+            f"[script]\nread_rtlil design.il\nprep -top top\n{CONE_SCRIPT if cone else ''}\n"
             f"[files]\ndesign.il\n")
 
 
@@ -302,7 +319,7 @@ def run_proof(proof, workdir, *, depth=None):
     task.mkdir(parents=True)
     spec = proof.spec(only=(proof.name, *proof.together))
     (task / "design.il").write_text(rtlil.convert(spec, ports=[spec.cd.clk], platform="formal"))
-    (task / "proof.sby").write_text(_sby_text(proof.method, depth))
+    (task / "proof.sby").write_text(_sby_text(proof.method, depth, proof.cone))
     env = tool_environment(root / ".bin")
     start = time.monotonic()
     process = subprocess.Popen(

@@ -7,12 +7,6 @@
   an arbitrary ``n`` with an arbitrary payload, leaves as beat number ``n``
   with that payload, so nothing is dropped, duplicated or reordered under
   any stalls).
-- :class:`SystolicSpec`: :class:`~bertforge.rtl.systolic.SystolicArray`
-  with ``a`` and ``b`` driven by an environment that obeys the stream
-  rules and any ``ready`` on ``c``: the stream rules on ``c``; nothing
-  pushed into the output queue is refused (the credits never let a row in
-  flight meet a full queue).
-
 - :class:`SchedulerSpec`: :class:`~bertforge.rtl.tile_scheduler.TileScheduler`
   with commands from an environment that obeys the stream rules and any
   ``ready`` on ``chunk``: the stream rules on ``chunk``; no chunk without a
@@ -26,14 +20,16 @@
 
 - :class:`StreamSpec`: any component, its stream ports found via its
   signature: the stream rules on every output stream (valid and payload
-  held until ``ready``; ``valid`` raised before any ``ready``: a cover),
-  under an environment obeying them on every input stream; a cover of the
-  first output within the cycle model's latency, and, where it finishes,
-  the bounded liveness check ``latency`` (fair environment: the first
-  job's output within the cycle model's cycles of its last input).
-  Used for the sparse array, softmax, layernorm, GELU, the butterfly
-  engine, the GEMM engine (:class:`EngineSpec` adds ``done_per_command``)
-  and the host link.
+  held until ``ready``), under an environment obeying them on every input
+  stream; a cover of the first output within the cycle model's latency;
+  and the bounded liveness checks of a :class:`Timing` (bmc, a fair
+  environment, one job): every output's ``valid`` rises within the cycle
+  model's cycles of the job with its ``ready`` held low (the block never
+  waits for ``ready``), and ``latency`` (the job's output within the cycle
+  model's cycles, every output ready). Used for every block with streams:
+  :class:`SystolicSpec` adds that the array's output queue never refuses a
+  row (the credits never let a row in flight meet a full queue),
+  :class:`EngineSpec` (the GEMM engine) ``done_per_command``.
 - :class:`HostLinkSpec`: :class:`~bertforge.rtl.host_link.HostLink`: a
   frame with a bad CRC never writes memory or starts a run (k-induction,
   with invariants tying the link's parser to the spec's own).
@@ -45,19 +41,21 @@ scheduler's and the engine's), ``sparse_proofs()``, ``softmax_proofs()``,
 """
 
 import dataclasses
+from dataclasses import dataclass, field
+from typing import Callable
 
 from amaranth.hdl import Fragment, Mux, Signal, Value
 from amaranth.lib import stream
 from amaranth.lib.wiring import In, Out
 
-from bertforge.rtl.butterfly import ButterflyConfig, ButterflyEngine
+from bertforge.rtl.butterfly import MODES, ButterflyConfig, ButterflyEngine
 from bertforge.rtl.gelu import Gelu, GeluConfig
 from bertforge.rtl.gemm import GemmConfig, GemmEngine
-from bertforge.rtl.host_link import BAD_CRC, READ_LATENCY, SYNC_HOST, HostLink, crc8_step
+from bertforge.rtl.host_link import BAD_CRC, READ_LATENCY, SYNC_HOST, WRITE, HostLink, crc8_step
 from bertforge.rtl.layernorm import LayerNorm, LayerNormConfig
 from bertforge.rtl.softmax import Softmax, SoftmaxConfig
 from bertforge.rtl.sparse import SparseArray, SparseConfig
-from bertforge.rtl.stream import Queue
+from bertforge.rtl.stream import Queue, delay
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
 from bertforge.rtl.tile_scheduler import TileScheduler, command_layout
 from .formal import FormalError, Proof, Spec
@@ -107,33 +105,6 @@ class QueueSpec(Spec):
         was_full = Signal()
         m.d.sync += was_full.eq(was_full | ((q.level == q.depth) & q.o.valid & ~q.o.ready))
         self.cover(m, "reaches_full_stall", was_full & gave & (count_out == n) & (n > 2))
-
-
-class SystolicSpec(Spec):
-    """Properties of a systolic array (``make()`` builds it)."""
-
-    PROPERTIES = ("c_valid_held", "c_payload_held", "queue_never_refuses", "reaches_full_queue")
-
-    def __init__(self, make, *, only=None):
-        super().__init__(only=only)
-        self.make = make
-
-    def build(self, m, platform):
-        array = self.make()
-        inner = array.elaborate(platform)      # to reach the output queue
-        array._MustUse__used = True            # elaborated here, by hand
-        m.submodules.dut = inner
-        queue = inner.submodules.queue
-        self.assume_stream_in(m, array.a, "a")
-        self.assume_stream_in(m, array.b, "b")
-        m.d.comb += array.c.ready.eq(self.any_seq(m, 1, "c_ready"))
-        self.check_stream_out(m, array.c, "c")
-        self.check(m, "queue_never_refuses", ~queue.i.valid | queue.i.ready)
-        # Not vacuous: the output queue fills, then a tile's last row leaves.
-        was_full = Signal()
-        m.d.sync += was_full.eq(was_full | (queue.level == queue.depth))
-        self.cover(m, "reaches_full_queue",
-                   was_full & array.c.valid & array.c.ready & array.c.payload.last)
 
 
 class SchedulerSpec(Spec):
@@ -227,31 +198,8 @@ def queue_proofs(*, make=None, shape=4, depth=3, label=None):
     return [Proof(block="queue", name=name, config=label,
                   spec=lambda only, make=make: QueueSpec(make, only=only),
                   method=method, depth=depth_, together=together.get(name, ()),
-                  slow=name == "order")
+                  slow=name not in ("o_valid_held", "no_beat_from_nothing"))
             for name, (method, depth_) in methods.items()]
-
-
-def systolic_proofs(*, make=None, configs=None):
-    """The proofs of the systolic array, 2x3, both dataflows, 8-bit operands,
-    16-bit accumulators: the stream rules on ``c`` by k-induction; the
-    output queue never refusing a row by bmc over enough cycles to fill the
-    queue (the cover shows a full queue within that depth)."""
-    proofs = []
-    for config in configs or [SystolicConfig(rows=2, cols=3, dataflow=d, acc_width=16)
-                              for d in ("os", "ws")]:
-        build = make or SystolicArray
-        depth = config.queue_depth + config.rows + config.cols + 8
-        label = f"{config.rows}x{config.cols} {config.dataflow}"
-        methods = {"c_valid_held": ("prove", 16), "c_payload_held": ("prove", 16),
-                   "queue_never_refuses": ("bmc", depth), "reaches_full_queue": ("cover", depth)}
-        slow = {"reaches_full_queue"} | ({"queue_never_refuses"} if config.dataflow == "ws" else set())
-        for name in SystolicSpec.PROPERTIES:
-            proofs.append(Proof(
-                block="systolic", name=name, config=label,
-                spec=lambda only, config=config, build=build:
-                    SystolicSpec(lambda: build(config), only=only),
-                method=methods[name][0], depth=methods[name][1], slow=name in slow))
-    return proofs
 
 
 #: The scheduler's small config: 2x2 OS array, 4 lanes (panel of 4 columns),
@@ -276,12 +224,11 @@ def scheduler_proofs(*, make=None, config=SCHEDULER_CONFIG, depth=None):
                "bad_gives_one_descriptor": ("bmc", bmc), "a_in_bounds": ("bmc", bmc),
                "b_in_bounds": ("bmc", bmc), "c_in_bounds": ("bmc", bmc),
                "reaches_second_command": ("cover", 2 * config.dim_width + 10)}
-    # 20-240 s each (the spec's byte spans multiply strides by sizes)
-    slow = {"error_iff_bad", "bad_gives_one_descriptor", "a_in_bounds", "b_in_bounds",
-            "c_in_bounds"}
+    # the error and bounds proofs take 20-240 s each (the spec's byte spans
+    # multiply strides by sizes)
     return [Proof(block="gemm", name=name, config=label,
                   spec=lambda only: SchedulerSpec(lambda: make(config), only=only),
-                  method=method, depth=depth_, slow=name in slow)
+                  method=method, depth=depth_, slow=name != "no_chunk_without_command")
             for name, (method, depth_) in methods.items()]
 
 
@@ -298,6 +245,33 @@ def stream_ports(component):
     return inputs, outputs
 
 
+@dataclass(frozen=True)
+class Timing:
+    """A block's bounded liveness checks, from its cycle model (bmc; see
+    :meth:`StreamSpec.check_within`).
+
+    ``start(spec, dut)``: the event that starts the clock (a job's last
+    input beat taken, a command taken); ``bound``: the cycle model's
+    cycles from it to the output; ``done(dut)``: the output event of the
+    ``latency`` check (a handshake; ``None``: no ``latency`` check);
+    ``ports``: per output stream port, the cycles from ``start`` until its
+    ``valid`` rises (``bound`` when not given); ``lead``: the most cycles
+    from reset to ``start`` the checks look at (their bmc depth is ``lead``
+    + the bound + 2); ``environment(spec, m, dut)``: drives inputs for
+    these checks only (the job, e.g. one fixed command; a memory) and
+    returns their names."""
+
+    start: Callable
+    bound: int
+    lead: int
+    done: Callable | None = None
+    ports: dict = field(default_factory=dict)
+    environment: Callable | None = None
+
+    def depth(self, port=None):
+        return self.lead + self.ports.get(port, self.bound) + 2
+
+
 class StreamSpec(Spec):
     """The stream rules on every output stream port of ``make()``, found via
     its signature, under an environment that obeys them on every input
@@ -309,22 +283,26 @@ class StreamSpec(Spec):
 
     - ``p_valid_held``, ``p_payload_held``: a beat offered without ``ready``
       is offered again, unchanged, in the next cycle;
-    - ``p_valid_before_ready`` (a cover): ``p.valid`` rises while ``p.ready``
-      has never been high (the block does not wait for ``ready`` before
-      ``valid``; with this property under proof, ``p.ready`` stays low
-      until ``p.valid`` has been high).
+    - ``p_valid_before_ready``: the block does not wait for ``ready`` before
+      ``valid``: with ``p.ready`` low in every cycle (every other output
+      always ready, every input always valid), ``p.valid`` rises within
+      the cycle model's cycles of the job's start (``timing``, a
+      :class:`Timing`).
 
-    And for the block, ``first_output`` (a cover): with every input stream
-    fair, the first beat of ``output`` (the main output port) is taken
-    within the proof's depth, the latency the block's cycle model gives.
+    And for the block, ``first_output`` (a cover): the first beat of
+    ``output`` (the main output port) is taken within the proof's depth,
+    the latency the block's cycle model gives; with ``timing.done``,
+    ``latency``: with every input always valid and every output always
+    ready, the output event comes within ``timing.bound`` cycles of the
+    start.
     """
 
-    def __init__(self, make, *, only=None, environment=None, output=None, latency=None):
+    def __init__(self, make, *, only=None, environment=None, output=None, timing=None):
         super().__init__(only=only)
         self.make = make
         self.environment = environment
         self.output = output
-        self.latency = latency
+        self.timing = timing
 
     def instantiate(self, m, platform):
         """Add the design to ``m`` (as submodule ``dut``) and return it."""
@@ -334,12 +312,16 @@ class StreamSpec(Spec):
     def build(self, m, platform):
         dut = self.dut = self.instantiate(m, platform)
         inputs, outputs = stream_ports(dut)
+        # The timing checks under proof (at most one): a fair environment.
+        timed = [name for name in ("latency", *(f"{p}_valid_before_ready" for p in outputs))
+                 if self.timing is not None and name in (self.only or ())]
         driven = set(self.environment(self, m, dut) if self.environment else ())
-        fair = self.only is not None and "latency" in self.only
+        if timed and self.timing.environment:
+            driven |= set(self.timing.environment(self, m, dut))
         for name in inputs:
             if name not in driven:
                 self.assume_stream_in(m, getattr(dut, name), name)
-                if fair:
+                if timed:
                     self.assume(m, getattr(dut, name).valid)
         for name, member in dut.signature.members.items():
             if member.is_port and member.flow == In and name not in driven:
@@ -347,79 +329,76 @@ class StreamSpec(Spec):
                 m.d.comb += value.eq(self.any_seq(m, len(value), name))
         for name in outputs:
             port = getattr(dut, name)
-            ready = self.any_seq(m, 1, f"{name}_ready")
-            if self.only is not None and f"{name}_valid_before_ready" in self.only:
-                seen = Signal(name=f"{name}_seen_valid")
-                m.d.sync += seen.eq(seen | port.valid)
-                ready = ready & seen
-                self.cover(m, f"{name}_valid_before_ready", port.valid & ~seen)
+            if timed:
+                m.d.comb += port.ready.eq(f"{name}_valid_before_ready" not in timed)
             else:
-                self.checked.append(f"{name}_valid_before_ready")
-            m.d.comb += port.ready.eq(1 if fair else ready)
+                m.d.comb += port.ready.eq(self.any_seq(m, 1, f"{name}_ready"))
             self.check_stream_out(m, port, name)
         out = getattr(dut, self.output or outputs[0])
         self.cover(m, "first_output", out.valid & out.ready)
-        if self.latency:
-            self.check_latency(m, dut, *self.latency)
+        for name in timed:
+            timing = self.timing
+            start = timing.start(self, dut)
+            if name == "latency":
+                self.check_within(m, name, start, timing.done(dut), timing.bound)
+            else:
+                port = name[:-len("_valid_before_ready")]
+                self.check_within(m, name, start, getattr(dut, port).valid,
+                                  timing.ports.get(port, timing.bound))
 
-    def check_latency(self, m, dut, job_end, out_event, bound):
-        """``latency``: once the first job's last input beat is taken
-        (``job_end(dut)``), ``out_event(dut)`` (its output: a handshake) comes
-        within ``bound`` cycles (0: the same cycle), under a fair environment
-        (with this property under proof: every input stream always valid,
-        every output stream always ready)."""
-        end, event = job_end(dut), out_event(dut)
-        armed, seen = Signal(name="latency_armed"), Signal(name="latency_seen")
-        age = Signal(range(bound + 2), name="latency_age")   # cycles since the job's end
-        m.d.sync += [armed.eq(armed | end), seen.eq(seen | ((armed | end) & event))]
-        with m.If(end & ~armed):
+    def check_within(self, m, name, start, event, bound):
+        """Property ``name``: once ``start`` has happened (its first time),
+        ``event`` happens within ``bound`` cycles (0: the same cycle)."""
+        armed, seen = Signal(name=f"{name}_armed"), Signal(name=f"{name}_seen")
+        age = Signal(range(bound + 2), name=f"{name}_age")   # cycles since the start
+        m.d.sync += [armed.eq(armed | start), seen.eq(seen | ((armed | start) & event))]
+        with m.If(start & ~armed):
             m.d.sync += age.eq(1)
         with m.Elif(armed & (age <= bound)):
             m.d.sync += age.eq(age + 1)
         due = Mux(armed, age, 0) == bound
-        self.check(m, "latency", ~((armed | end) & due) | seen | event)
+        self.check(m, name, ~((armed | start) & due) | seen | event)
 
 
-def stream_proofs(block, label, make, *, environment=None, output=None, induction=4,
-                  bmc=None, first_output, latency=None, quick=(), overrides=None, skip=()):
-    """The :class:`StreamSpec` proofs of ``make()`` (a small config named
-    ``label``): for each output stream port, ``valid_held`` and
-    ``payload_held`` by k-induction of ``induction`` steps (by bmc of
-    ``bmc`` cycles instead when given: where the induction does not
-    close), ``valid_before_ready`` as a cover within ``first_output``
-    cycles; the block's ``first_output`` cover within ``first_output``
-    cycles (its cycle model's latency); with ``latency`` =
-    ``(job_end, out_event, bound, depth)``, the bounded liveness check
-    ``latency`` (see :meth:`StreamSpec.check_latency`) by bmc of ``depth``
-    cycles. ``overrides``: ``{name: (method, depth)}`` for single
-    properties; ``skip``: names left out.
+def stream_proofs(block, label, make, *, timing, first_output, spec=StreamSpec,
+                  environment=None, output=None, induction=4, bmc=None, quick=(),
+                  overrides=None, skip=(), cone=True):
+    """The :class:`StreamSpec` (or ``spec``, a subclass) proofs of ``make()``
+    (a small config named ``label``): for each output stream port,
+    ``valid_held`` and ``payload_held`` by k-induction of ``induction``
+    steps (by bmc of ``bmc`` cycles instead when given: where the
+    induction does not close), ``valid_before_ready`` by bmc (``timing``,
+    a :class:`Timing`: the start, the bounds, the depth); the block's
+    ``first_output`` cover within ``first_output`` cycles (its cycle
+    model's latency); with ``timing.done``, ``latency`` by bmc.
+    ``overrides``: ``{name: (method, depth)}`` for single properties (or
+    more of a subclass); ``skip``: names left out. ``cone``: the bmc and
+    cover runs work on their cone of influence (:attr:`Proof.cone`: the
+    data path gone from a control property, 5-50 times faster here; the
+    k-induction runs keep the memories whole, where they are faster).
 
     :attr:`Proof.slow` is set on all but the quick set the default test run
-    keeps: ``valid_held`` of the main output port (``output``, else the
-    first) and the names in ``quick``."""
+    keeps: the names in ``quick``."""
     probe = make()
     probe._MustUse__silence = True         # only its signature is read
     _, outputs = stream_ports(probe)
-    main = output or outputs[0]
-    quick = {f"{main}_valid_held", *quick}
     methods = {}
     for name in outputs:
         held = ("bmc", bmc) if bmc else ("prove", induction)
         methods[f"{name}_valid_held"] = held
         methods[f"{name}_payload_held"] = held
-        methods[f"{name}_valid_before_ready"] = ("cover", first_output)
+        methods[f"{name}_valid_before_ready"] = ("bmc", timing.depth(name))
     methods["first_output"] = ("cover", first_output)
-    if latency:
-        methods["latency"] = ("bmc", latency[3])
+    if timing.done:
+        methods["latency"] = ("bmc", timing.depth())
     methods.update(overrides or {})
     for name in skip:
         del methods[name]
 
-    def spec(only):
-        return StreamSpec(make, only=only, environment=environment, output=output,
-                          latency=latency and latency[:3])
-    return [Proof(block=block, name=name, config=label, spec=spec, method=method, depth=depth,
-                  slow=name not in quick)
+    def build(only):
+        return spec(make, only=only, environment=environment, output=output, timing=timing)
+    return [Proof(block=block, name=name, config=label, spec=build, method=method, depth=depth,
+                  slow=name not in quick, cone=cone and method != "prove")
             for name, (method, depth) in methods.items()]
 
 
@@ -478,15 +457,20 @@ class HostLinkSpec(StreamSpec):
     PROPERTIES = ("crc_tracks", "bad_crc_never_writes", "bad_crc_never_runs",
                   "good_frame_writes", "bad_frame_rejected")
 
-    def __init__(self, make, *, only=None):
-        super().__init__(make, only=only, environment=host_link_environment)
-
     def instantiate(self, m, platform):
         link = self.make()
         fragment = Fragment.get(link.elaborate(platform), platform)   # to reach its CRC
         link._MustUse__used = True             # elaborated here, by hand
         self.link = {name: internal_signal(fragment, name)
-                     for name in ("crc", "length", "count", "fsm_state")}
+                     for name in ("crc", "length", "count", "command", "fsm_state")}
+        fsm = self.link["fsm_state"]
+        #: The code of each of the link's FSM states, by name.
+        self.codes = {}
+        for code in range(1 << len(fsm)):
+            try:
+                self.codes[fsm.decoder(code).split("/")[0]] = code
+            except KeyError:
+                pass
         m.submodules.dut = fragment
         return link
 
@@ -524,14 +508,8 @@ class HostLinkSpec(StreamSpec):
         # spec's is (its FSM state, CRC, length and count), and it writes
         # only after a good frame. (With them the checks are local instead
         # of the equivalence of two CRC networks over a whole frame.)
-        inner = self.link
+        inner, codes = self.link, self.codes
         fsm = inner["fsm_state"]
-        codes = {}
-        for code in range(1 << len(fsm)):
-            try:
-                codes[fsm.decoder(code).split("/")[0]] = code
-            except KeyError:
-                pass
         parse = ("sync", "command", "len_lo", "len_hi", "payload", "crc")
         in_parse = 0
         for name in parse:
@@ -556,24 +534,40 @@ class HostLinkSpec(StreamSpec):
 _HOST_INVARIANTS = ("crc_tracks", "state_tracks", "length_tracks", "writes_after_good")
 
 
+def _host_link_start(spec, link):
+    """A frame's CRC byte taken (the link's own parser at its ``crc``
+    state), the frame not a WRITE (whose reply waits until its bytes are
+    written, 2 cycles each)."""
+    inner = spec.link
+    return (_took(link.rx) & (inner["fsm_state"] == spec.codes["crc"])
+            & (inner["command"] != WRITE))
+
+
+def _run_at_once(spec, m, link):
+    """The design behind the link: a run ends in the cycle after it starts."""
+    m.d.comb += [link.run_done.eq(1), link.run_error.eq(0)]
+    return {"run_done", "run_error"}
+
+
 def host_link_proofs(*, make=None, label="design_id=1"):
     """The proofs of the UART host link (``make``: a stand-in such as a
     broken copy): the stream rules on ``tx`` by k-induction; a bad CRC
     never writes or runs by k-induction (with the parser invariants); the
-    covers within 12 cycles (a WRITE frame of one data byte is 9 bytes)."""
+    covers within 12 cycles (a WRITE frame of one data byte is 9 bytes);
+    ``tx_valid_before_ready``: with ``tx.ready`` always low, the reply's
+    first byte is offered within 2 cycles of a frame's CRC byte (the
+    cycle after it, after a RUN the cycle after ``run_done``; a WRITE
+    frame excluded), frames whose CRC byte comes within 8 cycles of reset."""
     make = make or (lambda: HostLink(design_id=1))
-
-    def spec(only):
-        return HostLinkSpec(make, only=only)
-    methods = {"tx_valid_held": ("prove", 4, ()), "tx_payload_held": ("prove", 4, ()),
-               "tx_valid_before_ready": ("cover", 12, ()), "first_output": ("cover", 12, ()),
-               "bad_crc_never_writes": ("prove", 4, _HOST_INVARIANTS),
-               "bad_crc_never_runs": ("prove", 4, _HOST_INVARIANTS),
-               "good_frame_writes": ("cover", 12, ()), "bad_frame_rejected": ("cover", 12, ())}
-    quick = {"tx_valid_held", "tx_payload_held", "bad_crc_never_writes", "bad_crc_never_runs"}
-    return [Proof(block="host_link", name=name, config=label, spec=spec, method=method,
-                  depth=depth, together=together, slow=name not in quick)
-            for name, (method, depth, together) in methods.items()]
+    timing = Timing(start=_host_link_start, bound=2, lead=8, environment=_run_at_once)
+    proofs = stream_proofs(
+        "host_link", label, make, timing=timing, first_output=12, spec=HostLinkSpec,
+        environment=host_link_environment, cone=False,      # its frame buffer is 8 kbit
+        overrides={"bad_crc_never_writes": ("prove", 4), "bad_crc_never_runs": ("prove", 4),
+                   "good_frame_writes": ("cover", 12), "bad_frame_rejected": ("cover", 12)},
+        quick=("tx_valid_held", "bad_crc_never_runs", "tx_valid_before_ready"))
+    return [dataclasses.replace(p, together=_HOST_INVARIANTS) if p.name.startswith("bad_crc")
+            else p for p in proofs]
 
 
 def _took(port):
@@ -588,6 +582,45 @@ def _row_bound(cycles, beats_max):
     return max(cycles(b) - 2 * b + 1 for b in range(1, beats_max + 1))
 
 
+def _job_end(name):
+    """``start`` of a :class:`Timing`: the last beat of a job (``last``
+    set) taken on input stream ``name``."""
+    return lambda spec, dut: _took(getattr(dut, name)) & getattr(dut, name).payload.last
+
+
+def _last_out(name):
+    """``done`` of a :class:`Timing`: the last beat of a job taken on
+    output stream ``name``."""
+    return lambda dut: _took(getattr(dut, name)) & getattr(dut, name).payload.last
+
+
+def _one_command(port, fields):
+    """An environment of :class:`Timing`: one command, ``fields`` (the
+    others 0), offered on stream ``port`` until it is taken."""
+    def environment(spec, m, dut):
+        cmd = getattr(dut, port)
+        sent = Signal(name=f"{port}_sent")
+        m.d.sync += sent.eq(sent | _took(cmd))
+        m.d.comb += cmd.valid.eq(~sent)
+        m.d.comb += [getattr(cmd.payload, name).eq(value) for name, value in fields.items()]
+        return {port}
+    return environment
+
+
+def _rows_of_at_most(name, beats):
+    """An environment of :class:`Timing`: the jobs on input stream ``name``
+    (beats up to one with ``last`` set) are at most ``beats`` beats long
+    (the block's contract, e.g. rows of at most ``l_max`` elements)."""
+    def environment(spec, m, dut):
+        port = getattr(dut, name)
+        count = Signal(range(beats + 1), name=f"{name}_beats")
+        with m.If(_took(port)):
+            m.d.sync += count.eq(Mux(port.payload.last, 0, count + 1))
+        spec.assume(m, (count < beats - 1) | ~port.valid | port.payload.last)
+        return set()
+    return environment
+
+
 # --- the small configs of the blocks ---------------------------------------------
 
 #: The small configs the stream proofs use.
@@ -598,18 +631,75 @@ GELU_CONFIG = GeluConfig(lanes=2)
 BUTTERFLY_CONFIG = ButterflyConfig(n_max=8)
 
 
+class SystolicSpec(StreamSpec):
+    """:class:`StreamSpec` of a systolic array, and ``queue_never_refuses``:
+    nothing pushed into the output queue is refused (the credits never let
+    a row in flight meet a full queue); the cover ``reaches_full_queue``
+    (the output queue fills, then a tile's last row leaves)."""
+
+    PROPERTIES = ("queue_never_refuses", "reaches_full_queue")
+
+    def instantiate(self, m, platform):
+        array = self.make()
+        inner = array.elaborate(platform)      # to reach the output queue
+        array._MustUse__used = True            # elaborated here, by hand
+        m.submodules.dut = inner
+        self.queue = inner.submodules.queue
+        return array
+
+    def build(self, m, platform):
+        super().build(m, platform)
+        array, queue = self.dut, self.queue
+        self.check(m, "queue_never_refuses", ~queue.i.valid | queue.i.ready)
+        was_full = Signal()
+        m.d.sync += was_full.eq(was_full | (queue.level == queue.depth))
+        self.cover(m, "reaches_full_queue",
+                   was_full & array.c.valid & array.c.ready & array.c.payload.last)
+
+
+def systolic_proofs(*, make=None, configs=None):
+    """The proofs of the systolic array, 2x3, both dataflows, 8-bit operands,
+    16-bit accumulators: the stream rules on ``c`` by k-induction; the
+    output queue never refusing a row by bmc over enough cycles to fill the
+    queue (the cover shows a full queue within that depth); ``latency``: a
+    tile's last row within :func:`~bertforge.sim.systolic_cycles.systolic_cycles`
+    of one-beat tiles less 1 (OS; WS: less the ``rows`` cycles of its
+    weight block too) of its last ``a`` beat, and ``c`` valid within as
+    many with ``c.ready`` low."""
+    from .systolic_cycles import systolic_cycles
+    proofs = []
+    for config in configs or [SystolicConfig(rows=2, cols=3, dataflow=d, acc_width=16)
+                              for d in ("os", "ws")]:
+        build = make or SystolicArray
+        depth = config.queue_depth + config.rows + config.cols + 8
+        ws = config.dataflow == "ws"
+        bound = systolic_cycles(config, [1]) - 1 - ws * config.rows
+        # OS: a tile's rows leave one a cycle, its first (rows - 1) before its last
+        timing = Timing(start=_job_end("a"), done=_last_out("c"), lead=2 + ws * config.rows,
+                        bound=bound, ports={"c": bound - (0 if ws else config.rows - 1)})
+        proofs += stream_proofs(
+            "systolic", f"{config.rows}x{config.cols} {config.dataflow}",
+            lambda config=config, build=build: build(config), timing=timing,
+            first_output=systolic_cycles(config, [1]) + 1, spec=SystolicSpec, induction=16,
+            overrides={"queue_never_refuses": ("bmc", depth),
+                       "reaches_full_queue": ("cover", depth)},
+            quick=() if ws else ("c_valid_held",))
+    return proofs
+
+
 def sparse_proofs(*, make=None, config=SPARSE_CONFIG):
     """The sparse array's stream proofs; ``first_output``: a one-beat tile's
     first result row within :func:`~bertforge.sim.sparse_cycles.sparse_cycles`
-    of it."""
+    of it; ``latency``: a tile's last row within ``sparse_cycles`` of a
+    one-beat tile less 1 of its last beat."""
     from .sparse_cycles import sparse_cycles
     build = make or SparseArray
-    bound = sparse_cycles(config, [1]) - 1      # from a tile's last beat to its last row
+    bound = sparse_cycles(config, [1]) - 1
+    timing = Timing(start=_job_end("a"), done=_last_out("c"), lead=2, bound=bound,
+                    ports={"c": bound - (config.rows - 1)})     # a tile's first row
     return stream_proofs("sparse", f"{config.rows}x{config.cols} m_max={config.m_max}",
-                         lambda: build(config), first_output=sparse_cycles(config, [1]) + 1,
-                         latency=(lambda d: _took(d.a) & d.a.payload.last,
-                                  lambda d: _took(d.c) & d.c.payload.last, bound, bound + 4),
-                         quick=("latency", "c_payload_held"))
+                         lambda: build(config), timing=timing,
+                         first_output=sparse_cycles(config, [1]) + 1)
 
 
 class EngineSpec(StreamSpec):
@@ -631,30 +721,64 @@ class EngineSpec(StreamSpec):
         self.check(m, "done_per_command", completions <= commands)
 
 
+#: The command of the engine's timing checks: C (1x1, int32) = A (1x1) B (1x1).
+ENGINE_COMMAND = {"m": 1, "k": 1, "n": 1, "a_addr": 0, "b_addr": 16, "c_addr": 32,
+                  "a_stride": 4, "b_stride": 4, "c_stride": 4}
+#: Cycles from a read request's handshake to its first beat in the test
+#: harness's memory at ``lat_min`` 1 (:func:`~bertforge.sim.gemm_harness.add_sim_memory`:
+#: its request queue 2 cycles, the read 1, its read-data queue 2).
+ENGINE_READ_LATENCY = 5
+
+
+def _engine_memory(spec, m, engine):
+    """An environment of :class:`Timing`: the engine's memory, which gives
+    each read request's beats on ``rd_data``, in order, one a cycle, from
+    :data:`ENGINE_READ_LATENCY` cycles after the request (any data)."""
+    req, beats = engine.rd_req, engine.rd_data
+    arriving = delay(m, Mux(_took(req), req.payload.beats, 0), ENGINE_READ_LATENCY - 1,
+                     "mem_beats", reset_less=False)
+    owed = Signal(8, name="mem_owed")          # beats arrived and not yet taken
+    m.d.sync += owed.eq(owed + arriving - _took(beats))
+    m.d.comb += [beats.valid.eq(owed != 0),
+                 beats.payload.eq(spec.any_seq(m, len(beats.payload), "rd_data_payload"))]
+    return {"rd_data"}
+
+
 def engine_proofs(*, make=None, config=SCHEDULER_CONFIG):
     """The GEMM engine's stream proofs (``done``, ``rd_req``, ``wr_req``);
     ``first_output``: a completion within the cycle model's start
-    (:func:`~bertforge.sim.gemm_cycles.start_cycles`: a command
-    taken, checked and rejected, then the writer's ``END``: 35 cycles);
-    no ``wr_req_valid_before_ready`` cover (a write needs a whole good
-    command, 50 cycles: the cover search passes 32 steps only after 8
-    minutes); ``rd_req``'s payload rule by bmc of 24 cycles (its k-induction does not
+    (:func:`~bertforge.sim.gemm_cycles.start_cycles`: a command taken,
+    checked and rejected, then the writer's ``END``: 35 cycles);
+    ``rd_req``'s payload rule by bmc of 24 cycles (its k-induction does not
     close: the step starts in unreachable states, the loader busy on an
     empty queue whose head changes); ``done_per_command`` by bmc of 24
-    cycles (slow: 30 s)."""
-    from .gemm_cycles import END, start_cycles
+    cycles. The timing checks run one command, :data:`ENGINE_COMMAND`,
+    with the memory of :func:`_engine_memory`: ``latency``, its completion
+    within :func:`~bertforge.sim.gemm_cycles.gemm_cycles` less 1 of its
+    handshake; each port valid with its ``ready`` low: ``rd_req`` within
+    ``start_cycles``, ``wr_req`` within the cycles to the first write
+    beat (``gemm_cycles`` less ``END`` and the writer's cycles), ``done``
+    within ``latency``'s bound."""
+    from .gemm_cycles import END, chunks, gemm_cycles, start_cycles, write_cycles
+    from .gemm_golden import command_rejected
+    assert not command_rejected(config, ENGINE_COMMAND)
     build = make or GemmEngine
     label = f"engine {config.rows}x{config.cols} {config.dataflow}"
-    rejected = start_cycles(config) + END
-    proofs = stream_proofs("gemm", label, lambda: build(config), output="done",
-                           first_output=rejected, overrides={"rd_req_payload_held": ("bmc", 24)},
-                           skip=("wr_req_valid_before_ready",))
+    cycles = gemm_cycles(config, [ENGINE_COMMAND], lat=1)["cycles"]
+    job = _one_command("cmd", ENGINE_COMMAND)
 
-    def spec(only):
-        return EngineSpec(lambda: build(config), only=only, output="done")
-    return [dataclasses.replace(p, spec=spec) for p in proofs] + [
-        Proof(block="gemm", name="done_per_command", config=label, spec=spec, method="bmc",
-              depth=24, slow=True)]
+    def environment(spec, m, engine):
+        return job(spec, m, engine) | _engine_memory(spec, m, engine)
+    # the last write beat comes before the completion, the first as many
+    # before it as the writer takes
+    first_write = cycles - 1 - write_cycles(config, chunks(config, ENGINE_COMMAND)[-1])
+    timing = Timing(start=lambda spec, engine: _took(engine.cmd), done=lambda e: _took(e.done),
+                    bound=cycles - 1, lead=2, environment=environment,
+                    ports={"rd_req": start_cycles(config), "wr_req": first_write})
+    return stream_proofs("gemm", label, lambda: build(config), timing=timing, output="done",
+                         first_output=start_cycles(config) + END, spec=EngineSpec,
+                         overrides={"rd_req_payload_held": ("bmc", 24),
+                                    "done_per_command": ("bmc", 24)})
 
 
 def gemm_proofs():
@@ -664,45 +788,68 @@ def gemm_proofs():
 
 def softmax_proofs(*, make=None, config=SOFTMAX_CONFIG):
     """Softmax, 2 lanes; ``first_output`` within the latency of a one-beat
-    row (:func:`~bertforge.sim.softmax_cycles.softmax_latency`). No bounded
-    ``latency`` check: bmc to the 34 cycles it needs (rows of up to 4 beats
-    and the exp pipeline's arithmetic) does not finish in 10 minutes."""
-    from .softmax_cycles import softmax_latency
+    row (:func:`~bertforge.sim.softmax_cycles.softmax_latency`);
+    ``latency``: a row's first output within the cycle model's cycles of
+    its last beat (rows of 1 to ``beats_max`` beats)."""
+    from .softmax_cycles import softmax_cycles, softmax_latency
     build = make or Softmax
+    beats = config.beats_max
+    timing = Timing(start=_job_end("x"), done=lambda d: _took(d.y), lead=beats,
+                    bound=_row_bound(lambda b: softmax_cycles(config, [b * config.lanes]), beats),
+                    environment=_rows_of_at_most("x", beats))
     return stream_proofs("softmax", f"lanes={config.lanes} l_max={config.l_max}",
-                         lambda: build(config), first_output=softmax_latency(config, 1) + 1)
+                         lambda: build(config), timing=timing,
+                         first_output=softmax_latency(config, 1) + 1)
 
 
 def layernorm_proofs(*, make=None, config=LAYERNORM_CONFIG):
     """LayerNorm, 2 lanes; ``first_output`` within the cycles of a one-beat
-    vector (:func:`~bertforge.sim.layernorm_cycles.layernorm_cycles`)."""
+    vector (:func:`~bertforge.sim.layernorm_cycles.layernorm_cycles`);
+    ``latency``: a vector's first output within the cycle model's cycles
+    of its last beat."""
     from .layernorm_cycles import layernorm_cycles
     build = make or LayerNorm
     beats = config.h_max // config.lanes
-    bound = _row_bound(lambda b: layernorm_cycles(config, [b * config.lanes]), beats)
+    timing = Timing(start=_job_end("x"), done=lambda d: _took(d.y), lead=beats,
+                    bound=_row_bound(lambda b: layernorm_cycles(config, [b * config.lanes]),
+                                     beats))
     return stream_proofs("layernorm", f"lanes={config.lanes} h_max={config.h_max}",
-                         lambda: build(config),
-                         first_output=layernorm_cycles(config, [config.lanes]) + 1,
-                         latency=(lambda d: _took(d.x) & d.x.payload.last, lambda d: _took(d.y),
-                                  bound, bound + beats + 2))
+                         lambda: build(config), timing=timing,
+                         first_output=layernorm_cycles(config, [config.lanes]) + 1)
 
 
 def gelu_proofs(*, make=None, config=GELU_CONFIG):
-    """GELU, 2 lanes; ``first_output`` within ``gelu_cycles(config, 1)``."""
+    """GELU, 2 lanes; ``first_output`` within ``gelu_cycles(config, 1)``;
+    ``latency``: a beat's result within ``gelu_cycles(config, 1)`` less 1."""
     from .gelu_cycles import gelu_cycles
     build = make or Gelu
-    bound = gelu_cycles(config, 1) - 1
-    return stream_proofs("gelu", f"lanes={config.lanes}", lambda: build(config),
+    timing = Timing(start=lambda spec, d: _took(d.x), done=lambda d: _took(d.y), lead=2,
+                    bound=gelu_cycles(config, 1) - 1)
+    return stream_proofs("gelu", f"lanes={config.lanes}", lambda: build(config), timing=timing,
                          first_output=gelu_cycles(config, 1) + 1,
-                         latency=(lambda d: _took(d.x), lambda d: _took(d.y), bound, bound + 4),
-                         quick=("latency", "first_output"))
+                         quick=("y_valid_held", "latency", "y_valid_before_ready"))
+
+
+#: The command of the butterfly engine's timing checks: an FFT of one group
+#: of length-2 vectors.
+BUTTERFLY_COMMAND = {"mode": MODES["fft"], "n": 2, "groups": 1}
 
 
 def butterfly_proofs(*, make=None, config=BUTTERFLY_CONFIG):
     """The butterfly engine, ``n_max`` 8; ``first_output`` within the cycles
     of one group of length-2 vectors (``butterfly_cycles(config, 2, 1)``)
-    after its command."""
+    after its command; the timing checks run that command,
+    :data:`BUTTERFLY_COMMAND`: ``latency``, its last ``y`` beat within
+    ``butterfly_cycles`` of the command's handshake (the loader takes
+    ``x`` from the next cycle), and ``y`` valid within as many with
+    ``y.ready`` low."""
     from .butterfly_cycles import butterfly_cycles
     build = make or ButterflyEngine
+    n, groups = BUTTERFLY_COMMAND["n"], BUTTERFLY_COMMAND["groups"]
+    bound = butterfly_cycles(config, n, groups * config.lanes)
+    timing = Timing(start=lambda spec, d: _took(d.cmd), done=_last_out("y"), lead=2,
+                    bound=bound, ports={"y": bound - (n - 1)},   # the first of n beats
+                    environment=_one_command("cmd", BUTTERFLY_COMMAND))
     return stream_proofs("butterfly", f"n_max={config.n_max} lanes={config.lanes}",
-                         lambda: build(config), first_output=butterfly_cycles(config, 2, 1) + 2)
+                         lambda: build(config), timing=timing,
+                         first_output=butterfly_cycles(config, 2, 1) + 2)

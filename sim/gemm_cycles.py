@@ -63,8 +63,10 @@ _FLAGS = ("accumulate", "int8", "bias", "per_channel")
 
 
 def start_cycles(config):
-    """:data:`START` plus the scheduler's ``dim_width`` cycles of range check."""
-    return START + config.dim_width
+    """:data:`START` plus the scheduler's ``dim_width`` cycles of range
+    check, less the command queue's latency when the engine has none
+    (``command_queue`` 0; a queue of depth 1 takes 1 cycle, deeper ones 2)."""
+    return START + config.dim_width - (2 - min(config.command_queue, 2))
 
 
 def ideal_cycles(config, cmd):

@@ -289,13 +289,22 @@ def test_build_that_does_not_fit_says_by_how_much(tmp_path, capsys):
     assert re.search(r"ICESTORM_LC \d+/5280 \(\d+%, \d+ too many\)", err), err
 
 
-@pytest.mark.parametrize("dataflow, rows, cols", [("os", 2, 2), ("ws", 2, 3)])
-def test_gemm_board_top_over_uart_in_verilator(dataflow, rows, cols, tmp_path):
+@pytest.mark.parametrize("dataflow, rows, cols, ice40", [("os", 2, 2, False), ("ws", 2, 3, False),
+                                                         ("os", 2, 2, True)])
+def test_gemm_board_top_over_uart_in_verilator(dataflow, rows, cols, ice40, tmp_path):
     """GEMMs (edge tiles, int8 requantization at the saturation limits, K > k_chunk)
     through the UART link, a corrupted frame before each (rejected, the link
-    goes on), then two bad commands rejected with BAD_ARGUMENT, then a good one."""
-    engine = board_engine_config(rows=rows, cols=cols, dataflow=dataflow, mem_kib=2,
-                                 k_chunk=8)
+    goes on), then two bad commands rejected with BAD_ARGUMENT, then a good one;
+    reply cycles equal the engine's cycle model where it is exact. ``ice40``:
+    the iCEBreaker build's engine (its ``GEMM_BOARD_DEFAULTS``: no command
+    queue, compact buffers and requantizer, 24-bit accumulators)."""
+    if ice40:
+        from bertforge.generators.board_design import gemm_top_config
+        engine = gemm_top_config(board("icebreaker"), 12.0, k_chunk=8).engine
+        assert engine.compact and engine.command_queue == 0 and (engine.rows, engine.cols) == (2, 2)
+    else:
+        engine = board_engine_config(rows=rows, cols=cols, dataflow=dataflow, mem_kib=2,
+                                     k_chunk=8)
     config = GemmTopConfig(design_id=GEMM.design_id, engine=engine, divisor=4)
     rng = np.random.default_rng(3)
     shapes = [(3, 5, 4, {}), (1, 1, 1, {}), (5, 19, 3, {"int8": True, "multiplier": 3, "shift": 4})]
@@ -308,10 +317,14 @@ def test_gemm_board_top_over_uart_in_verilator(dataflow, rows, cols, tmp_path):
     arrays["b_2"][:, 0] = 127   # C[0, 0] saturates the int8 output
     np.savez(tmp_path / "data.npz", **arrays)
     result = run_board_top(tmp_path, GemmBoardTop(config), config, "gemm_board_tb",
-                           data=str(tmp_path / "data.npz"), flags=flags, corrupt=True)
+                           data=str(tmp_path / "data.npz"), flags=flags, corrupt=True,
+                           bad=[{"m": 0}, {"c_addr": (1 << engine.addr_width) - 4}], cycles=True)
     assert result["design_id"] == GEMM.design_id
     assert [p["match"] for p in result["problems"]] == [True] * 3
-    assert result["corrupt_rejected"] == 3 and result["bad_rejected"] == 2
+    # the 1x1x1 problem is compute bound: its reply's cycles are the engine's model
+    assert result["problems"][1]["model_exact"]
+    assert result["problems"][1]["cycles"] == result["problems"][1]["model_cycles"]
+    assert result["corrupt_rejected"] == 3 and result["bad_rejected"] == [True, True]
     assert result["works_after_errors"]
 
 
@@ -324,7 +337,7 @@ def test_bench_boards_gemm_sweep_stops_at_the_first_size_that_does_not_fit(
     from bertforge.generators.board_design import gemm_top_config
     built = []
 
-    def fake_build(name, top, *, macs_per_cycle, clock_mhz, out_dir):
+    def fake_build(name, top, *, macs_per_cycle, clock_mhz, out_dir, quiet=False):
         rows = top.config.engine.rows
         built.append((name, rows, clock_mhz))
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -390,14 +403,15 @@ def _board_designs():
 
 def test_every_board_design_has_its_own_design_id():
     designs = _board_designs()
-    assert set(designs) == {"gemm", "systolic", "softmax", "layernorm", "gelu", "sparse", "butterfly"}
+    assert set(designs) == {"gemm", "systolic", "softmax", "layernorm", "gelu", "sparse",
+                            "butterfly", "sparse_engine"}
     assert all(design.name == name for name, design in designs.items())
     ids = [design.design_id for design in designs.values()]
     assert len(set(ids)) == len(ids) and all(0 <= i <= 255 for i in ids)
 
 
 @pytest.mark.parametrize("name", ["gemm", "systolic", "softmax", "layernorm", "gelu", "sparse",
-                                  "butterfly"])
+                                  "butterfly", "sparse_engine"])
 def test_board_design_builds_its_top_with_its_design_id(name):
     from bertforge.generators.cli import build_parser
     design = _board_designs()[name]
@@ -413,6 +427,7 @@ RUN_FLAGS = {
     "gemm": (["--a", "a.npy", "--b", "a.npy"], ["--x", "a.npy"]),
     "systolic": (["--a", "a.npy", "--b", "a.npy"], ["--n", "2"]),
     "sparse": (["--a", "a.npy", "--b", "a.npy", "--n", "2", "--m", "4"], ["--int8"]),
+    "sparse_engine": (["--a", "a.npy", "--b", "a.npy", "--n", "2", "--m", "4"], ["--x", "a.npy"]),
     "butterfly": (["--mode", "fft", "--x", "a.npy"], ["--a", "a.npy"]),
     "softmax": (["--x", "a.npy"], ["--residual", "a.npy"]),
     "layernorm": (["--x", "a.npy"], ["--scale", "2"]),

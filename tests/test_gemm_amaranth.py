@@ -17,8 +17,9 @@ from bertforge.sim.fixed_golden import requantize
 from bertforge.sim.gemm_golden import run_commands
 
 
-@pytest.mark.parametrize("bits", [8, 16])
-def test_requantizer_matches_the_golden_rule_after_its_latency(bits):
+# int32 (bits 32) only through the compact requantizer, which carries int32 results.
+@pytest.mark.parametrize("bits, compact", [(8, False), (16, False), (8, True), (16, True), (32, True)])
+def test_requantizer_matches_the_golden_rule_after_its_latency(bits, compact):
     lanes = 3
     rng = np.random.default_rng(1)
     cases = [(-2**31, 2**32 - 1, 0), (2**31 - 1, 2**32 - 1, 63), (-2**31, 2**32 - 1, 63),
@@ -29,12 +30,16 @@ def test_requantizer_matches_the_golden_rule_after_its_latency(bits):
                int(rng.integers(0, 64))) for _ in range(60)]
     cases += [(int(rng.integers(-2**20, 2**20)), int(rng.integers(0, 2**26)),
                int(rng.integers(20, 40))) for _ in range(60)]
+    if bits == 32:      # int32 through the compact requantizer: multiplier 1, shift 0
+        cases = [(x, 1, 0) for x, _, _ in cases]
     steps = [cases[i:i + lanes] for i in range(0, len(cases) - lanes + 1, lanes)]
-    dut = Requantizer(lanes)
+    dut = Requantizer(lanes, compact=compact)
     got = []
 
     async def bench(ctx):
         ctx.set(dut.wide, bits == 16)
+        if compact:
+            ctx.set(dut.full, bits == 32)
         for step in steps + [steps[0]] * Requantizer.LATENCY:
             for lane, (x, mult, shift) in enumerate(step):
                 ctx.set(dut.x[lane], x)
@@ -49,7 +54,8 @@ def test_requantizer_matches_the_golden_rule_after_its_latency(bits):
     sim.run()
     # y after the tick of step i holds step i + 1 - LATENCY
     for index, step in enumerate(steps):
-        expected = [int(requantize(x, mult, shift, bits)) for x, mult, shift in step]
+        expected = [x if bits == 32 else int(requantize(x, mult, shift, bits))
+                    for x, mult, shift in step]
         assert got[index + Requantizer.LATENCY - 1] == expected, (index, step)
 
 
@@ -103,10 +109,16 @@ def run_engine(config, image, commands, limit=4000):
     return done, cycles[0]
 
 
-@pytest.mark.parametrize("dataflow", ["os", "ws"])
-def test_engine_with_bias_and_per_channel_scales(dataflow):
+#: The area knobs of the iCE40 board engine (no command queue, stage queues
+#: of 3, compact bias/scale buffers and requantizer).
+SMALL = dict(command_queue=0, stage_queue=3, compact=True)
+
+
+@pytest.mark.parametrize("dataflow, knobs", [("os", {}), ("ws", {}), ("os", SMALL), ("ws", SMALL)],
+                         ids=["os", "ws", "os-small", "ws-small"])
+def test_engine_with_bias_and_per_channel_scales(dataflow, knobs):
     config = GemmConfig(rows=2, cols=2, dataflow=dataflow, mem_width=32, addr_width=12,
-                        k_chunk=8, m_tile=4)
+                        k_chunk=8, m_tile=4, **knobs)
     problems = [dict(m=3, k=11, n=5, bias=True, scale=np.array([3e-3, 1e-2, 5e-2, 1e-3, 2e-3])),
                 dict(m=2, k=4, n=3, bias=np.array([2**31 - 1, -2**31, 7])),
                 dict(m=2, k=2, n=2, int8=1, multiplier=2**32 - 1, shift=40),
@@ -127,16 +139,33 @@ def test_engine_with_bias_and_per_channel_scales(dataflow):
     assert np.array_equal(image, expected)
 
 
+@pytest.mark.parametrize("knobs", [{}, SMALL], ids=["", "small"])
 @pytest.mark.parametrize("m_tile", [1, 2, 3])
-def test_engine_short_ws_blocks_accumulate_rows_read_as_they_are_written(m_tile):
+def test_engine_short_ws_blocks_accumulate_rows_read_as_they_are_written(m_tile, knobs):
     # WS blocks of m_tile rows: consecutive k blocks add into the same rows
-    # 1 (forwarded), 2 (transparent read) or 3 (plain read) beats apart.
+    # 1 (forwarded), 2 (transparent read) or 3 (plain read) beats apart;
+    # compact (SMALL): old C is loaded into the accumulator buffer itself.
     config = GemmConfig(rows=2, cols=2, dataflow="ws", mem_width=32, addr_width=12,
-                        k_chunk=8, m_tile=m_tile)
+                        k_chunk=8, m_tile=m_tile, **knobs)
     problems = [dict(m=3, k=13, n=3), dict(m=2, k=9, n=2, accumulate=True),
                 dict(m=1, k=16, n=4, extreme=True)]
     image, commands = layout_problems(config, problems, np.random.default_rng(m_tile))
     expected = image.copy()
     run_commands(config, expected, commands)
     run_engine(config, image, commands)
+    assert np.array_equal(image, expected)
+
+
+def test_bf16_engine_with_the_small_engine_knobs():
+    # compact without a requantizer: bias and scale buffers, old C in the
+    # accumulator buffer, its combinational reads; float32 and bf16 output.
+    config = GemmConfig(rows=2, cols=2, mem_width=64, addr_width=12, k_chunk=8, arith="bf16",
+                        **SMALL)
+    problems = [dict(m=3, k=11, n=5, bias=True), dict(m=2, k=4, n=3),
+                dict(m=3, k=9, n=5, bias=True, bf16_out=1), dict(m=5, k=6, n=3, accumulate=True)]
+    image, commands = layout_problems(config, problems, np.random.default_rng(4))
+    expected = image.copy()
+    assert run_commands(config, expected, commands) == [False] * 4
+    done, _ = run_engine(config, image, commands)
+    assert [error for _, error in done] == [0] * 4
     assert np.array_equal(image, expected)

@@ -12,7 +12,7 @@ from bertforge.rtl.tile_scheduler import CHANNEL_MULT_BITS, TileScheduler
 from bertforge.sim.fixed_golden import (channel_scale_words, command_scale, ratio_to_mult_shift,
                                         requantize, scale_words, split_scale_words)
 from bertforge.sim.gemm_cycles import (START, chunks, gemm_cycles, ideal_cycles, load_beats,
-                                       write_cycles)
+                                       start_cycles, write_cycles)
 from bertforge.sim.gemm_golden import (command_error, command_rejected, gemm_golden,
                                        reduction_pieces, run_commands)
 from bertforge.sim.stream_sim import stream_put
@@ -33,6 +33,11 @@ test_bad_parameters, test_component_needs_a_config = config_tests(GemmConfig, Ge
     ({"k_chunk": 100}, ValueError, r"^k_chunk must be a multiple of mem_width // width = 64, not 100$"),
     ({"m_tile": 0}, ValueError, r"^m_tile must be a positive integer, not 0$"),
     ({"dim_width": True}, TypeError, r"^dim_width must be an integer, not True$"),
+    ({"command_queue": -1}, ValueError, r"^command_queue must be a non-negative integer, not -1$"),
+    ({"command_queue": 65}, ValueError, r"^command_queue must be an integer <= 64, not 65$"),
+    ({"stage_queue": 2}, ValueError, r"^stage_queue must be an integer >= 3, not 2$"),
+    ({"stage_queue": "2"}, TypeError, r"^stage_queue must be an integer, not '2'$"),
+    ({"compact": 1}, TypeError, r"^compact must be a bool, not 1$"),
 ])
 
 
@@ -139,6 +144,19 @@ def test_cycle_model_counts():
     assert model["exact"] and model["bound"] == "compute"
     slow = gemm_cycles(config, [{"m": 128, "k": 768, "n": 768}], bw=4)
     assert slow["bound"] == "memory" and not slow["exact"] and slow["cycles"] > 4 * model["cycles"]
+
+
+def test_area_knobs_keep_the_default_config_and_shift_only_the_start():
+    base = GemmConfig(rows=2, cols=2, mem_width=32, k_chunk=16, dim_width=8)
+    assert "command_queue" not in base.to_dict() and "compact" not in base.to_dict()
+    small = GemmConfig(rows=2, cols=2, mem_width=32, k_chunk=16, dim_width=8, command_queue=0,
+                       stage_queue=3, compact=True)
+    assert small.to_dict()["command_queue"] == 0 and small.to_dict()["compact"] is True
+    # Without a command queue the first command reaches the scheduler 2 cycles sooner.
+    assert [start_cycles(GemmConfig(dim_width=8, command_queue=q)) for q in (0, 1, 2, 4)] == [
+        START + 6, START + 7, START + 8, START + 8]
+    cmds = [dict(m=2, k=32, n=4), dict(m=4, k=64, n=8, bias=True)]
+    assert gemm_cycles(small, cmds)["cycles"] == gemm_cycles(base, cmds)["cycles"] - 2
 
 
 @pytest.mark.parametrize("dataflow", ["os", "ws"])

@@ -237,7 +237,7 @@ def test_bench_boards_reuses_matching_builds(tmp_path, monkeypatch, capsys):
     def fake_hash(name, top, clock_mhz):
         return f"rtl-{top.config.array.rows}"
 
-    def fake_build(name, top, *, macs_per_cycle, clock_mhz, out_dir):
+    def fake_build(name, top, *, macs_per_cycle, clock_mhz, out_dir, quiet=False):
         built.append((name, top.config.array.rows))
         out_dir.mkdir(parents=True, exist_ok=True)
         if top.config.array.rows == 16:

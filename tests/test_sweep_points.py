@@ -3,8 +3,10 @@ config.json and training, the array / lanes / model axes, the synthesis
 cache shared by points, and the failures of --pnr and --verify recorded as
 rows. The real place and route and Verilator runs are ``slow``."""
 
+import dataclasses
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -154,10 +156,52 @@ def test_pnr_failures_are_rows(tmp_path, monkeypatch):
                            extra="[sweep]\ntimeout_s = 1\n"))
     dense, sparse = (run_point(spec, p, "k", pnr=True, cache=tmp_path / "cache")
                      for p in grid_points(spec))
-    # the build subprocess (and its process group) is ended at the time limit
-    assert dense["status"] == "timeout" and "place and route took longer" in dense["reason"]
-    assert dense["luts"] == 4000                       # pnr implies synthesis
-    assert sparse["status"] == "error" and "sparse engine has no board top" in sparse["reason"]
+    # the build subprocess (and its process group) is ended at the time limit;
+    # sparse points go to place and route like dense ones
+    for row in (dense, sparse):
+        assert row["status"] == "timeout" and "place and route took longer" in row["reason"]
+        assert row["luts"] == 4000                     # pnr implies synthesis
+
+
+#: A tiny engine for the place-and-route points: 2x2, 32-bit memory words.
+_SMALL_ENGINE = "[gemm]\nmem_width = 32\nk_chunk = 16\n[sparse]\nm_max = 4\n"
+
+
+def test_pnr_builds_the_sparse_engine_top_and_reuses_it(tmp_path, monkeypatch):
+    """A sparse point's place and route (the worker's subprocess, run here in
+    process with the build faked) builds the GEMM board top around the
+    point's sparse engine as `bertforge build --design sparse_engine` would,
+    saves it, and the next run reuses it."""
+    from bertforge.boards import build
+    from bertforge.boards.targets import board
+    from bertforge.generators import board_bench, sweep_point
+    from bertforge.generators.board_design import SPARSE_ENGINE
+    built = []
+
+    def fake_build(name, top, *, macs_per_cycle, clock_mhz, out_dir, quiet=False):
+        built.append((name, top.config, macs_per_cycle, clock_mhz))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "top.bit").write_bytes(b"bits")
+        return {"timing_met": True, "fmax_mhz": 80.0, "resources": {"LUTs": {"used": 5000}},
+                "seconds": 1.0, "bitstream": str(out_dir / "top.bit"), "rtlil_sha256": "rtl"}
+    monkeypatch.setattr(board_bench, "build_board", fake_build)
+    monkeypatch.setattr(build, "design_sha256", lambda name, top, clock_mhz: "rtl")
+    spec = load_spec(_spec(tmp_path, axes='array = ["2x2"]\npattern = ["2:4"]', extra=_SMALL_ENGINE))
+    hw = hardware_table(spec, {"array": "2x2", "pattern": "2:4"})
+    target = board("ulx3s-85f")
+    engine = sweep_point._pnr_engine(hw, target)
+    assert engine == dataclasses.replace(hw.sparse, addr_width=15)     # the board's 32 KiB
+    payload = {"board": target.name, "engine": engine.to_dict(), "clock_mhz": 50.0,
+               "builds": str(tmp_path / "builds")}
+    first = sweep_point._pnr_main(payload)
+    assert not first["reused"] and first["fmax_mhz"] == 80.0
+    (name, config, macs, clock), = built
+    assert (name, macs, clock) == ("ulx3s-85f", 4, 50.0)
+    assert config.engine == engine and config.design_id == SPARSE_ENGINE.design_id
+    saved = json.loads((Path(first["build_dir"]) / "report.json").read_text())["design"]
+    assert saved == {"name": "sparse_engine", "config": config.to_dict()}
+    again = sweep_point._pnr_main(payload)
+    assert again["reused"] and again["build_dir"] == first["build_dir"] and len(built) == 1
 
 
 def test_verify_mismatch_is_recorded(tmp_path, monkeypatch):
@@ -191,14 +235,17 @@ def test_verify_runs_each_engine_in_verilator(tmp_path):
 
 
 @pytest.mark.slow
-def test_pnr_places_and_routes_the_gemm_top(tmp_path):
-    spec = load_spec(_spec(tmp_path, axes='array = ["2x2"]\nclock_mhz = [50]',
-                           extra="[gemm]\nmem_width = 32\nk_chunk = 16\n[softmax]\nl_max = 32\n"))
-    row = run_point(spec, {"array": "2x2", "clock_mhz": 50}, "k", pnr=True,
-                    cache=tmp_path / "cache")
+@pytest.mark.parametrize("pattern", ["dense", "2:4"])
+def test_pnr_places_and_routes_the_gemm_top(pattern, tmp_path):
+    """A 2x2 point, dense or 2:4 sparse, placed and routed on the ULX3S."""
+    spec = load_spec(_spec(tmp_path, axes='array = ["2x2"]\nclock_mhz = [50]\n'
+                                          'pattern = ["dense", "2:4"]',
+                           extra=_SMALL_ENGINE + "[softmax]\nl_max = 32\n"))
+    point = {"array": "2x2", "clock_mhz": 50, "pattern": pattern}
+    row = run_point(spec, point, "k", pnr=True, cache=tmp_path / "cache")
     assert row["status"] == "ok", row["reason"]
     assert row["fmax_mhz"] > 0 and row["pnr_luts"] > 0 and not row["pnr_reused"]
     assert row["layer_ms_fmax"] == pytest.approx(row["total_cycles"] / (row["fmax_mhz"] * 1e3))
-    again = run_point(spec, {"array": "2x2", "clock_mhz": 50}, "k", pnr=True,
-                      cache=tmp_path / "cache")
+    assert ("sparse_engine" in row["build_dir"]) == (pattern != "dense")
+    again = run_point(spec, point, "k", pnr=True, cache=tmp_path / "cache")
     assert again["pnr_reused"] and again["fmax_mhz"] == row["fmax_mhz"]
