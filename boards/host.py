@@ -145,6 +145,9 @@ def gemm_board_layout(top_config, a, b, *, int8=False, multiplier=1, shift=0, ta
     limit = (1 << engine.dim_width) - 1
     if max(m, k, n) > limit:
         raise ParameterError(f"M, K, N = {m}, {k}, {n}: this bitstream takes sizes up to {limit}")
+    for name, value, bits in (("multiplier", multiplier, 32), ("shift", shift, 6), ("tag", tag, 8)):
+        if not 0 <= value < 1 << bits:
+            raise ParameterError(f"{name} must be between 0 and {(1 << bits) - 1}, not {value}")
     operand = f"<i{esize}"
     if not top_config.sparse:
         if pattern is not None:
@@ -155,6 +158,8 @@ def gemm_board_layout(top_config, a, b, *, int8=False, multiplier=1, shift=0, ta
         if pattern is None:
             raise ParameterError("this bitstream's engine is N:M sparse: give the pattern of W")
         from bertforge.sim.sparse_golden import check_pattern, compress_nm
+        if len(pattern) != 2:
+            raise ParameterError(f"the pattern of W is two numbers (N, M), not {pattern}")
         pat_n, pat_m = check_pattern(*pattern, engine.m_max)
         if pat_m & (pat_m - 1):
             raise ParameterError(f"the sparse engine takes M a power of two, not {pat_n}:{pat_m}")

@@ -133,6 +133,8 @@ def gemm_top_config(target, clock_mhz, *, max_dsp=None, engine=None, sparse=Fals
     if engine is not None:
         sparse = isinstance(engine, SparseEngineConfig)
     fields = {**GEMM_BOARD_DEFAULTS.get(target.family, GEMM_BOARD_DEFAULTS[None]), **given}
+    if sparse and "command_queue" not in given:
+        fields.pop("command_queue", None)   # the sparse engine keeps its command queue
     if not sparse and not {"multiply_stages", "multiplier_cell"} & set(given):
         # ECP5: the PEs' multiplies in registered DSP blocks (as the systolic top).
         fields.update(ARRAY_MULTIPLY.get(target.family, {}))

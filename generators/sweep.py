@@ -329,33 +329,6 @@ def start_ray(address, cpus=None):
     return True
 
 
-def _start_ray_working(cpus, spec, todo, rows, options):
-    """Start Ray on this machine while this process runs model-only points
-    of ``todo`` itself, one at a time, so that Ray's start-up (seconds)
-    hides behind work; returns (whether Ray was started here, the rows done
-    meanwhile, the points left)."""
-    left, done, errors = collections.deque(todo), [], []
-    stop = threading.Event()
-
-    def work():
-        try:
-            while not stop.is_set() and left:
-                point, key = left.popleft()
-                done.extend(run_points(spec, [(point, key, rows.get(key))], options))
-        except BaseException as error:      # an internal bug: re-raised below
-            errors.append(error)
-    thread = threading.Thread(target=work, name="sweep-while-ray-starts", daemon=True)
-    thread.start()
-    try:
-        started = start_ray(None, cpus)
-    finally:
-        stop.set()
-        thread.join()
-    if errors:
-        raise errors[0]
-    return started, done, list(left)
-
-
 def _check_reachable(address, timeout=5.0):
     """A one-line :class:`CliError` unless ``address`` (``HOST:PORT`` of a
     Ray head's GCS) accepts a TCP connection within ``timeout`` seconds
@@ -446,16 +419,8 @@ def sweep(spec, out_dir, *, synth=False, pnr=False, verify=False, address=None, 
     previous_handler = signal.getsignal(signal.SIGTERM)
     started = False
     writer = TableWriter(out, rows)
-    early = []
-    start = time.monotonic()
     try:
-        if heavy or address or ray.is_initialized():
-            started = start_ray(address, cpus)
-        else:
-            started, early, todo = _start_ray_working(cpus, spec, todo, rows, options)
-            for row in early:
-                row["workload"] = workload
-            writer.add(early)
+        started = start_ray(address, cpus)
         if main_thread:         # after ray.init, which sets a handler of its own
             signal.signal(signal.SIGTERM, _on_sigterm)
         cpus_needed, memory = PNR_TASK if pnr else SYNTH_TASK if heavy else ANALYZE_TASK
@@ -475,7 +440,8 @@ def sweep(spec, out_dir, *, synth=False, pnr=False, verify=False, address=None, 
                 items, opts = (ready_first or queue).popleft()
                 pending[task.remote(spec, items, opts)] = items
         submit()
-        done_here, shown = len(early), 0.0
+        start = time.monotonic()
+        done_here, shown = 0, 0.0
         todo_keys = {k for _, k in todo}
         failed = sum(1 for k in keys if k not in todo_keys and rows[k]["status"] != "ok")
 

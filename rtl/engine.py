@@ -647,12 +647,11 @@ class Writer(wiring.Component):
         P, Mt, aw = config.panel, config.block_rows, config.acc_width
         slots = (2 * Mt - 1).bit_length()
         depth, width = vector_buffer(config)
-        vector = ReadPort.Signature(addr_width=(depth - 1).bit_length(), shape=unsigned(width))
         super().__init__({
             "chunk": In(stream.Signature(layout)),
             "acc_rd": In(ReadPort.Signature(addr_width=slots, shape=unsigned(P * aw))),
-            "bias_rd": In(vector),
-            "scale_rd": In(vector),
+            "bias_rd": read_port(depth, unsigned(width)),
+            "scale_rd": read_port(depth, unsigned(width)),
             "committed": In(1),
             "released": Out(1),
             "wr_req": Out(stream.Signature(write_request_layout(config))),
@@ -807,9 +806,9 @@ class Writer(wiring.Component):
         # gather into a beat (int8: piece ``at`` at byte ``Q * at``; int16:
         # at ``2Q * (at % 2)``).
         if cfg.compact:     # only what the gathering needs travels along
-            track = Signal(data.StructLayout({name: side.shape().members[name]
-                                              for name in ("int8", "int16", "emit", "at", "valid")}))
-            m.d.comb += track.eq(Cat(side.int8, side.int16, side.emit, side.at, side.valid))
+            kept = ("int8", "int16", "emit", "at", "valid")
+            track = Signal(project(side.shape(), kept))
+            m.d.comb += [getattr(track, name).eq(getattr(side, name)) for name in kept]
             final = delay(m, track, 2 + Requantizer.LATENCY, "wr_side", reset_less=False)
         else:
             final = delay(m, side, 2 + Requantizer.LATENCY, "wr_side", reset_less=False)

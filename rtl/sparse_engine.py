@@ -35,6 +35,9 @@ class SparseEngineConfig(GemmConfig):
             raise ParameterError(f"dataflow must be 'os' for the sparse engine, not {self.dataflow!r}")
         if self.bf16:
             raise ParameterError("arith must be 'int' for the sparse engine (integer PEs), not 'bf16'")
+        if self.command_queue != STAGE_QUEUE:
+            raise ParameterError(f"command_queue must be {STAGE_QUEUE} for the sparse engine (it "
+                                 f"keeps its own command queue), not {self.command_queue}")
         check_choice("m_max", self.m_max, (2, 4, 8, 16))
         if self.lanes % self.m_max:
             raise ParameterError(f"m_max must divide mem_width // width = {self.lanes}, not {self.m_max}")

@@ -63,9 +63,10 @@ _FLAGS = ("accumulate", "int8", "bias", "per_channel")
 
 
 def start_cycles(config):
-    """:data:`START` plus the scheduler's ``dim_width`` cycles of range
-    check, less the command queue's latency when the engine has none
-    (``command_queue`` 0; a queue of depth 1 takes 1 cycle, deeper ones 2)."""
+    """:data:`START` (with a command queue of depth 2 or more) plus the
+    scheduler's ``dim_width`` cycles of range check, less what a shallower
+    command queue saves: 2 cycles with none (``command_queue`` 0), 1 with a
+    queue of depth 1."""
     return START + config.dim_width - (2 - min(config.command_queue, 2))
 
 

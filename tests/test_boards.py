@@ -376,6 +376,11 @@ def test_gemm_board_layout_and_limits():
         gemm_board_layout(config, np.zeros((30, 30)), np.zeros((30, 30)))
     with pytest.raises(ValueError, match=r"do not multiply"):
         gemm_board_layout(config, np.zeros((2, 3)), np.zeros((2, 3)))
+    for flags, message in (({"shift": 64}, "shift must be between 0 and 63, not 64"),
+                           ({"multiplier": -1}, "multiplier must be between 0 and 4294967295"),
+                           ({"tag": 256}, "tag must be between 0 and 255")):
+        with pytest.raises(ValueError, match=f"^{message}"):
+            gemm_board_layout(config, a, b, **flags)
     with pytest.raises(ValueError, match=r"^engine.addr_width must be at most 16"):
         GemmTopConfig(design_id=GEMM.design_id, engine=board_engine_config(mem_kib=128))
 

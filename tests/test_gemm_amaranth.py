@@ -114,11 +114,17 @@ def run_engine(config, image, commands, limit=4000):
 SMALL = dict(command_queue=0, stage_queue=3, compact=True)
 
 
-@pytest.mark.parametrize("dataflow, knobs", [("os", {}), ("ws", {}), ("os", SMALL), ("ws", SMALL)],
-                         ids=["os", "ws", "os-small", "ws-small"])
+#: The compact writer with two lanes a piece and three pieces a row (panel 3
+#: of a 64-bit word: per-piece bias and scale words, lanes gathered).
+WIDE_SMALL = dict(SMALL, cols=3, mem_width=64)
+
+
+@pytest.mark.parametrize("dataflow, knobs", [("os", {}), ("ws", {}), ("os", SMALL), ("ws", SMALL),
+                                             ("os", WIDE_SMALL)],
+                         ids=["os", "ws", "os-small", "ws-small", "os-small-64"])
 def test_engine_with_bias_and_per_channel_scales(dataflow, knobs):
-    config = GemmConfig(rows=2, cols=2, dataflow=dataflow, mem_width=32, addr_width=12,
-                        k_chunk=8, m_tile=4, **knobs)
+    config = GemmConfig(**{**dict(rows=2, cols=2, dataflow=dataflow, mem_width=32, addr_width=12,
+                                  k_chunk=8, m_tile=4), **knobs})
     problems = [dict(m=3, k=11, n=5, bias=True, scale=np.array([3e-3, 1e-2, 5e-2, 1e-3, 2e-3])),
                 dict(m=2, k=4, n=3, bias=np.array([2**31 - 1, -2**31, 7])),
                 dict(m=2, k=2, n=2, int8=1, multiplier=2**32 - 1, shift=40),

@@ -96,6 +96,7 @@ def test_sparse_layout_runs_on_the_golden_engine(pattern, flags):
     ((2, 4), np.ones((8, 2), int), r"^W breaks the 2:4 pattern: weights are not 2:4 sparse: "
                                    r"group 0 \(rows 0\.\.3\) of column 0 has 4 non-zeros"),
     ((2, 4), np.zeros((800, 2), int), r"^A, B and C need \d+ bytes; the board memory holds 2048"),
+    ((2,), np.zeros((8, 2), int), r"^the pattern of W is two numbers \(N, M\), not \(2,\)$"),
 ])
 def test_sparse_layout_rejects(pattern, w, message):
     with pytest.raises(ValueError, match=message):

@@ -74,6 +74,8 @@ def test_results_equal_the_dense_product_of_the_pruned_weights(tmp_path):
 
 @pytest.mark.parametrize("fields, error, message", [
     ({"dataflow": "ws"}, ValueError, r"^dataflow must be 'os' for the sparse engine, not 'ws'$"),
+    ({"command_queue": 0}, ValueError,
+     r"^command_queue must be 4 for the sparse engine \(it keeps its own command queue\), not 0$"),
     ({"m_max": 3}, ValueError, r"^m_max must be 2, 4, 8 or 16, not 3$"),
     ({"m_max": "8"}, TypeError, r"^m_max must be an integer, not '8'$"),
     ({"m_max": 16, "mem_width": 64}, ValueError, r"^m_max must divide mem_width // width = 8, not 16$"),
