@@ -532,8 +532,7 @@ class Requantizer(wiring.Component):
     @staticmethod
     def _product(m, x, mult, shift, name):
         """Stages 1-3: the signed 66-bit ``x * mult`` and ``shift``, registered."""
-        def reg(shape, what):
-            return register(shape, f"{name}_{what}")
+        reg = _lane_register(name)
         # x * mult = xu * mult - 2**32 * mult (x < 0), xu = x as unsigned.
         xu = x.as_unsigned()
         xl, xh, ml, mh = xu[:16], xu[16:], mult[:16], mult[16:]
@@ -554,8 +553,7 @@ class Requantizer(wiring.Component):
 
     @classmethod
     def _lane(cls, m, x, mult, shift, wide, y, name):
-        def reg(shape, what):
-            return register(shape, f"{name}_{what}")
+        reg = _lane_register(name)
         product, s3 = cls._product(m, x, mult, shift, name)
         half = Signal(64, name=f"{name}_half")       # 2**(shift-1), 0 for shift 0
         m.d.comb += half.eq((Const(1, 64) << s3)[1:65])
@@ -571,33 +569,34 @@ class Requantizer(wiring.Component):
 
     @classmethod
     def _compact_lane(cls, m, x, mult, shift, wide, full, y, name):
-        def reg(shape, what):
-            return register(shape, f"{name}_{what}")
+        reg = _lane_register(name)
         product, s3 = cls._product(m, x, mult, shift, name)
         # Stage 4: p >> (8 * bytes) in a 33-bit window, whether it fits
         # there (the bits above are all sign), and the rounding bit p[s-1].
         window = reg(signed(33), "window")
-        fits = register(1, f"{name}_fits")
-        sign = register(1, f"{name}_sign")
-        round_bit = register(1, f"{name}_round")
+        fits, sign, round_bit = reg(1, "fits"), reg(1, "sign"), reg(1, "round")
         s4 = reg(3, "s4")
         fits_at = Cat(*[(product[8 * k + 32:].all() | ~product[8 * k + 32:].any())
                         if 8 * k + 32 < len(product) else Const(1) for k in range(8)])
         m.d.sync += [window.eq((product >> Cat(Const(0, 3), s3[3:]))[:33]),
                      fits.eq(fits_at.bit_select(s3[3:], 1)), sign.eq(product[-1]),
                      round_bit.eq(Cat(Const(0, 1), product).bit_select(s3, 1)), s4.eq(s3[:3])]
-        # Stage 5: shifted by the rest, rounded.
+        # Stage 5: shifted by the rest, rounded; a value past the window
+        # becomes the 34-bit bound of its sign (which saturates either width).
         fine = reg(signed(34), "fine")
-        fits5, sign5 = delay(m, fits, 1, f"{name}_fits5"), delay(m, sign, 1, f"{name}_sign5")
-        m.d.sync += fine.eq((window >> s4) + round_bit)
-        # Stage 6: saturated (a value past the window saturates either width).
-        hi16, lo16, hi8, lo8 = (1 << 15) - 1, -(1 << 15), 127, -128
-        sat = Mux(wide, Mux(sign5, lo16, hi16), Mux(sign5, lo8, hi8))
+        m.d.sync += fine.eq(Mux(fits, (window >> s4) + round_bit,
+                                Mux(sign, -(1 << 33), (1 << 33) - 1)))
+        # Stage 6: saturated.
         clamped = reg(signed(32), "clamped")
         m.d.sync += clamped.eq(Mux(full, fine[:32].as_signed(),
-                                   Mux(fits5, Mux(wide, clamp(fine, 16), clamp(fine, 8)), sat)))
+                                   Mux(wide, clamp(fine, 16), clamp(fine, 8))))
         # Stage 7: the output register.
         m.d.sync += y.eq(clamped)
+
+
+def _lane_register(name):
+    """``reg(shape, what)``: a pipeline register ``{name}_{what}`` of a requantizer lane."""
+    return lambda shape, what: register(shape, f"{name}_{what}")
 
 
 def writer_fields():
