@@ -200,20 +200,17 @@ class SparseEngine(StagedEngine):
         held = Signal(sparse_command_layout(cfg))
         bad = Signal()
         shift = Signal(range(5))
-        rows_c = Signal(cfg.dim_width + 1)      # compressed rows of the whole command
-        b_end = Signal(aw + cfg.dim_width + 3)
-        i_end = Signal(aw + cfg.dim_width + 3)
         power = Signal()
         for s in range(cfg.m_max.bit_length()):
             with m.If(held.pat_m == 1 << s):
                 m.d.comb += [shift.eq(s), power.eq(1)]
-        m.d.comb += [
-            rows_c.eq(((held.k + held.pat_m - 1) >> shift) * held.pat_n),
-            b_end.eq(held.b_addr + (rows_c - 1) * held.b_stride + held.n * esize),
-            i_end.eq(held.idx_addr + (rows_c - 1) * held.idx_stride + held.n),
-        ]
-        check = (~power | (held.pat_n == 0) | (held.pat_n > held.pat_m) | (held.k == 0)
-                 | (b_end > (1 << aw)) | (i_end > (1 << aw)))
+        # The check in three registered steps (each a multiply or a compare:
+        # the array's clock): compressed rows of the whole command, the end
+        # addresses of values and indices, then the verdict.
+        rows_c = Signal(cfg.dim_width + 1)
+        bad_pattern = Signal()
+        b_end = Signal(aw + cfg.dim_width + 3)
+        i_end = Signal(aw + cfg.dim_width + 3)
         # Extras of the command the scheduler is cutting now.
         cur = Signal(sparse_command_layout(cfg))
         cur_shift = Signal(range(5))
@@ -222,9 +219,22 @@ class SparseEngine(StagedEngine):
                 m.d.comb += cmd_q.o.ready.eq(1)
                 with m.If(cmd_q.o.valid):
                     m.d.sync += held.eq(head)
-                    m.next = "CHECK"
+                    m.next = "ROWS"
+            with m.State("ROWS"):
+                m.d.sync += [
+                    rows_c.eq(((held.k + held.pat_m - 1) >> shift) * held.pat_n),
+                    bad_pattern.eq(~power | (held.pat_n == 0) | (held.pat_n > held.pat_m)
+                                   | (held.k == 0)),
+                ]
+                m.next = "ENDS"
+            with m.State("ENDS"):
+                m.d.sync += [
+                    b_end.eq(held.b_addr + (rows_c - 1) * held.b_stride + held.n * esize),
+                    i_end.eq(held.idx_addr + (rows_c - 1) * held.idx_stride + held.n),
+                ]
+                m.next = "CHECK"
             with m.State("CHECK"):
-                m.d.sync += bad.eq(check)
+                m.d.sync += bad.eq(bad_pattern | (b_end > (1 << aw)) | (i_end > (1 << aw)))
                 m.next = "OFFER"
             with m.State("OFFER"):
                 for name in command_layout(cfg).members:
