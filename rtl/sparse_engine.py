@@ -3,7 +3,7 @@ buffers, accumulator and writer around an N:M sparse array."""
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 
@@ -199,16 +199,17 @@ class SparseEngine(StagedEngine):
         wiring.connect(m, wiring.flipped(self.cmd), cmd_q.i)
         held = Signal(sparse_command_layout(cfg))
         bad = Signal()
+        # The check in registered steps, each within the array's clock: M's
+        # log2 (held with the command), K's groups of M, the compressed rows
+        # of the whole command, the products of rows and strides, the end
+        # addresses of values and indices, the verdict.
         shift = Signal(range(5))
         power = Signal()
-        for s in range(cfg.m_max.bit_length()):
-            with m.If(held.pat_m == 1 << s):
-                m.d.comb += [shift.eq(s), power.eq(1)]
-        # The check in three registered steps (each a multiply or a compare:
-        # the array's clock): compressed rows of the whole command, the end
-        # addresses of values and indices, then the verdict.
+        groups = Signal(cfg.dim_width)
         rows_c = Signal(cfg.dim_width + 1)
         bad_pattern = Signal()
+        b_span = Signal(signed(aw + cfg.dim_width + 3))
+        i_span = Signal(signed(aw + cfg.dim_width + 3))
         b_end = Signal(aw + cfg.dim_width + 3)
         i_end = Signal(aw + cfg.dim_width + 3)
         # Extras of the command the scheduler is cutting now.
@@ -218,20 +219,28 @@ class SparseEngine(StagedEngine):
             with m.State("IDLE"):
                 m.d.comb += cmd_q.o.ready.eq(1)
                 with m.If(cmd_q.o.valid):
-                    m.d.sync += held.eq(head)
-                    m.next = "ROWS"
-            with m.State("ROWS"):
+                    m.d.sync += [held.eq(head), power.eq(0)]
+                    for s in range(cfg.m_max.bit_length()):
+                        with m.If(head.pat_m == 1 << s):
+                            m.d.sync += [shift.eq(s), power.eq(1)]
+                    m.next = "GROUPS"
+            with m.State("GROUPS"):
                 m.d.sync += [
-                    rows_c.eq(((held.k + held.pat_m - 1) >> shift) * held.pat_n),
+                    groups.eq((held.k + held.pat_m - 1) >> shift),
                     bad_pattern.eq(~power | (held.pat_n == 0) | (held.pat_n > held.pat_m)
                                    | (held.k == 0)),
                 ]
+                m.next = "ROWS"
+            with m.State("ROWS"):
+                m.d.sync += rows_c.eq(groups * held.pat_n)
+                m.next = "SPANS"
+            with m.State("SPANS"):
+                m.d.sync += [b_span.eq((rows_c - 1) * held.b_stride),
+                             i_span.eq((rows_c - 1) * held.idx_stride)]
                 m.next = "ENDS"
             with m.State("ENDS"):
-                m.d.sync += [
-                    b_end.eq(held.b_addr + (rows_c - 1) * held.b_stride + held.n * esize),
-                    i_end.eq(held.idx_addr + (rows_c - 1) * held.idx_stride + held.n),
-                ]
+                m.d.sync += [b_end.eq(held.b_addr + b_span + held.n * esize),
+                             i_end.eq(held.idx_addr + i_span + held.n)]
                 m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.sync += bad.eq(bad_pattern | (b_end > (1 << aw)) | (i_end > (1 << aw)))
@@ -246,19 +255,28 @@ class SparseEngine(StagedEngine):
                     m.d.sync += [cur.eq(held), cur_shift.eq(shift)]
                     m.next = "IDLE"
 
-        # The chunk descriptors with the command's extras.
+        # The chunk descriptors with the command's extras, through a
+        # register: K's groups of M are counted before it, multiplied by N
+        # after it (no add, shift and multiply in one cycle).
+        held_chunk = Signal(_sparse_chunk_layout(cfg))
+        groups = Signal(range(cfg.k_chunk + 1))
         chunk = stream.Signature(_sparse_chunk_layout(cfg)).create()
-        full = chunk.payload
-        for name in chunk_layout(cfg).members:
-            m.d.comb += getattr(full, name).eq(getattr(sched.chunk.payload, name))
-        m.d.comb += [
-            full.b_stride.eq(cur.b_stride), full.pat_n.eq(cur.pat_n), full.pat_m.eq(cur.pat_m),
-            full.m_shift.eq(cur_shift),
-            full.kc_len.eq(((sched.chunk.payload.k_len + cur.pat_m - 1) >> cur_shift) * cur.pat_n),
-            full.idx_base.eq(cur.idx_addr + ((sched.chunk.payload.b_base - cur.b_addr) >> (esize - 1))),
-            full.idx_stride.eq(cur.idx_stride),
-            chunk.valid.eq(sched.chunk.valid), sched.chunk.ready.eq(chunk.ready),
-        ]
+        load = ~chunk.valid | chunk.ready
+        with m.If(load):
+            m.d.sync += chunk.valid.eq(sched.chunk.valid)
+            for name in chunk_layout(cfg).members:
+                m.d.sync += getattr(held_chunk, name).eq(getattr(sched.chunk.payload, name))
+            m.d.sync += [
+                held_chunk.b_stride.eq(cur.b_stride), held_chunk.pat_n.eq(cur.pat_n),
+                held_chunk.pat_m.eq(cur.pat_m), held_chunk.m_shift.eq(cur_shift),
+                held_chunk.idx_base.eq(
+                    cur.idx_addr + ((sched.chunk.payload.b_base - cur.b_addr) >> (esize - 1))),
+                held_chunk.idx_stride.eq(cur.idx_stride),
+                groups.eq((sched.chunk.payload.k_len + cur.pat_m - 1) >> cur_shift),
+            ]
+        m.d.comb += [chunk.payload.eq(held_chunk),
+                     chunk.payload.kc_len.eq(groups * held_chunk.pat_n),
+                     sched.chunk.ready.eq(load)]
         return chunk
 
     def array(self):

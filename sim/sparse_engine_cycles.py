@@ -6,8 +6,8 @@ changes: a tile of a chunk streams ``ceil(k_len / M) * N`` compressed beats
 (occupying ``max(beats, rows)`` array cycles), and a chunk loads
 ``2 * ceil(k_len / M) * N`` weight rows (values and indices) instead of
 ``k_len`` (plus, as there, old C, bias and scale words in a block's first
-chunk). Commands pass a 4-cycle pattern check before the scheduler
-(:data:`START` is the dense engine's plus 4). Compute bound:
+chunk). Commands pass a 6-cycle pattern check before the scheduler, and chunk
+descriptors a register after it (:data:`START` is the dense engine's plus 7). Compute bound:
 
     cycles = START + max(lat, 2) + beats(first chunk) + sparse_cycles(all tiles)
              + END + rows(last block) * ceil(n_len(last block) / Q)
@@ -22,7 +22,7 @@ __all__ = ["sparse_engine_cycles", "sparse_ideal_cycles", "START"]
 
 #: Cycles from the first command handshake to the first read request, plus
 #: from the last read beat of a chunk to its first operand handshake.
-START = DENSE_START + 4
+START = DENSE_START + 7
 
 
 def sparse_ideal_cycles(config, cmd):
