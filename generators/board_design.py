@@ -123,10 +123,11 @@ def gemm_top_config(target, clock_mhz, *, max_dsp=None, engine=None, sparse=Fals
     :data:`GEMM_BOARD_DEFAULTS` with the ``given`` engine fields and
     ``mem_kib`` over them (``sparse``: the N:M sparse engine, ``m_max``
     among the fields; a given ``engine``'s type decides); the UART divisor of
-    ``clock_mhz``; the design id of :func:`engine_design`. The dense engine
-    also gets ``max_dsp`` (default: the board's DSP count) and the family's
-    :data:`~bertforge.boards.targets.ARRAY_MULTIPLY` unless ``given`` sets
-    the multiply fields; the sparse array takes neither."""
+    ``clock_mhz``; the design id of :func:`engine_design`. Either engine
+    gets the family's :data:`~bertforge.boards.targets.ARRAY_MULTIPLY`
+    unless ``given`` sets the multiply fields; the dense engine also gets
+    ``max_dsp`` (default: the board's DSP count; the sparse array has no
+    DSP limit)."""
     from bertforge.boards.gemm_top import GemmTopConfig, board_engine_config
     from bertforge.boards.targets import ARRAY_MULTIPLY
     from bertforge.rtl.sparse_engine import SparseEngineConfig
@@ -135,7 +136,7 @@ def gemm_top_config(target, clock_mhz, *, max_dsp=None, engine=None, sparse=Fals
     fields = {**GEMM_BOARD_DEFAULTS.get(target.family, GEMM_BOARD_DEFAULTS[None]), **given}
     if sparse and "command_queue" not in given:
         fields.pop("command_queue", None)   # the sparse engine keeps its command queue
-    if not sparse and not {"multiply_stages", "multiplier_cell"} & set(given):
+    if not {"multiply_stages", "multiplier_cell"} & set(given):
         # ECP5: the PEs' multiplies in registered DSP blocks (as the systolic top).
         fields.update(ARRAY_MULTIPLY.get(target.family, {}))
     kib = fields.pop("mem_kib")

@@ -28,7 +28,7 @@ from amaranth.lib.wiring import In, Out
 from .arith import SaturatingIntArith
 from .params import Config, check_choice, check_instance, check_int, check_operands, check_size
 from .stream import delay, stage
-from .systolic import os_readout, output_queue, push_rows, skew_rows
+from .systolic import check_multiply, os_readout, output_queue, push_rows, skew_rows
 from .systolic_pe import _PE
 
 __all__ = ["SparseConfig", "SparseArray", "SparseOutputStationaryPE"]
@@ -52,6 +52,11 @@ class SparseConfig(Config):
     max_dsp : int or None
         At most this many PEs (row-major) multiply with ``*`` (DSP blocks);
         the others build the product from logic. ``None``: all use ``*``.
+    multiply_stages, multiplier_cell
+        The PEs' multiply pipeline, as :class:`~bertforge.rtl.systolic.SystolicConfig`'s
+        (2 or 3 stages register the picked activation and the weight before
+        the multiply: ECP5 boards use ``"ecp5"`` and 3); each stage adds a
+        cycle of latency.
     """
 
     rows: int = 4
@@ -60,8 +65,10 @@ class SparseConfig(Config):
     width: int = 8
     acc_width: int = 32
     max_dsp: int = None
+    multiply_stages: int = 1
+    multiplier_cell: str = "inferred"
 
-    LATE_FIELDS = ("max_dsp",)
+    LATE_FIELDS = ("max_dsp", "multiply_stages", "multiplier_cell")
 
     def __post_init__(self):
         check_size(self, 256)
@@ -69,6 +76,7 @@ class SparseConfig(Config):
         check_operands(self, 48)
         if self.max_dsp is not None:
             check_int("max_dsp", self.max_dsp, minimum=0)
+        check_multiply(self)
 
     @property
     def name(self):
@@ -112,12 +120,13 @@ class SparseOutputStationaryPE(_PE):
 
     The window (``m_max`` activations) and its flags move right, the weight
     and its index move down, one register each per PE. The product of the
-    selected activation is registered (one multiplier stage), then
-    accumulated with saturation; a beat flagged ``last`` moves the sum to
-    ``result`` (``result_valid`` pulses) and restarts ``acc`` at zero.
+    selected activation takes the arithmetic's ``multiply_stages`` registers
+    (S), then is accumulated with saturation; a beat flagged ``last`` moves
+    the sum to ``result`` (``result_valid`` pulses) and restarts ``acc`` at
+    zero.
 
-    Latency: ``result`` is valid 2 cycles after the last beat is on the
-    inputs, as in :class:`~bertforge.rtl.systolic_pe.OutputStationaryPE`.
+    Latency: ``result`` is valid ``S + 1`` cycles after the last beat is on
+    the inputs, as in :class:`~bertforge.rtl.systolic_pe.OutputStationaryPE`.
     Like it, it is added to the array's module by ``add_to(m)``.
     """
 
@@ -137,21 +146,17 @@ class SparseOutputStationaryPE(_PE):
     def add_to(self, m):
         arith = self.arith
         picked = self._signal("picked", arith.operand_shape)
-        product = self._signal("product", arith.product_shape)
-        product_valid = self._signal("product_valid", flag=True)
-        product_last = self._signal("product_last", flag=True)
         acc = self._signal("acc", arith.acc_shape, flag=True)
         total = self._signal("total", arith.acc_shape)
         m.d.comb += picked.eq(self.win_in[self.idx_in])
+        product, product_valid, product_last = self._staged_product(
+            m, picked, self.w_in, self.valid_in, self.valid_in & self.last_in)
         m.d.sync += [
             self.win_out.eq(self.win_in),
             self.w_out.eq(self.w_in),
             self.idx_out.eq(self.idx_in),
             self.valid_out.eq(self.valid_in),
             self.last_out.eq(self.last_in),
-            product.eq(arith.multiply(picked, self.w_in)),
-            product_valid.eq(self.valid_in),
-            product_last.eq(self.valid_in & self.last_in),
             self.result_valid.eq(product_last),
         ]
         self._accumulate(m, acc, total, product, product_valid, product_last)
@@ -178,8 +183,8 @@ class SparseArray(wiring.Component):
     Throughput and latency (ready consumer, operands always valid): a tile
     of B compressed beats (``B = ceil(K/M) * N``) occupies ``max(B, R)``
     cycles, so N:M runs ``M/N`` times faster than dense once ``B >= R``; the
-    last result row leaves ``R + C + 4`` cycles after the tile's last beat
-    is accepted. :func:`bertforge.sim.sparse_cycles.sparse_cycles` is
+    last result row leaves ``R + C + S + 3`` cycles after the tile's last
+    beat is accepted (S: ``multiply_stages``). :func:`bertforge.sim.sparse_cycles.sparse_cycles` is
     the exact model (the dense OS formula over compressed beats).
 
     Cost over the dense OS PE: the window register (``m_max * width`` bits
@@ -203,8 +208,10 @@ class SparseArray(wiring.Component):
         m = Module()
         cfg = self.config
         rows, cols = cfg.rows, cfg.cols
-        dsp = SaturatingIntArith(cfg.width, cfg.acc_width)
-        logic = SaturatingIntArith(cfg.width, cfg.acc_width, logic_multiplier=True)
+        dsp = SaturatingIntArith(cfg.width, cfg.acc_width, multiply_stages=cfg.multiply_stages,
+                                 cell=cfg.multiplier_cell)
+        logic = SaturatingIntArith(cfg.width, cfg.acc_width, logic_multiplier=True,
+                                   multiply_stages=cfg.multiply_stages)
         limit = rows * cols if cfg.max_dsp is None else cfg.max_dsp
         pes = [[SparseOutputStationaryPE(dsp if i * cols + j < limit else logic, cfg, f"pe_{i}_{j}")
                 for j in range(cols)] for i in range(rows)]

@@ -50,7 +50,8 @@ class SparseEngineConfig(GemmConfig):
     def sparse(self):
         """The config of the engine's :class:`SparseArray`."""
         return SparseConfig(rows=self.rows, cols=self.cols, m_max=self.m_max, width=self.width,
-                              acc_width=self.acc_width)
+                            acc_width=self.acc_width, multiply_stages=self.multiply_stages,
+                            multiplier_cell=self.multiplier_cell)
 
     @property
     def pattern_bits(self):
@@ -257,11 +258,16 @@ class SparseEngine(StagedEngine):
 
         # The chunk descriptors with the command's extras, through a
         # register: K's groups of M are counted before it, multiplied by N
-        # after it (no add, shift and multiply in one cycle).
+        # after it (no add, shift and multiply in one cycle). It takes a
+        # descriptor only when empty (ready from a register: no path from
+        # the stage queues' levels through to the scheduler), so at most one
+        # every other cycle.
         held_chunk = Signal(_sparse_chunk_layout(cfg))
         groups = Signal(range(cfg.k_chunk + 1))
         chunk = stream.Signature(_sparse_chunk_layout(cfg)).create()
-        load = ~chunk.valid | chunk.ready
+        load = ~chunk.valid
+        with m.If(chunk.ready):
+            m.d.sync += chunk.valid.eq(0)
         with m.If(load):
             m.d.sync += chunk.valid.eq(sched.chunk.valid)
             for name in chunk_layout(cfg).members:

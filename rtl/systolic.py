@@ -13,7 +13,7 @@ from .stream import Queue, delay, row_layout, stage
 from .systolic_pe import OutputStationaryPE, WeightStationaryPE
 from bertforge.rtl.errors import ParameterError
 
-__all__ = ["SystolicConfig", "SystolicArray", "QUEUE_LATENCY", "ARITHS", "pe_arith"]
+__all__ = ["SystolicConfig", "SystolicArray", "QUEUE_LATENCY", "ARITHS", "pe_arith", "check_multiply"]
 
 #: Cycles from a row entering the output queue to it being offered on ``c``.
 QUEUE_LATENCY = 2
@@ -87,11 +87,7 @@ class SystolicConfig(Config):
                                  f"not {self.acc_width!r}")
         if self.max_dsp is not None:
             check_int("max_dsp", self.max_dsp, minimum=0)
-        check_choice("multiply_stages", self.multiply_stages, (1, 2, 3))
-        check_choice("multiplier_cell", self.multiplier_cell, MULTIPLIER_CELLS)
-        if self.multiplier_cell == "ecp5" and self.multiply_stages == 1:
-            raise ParameterError("multiplier_cell 'ecp5' uses the MULT18X18D's input and output "
-                             "registers: set multiply_stages to 2 or 3")
+        check_multiply(self)
 
     @property
     def name(self):
@@ -120,6 +116,16 @@ class SystolicConfig(Config):
         if self.dataflow == "os":
             return self.cols + 2 * self.rows + 8
         return self.rows + self.cols + 8
+
+
+def check_multiply(config):
+    """Validate ``config.multiply_stages`` (1, 2 or 3) and
+    ``config.multiplier_cell`` (``"ecp5"`` needs 2 or 3 stages)."""
+    check_choice("multiply_stages", config.multiply_stages, (1, 2, 3))
+    check_choice("multiplier_cell", config.multiplier_cell, MULTIPLIER_CELLS)
+    if config.multiplier_cell == "ecp5" and config.multiply_stages == 1:
+        raise ParameterError("multiplier_cell 'ecp5' uses the MULT18X18D's input and output "
+                             "registers: set multiply_stages to 2 or 3")
 
 
 def pe_arith(config, *, logic=False):

@@ -26,6 +26,20 @@ class _PE:
         """A data register (no reset) or, with ``flag``, one that resets to 0."""
         return Signal(shape, name=f"{self.name}_{suffix}", reset_less=not flag)
 
+    def _staged_product(self, m, a, b, valid, last):
+        """``a * b`` (:meth:`registered_product`) and ``valid`` and ``last``
+        delayed with it: ``(product, product_valid, product_last)``,
+        ``multiply_stages`` cycles later."""
+        arith = self.arith
+        product = arith.registered_product(m, a, b, self.name)
+        for stage in range(arith.multiply_stages):
+            suffix = "" if stage == arith.multiply_stages - 1 else f"_s{stage}"
+            valid_reg = self._signal("product_valid" + suffix, flag=True)
+            last_reg = self._signal("product_last" + suffix, flag=True)
+            m.d.sync += [valid_reg.eq(valid), last_reg.eq(last)]
+            valid, last = valid_reg, last_reg
+        return product, valid, last
+
     def _accumulate(self, m, acc, total, product, valid, last):
         """``total = arith.accumulate(acc, product)`` (a saturating add, or a
         rounded binary32 add); a ``valid`` product is added to
@@ -66,15 +80,8 @@ class OutputStationaryPE(_PE):
 
     def add_to(self, m):
         arith = self.arith
-        product = arith.registered_product(m, self.a_in, self.b_in, self.name)
-        valid, last = self.valid_in, self.valid_in & self.last_in
-        for stage in range(arith.multiply_stages):
-            suffix = "" if stage == arith.multiply_stages - 1 else f"_s{stage}"
-            valid_reg = self._signal("product_valid" + suffix, flag=True)
-            last_reg = self._signal("product_last" + suffix, flag=True)
-            m.d.sync += [valid_reg.eq(valid), last_reg.eq(last)]
-            valid, last = valid_reg, last_reg
-        product_valid, product_last = valid, last
+        product, product_valid, product_last = self._staged_product(
+            m, self.a_in, self.b_in, self.valid_in, self.valid_in & self.last_in)
         acc = self._signal("acc", arith.acc_shape, flag=True)
         total = self._signal("total", arith.acc_shape)
         m.d.sync += [

@@ -29,13 +29,14 @@ def nm_tile_period(config, beats):
 
 def sparse_cycles(config, beats):
     """Cycles to run tiles of ``beats`` compressed beats each back to back:
-    ``B_0 + sum(max(B_t, R) for t >= 1) + R + C + 2 + Q`` (``Q`` is
-    :data:`~bertforge.rtl.systolic.QUEUE_LATENCY`)."""
+    ``B_0 + sum(max(B_t, R) for t >= 1) + R + C + S + 1 + Q`` (``S`` is the
+    PEs' ``multiply_stages``, ``Q`` :data:`~bertforge.rtl.systolic.QUEUE_LATENCY`),
+    the dense OS formula over compressed beats."""
     beats = list(beats)
     if not beats or any(b < 1 for b in beats):
         raise ParameterError("beats must be a non-empty list of positive tile lengths")
     body = beats[0] + sum(nm_tile_period(config, b) for b in beats[1:])
-    return body + config.rows + config.cols + 2 + QUEUE_LATENCY
+    return body + config.rows + config.cols + config.multiply_stages + 1 + QUEUE_LATENCY
 
 
 def nm_gemm_tiles(config, m_rows, n_cols):

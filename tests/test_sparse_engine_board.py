@@ -117,15 +117,18 @@ def _build_args(*flags):
 
 def test_build_design_makes_the_sparse_engine_top():
     """``build --design sparse_engine``: the GEMM top around a sparse engine
-    of the family's default size, its own design id, no DSP limit and no
-    ECP5 multiply fields (the sparse array has neither); its build plan
-    holds the engine; a sweep point's sparse engine maps to the same design."""
+    of the family's default size, its own design id, no DSP limit and the
+    ECP5 multiply fields (registered MULT18X18Ds, as the dense engine's);
+    its build plan holds the engine; a sweep point's sparse engine maps to
+    the same design."""
     target = board("ulx3s-85f")
     config = SPARSE_ENGINE.top_config(SPARSE_ENGINE.design_id,
                                       _build_args("--rows", "4", "--cols", "4", "--m-max", "4"),
                                       100.0, target)
     assert config.design_id == SPARSE_ENGINE.design_id == 8 and config.sparse
-    assert config.max_dsp is None and config.engine.multiply_stages == 1
+    assert config.max_dsp is None
+    assert (config.engine.multiply_stages, config.engine.multiplier_cell) == (3, "ecp5")
+    assert config.engine.sparse.multiply_stages == 3
     assert (config.engine.rows, config.engine.m_max, config.engine.addr_width) == (4, 4, 15)
     assert SPARSE_ENGINE.per_cycle(config) == 16
     assert SPARSE_ENGINE.top(config).config is config

@@ -3,6 +3,8 @@ HDL harness (one build: 2x2 array, m_max 8, 64-bit memory, K chunks of 32),
 against the golden model (the dense engine's on the decompressed weights)
 and the cycle model; plus its config checks and models without a simulator."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -17,15 +19,18 @@ from bertforge.sim.sparse_golden import prune_nm
 TINY = SparseEngineConfig(rows=2, cols=2, mem_width=64, k_chunk=32, m_tile=16, m_max=8, addr_width=15)
 
 
-def test_compute_bound_commands_match_golden_and_cycle_model(tmp_path):
-    """Full panels, several K chunks, every M of the array: measured == model."""
+@pytest.mark.parametrize("config", [TINY, dataclasses.replace(TINY, multiply_stages=3)],
+                         ids=["1-multiply-stage", "3-multiply-stages"])
+def test_compute_bound_commands_match_golden_and_cycle_model(config, tmp_path):
+    """Full panels, several K chunks, every M of the array: measured == model
+    (also with the multiply pipeline of the ECP5 board tops)."""
     problems = [dict(m=4, k=64, n=8, pat_n=4, pat_m=8), dict(m=2, k=61, n=8, pat_n=3, pat_m=4),
                 dict(m=4, k=64, n=8, pat_n=8, pat_m=8), dict(m=4, k=64, n=8, pat_n=2, pat_m=8),
                 dict(m=4, k=64, n=8, pat_n=1, pat_m=4), dict(m=2, k=96, n=8, pat_n=2, pat_m=8)]
-    image, commands = layout_sparse_problems(TINY, problems, np.random.default_rng(1))
-    model = sparse_engine_cycles(TINY, commands)
+    image, commands = layout_sparse_problems(config, problems, np.random.default_rng(1))
+    model = sparse_engine_cycles(config, commands)
     assert model["exact"] and model["bound"] == "compute"
-    result = simulate_sparse_engine(TINY, image, commands, seed=1, workdir=tmp_path)
+    result = simulate_sparse_engine(config, image, commands, seed=1, workdir=tmp_path)
     assert result["passed"], result["log"]
     assert result["match"]
     assert result["cycles"] == result["model_cycles"] == model["cycles"]

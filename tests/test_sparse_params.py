@@ -13,6 +13,10 @@ test_bad_parameters, test_component_needs_a_config = config_tests(
     ({"m_max": 3}, ValueError, r"^m_max must be 2, 4, 8 or 16, not 3$"),
     ({"m_max": 32}, ValueError, r"^m_max must be 2, 4, 8 or 16, not 32$"),
     ({"m_max": "8"}, TypeError, r"^m_max must be an integer, not '8'$"),
+    ({"multiply_stages": 4}, ValueError, r"^multiply_stages must be 1, 2 or 3, not 4$"),
+    ({"multiplier_cell": "ecp5"}, ValueError,
+     r"^multiplier_cell 'ecp5' uses the MULT18X18D's input and output registers: set multiply_stages to 2 or 3$"),
+    ({"multiplier_cell": "dsp48"}, ValueError, r"^multiplier_cell must be 'inferred' or 'ecp5', not 'dsp48'$"),
 ], article="an")
 
 
