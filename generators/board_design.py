@@ -92,20 +92,25 @@ def _depth(args, target, least):
 
 def _systolic_top_config(design_id, args, clock_mhz, target):
     from bertforge.boards.systolic_top import SystolicTopConfig
-    from bertforge.boards.targets import ARRAY_MULTIPLY
-    array = _with_dsps(config_from_args("systolic", args), target)
-    if (target.family in ARRAY_MULTIPLY and args.cfg_multiply_stages is None
-            and args.cfg_multiplier_cell is None and array.multiply_stages == 1):
-        # ECP5: MULT18X18D with its own input and output registers and a
-        # fabric register after it (two more cycles of latency), for Fmax.
-        array = dataclasses.replace(array, **ARRAY_MULTIPLY[target.family])
+    array = _with_array_multiply(_with_dsps(config_from_args("systolic", args), target), args, target)
     return SystolicTopConfig(array=array, divisor=_divisor(clock_mhz), k_max=_k_max(args),
                              design_id=design_id)
 
 
+def _with_array_multiply(array, args, target):
+    """ECP5: the PEs' multiplies in MULT18X18Ds with their own input and
+    output registers and a fabric register after them (two more cycles of
+    latency), for Fmax, unless the command line sets the multiply fields."""
+    from bertforge.boards.targets import ARRAY_MULTIPLY
+    if (target.family in ARRAY_MULTIPLY and args.cfg_multiply_stages is None
+            and args.cfg_multiplier_cell is None and array.multiply_stages == 1):
+        array = dataclasses.replace(array, **ARRAY_MULTIPLY[target.family])
+    return array
+
+
 def _sparse_top_config(design_id, args, clock_mhz, target):
     from bertforge.boards.sparse_top import SparseTopConfig
-    array = _with_dsps(config_from_args("sparse", args), target)
+    array = _with_array_multiply(_with_dsps(config_from_args("sparse", args), target), args, target)
     return SparseTopConfig(array=array, divisor=_divisor(clock_mhz), k_max=_k_max(args),
                            design_id=design_id)
 

@@ -1,6 +1,7 @@
 """The N:M sparse array's board top-level: config checks, memory images,
 the whole top in Verilator over the bit-level UART, the CLI."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -94,14 +95,17 @@ def test_sparse_tile_bytes_rejects(a_shape, w, n, m, message):
         sparse_tile_bytes(config, np.zeros(a_shape, int), w, n, m)
 
 
-def test_sparse_board_top_over_uart_in_verilator(tmp_path):
+@pytest.mark.parametrize("array", [
+    ARRAY, dataclasses.replace(ARRAY, multiply_stages=3, multiplier_cell="ecp5")],
+    ids=["1-multiply-stage", "ecp5-multipliers"])   # what ECP5 boards build
+def test_sparse_board_top_over_uart_in_verilator(array, tmp_path):
     """Tiles at 2:4, 1:8 (partial last group; one beat, fewer than R), dense
     8:8 at K = k_max with -128 everywhere (saturates the 20-bit accumulators),
     3:8 with -128 x 127, each after a corrupted frame (rejected, the link goes
     on); results bit-exact, cycles = the array's cycle model + 1; bad RUNs
     (0 groups, 0 beats, beats or groups > k_max) rejected; RUNs whose counts
     disagree with B's group_end bits finish (no hang); then a good run."""
-    config = SparseTopConfig(design_id=SPARSE.design_id, array=ARRAY, divisor=8, k_max=64)
+    config = SparseTopConfig(design_id=SPARSE.design_id, array=array, divisor=8, k_max=64)
     rng = np.random.default_rng(11)
     cases = [(2, 4, 20, None), (1, 8, 37, None), (1, 8, 3, None), (8, 8, 64, (-128, -128)),
              (3, 8, 24, (-128, 127))]
