@@ -128,11 +128,12 @@ def gemm_top_config(target, clock_mhz, *, max_dsp=None, engine=None, sparse=Fals
     :data:`GEMM_BOARD_DEFAULTS` with the ``given`` engine fields and
     ``mem_kib`` over them (``sparse``: the N:M sparse engine, ``m_max``
     among the fields; a given ``engine``'s type decides); the UART divisor of
-    ``clock_mhz``; the design id of :func:`engine_design`. Either engine
-    gets the family's :data:`~bertforge.boards.targets.ARRAY_MULTIPLY`
-    unless ``given`` sets the multiply fields; the dense engine also gets
-    ``max_dsp`` (default: the board's DSP count; the sparse array has no
-    DSP limit)."""
+    ``clock_mhz``; the design id of :func:`engine_design`. Without
+    ``engine``, either engine gets the family's
+    :data:`~bertforge.boards.targets.ARRAY_MULTIPLY` unless ``given`` sets
+    the multiply fields (a given ``engine`` is used as it is); the dense
+    engine also gets ``max_dsp`` (default: the board's DSP count; the sparse
+    array has no DSP limit)."""
     from bertforge.boards.gemm_top import GemmTopConfig, board_engine_config
     from bertforge.boards.targets import ARRAY_MULTIPLY
     from bertforge.rtl.sparse_engine import SparseEngineConfig

@@ -65,6 +65,8 @@ def engine_config(array, args, a, b, n, m):
     width = args.addr_width or max(12, (need - 1).bit_length())
     config = SparseEngineConfig(rows=array.rows, cols=array.cols, m_max=array.m_max,
                                 width=array.width, acc_width=array.acc_width,
+                                multiply_stages=array.multiply_stages,
+                                multiplier_cell=array.multiplier_cell,
                                 mem_width=args.mem_width or 512, k_chunk=args.k_chunk or 256,
                                 addr_width=width)
     limit = (1 << config.dim_width) - 1

@@ -336,10 +336,14 @@ def stop_ray():
     local Ray has no autoscaled nodes for the monitor to clean up, so it is
     killed first."""
     import ray
-    node = getattr(ray._private.worker, "_global_node", None)
-    if node is not None and node.is_head():
-        node.kill_monitor(check_alive=False)
-    ray.shutdown()
+    try:
+        node = getattr(getattr(ray._private, "worker", None), "_global_node", None)
+        if node is not None and node.is_head() and hasattr(node, "kill_monitor"):
+            node.kill_monitor(check_alive=False)
+    except Exception:       # Ray's internals moved: the slower shutdown
+        pass
+    finally:
+        ray.shutdown()
 
 
 def _check_reachable(address, timeout=5.0):

@@ -83,7 +83,8 @@ def _ray_seconds(cpus):
     """Seconds to start Ray with ``cpus`` CPUs, and to stop it."""
     from .sweep import start_ray, stop_ray
     start = time.monotonic()
-    start_ray(None, cpus)
+    if not start_ray(None, cpus):
+        raise RuntimeError("Ray was already running: its start-up cannot be timed")
     ready = time.monotonic() - start
     stop_ray()
     return ready, time.monotonic() - start - ready

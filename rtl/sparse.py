@@ -54,9 +54,10 @@ class SparseConfig(Config):
         the others build the product from logic. ``None``: all use ``*``.
     multiply_stages, multiplier_cell
         The PEs' multiply pipeline, as :class:`~bertforge.rtl.systolic.SystolicConfig`'s
-        (2 or 3 stages register the picked activation and the weight before
-        the multiply: ECP5 boards use ``"ecp5"`` and 3); each stage adds a
-        cycle of latency.
+        (with 2 or 3 stages a DSP PE registers the picked activation and the
+        weight before the multiply, a logic PE the first level of its adder
+        tree; ECP5 boards use ``"ecp5"`` and 3); each stage adds a cycle of
+        latency.
     """
 
     rows: int = 4

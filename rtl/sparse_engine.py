@@ -206,7 +206,7 @@ class SparseEngine(StagedEngine):
         # addresses of values and indices, the verdict.
         shift = Signal(range(5))
         power = Signal()
-        groups = Signal(cfg.dim_width)
+        cmd_groups = Signal(cfg.dim_width)
         rows_c = Signal(cfg.dim_width + 1)
         bad_pattern = Signal()
         b_span = Signal(signed(aw + cfg.dim_width + 3))
@@ -227,13 +227,13 @@ class SparseEngine(StagedEngine):
                     m.next = "GROUPS"
             with m.State("GROUPS"):
                 m.d.sync += [
-                    groups.eq((held.k + held.pat_m - 1) >> shift),
+                    cmd_groups.eq((held.k + held.pat_m - 1) >> shift),
                     bad_pattern.eq(~power | (held.pat_n == 0) | (held.pat_n > held.pat_m)
                                    | (held.k == 0)),
                 ]
                 m.next = "ROWS"
             with m.State("ROWS"):
-                m.d.sync += rows_c.eq(groups * held.pat_n)
+                m.d.sync += rows_c.eq(cmd_groups * held.pat_n)
                 m.next = "SPANS"
             with m.State("SPANS"):
                 m.d.sync += [b_span.eq((rows_c - 1) * held.b_stride),
@@ -263,7 +263,7 @@ class SparseEngine(StagedEngine):
         # the stage queues' levels through to the scheduler), so at most one
         # every other cycle.
         held_chunk = Signal(_sparse_chunk_layout(cfg))
-        groups = Signal(range(cfg.k_chunk + 1))
+        chunk_groups = Signal(range(cfg.k_chunk + 1))
         chunk = stream.Signature(_sparse_chunk_layout(cfg)).create()
         load = ~chunk.valid
         with m.If(chunk.ready):
@@ -278,10 +278,10 @@ class SparseEngine(StagedEngine):
                 held_chunk.idx_base.eq(
                     cur.idx_addr + ((sched.chunk.payload.b_base - cur.b_addr) >> (esize - 1))),
                 held_chunk.idx_stride.eq(cur.idx_stride),
-                groups.eq((sched.chunk.payload.k_len + cur.pat_m - 1) >> cur_shift),
+                chunk_groups.eq((sched.chunk.payload.k_len + cur.pat_m - 1) >> cur_shift),
             ]
         m.d.comb += [chunk.payload.eq(held_chunk),
-                     chunk.payload.kc_len.eq(groups * held_chunk.pat_n),
+                     chunk.payload.kc_len.eq(chunk_groups * held_chunk.pat_n),
                      sched.chunk.ready.eq(load)]
         return chunk
 

@@ -6,6 +6,7 @@ test_sparse_verilator.py (one Verilator build). ``bench sparse`` runs small
 on that array by default; the full benchmark (8x8, BERT-base FFN shapes,
 ECP5 synthesis) and its targets are under ``slow``."""
 
+import argparse
 import json
 
 import numpy as np
@@ -183,3 +184,13 @@ def test_full_bench_meets_the_targets(tmp_path):
         assert row["meets_target"], row
     area = {r["design"]: r for r in results if "lut4" in r}
     assert area["sparse_8x8_m8"]["lut_ratio"] < 1.6
+
+
+def test_engine_keeps_the_arrays_multiply_fields():
+    """``sim sparse --engine --multiply-stages 3``: the engine's array has them."""
+    from bertforge.generators.sparse_engine_sim import engine_config
+    array = SparseConfig(rows=2, cols=2, m_max=8, multiply_stages=3, multiplier_cell="ecp5")
+    args = argparse.Namespace(mem_width=64, k_chunk=32, addr_width=15)
+    config = engine_config(array, args, np.zeros((4, 8), int), np.zeros((8, 4), int), 2, 4)
+    assert (config.multiply_stages, config.multiplier_cell) == (3, "ecp5")
+    assert config.sparse == array

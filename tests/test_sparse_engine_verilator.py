@@ -19,8 +19,9 @@ from bertforge.sim.sparse_golden import prune_nm
 TINY = SparseEngineConfig(rows=2, cols=2, mem_width=64, k_chunk=32, m_tile=16, m_max=8, addr_width=15)
 
 
-@pytest.mark.parametrize("config", [TINY, dataclasses.replace(TINY, multiply_stages=3)],
-                         ids=["1-multiply-stage", "3-multiply-stages"])
+@pytest.mark.parametrize("config", [
+    TINY, dataclasses.replace(TINY, multiply_stages=3, multiplier_cell="ecp5")],
+    ids=["1-multiply-stage", "ecp5-multipliers"])
 def test_compute_bound_commands_match_golden_and_cycle_model(config, tmp_path):
     """Full panels, several K chunks, every M of the array: measured == model
     (also with the multiply pipeline of the ECP5 board tops)."""

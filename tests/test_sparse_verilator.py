@@ -1,11 +1,10 @@
-"""cocotb tests of the emitted SparseArray Verilog in Verilator.
-
-Three builds: a 3x4 array with m_max = 8 (every N:M with M in {2, 4, 8},
-the pattern changing from tile to tile in one run), the same with the
-ECP5 boards' 3 multiply stages, and a 2x2 array with m_max = 16 and 16-bit
-accumulators (1:16, 2:16, dense 16:16, and -128 * -128 saturation). Each runs clean (outputs == golden model, cycles ==
-cycle model) and with random input gaps and output backpressure (outputs ==
-golden model, nothing lost or duplicated)."""
+"""cocotb tests of the emitted SparseArray Verilog in Verilator. Three builds: a
+3x4 array with m_max = 8 (every N:M with M in {2, 4, 8}, the pattern changing
+from tile to tile in one run), the same with the ECP5 boards' 3 multiply
+stages, and a 2x2 array with m_max = 16 and 16-bit accumulators (1:16, 2:16,
+dense 16:16, and -128 * -128 saturation). Each runs clean (outputs == golden
+model, cycles == cycle model) and with random input gaps and output
+backpressure (outputs == golden model, nothing lost or duplicated)."""
 
 import numpy as np
 import pytest

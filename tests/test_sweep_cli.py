@@ -365,3 +365,34 @@ def test_points_of_an_engine_that_timed_out_are_not_run_again(ray_session, tmp_p
         assert row["total_cycles"] > 0
         if row not in first:
             assert row["seconds"] < 5 and "synthesis took longer" in row["reason"]
+
+
+def test_stop_ray_shuts_ray_down_whatever_its_internals(monkeypatch):
+    """The monitor of a head node is killed first; a node without
+    ``kill_monitor``, or internals that raise, still get ``ray.shutdown``."""
+    import ray
+    from bertforge.generators.sweep import stop_ray
+    calls = []
+
+    class Head:
+        def is_head(self):
+            return True
+
+        def kill_monitor(self, check_alive):
+            calls.append(("kill_monitor", check_alive))
+
+    class Older:
+        def is_head(self):
+            return True
+
+    class Moved:
+        def is_head(self):
+            raise AssertionError("internals moved")
+
+    monkeypatch.setattr(ray, "shutdown", lambda: calls.append("shutdown"))
+    for node, expected in ((Head(), [("kill_monitor", False), "shutdown"]),
+                           (Older(), ["shutdown"]), (Moved(), ["shutdown"]), (None, ["shutdown"])):
+        monkeypatch.setattr(ray._private.worker, "_global_node", node)
+        calls.clear()
+        stop_ray()
+        assert calls == expected

@@ -191,7 +191,10 @@ def test_pnr_builds_the_sparse_engine_top_and_reuses_it(tmp_path, monkeypatch):
     hw = hardware_table(spec, {"array": "2x2", "pattern": "2:4"})
     target = board("ulx3s-85f")
     engine = sweep_point._pnr_engine(hw, target)
-    assert engine == dataclasses.replace(hw.sparse, addr_width=15)     # the board's 32 KiB
+    # the board's 32 KiB, and registered MULT18X18Ds as `bertforge build` makes it
+    assert engine == dataclasses.replace(hw.sparse, addr_width=15, multiply_stages=3,
+                                         multiplier_cell="ecp5")
+    assert sweep_point._pnr_engine(hw, board("icebreaker")).multiply_stages == 1
     payload = {"board": target.name, "engine": engine.to_dict(), "clock_mhz": 50.0,
                "builds": str(tmp_path / "builds")}
     first = sweep_point._pnr_main(payload)
