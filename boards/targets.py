@@ -3,7 +3,7 @@ LEDs, and the YoWASP (PyPI) tools that build for them."""
 
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from amaranth.build import Attrs
@@ -15,13 +15,22 @@ from amaranth_boards.ulx3s import ULX3S_85F_Platform
 from bertforge.rtl.errors import BertforgeError, ParameterError
 
 __all__ = ["Board", "BOARDS", "board", "toolchain_environment", "ToolchainError",
-           "ARRAY_MULTIPLY", "DEVICE_CAPACITY"]
+           "ARRAY_MULTIPLY", "array_multiply", "DEVICE_CAPACITY"]
 
 #: Systolic array multiply settings per FPGA family, for board builds. ECP5:
 #: ``MULT18X18D`` with its input and output registers plus a fabric register
 #: after it (yosys packs no registers into ECP5 DSP blocks; a 16x16 array
 #: misses 100 MHz without them). Other families keep the default.
 ARRAY_MULTIPLY = {"ecp5": {"multiply_stages": 3, "multiplier_cell": "ecp5"}}
+
+
+def array_multiply(config, family, *, chosen=False):
+    """``config`` (of an array or engine) as a board build of ``family``
+    makes it: with the family's :data:`ARRAY_MULTIPLY`, unless the multiply
+    fields were ``chosen`` by the user or are not the defaults (1 stage)."""
+    if chosen or config.multiply_stages != 1 or family not in ARRAY_MULTIPLY:
+        return config
+    return replace(config, **ARRAY_MULTIPLY[family])
 
 
 class ToolchainError(BertforgeError, RuntimeError):

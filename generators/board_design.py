@@ -92,20 +92,18 @@ def _depth(args, target, least):
 
 def _systolic_top_config(design_id, args, clock_mhz, target):
     from bertforge.boards.systolic_top import SystolicTopConfig
-    array = _with_array_multiply(_with_dsps(config_from_args("systolic", args), target), args, target)
+    array = _with_array_multiply(_with_dsps(config_from_args("systolic", args), target), args,
+                                 target)
     return SystolicTopConfig(array=array, divisor=_divisor(clock_mhz), k_max=_k_max(args),
                              design_id=design_id)
 
 
 def _with_array_multiply(array, args, target):
-    """ECP5: the PEs' multiplies in MULT18X18Ds with their own input and
-    output registers and a fabric register after them (two more cycles of
-    latency), for Fmax, unless the command line sets the multiply fields."""
-    from bertforge.boards.targets import ARRAY_MULTIPLY
-    if (target.family in ARRAY_MULTIPLY and args.cfg_multiply_stages is None
-            and args.cfg_multiplier_cell is None and array.multiply_stages == 1):
-        array = dataclasses.replace(array, **ARRAY_MULTIPLY[target.family])
-    return array
+    """The family's multiply fields (ECP5: registered MULT18X18Ds, for Fmax)
+    unless the command line sets them."""
+    from bertforge.boards.targets import array_multiply
+    chosen = args.cfg_multiply_stages is not None or args.cfg_multiplier_cell is not None
+    return array_multiply(array, target.family, chosen=chosen)
 
 
 def _sparse_top_config(design_id, args, clock_mhz, target):
@@ -135,22 +133,22 @@ def gemm_top_config(target, clock_mhz, *, max_dsp=None, engine=None, sparse=Fals
     engine also gets ``max_dsp`` (default: the board's DSP count; the sparse
     array has no DSP limit)."""
     from bertforge.boards.gemm_top import GemmTopConfig, board_engine_config
-    from bertforge.boards.targets import ARRAY_MULTIPLY
+    from bertforge.boards.targets import array_multiply
     from bertforge.rtl.sparse_engine import SparseEngineConfig
     if engine is not None:
         sparse = isinstance(engine, SparseEngineConfig)
     fields = {**GEMM_BOARD_DEFAULTS.get(target.family, GEMM_BOARD_DEFAULTS[None]), **given}
     if sparse and "command_queue" not in given:
         fields.pop("command_queue", None)   # the sparse engine keeps its command queue
-    if not {"multiply_stages", "multiplier_cell"} & set(given):
-        # ECP5: the PEs' multiplies in registered DSP blocks (as the systolic top).
-        fields.update(ARRAY_MULTIPLY.get(target.family, {}))
     kib = fields.pop("mem_kib")
     if not 1 <= kib <= 64:
         raise CliError(f"--mem-kib must be between 1 and 64, not {kib}")
     if not sparse and max_dsp is None:
         max_dsp = target.dsp_count
-    engine = engine or board_engine_config(mem_kib=kib, sparse=sparse, **fields)
+    if engine is None:
+        engine = array_multiply(board_engine_config(mem_kib=kib, sparse=sparse, **fields),
+                                target.family,
+                                chosen=bool({"multiply_stages", "multiplier_cell"} & set(given)))
     return GemmTopConfig(engine=engine, divisor=_divisor(clock_mhz), max_dsp=max_dsp,
                          design_id=(SPARSE_ENGINE if sparse else GEMM).design_id)
 

@@ -251,15 +251,13 @@ def _pnr_engine(hw, target):
     family's ``bertforge build`` default) and, unless the point sets them,
     the family's multiply fields (ECP5: registered ``MULT18X18D``s), as
     ``bertforge build`` makes it."""
-    from bertforge.boards.targets import ARRAY_MULTIPLY
+    from bertforge.boards.targets import array_multiply
     from .board_design import GEMM_BOARD_DEFAULTS
     kib = GEMM_BOARD_DEFAULTS.get(target.family, GEMM_BOARD_DEFAULTS[None])["mem_kib"]
     width = (kib * 1024 - 1).bit_length()
     engine = hw.sparse or hw.gemm
-    multiply = {}
-    if (engine.multiply_stages, engine.multiplier_cell) == (1, "inferred"):
-        multiply = ARRAY_MULTIPLY.get(target.family, {})
-    return dataclasses.replace(engine, addr_width=min(engine.addr_width, width), **multiply)
+    return array_multiply(dataclasses.replace(engine, addr_width=min(engine.addr_width, width)),
+                          target.family)
 
 
 def _place_and_route(row, spec, point, hw, builds):

@@ -25,10 +25,9 @@ from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .arith import SaturatingIntArith
 from .params import Config, check_choice, check_instance, check_int, check_operands, check_size
 from .stream import delay, stage
-from .systolic import check_multiply, os_readout, output_queue, push_rows, skew_rows
+from .systolic import check_multiply, os_readout, output_queue, pe_arith, push_rows, skew_rows
 from .systolic_pe import _PE
 
 __all__ = ["SparseConfig", "SparseArray", "SparseOutputStationaryPE"]
@@ -82,6 +81,12 @@ class SparseConfig(Config):
     @property
     def name(self):
         return f"sparse_{self.rows}x{self.cols}_m{self.m_max}"
+
+    @property
+    def arith(self):
+        """``"int"``: the PEs' arithmetic (integer only; read by
+        :func:`~bertforge.rtl.systolic.pe_arith`)."""
+        return "int"
 
     @property
     def index_bits(self):
@@ -209,10 +214,7 @@ class SparseArray(wiring.Component):
         m = Module()
         cfg = self.config
         rows, cols = cfg.rows, cfg.cols
-        dsp = SaturatingIntArith(cfg.width, cfg.acc_width, multiply_stages=cfg.multiply_stages,
-                                 cell=cfg.multiplier_cell)
-        logic = SaturatingIntArith(cfg.width, cfg.acc_width, logic_multiplier=True,
-                                   multiply_stages=cfg.multiply_stages)
+        dsp, logic = pe_arith(cfg), pe_arith(cfg, logic=True)
         limit = rows * cols if cfg.max_dsp is None else cfg.max_dsp
         pes = [[SparseOutputStationaryPE(dsp if i * cols + j < limit else logic, cfg, f"pe_{i}_{j}")
                 for j in range(cols)] for i in range(rows)]
