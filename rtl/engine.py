@@ -39,6 +39,7 @@ from amaranth.lib.memory import Memory, ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
 
 from .arith import FP32_NEG_ZERO, Bf16Arith
+from .params import check_bool, check_int
 from .stream import Queue, clamp, delay, register, stage
 from .tile_scheduler import CHANNEL_MULT_BITS
 
@@ -503,8 +504,8 @@ class Requantizer(wiring.Component):
     DSPS_PER_LANE = 4
 
     def __init__(self, lanes, *, compact=False):
-        self.lanes = lanes
-        self.compact = compact
+        self.lanes = check_int("lanes", lanes)
+        self.compact = check_bool("compact", compact)
         full = {"full": In(1)} if compact else {}
         super().__init__({
             "x": In(signed(32)).array(lanes),
@@ -755,11 +756,12 @@ class Writer(wiring.Component):
                            for name in head_fields],
                          entries.i.valid.eq(side.valid & side.emit)]
 
-        def lanes(word, width, count, whole=False):
+        def lanes(word, width, count=None):
             """The piece's ``Q`` lanes of ``word``: those at ``at`` of a
-            word of ``count`` lanes, or all of it (``whole``: the piece's own word)."""
+            word of ``count`` lanes, or (``count`` None) all of it, the
+            piece's own word."""
             chosen = word
-            if not whole:
+            if count is not None:
                 padded = Cat(word, Const(0, width * (pieces_max * Q - count)))
                 chosen = padded.word_select(at, width * Q)
             return [chosen[width * q:width * (q + 1)] for q in range(Q)]
@@ -769,9 +771,10 @@ class Writer(wiring.Component):
         bias = [Signal(signed(32), name=f"wr_bias{q}", reset_less=True) for q in range(Q)]
         words = [Signal(32, name=f"wr_scale{q}", reset_less=True) for q in range(Q)]
         no_bias = Const(FP32_NEG_ZERO, 32) if cfg.bf16 else 0
+        vector_lanes = None if cfg.compact else P      # compact: a piece's own word
         for q, (a, b, s) in enumerate(zip(lanes(self.acc_rd.data, aw, P),
-                                          lanes(self.bias_rd.data, 32, P, cfg.compact),
-                                          lanes(self.scale_rd.data, 32, P, cfg.compact))):
+                                          lanes(self.bias_rd.data, 32, vector_lanes),
+                                          lanes(self.scale_rd.data, 32, vector_lanes))):
             m.d.sync += [acc[q].eq(a.as_signed()),
                          bias[q].eq(Mux(bias_on, b.as_signed(), no_bias)), words[q].eq(s)]
         pc2 = delay(m, per_channel, 1, "wr_pc")

@@ -2,6 +2,7 @@
 pipelined requantizer against the golden rule, and a whole small engine
 (bias, per-channel scales, int32 and int8) on a Python memory."""
 
+import re
 from collections import deque
 
 import numpy as np
@@ -10,6 +11,7 @@ from amaranth.sim import Simulator
 
 from bertforge.generators.gemm_sim import layout_problems, read_matrix
 from bertforge.rtl.engine import Requantizer
+from bertforge.rtl.errors import ParameterError, ParameterTypeError
 from bertforge.rtl.gemm import GemmConfig, GemmEngine
 from bertforge.rtl.payload import pack
 from bertforge.rtl.tile_scheduler import command_layout
@@ -57,6 +59,17 @@ def test_requantizer_matches_the_golden_rule_after_its_latency(bits, compact):
         expected = [x if bits == 32 else int(requantize(x, mult, shift, bits))
                     for x, mult, shift in step]
         assert got[index + Requantizer.LATENCY - 1] == expected, (index, step)
+
+
+@pytest.mark.parametrize("lanes, compact, error, message", [
+    (0, False, ParameterError, "lanes must be a positive integer, not 0"),
+    (2.0, False, ParameterTypeError, "lanes must be an integer, not 2.0"),
+    (True, False, ParameterTypeError, "lanes must be an integer, not True"),
+    (2, 1, ParameterTypeError, "compact must be a bool, not 1"),
+])
+def test_requantizer_rejects_bad_parameters(lanes, compact, error, message):
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        Requantizer(lanes, compact=compact)
 
 
 def run_engine(config, image, commands, limit=4000):
