@@ -23,7 +23,7 @@ problem, run again, must still be right.
 import cocotb
 import numpy as np
 
-from bertforge.boards.gemm_top import GemmTopConfig
+from bertforge.boards.gemm_top import ENGINE_READ_LATENCY, SERIAL_READ_LATENCY, GemmTopConfig
 from bertforge.boards.host import (gemm_board_layout, gemm_command_bytes, gemm_result_from_bytes,
                                    run_gemm)
 from bertforge.sim.gemm_cycles import gemm_cycles
@@ -33,21 +33,19 @@ from bertforge.sim.sparse_engine_golden import run_sparse_commands
 from bertforge.boards.uart_model import (bad_argument_rejected, board_link, bridge,
                                          corrupt_frame_rejected, read_spec, save_report)
 
-#: The top's read latency as the engines' cycle models count it (their
-#: ``lat``): a request's first beat is in the read queue 4 cycles after its
-#: handshake (bank addresses, bank words, byte rotation, each registered).
-READ_LATENCY = 4
-
 
 def board_cycles(config, command):
     """The cycle model's dict (``cycles``, ``exact``) of one command on a
     GEMM board top: the engine's model (first command handshake to
-    completion handshake, both counted) at :data:`READ_LATENCY`, one beat a
-    cycle. The top offers the command the cycle after ``RUN`` starts and
+    completion handshake, both counted) at the top's
+    :data:`~bertforge.boards.gemm_top.ENGINE_READ_LATENCY` (the serial
+    engine's at :data:`~bertforge.boards.gemm_top.SERIAL_READ_LATENCY`), one
+    beat a cycle. The top offers the command the cycle after ``RUN`` starts and
     counts from there to the completion, so the reply's cycles are the
     model's."""
     model = sparse_engine_cycles if config.sparse else gemm_cycles
-    return model(config.engine, [command], lat=READ_LATENCY)
+    lat = SERIAL_READ_LATENCY if config.engine.serial else ENGINE_READ_LATENCY
+    return model(config.engine, [command], lat=lat)
 
 
 def expected_result(config, a, b, flags):

@@ -32,18 +32,28 @@ from amaranth.hdl import Cat, Const, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 
-from bertforge.rtl.gemm import GemmConfig, GemmEngine
+from bertforge.rtl.gemm import GemmConfig
+from bertforge.rtl.serial_engine import gemm_engine
 from bertforge.rtl.sparse_engine import SparseEngine, SparseEngineConfig, sparse_command_layout
 from bertforge.rtl.stream import Queue, delay, stage
 from bertforge.rtl.tile_scheduler import command_layout
 from .systolic_top import BoardTop, BoardTopConfig, status_leds
 from bertforge.rtl.errors import ParameterError
 
-__all__ = ["GemmTopConfig", "GemmBoardTop", "board_engine_config", "engine_config_from_dict"]
+__all__ = ["GemmTopConfig", "GemmBoardTop", "board_engine_config", "engine_config_from_dict",
+           "ENGINE_READ_LATENCY", "SERIAL_READ_LATENCY"]
 
 #: Beats the engine's read-data queue holds (1 beat per cycle with the
 #: 3-cycle read pipeline in front of it).
 READ_QUEUE = 8
+#: The top's read latency as the engines' cycle models count it (their
+#: ``lat``): a request's first beat is in the read queue 4 cycles after its
+#: handshake (bank addresses, bank words, byte rotation, each registered).
+ENGINE_READ_LATENCY = 4
+#: The same for the serial engine, which waits for every beat before its
+#: next request: a beat is offered 6 cycles after its request's handshake,
+#: as the simulation harness's with ``lat`` 3.
+SERIAL_READ_LATENCY = 3
 
 
 def board_engine_config(*, rows=4, cols=4, mem_kib=16, min_chunk=64, sparse=False, **fields):
@@ -115,7 +125,7 @@ class GemmTopConfig(BoardTopConfig):
         :class:`GemmEngine` with ``max_dsp``."""
         if self.sparse:
             return SparseEngine(self.engine)
-        return GemmEngine(self.engine, max_dsp=self.max_dsp)
+        return gemm_engine(self.engine, max_dsp=self.max_dsp)
 
 
 class GemmBoardTop(BoardTop):

@@ -11,7 +11,8 @@ them; the config classes, components and presets are the entries' own."""
 from bertforge.rtl.butterfly import ButterflyConfig, ButterflyEngine
 from bertforge.rtl.encoder import EncoderConfig, EncoderTop
 from bertforge.rtl.gelu import Gelu, GeluConfig
-from bertforge.rtl.gemm import GemmConfig, GemmEngine
+from bertforge.rtl.gemm import GemmConfig
+from bertforge.rtl.serial_engine import gemm_engine
 from bertforge.rtl.layernorm import LayerNorm, LayerNormConfig
 from bertforge.rtl.softmax import Softmax, SoftmaxConfig
 from bertforge.rtl.sparse import SparseArray, SparseConfig
@@ -90,12 +91,13 @@ BLOCKS = {block.name: block for block in [
     ),
     _simulated(
         "gemm", help="one GEMM command through the engine (harness memory in HDL)",
-        config=GemmConfig, component=GemmEngine, harness=_sim("gemm_harness:harness_verilog"),
+        config=GemmConfig, component=gemm_engine, harness=_sim("gemm_harness:harness_verilog"),
         presets={"tiny": dict(rows=2, cols=2, mem_width=64, k_chunk=32, m_tile=16), **_ARRAYS},
         user_files=("a", "b", "out"),
         summary_keys=_RUN + _ENGINE + ("max_lsb_error_vs_float", "max_abs_error_vs_float64",
                                        "max_rel_error_vs_float64", "error_bound_vs_float64"),
-        bench="gemm_bench", bench_help="BERT-base GEMMs (seq 128) on 8x8 and 16x16, both dataflows",
+        bench="gemm_bench", bench_help="BERT-base GEMMs (seq 128) on 8x8 and 16x16, both "
+                                       "dataflows (--serial: the iCEBreaker's engine)",
         board=board_design.GEMM, proofs=_sim("formal_specs:gemm_proofs"),
     ),
     _simulated(

@@ -168,9 +168,11 @@ def bench_boards(out_dir, boards=None, sizes=None, reuse=True, build=True,
             "systolic on ECP5: MULT18X18D with input and output registers and a fabric register "
             "after (multiply_stages 3), as `bertforge build` uses"]
     if "gemm" in designs:
-        notes.append("gemm: the GemmEngine behind the UART host link with two banks of block "
-                     "RAM as its memory, `bertforge build`'s defaults per family; the "
-                     "requantizer takes DSP blocks first (4 per 32 memory bits), the PEs the rest")
+        notes.append("gemm: the GEMM engine behind the UART host link with two banks of block "
+                     "RAM as its memory, `bertforge build`'s defaults per family (iCE40: the "
+                     "SerialGemmEngine, whose requantizer takes no DSP block; elsewhere the "
+                     "staged GemmEngine, whose requantizer takes DSP blocks first, 4 per 32 "
+                     "memory bits, the PEs the rest)")
     notes.append("peak GOPS = 2 x MACs per cycle x clock; multipliers beyond the board's DSP "
                  "count use logic")
     write_results(out_dir, "boards", rows, columns, "bertforge bench boards",

@@ -30,14 +30,16 @@ BAUD = 115200
 K_MAX = 256
 #: Default GEMM engine per FPGA family: size, data memory (``mem_kib``) and
 #: engine fields (:func:`bertforge.boards.gemm_top.board_engine_config`);
-#: ``None``: the other families. iCE40: the smallest engine (2 KiB, 8-bit
-#: sizes, chunks of 16 elements or a memory word: the fewest LCs and block
-#: RAMs), 24-bit accumulators, and the area knobs of a small FPGA without
-#: distributed RAM: no command queue (the top holds the command), stage
-#: queues of 3, the compact bias/scale buffers and requantizer.
+#: ``None``: the other families. iCE40: the smallest engine, the serial one
+#: (:class:`~bertforge.rtl.serial_engine.SerialGemmEngine`; 2 KiB, 8-bit
+#: sizes, chunks of 16 elements or a memory word, 24-bit accumulators, no
+#: command queue: the top holds the command, the compact scheduler); the
+#: N:M sparse engine drops ``serial`` and keeps its command queue, and
+#: takes the other area knobs of a small FPGA without distributed RAM:
+#: stage queues of 3, the compact bias/scale buffers and requantizer.
 GEMM_BOARD_DEFAULTS = {"ice40": {"rows": 2, "cols": 2, "mem_kib": 2, "dim_width": 8,
                                  "min_chunk": 16, "acc_width": 24, "command_queue": 0,
-                                 "stage_queue": 3, "compact": True},
+                                 "stage_queue": 3, "compact": True, "serial": True},
                        "ecp5": {"rows": 4, "cols": 4, "mem_kib": 32},
                        None: {"rows": 4, "cols": 4, "mem_kib": 16}}
 #: Default beats of the streaming and butterfly tops' memories per FPGA family.
@@ -138,8 +140,11 @@ def gemm_top_config(target, clock_mhz, *, max_dsp=None, engine=None, sparse=Fals
     if engine is not None:
         sparse = isinstance(engine, SparseEngineConfig)
     fields = {**GEMM_BOARD_DEFAULTS.get(target.family, GEMM_BOARD_DEFAULTS[None]), **given}
-    if sparse and "command_queue" not in given:
-        fields.pop("command_queue", None)   # the sparse engine keeps its command queue
+    if sparse:      # the sparse engine keeps its command queue and is not serial
+        if "command_queue" not in given:
+            fields.pop("command_queue", None)
+        if "serial" not in given:
+            fields.pop("serial", None)
     kib = fields.pop("mem_kib")
     if not 1 <= kib <= 64:
         raise CliError(f"--mem-kib must be between 1 and 64, not {kib}")

@@ -1,18 +1,21 @@
 """``bertforge bench gemm``: BERT-base GEMMs at sequence length 128 on the
 engine's emitted Verilog (harness memory in HDL), against the cycle model;
-``--arith bf16``: the bf16 engine, with its error against float64 GEMMs."""
+``--arith bf16``: the bf16 engine, with its error against float64 GEMMs;
+``--serial``: the iCEBreaker's serial engine on one head's GEMMs."""
 
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 
 from bertforge.rtl.gemm import GemmConfig
 from .bench import SIM_RATE_NOTE, add_bench_out, columns, write_results
-from .cli_common import int_list
+from .cli_common import CliError, int_list
 from .gemm_sim import bf16_gemm_errors, layout_problems, random_operands, read_matrix, simulate_gemm
 
-__all__ = ["BERT_SHAPES", "HEAD_BATCHES", "bench_gemm"]
+__all__ = ["BERT_SHAPES", "HEAD_BATCHES", "SERIAL_SHAPES", "bench_gemm", "bench_serial",
+           "serial_bench_config"]
 
 #: (name, M, K, N) of BERT-base at sequence length 128.
 BERT_SHAPES = [
@@ -73,21 +76,7 @@ def bench_gemm(out_dir, *, quick=False, sizes=(16, 8), limited_bw=16, dataflows=
         if config.bf16:
             problems = [dict(p, **dict(zip("ab", random_operands(config, rng, m, k, n))))
                         for p in problems]
-        image, commands = layout_problems(config, problems, rng)
-        start = time.perf_counter()
-        result = simulate_gemm(config, image, commands, seed=index, bw=bw, quiet=False)
-        wall = time.perf_counter() - start
-        error = abs(result["cycles"] - result["model_cycles"]) / result["model_cycles"]
-        rows.append({
-            "design": config.name, "rows": size, "cols": size, "dataflow": dataflow,
-            "gemm": name, "m": m, "k": k, "n": n, "commands": count,
-            "mem_bytes_per_cycle": bw or config.mem_bytes,
-            "cycles": result["cycles"], "model_cycles": result["model_cycles"],
-            "model_error": error, "model_exact": result["model_exact"], "bound": result["bound"],
-            "ideal_cycles": result["ideal_cycles"], "utilization": result["utilization"],
-            "match": result["match"], "sim_cycles_per_second": result["sim_cycles_per_second"],
-            "wall_seconds": wall,
-            **(_errors(config, problems, commands, result) if config.bf16 else {})})
+        rows.append(_measure(config, name, problems, rng, seed=index, bw=bw))
 
     errors = [("rel err vs float64", "max_rel_error_vs_float64", "{:.2e}"),
               ("bound", "error_bound_vs_float64", "{:.2e}")] if arith == "bf16" else []
@@ -108,6 +97,75 @@ def bench_gemm(out_dir, *, quick=False, sizes=(16, 8), limited_bw=16, dataflows=
     return rows
 
 
+def _measure(config, name, problems, rng, *, seed, bw=0, lat=1):
+    """One run of ``problems`` (all of one shape) on ``config``'s harness:
+    its bench row."""
+    m, k, n = (problems[0][key] for key in "mkn")
+    image, commands = layout_problems(config, problems, rng)
+    start = time.perf_counter()
+    result = simulate_gemm(config, image, commands, seed=seed, bw=bw, lat_min=lat, quiet=False)
+    wall = time.perf_counter() - start
+    error = abs(result["cycles"] - result["model_cycles"]) / result["model_cycles"]
+    return {
+        "design": config.name, "rows": config.rows, "cols": config.cols,
+        "dataflow": config.dataflow, "gemm": name, "m": m, "k": k, "n": n,
+        "commands": len(problems), "mem_bytes_per_cycle": bw or config.mem_bytes,
+        "read_latency": lat, "cycles": result["cycles"], "model_cycles": result["model_cycles"],
+        "model_error": error, "model_exact": result["model_exact"], "bound": result["bound"],
+        "ideal_cycles": result["ideal_cycles"], "utilization": result["utilization"],
+        "match": result["match"], "sim_cycles_per_second": result["sim_cycles_per_second"],
+        "wall_seconds": wall,
+        **(_errors(config, problems, commands, result) if config.bf16 else {})}
+
+
+#: (name, M, K, N, flags) of ``bench gemm --serial``: one head of BERT-base
+#: at sequence length 128 (its attention GEMMs, and its query projection
+#: with bias and per-channel int8 requantization).
+SERIAL_SHAPES = [
+    ("attn scores", 128, 64, 128, {}),
+    ("attn context", 128, 128, 64, {}),
+    ("q proj (one head), bias, per-channel int8", 128, 768, 64,
+     {"bias": True, "scale": np.linspace(2e-4, 3e-3, 64)}),
+]
+
+
+def serial_bench_config():
+    """The iCEBreaker build's engine (the serial one) with 12-bit sizes and
+    256 KiB of memory, so that BERT-base's shapes fit."""
+    from bertforge.boards.targets import board
+    from .board_design import gemm_top_config
+    engine = gemm_top_config(board("icebreaker"), 12).engine
+    return replace(engine, dim_width=12, addr_width=18)
+
+
+def bench_serial(out_dir, *, quick=False):
+    """:data:`SERIAL_SHAPES` on :func:`serial_bench_config`'s engine, behind
+    a memory of the board top's read latency (a beat 6 cycles after its
+    request: the harness's ``lat`` 3)."""
+    from bertforge.boards.gemm_top import SERIAL_READ_LATENCY
+    config = serial_bench_config()
+    rows = []
+    for index, (name, m, k, n, flags) in enumerate(SERIAL_SHAPES, 1):
+        m = 16 if quick else m
+        print(f"[{index}/{len(SERIAL_SHAPES)}] {config.name} {name} {m}x{k}x{n}", file=sys.stderr,
+              flush=True)
+        rows.append(_measure(config, name, [dict(m=m, k=k, n=n, **flags)],
+                             np.random.default_rng(index), seed=index, lat=SERIAL_READ_LATENCY))
+    table = columns("design", "GEMM", "M x K x N", "cycles", "model",
+                    ("model err", "model_error", "{:.2%}"), ("ideal", "ideal_cycles", "{:.0f}"),
+                    "utilization", "match", "sim cycles/s")
+    write_results(out_dir, "gemm", rows, table, "bertforge bench gemm --serial", notes=[
+        "the iCEBreaker's engine (SerialGemmEngine, 2x2, 24-bit sums; 12-bit sizes and 256 KiB "
+        "here for BERT's shapes): one read request per A element and B row, one output element "
+        "at a time, a bit-serial requantizer",
+        "cycles: measured in Verilator on the emitted GemmHarness, first command handshake to "
+        "completion; reads served 3 cycles after the request (a beat 6 cycles after it, as the "
+        "board top's), 4-byte beats",
+        "model: bertforge.sim.gemm_cycles.serial_cycles (exact for a memory of fixed latency)",
+        "ideal: M*K*N/(rows*cols); utilization = ideal / cycles", SIM_RATE_NOTE])
+    return rows
+
+
 def _errors(config, problems, commands, result):
     """The bf16 run's error against float64 (every command's C)."""
     if result.get("image") is None:
@@ -124,10 +182,17 @@ def add_bench_args(sub):
     sub.add_argument("--arith", choices=("int8", "bf16"), default="int8",
                      help="the engine's number format (default int8)")
     sub.add_argument("--quick", action="store_true",
-                     help="shapes with M scaled to 32 (a smoke run)")
+                     help="shapes with M scaled to 32 (16 with --serial; a smoke run)")
+    sub.add_argument("--serial", action="store_true",
+                     help="the iCEBreaker's serial engine on one head of BERT-base instead")
 
 
 def bench(args):
+    if args.serial:
+        if args.sizes or args.arith != "int8":
+            raise CliError("--serial runs the iCEBreaker's 2x2 int8 engine: drop --sizes and --arith")
+        bench_serial(args.out, quick=args.quick)
+        return 0
     default = "8,4" if args.arith == "bf16" else "16,8"
     sizes = int_list("--sizes", args.sizes or default, 1, 64, "array sizes")
     bench_gemm(args.out, quick=args.quick, sizes=sizes, arith=args.arith)

@@ -115,8 +115,8 @@ def _component(config, max_dsp=None):
     from .emit import component_for
     if max_dsp is None:
         return component_for(config)
-    from bertforge.rtl.gemm import GemmEngine
-    return GemmEngine(config, max_dsp=max_dsp)
+    from bertforge.rtl.serial_engine import gemm_engine
+    return gemm_engine(config, max_dsp=max_dsp)
 
 
 def engine_rtlil_sha256(config, max_dsp=None):

@@ -11,7 +11,10 @@ systolic        ``systolic.py`` (``SystolicArray``, ``SystolicConfig``),
                 ``systolic_pe.py`` (one PE class per dataflow),
                 ``arith.py`` (the PE's number format: one class per format)
 gemm            ``gemm.py`` (``GemmEngine``), ``tile_scheduler.py``
-                (commands -> chunk descriptors)
+                (commands -> chunk descriptors), ``serial_engine.py``
+                (``SerialGemmEngine``, the small-FPGA engine of
+                ``GemmConfig(serial=True)``; ``gemm_engine``: a config's
+                engine)
 sparse          ``sparse.py`` (``SparseArray``: N:M structured sparsity)
 sparse_engine   ``sparse_engine.py`` (``SparseEngine``)
 butterfly       ``butterfly.py`` (``ButterflyEngine``: butterfly layers, FFT)

@@ -104,6 +104,9 @@ class EncoderConfig:
         for name, cls in (("gemm", GemmConfig), ("softmax", SoftmaxConfig),
                           ("layernorm", LayerNormConfig), ("gelu", GeluConfig)):
             check_instance(name, getattr(self, name), cls)
+        if self.gemm.serial:
+            raise ParameterError("the encoder top drives the staged GEMM engine: set [gemm] "
+                                 "serial to false")
         if self.gemm.bf16:
             raise ParameterError("the encoder top runs integer activations: set [gemm] arith "
                                  "to int8 or int16, not bf16")

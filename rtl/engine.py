@@ -44,8 +44,9 @@ from .stream import Queue, clamp, delay, register, stage
 from .tile_scheduler import CHANNEL_MULT_BITS
 
 __all__ = ["STAGE_QUEUE", "FEED_QUEUE", "read_request_layout", "write_request_layout",
-           "project", "fan_out", "outstanding", "read_port", "feeder_members", "operand_queue", "Job", "Loader",
-           "Accumulator", "Requantizer", "Writer", "StagedEngine"]
+           "engine_members", "project", "fan_out", "outstanding", "read_port", "feeder_members",
+           "operand_queue", "Job", "Loader", "Accumulator", "Requantizer", "Writer",
+           "StagedEngine"]
 
 #: Default depth of the descriptor queues in front of the stages
 #: (``GemmConfig.stage_queue``) and of the command queue (``command_queue``).
@@ -65,6 +66,18 @@ def write_request_layout(config):
     return data.StructLayout({"addr": unsigned(config.addr_width),
                               "data": unsigned(config.mem_width),
                               "bytes": range(config.mem_bytes + 1)})
+
+
+def engine_members(config, command_layout, completion_layout):
+    """The ports of a GEMM engine: ``cmd``, ``done``, ``rd_req`` /
+    ``rd_data`` (memory reads) and ``wr_req`` (memory writes)."""
+    return {
+        "cmd": In(stream.Signature(command_layout)),
+        "done": Out(stream.Signature(completion_layout)),
+        "rd_req": Out(stream.Signature(read_request_layout(config))),
+        "rd_data": In(stream.Signature(unsigned(config.mem_width))),
+        "wr_req": Out(stream.Signature(write_request_layout(config))),
+    }
 
 
 def project(layout, names):
@@ -890,13 +903,7 @@ class StagedEngine(wiring.Component):
 
     def __init__(self, config, command_layout, completion_layout):
         self.config = config
-        super().__init__({
-            "cmd": In(stream.Signature(command_layout)),
-            "done": Out(stream.Signature(completion_layout)),
-            "rd_req": Out(stream.Signature(read_request_layout(config))),
-            "rd_data": In(stream.Signature(unsigned(config.mem_width))),
-            "wr_req": Out(stream.Signature(write_request_layout(config))),
-        })
+        super().__init__(engine_members(config, command_layout, completion_layout))
 
     def block_jobs(self):
         """Old C (the first chunk of an accumulating block), bias, scales."""

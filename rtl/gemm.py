@@ -18,7 +18,7 @@ from .tile_scheduler import TileScheduler, command_layout, completion_layout
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["GemmConfig", "GemmEngine", "OSFeeder", "WSActivationFeeder", "WSWeightFeeder",
-           "requantizer_dsps"]
+           "requantizer_dsps", "schedule"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,6 +94,14 @@ class GemmConfig(Config):
         results (no separate delay line); the scheduler's range check
         multiplies most significant bit first (no shifted strides). Same
         results and cycles.
+    serial : bool
+        Build the :class:`~bertforge.rtl.serial_engine.SerialGemmEngine`
+        instead (for the smallest FPGAs): one stage at a time, operands read
+        from memory element by element, a bit-serial requantizer; output
+        stationary integer only, ``panel == cols``, no stage queues
+        (``stage_queue`` is unused). Same results
+        (:func:`~bertforge.sim.gemm_golden.gemm_golden`), its own cycles
+        (:func:`~bertforge.sim.gemm_cycles.serial_cycles`).
     """
 
     rows: int = 4
@@ -112,9 +120,10 @@ class GemmConfig(Config):
     command_queue: int = STAGE_QUEUE
     stage_queue: int = STAGE_QUEUE
     compact: bool = False
+    serial: bool = False
 
     LATE_FIELDS = ("multiply_stages", "multiplier_cell", "arith", "command_queue", "stage_queue",
-                   "compact")
+                   "compact", "serial")
 
     def __post_init__(self):
         check_size(self, 64)
@@ -142,11 +151,16 @@ class GemmConfig(Config):
         check_int("command_queue", self.command_queue, minimum=0, maximum=64)
         check_int("stage_queue", self.stage_queue, minimum=3, maximum=64)
         check_bool("compact", self.compact)
+        check_bool("serial", self.serial)
+        if self.serial and (self.dataflow != "os" or self.bf16):
+            raise ParameterError(f"the serial engine is output stationary and integer: set "
+                                 f"dataflow 'os' and arith 'int', not {self.dataflow!r} and "
+                                 f"{self.arith!r}")
         self.systolic       # checks multiply_stages, multiplier_cell and bf16's acc_width
 
     @property
     def name(self):
-        suffix = "_bf16" if self.bf16 else ""
+        suffix = "_bf16" if self.bf16 else "_serial" if self.serial else ""
         return f"gemm_{self.rows}x{self.cols}_{self.dataflow}{suffix}"
 
     @property
@@ -178,8 +192,9 @@ class GemmConfig(Config):
 
     @property
     def group(self):
-        """Array tiles side by side in one column panel (G = L // cols)."""
-        return self.lanes // self.cols
+        """Array tiles side by side in one column panel (G = L // cols; 1
+        in the serial engine)."""
+        return 1 if self.serial else self.lanes // self.cols
 
     @property
     def panel(self):
@@ -205,6 +220,21 @@ class GemmConfig(Config):
     def max_kblocks(self):
         return self.segments * self.blocks_per_seg if self.dataflow == "ws" else 1
 
+
+
+def schedule(m, config, cmd):
+    """The chunk descriptors of the engine's commands ``cmd`` (its input
+    stream): a :class:`TileScheduler`, behind a command queue of
+    ``config.command_queue`` commands (if any)."""
+    sched = m.submodules.scheduler = TileScheduler(config)
+    if config.command_queue:
+        cmd_q = m.submodules.cmd_queue = Queue(shape=command_layout(config),
+                                               depth=config.command_queue)
+        wiring.connect(m, wiring.flipped(cmd), cmd_q.i)
+        wiring.connect(m, cmd_q.o, sched.cmd)
+    else:
+        wiring.connect(m, wiring.flipped(cmd), sched.cmd)
+    return sched.chunk
 
 
 def requantizer_dsps(config):
@@ -445,20 +475,15 @@ class GemmEngine(StagedEngine):
 
     def __init__(self, config, *, max_dsp=None):
         check_instance("config", config, GemmConfig)
+        if config.serial:
+            raise ParameterError("GemmEngine needs serial=False (serial=True is the "
+                                 "SerialGemmEngine; gemm_engine() picks the right one)")
         pe_dsp = None if max_dsp is None else max(0, max_dsp - requantizer_dsps(config))
         self.systolic = replace(config.systolic, max_dsp=pe_dsp)
         super().__init__(config, command_layout(config), completion_layout(config))
 
     def schedule(self, m):
-        sched = m.submodules.scheduler = TileScheduler(self.config)
-        if self.config.command_queue:
-            cmd_q = m.submodules.cmd_queue = Queue(shape=command_layout(self.config),
-                                                   depth=self.config.command_queue)
-            wiring.connect(m, wiring.flipped(self.cmd), cmd_q.i)
-            wiring.connect(m, cmd_q.o, sched.cmd)
-        else:
-            wiring.connect(m, wiring.flipped(self.cmd), sched.cmd)
-        return sched.chunk
+        return schedule(m, self.config, self.cmd)
 
     def array(self):
         return SystolicArray(self.systolic)

@@ -38,6 +38,9 @@ class SparseEngineConfig(GemmConfig):
         if self.command_queue != STAGE_QUEUE:
             raise ParameterError(f"command_queue must be {STAGE_QUEUE} for the sparse engine (it "
                                  f"keeps its own command queue), not {self.command_queue}")
+        if self.serial:
+            raise ParameterError("serial must be False for the sparse engine (the serial engine "
+                                 "is dense)")
         check_choice("m_max", self.m_max, (2, 4, 8, 16))
         if self.lanes % self.m_max:
             raise ParameterError(f"m_max must divide mem_width // width = {self.lanes}, not {self.m_max}")

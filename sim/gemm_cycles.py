@@ -1,4 +1,6 @@
-"""Cycle model of the GEMM engine (:class:`~bertforge.rtl.gemm.GemmEngine`).
+"""Cycle model of the GEMM engine (:class:`~bertforge.rtl.gemm.GemmEngine`;
+:func:`gemm_cycles` hands a serial config to :func:`serial_cycles`, the
+model of the :class:`~bertforge.rtl.serial_engine.SerialGemmEngine`).
 
 Cycles count from the first command handshake to the last completion
 handshake, both included, as the harness measures them.
@@ -40,8 +42,9 @@ import math
 
 from bertforge.sim.systolic_cycles import systolic_cycles, systolic_tile_period
 
-__all__ = ["gemm_cycles", "ideal_cycles", "chunks", "load_beats", "write_cycles", "timeline",
-           "START", "END", "RELEASE", "EXACT_MAX_LATENCY", "start_cycles"]
+__all__ = ["gemm_cycles", "serial_cycles", "SERIAL_SUM_WAIT", "ideal_cycles", "chunks",
+           "load_beats", "write_cycles", "timeline", "START", "END", "RELEASE",
+           "EXACT_MAX_LATENCY", "start_cycles"]
 
 #: Cycles from the first command handshake to the first read request, plus
 #: from the last read beat of a chunk to its first operand handshake, not
@@ -134,6 +137,8 @@ def gemm_cycles(config, commands, *, lat=1, bw=0):
     applies, and the RTL must match it) and ``bound`` ("compute" or "memory").
     """
     from .gemm_golden import command_rejected
+    if config.serial:
+        return serial_cycles(config, commands, lat=lat, bw=bw)
     sysconfig = config.systolic
     valid = [c for c in commands if not command_rejected(config, c)]
     all_chunks = [ch for c in valid for ch in chunks(config, c)]
@@ -198,3 +203,62 @@ def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact):
             written.append((index, write_begin + write_cycles(config, chunk)))
     return {"cycles": int(written[-1][1] + END), "exact": exact and not stalled,
             "bound": "memory" if stalled else "compute"}
+
+
+#: Serial engine: cycles from a tile's last beat to its first result row,
+#: less ``cols + multiply_stages`` (see :func:`serial_cycles`).
+SERIAL_SUM_WAIT = 3
+
+
+def serial_cycles(config, commands, *, lat=1, bw=0):
+    """Cycles of the :class:`~bertforge.rtl.serial_engine.SerialGemmEngine`
+    for ``commands`` run back to back (the same dicts as
+    :func:`gemm_cycles`'s), with the harness's memory of latency ``lat``.
+
+    The engine does one thing at a time, so the count is a sum. A read of
+    one beat takes ``read = max(lat, 2) + 4`` cycles (the harness serves a
+    request ``lat`` cycles after its handshake, at least 2 (its request
+    queue), reads the word in a cycle and passes a 2-cycle queue; the
+    engine takes the beat and moves on). Per
+    command: the scheduler's range check and the hand-over, ``dim_width +
+    4`` cycles (a rejected command then completes 2 cycles later). Per
+    chunk 2 cycles, and per k ``2 + (m_len + 1) * read + (rows - m_len)``
+    (a read per valid row of A and one for B's row, a cycle per other row,
+    the beat into the array); after a tile's last beat ``cols +
+    multiply_stages +`` :data:`SERIAL_SUM_WAIT` cycles until its first
+    result row, then a cycle per PE to add its sum. A block's first chunk
+    reads old C when it accumulates: ``read`` cycles per valid element, 1
+    per other PE. A block's last chunk writes each valid element in ``3``
+    cycles, ``+ read`` with a bias, ``+`` the requantizer's ``LATENCY +
+    1`` for int8 and int16 (``+ read - 1`` to read a per-channel scale
+    first), 1 per other PE.
+
+    Exact for that memory when it never stalls and ``bw`` is 0 or at
+    least a beat a cycle; ``bound`` is "memory".
+    """
+    from bertforge.rtl.serial_engine import SerialRequantizer
+    from .gemm_golden import command_rejected
+    R, C = config.rows, config.cols
+    requant = SerialRequantizer.LATENCY + 1
+    read = max(lat, 2) + 4
+    total = 0
+    for cmd in commands:
+        total += config.dim_width + 4
+        if command_rejected(config, cmd):
+            total += 2
+            continue
+        for chunk in chunks(config, cmd):
+            m_len, n_len = chunk["m_len"], chunk["n_len"]
+            inside = m_len * n_len
+            total += 2
+            if chunk["first"] and chunk["accumulate"]:
+                total += inside * read + (R * C - inside)
+            total += chunk["k_len"] * (2 + (m_len + 1) * read + (R - m_len))
+            total += C + config.multiply_stages + SERIAL_SUM_WAIT + R * C
+            if chunk["last"]:
+                element = 3 + chunk["bias"] * read
+                if cmd.get("int8") or cmd.get("int16"):
+                    element += requant + (read - 1 if chunk["per_channel"] else 0)
+                total += inside * element + (R * C - inside)
+    exact = bw == 0 or bw >= config.mem_bytes
+    return {"cycles": total, "exact": exact, "bound": "memory"}

@@ -30,7 +30,8 @@ from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from bertforge.rtl.gemm import GemmConfig, GemmEngine
+from bertforge.rtl.gemm import GemmConfig
+from bertforge.rtl.serial_engine import gemm_engine
 from bertforge.rtl.stream import Queue
 from bertforge.rtl.tile_scheduler import command_layout
 from bertforge.rtl.errors import ParameterTypeError
@@ -82,13 +83,16 @@ def harness_verilog(config, harness_class=None):
 
 
 class GemmHarness(wiring.Component):
-    """:class:`GemmEngine` + command queue + random-latency memory (see module doc).
+    """The GEMM engine of the config (:func:`~bertforge.rtl.serial_engine.gemm_engine`:
+    a :class:`~bertforge.rtl.gemm.GemmEngine` or, with ``serial``, a
+    :class:`~bertforge.rtl.serial_engine.SerialGemmEngine`) + command queue +
+    random-latency memory (see module doc).
 
     A subclass sets ``config_class``, ``engine_class`` and ``command_layout``
     to wrap another engine with the same memory interface."""
 
     config_class = GemmConfig
-    engine_class = GemmEngine
+    engine_class = staticmethod(gemm_engine)
     command_layout = staticmethod(command_layout)
 
     def __init__(self, config):

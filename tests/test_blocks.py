@@ -92,6 +92,8 @@ def test_verilog_cache_elaborates_once(tmp_path, monkeypatch):
     (["sim", "butterfly", "--n", "8", "--batch", "10000000"], "argument --batch: at most 65,536"),
     (["sim", "encoder", "--seq", "100000"], "argument --seq: at most 4,096"),
     (["bench", "gemm", "--sizes", "16,1000"], "--sizes must be integers in 1..64"),
+    (["bench", "gemm", "--serial", "--sizes", "4"], "--serial runs the iCEBreaker's 2x2 int8 "
+                                                    "engine: drop --sizes and --arith"),
     (["bench", "norm", "--lanes", "x"], "--lanes must be comma-separated integers"),
     (["bench", "encoder", "--seqs", "32,100000"], "--seqs must be integers in 1..4096"),
 ])

@@ -296,12 +296,12 @@ def test_gemm_board_top_over_uart_in_verilator(dataflow, rows, cols, ice40, tmp_
     through the UART link, a corrupted frame before each (rejected, the link
     goes on), then two bad commands rejected with BAD_ARGUMENT, then a good one;
     reply cycles equal the engine's cycle model where it is exact. ``ice40``:
-    the iCEBreaker build's engine (its ``GEMM_BOARD_DEFAULTS``: no command
-    queue, compact buffers and requantizer, 24-bit accumulators)."""
+    the iCEBreaker build's engine (its ``GEMM_BOARD_DEFAULTS``: the serial
+    engine, no command queue, 24-bit accumulators)."""
     if ice40:
         from bertforge.generators.board_design import gemm_top_config
         engine = gemm_top_config(board("icebreaker"), 12.0, k_chunk=8).engine
-        assert engine.compact and engine.command_queue == 0 and (engine.rows, engine.cols) == (2, 2)
+        assert engine.serial and engine.command_queue == 0 and (engine.rows, engine.cols) == (2, 2)
     else:
         engine = board_engine_config(rows=rows, cols=cols, dataflow=dataflow, mem_kib=2,
                                      k_chunk=8)

@@ -20,6 +20,8 @@ from helpers import tiny_encoder_config as tiny_config
      r"^the encoder top with gemm width 16 \(int16 activations\) needs softmax out_width 16, not 8$"),
     (dict(gemm=GemmConfig(arith="bf16", mem_width=128, k_chunk=64)), ValueError,
      r"^the encoder top runs integer activations: set \[gemm\] arith to int8 or int16, not bf16$"),
+    (dict(gemm=GemmConfig(mem_width=128, k_chunk=64, serial=True)), ValueError,
+     r"^the encoder top drives the staged GEMM engine: set \[gemm\] serial to false$"),
     (dict(softmax=SoftmaxConfig(in_width=16, out_width=8)), ValueError,
      r"^the encoder top needs softmax in_width 32 \(int32 scores\)$"),
     (dict(layernorm=LayerNormConfig(lanes=4, h_max=64, out_width=16)), ValueError,

@@ -1,6 +1,7 @@
-"""Fast tests of the GEMM engine's stages in amaranth.sim (no Verilator): the
-pipelined requantizer against the golden rule, and a whole small engine
-(bias, per-channel scales, int32 and int8) on a Python memory."""
+"""Fast tests of the GEMM engines' stages in amaranth.sim (no Verilator): the
+pipelined and the serial requantizer against the golden rule, and whole
+small engines (staged and serial; bias, per-channel scales, int32, int16
+and int8) on a Python memory."""
 
 from collections import deque
 
@@ -11,26 +12,34 @@ from amaranth.sim import Simulator
 from bertforge.generators.gemm_sim import layout_problems, read_matrix
 from bertforge.rtl.engine import Requantizer
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
-from bertforge.rtl.gemm import GemmConfig, GemmEngine
+from bertforge.rtl.gemm import GemmConfig
 from bertforge.rtl.payload import pack
+from bertforge.rtl.serial_engine import SerialRequantizer, gemm_engine
 from bertforge.rtl.tile_scheduler import command_layout
 from bertforge.sim.fixed_golden import requantize
 from bertforge.sim.gemm_golden import run_commands
 
 
-# int32 (bits 32) only through the compact requantizer, which carries int32 results.
-@pytest.mark.parametrize("bits, compact", [(8, False), (16, False), (8, True), (16, True), (32, True)])
-def test_requantizer_matches_the_golden_rule_after_its_latency(bits, compact):
-    lanes = 3
+def requantizer_cases(random=60):
+    """(x, multiplier, shift): the extremes, ties both ways, the int8 and
+    int16 limits, then ``random`` random ones of each range."""
     rng = np.random.default_rng(1)
     cases = [(-2**31, 2**32 - 1, 0), (2**31 - 1, 2**32 - 1, 63), (-2**31, 2**32 - 1, 63),
              (-1, 1, 1), (1, 1, 1), (-3, 1, 1), (0, 0, 0), (127, 1, 0), (-129, 1, 0),
              (2**31 - 1, 1, 24), (-2**31, 2**31, 55), (32767, 1, 0), (-32769, 1, 0),
              (65535, 1, 1), (-65537, 1, 1)]
     cases += [(int(rng.integers(-2**31, 2**31)), int(rng.integers(0, 2**32)),
-               int(rng.integers(0, 64))) for _ in range(60)]
+               int(rng.integers(0, 64))) for _ in range(random)]
     cases += [(int(rng.integers(-2**20, 2**20)), int(rng.integers(0, 2**26)),
-               int(rng.integers(20, 40))) for _ in range(60)]
+               int(rng.integers(20, 40))) for _ in range(random)]
+    return cases
+
+
+# int32 (bits 32) only through the compact requantizer, which carries int32 results.
+@pytest.mark.parametrize("bits, compact", [(8, False), (16, False), (8, True), (16, True), (32, True)])
+def test_requantizer_matches_the_golden_rule_after_its_latency(bits, compact):
+    lanes = 3
+    cases = requantizer_cases()
     if bits == 32:      # int32 through the compact requantizer: multiplier 1, shift 0
         cases = [(x, 1, 0) for x, _, _ in cases]
     steps = [cases[i:i + lanes] for i in range(0, len(cases) - lanes + 1, lanes)]
@@ -60,6 +69,37 @@ def test_requantizer_matches_the_golden_rule_after_its_latency(bits, compact):
         assert got[index + Requantizer.LATENCY - 1] == expected, (index, step)
 
 
+def test_serial_requantizer_matches_the_golden_rule_after_its_latency():
+    # int8 and int16 alternate; busy is high exactly LATENCY cycles a value.
+    dut = SerialRequantizer()
+    cases = requantizer_cases(random=20)
+    got = []
+
+    async def bench(ctx):
+        for index, (x, mult, shift) in enumerate(cases):
+            ctx.set(dut.x, x)
+            ctx.set(dut.multiplier, mult)
+            ctx.set(dut.shift, shift)
+            ctx.set(dut.int8, index % 2)
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            ctx.set(dut.x, 0)           # inputs are taken at start only
+            busy = 0
+            while ctx.get(dut.busy):
+                busy += 1
+                await ctx.tick()
+            got.append((ctx.get(dut.y), busy))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    expected = [(int(requantize(x, mult, shift, 16 >> (index % 2))), SerialRequantizer.LATENCY)
+                for index, (x, mult, shift) in enumerate(cases)]
+    assert got == expected
+
+
 @pytest.mark.parametrize("lanes, compact, error, message", [
     (0, False, ParameterError, r"^lanes must be a positive integer, not 0$"),
     (2.0, False, ParameterTypeError, r"^lanes must be an integer, not 2\.0$"),
@@ -75,7 +115,7 @@ def run_engine(config, image, commands, limit=4000):
     """Run ``commands`` on a byte ``image`` (updated in place) with a memory
     that answers every read one beat a cycle; returns the completions and
     the cycles to the last one."""
-    dut = GemmEngine(config)
+    dut = gemm_engine(config)
     MB = config.mem_bytes
     done = []
     cycles = [0]
@@ -130,10 +170,15 @@ SMALL = dict(command_queue=0, stage_queue=3, compact=True)
 #: of a 64-bit word: per-piece bias and scale words, lanes gathered).
 WIDE_SMALL = dict(SMALL, cols=3, mem_width=64)
 
+#: The serial engine (the iCE40 board's), with no command queue.
+SERIAL = dict(command_queue=0, serial=True)
+
 
 @pytest.mark.parametrize("dataflow, knobs", [("os", {}), ("ws", {}), ("os", SMALL), ("ws", SMALL),
-                                             ("os", WIDE_SMALL)],
-                         ids=["os", "ws", "os-small", "ws-small", "os-small-64"])
+                                             ("os", WIDE_SMALL), ("os", SERIAL),
+                                             ("os", dict(SERIAL, arith="int16"))],
+                         ids=["os", "ws", "os-small", "ws-small", "os-small-64", "serial",
+                              "serial-int16"])
 def test_engine_with_bias_and_per_channel_scales(dataflow, knobs):
     config = GemmConfig(**{**dict(rows=2, cols=2, dataflow=dataflow, mem_width=32, addr_width=12,
                                   k_chunk=8, m_tile=4), **knobs})
@@ -147,7 +192,7 @@ def test_engine_with_bias_and_per_channel_scales(dataflow, knobs):
     image, commands = layout_problems(config, problems, np.random.default_rng(4))
     expected = image.copy()
     errors = run_commands(config, expected, commands)
-    done, _ = run_engine(config, image, commands)
+    done, _ = run_engine(config, image, commands, limit=60000 if config.serial else 4000)
     assert done == [(c["tag"], int(e)) for c, e in zip(commands, errors)]
     assert errors == [False] * 5 + [True]
     saturated = read_matrix(config, image, commands[4])

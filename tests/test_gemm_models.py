@@ -8,6 +8,8 @@ from amaranth.sim import Simulator
 from config_helpers import config_tests
 from bertforge.rtl.errors import ParameterError
 from bertforge.rtl.gemm import GemmConfig, GemmEngine
+from bertforge.rtl.serial_engine import SerialGemmEngine, gemm_engine
+from bertforge.rtl.sparse_engine import SparseEngineConfig
 from bertforge.rtl.tile_scheduler import CHANNEL_MULT_BITS, TileScheduler
 from bertforge.sim.fixed_golden import (channel_scale_words, command_scale, ratio_to_mult_shift,
                                         requantize, scale_words, split_scale_words)
@@ -38,7 +40,35 @@ test_bad_parameters, test_component_needs_a_config = config_tests(GemmConfig, Ge
     ({"stage_queue": 2}, ValueError, r"^stage_queue must be an integer >= 3, not 2$"),
     ({"stage_queue": "2"}, TypeError, r"^stage_queue must be an integer, not '2'$"),
     ({"compact": 1}, TypeError, r"^compact must be a bool, not 1$"),
+    ({"serial": "yes"}, TypeError, r"^serial must be a bool, not 'yes'$"),
+    ({"serial": True, "dataflow": "ws"}, ValueError,
+     r"^the serial engine is output stationary and integer: set dataflow 'os' and arith 'int', "
+     r"not 'ws' and 'int'$"),
+    ({"serial": True, "arith": "bf16"}, ValueError,
+     r"^the serial engine is output stationary and integer: set dataflow 'os' and arith 'int', "
+     r"not 'os' and 'bf16'$"),
 ])
+
+
+def test_each_engine_takes_its_own_configs():
+    """``gemm_engine`` picks the engine; each refuses the other's config, and
+    the sparse engine refuses ``serial`` (the encoder top too:
+    test_encoder_params)."""
+    staged = GemmConfig(rows=2, cols=2, mem_width=32)
+    serial = GemmConfig(rows=2, cols=2, mem_width=32, serial=True)
+    assert type(gemm_engine(staged)) is GemmEngine
+    assert type(gemm_engine(serial)) is SerialGemmEngine
+    assert (serial.group, serial.panel, serial.name) == (1, 2, "gemm_2x2_os_serial")
+    assert (staged.group, staged.panel, staged.name) == (2, 4, "gemm_2x2_os")
+    with pytest.raises(ParameterError, match=r"^GemmEngine needs serial=False \(serial=True is "
+                                             r"the SerialGemmEngine; gemm_engine\(\) picks the "
+                                             r"right one\)$"):
+        GemmEngine(serial)
+    with pytest.raises(ParameterError, match=r"^SerialGemmEngine needs a config with serial=True$"):
+        SerialGemmEngine(staged)
+    with pytest.raises(ParameterError, match=r"^serial must be False for the sparse engine \(the "
+                                             r"serial engine is dense\)$"):
+        SparseEngineConfig(rows=2, cols=2, mem_width=64, serial=True)
 
 
 def test_derived_sizes():

@@ -1,11 +1,15 @@
 """GEMM engine on its emitted Verilog (harness with HDL memory) in Verilator.
 
-Four hardware configs by default (each costs a build): 2x2 OS, 3x5 WS,
-4x4 OS (three multiply stages) and the iCEBreaker's small engine (2x2 OS, no
-command queue, stage queues of 3, compact buffers and requantizer); 4x4 WS, 3x5 OS and 8x8 (both dataflows) are marked slow. Per config
-one run checks exact cycles on compute-bound commands back to back, one run
-puts the issue's shapes, accumulate, int8 saturation and bad commands in one
-queue behind a memory with random latency and random stalls on every stream.
+Five hardware configs by default (each costs a build): 2x2 OS, 3x5 WS,
+4x4 OS (three multiply stages), the iCEBreaker's engine (the serial one,
+2x2, no command queue) and the staged 2x2 with the small-FPGA knobs (no
+command queue, stage queues of 3, compact buffers and requantizer); 4x4 WS,
+3x5 OS and 8x8 (both dataflows) are marked slow. Per config one run checks
+exact cycles on compute-bound commands back to back (for the serial engine,
+which is never compute bound, on a memory of fixed latency), one run puts
+the issue's shapes, accumulate, int8 saturation and bad commands in one
+queue behind a memory with random latency and random stalls on every
+stream.
 """
 
 import dataclasses
@@ -24,10 +28,12 @@ WS_3X5 = GemmConfig(rows=3, cols=5, dataflow="ws", mem_width=64, addr_width=15, 
                     m_tile=8)
 # Three multiply stages, as the ECP5 board builds (two more cycles of array latency).
 OS_4X4 = GemmConfig(rows=4, cols=4, mem_width=64, addr_width=15, k_chunk=16, multiply_stages=3)
-# The iCEBreaker board's engine (its GEMM_BOARD_DEFAULTS: 2x2, 8-bit sizes,
-# no command queue, stage queues of 3, compact buffers and requantizer), with
-# a larger memory for the issue's shapes.
+# The iCEBreaker board's engine (its GEMM_BOARD_DEFAULTS: the serial engine,
+# 2x2, 8-bit sizes, no command queue), with a larger memory for the issue's
+# shapes; and the staged engine with the same knobs (stage queues of 3,
+# compact buffers and requantizer).
 ICE40 = dataclasses.replace(gemm_top_config(board("icebreaker"), 12).engine, addr_width=15)
+COMPACT = dataclasses.replace(ICE40, serial=False)
 SLOW = [
     GemmConfig(rows=4, cols=4, dataflow="ws", mem_width=64, addr_width=15, k_chunk=16, m_tile=8),
     # 128-bit memory: with 64 bits the panel is one 5-wide tile and a chunk's
@@ -126,8 +132,9 @@ def run_stress(config, tmp_path, seed):
     return result
 
 
-@pytest.mark.parametrize("config", [TINY, WS_3X5, OS_4X4, ICE40],
-                         ids=["gemm_2x2_os", "gemm_3x5_ws", "gemm_4x4_os", "gemm_2x2_os_ice40"])
+@pytest.mark.parametrize("config", [TINY, WS_3X5, OS_4X4, ICE40, COMPACT],
+                         ids=["gemm_2x2_os", "gemm_3x5_ws", "gemm_4x4_os", "gemm_2x2_os_ice40",
+                              "gemm_2x2_os_compact"])
 def test_engine(config, tmp_path):
     run_exact(config, tmp_path)
     run_stress(config, tmp_path, seed=config.rows * 10 + config.cols)
