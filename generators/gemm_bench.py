@@ -190,7 +190,8 @@ def add_bench_args(sub):
 def bench(args):
     if args.serial:
         if args.sizes or args.arith != "int8":
-            raise CliError("--serial runs the iCEBreaker's 2x2 int8 engine: drop --sizes and --arith")
+            raise CliError("--serial runs the iCEBreaker's 2x2 int8 engine: drop --sizes and "
+                           "--arith")
         bench_serial(args.out, quick=args.quick)
         return 0
     default = "8,4" if args.arith == "bf16" else "16,8"

@@ -230,7 +230,8 @@ class SerialGemmEngine(wiring.Component):
             with m.State("OLD_DATA"):
                 m.d.comb += data.ready.eq(1)
                 with m.If(data.valid):
-                    m.d.comb += [acc_wr.en.eq(1), acc_wr.data.eq(clamp(data.payload[:32].as_signed(), aw))]
+                    m.d.comb += [acc_wr.en.eq(1),
+                                 acc_wr.data.eq(clamp(data.payload[:32].as_signed(), aw))]
                     m.next = "OLD"
                     walk("A")
 

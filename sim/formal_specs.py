@@ -50,9 +50,10 @@ from amaranth.lib.wiring import In, Out
 
 from bertforge.rtl.butterfly import MODES, ButterflyConfig, ButterflyEngine
 from bertforge.rtl.gelu import Gelu, GeluConfig
-from bertforge.rtl.gemm import GemmConfig, GemmEngine
+from bertforge.rtl.gemm import GemmConfig
 from bertforge.rtl.host_link import BAD_CRC, READ_LATENCY, SYNC_HOST, WRITE, HostLink, crc8_step
 from bertforge.rtl.layernorm import LayerNorm, LayerNormConfig
+from bertforge.rtl.serial_engine import gemm_engine
 from bertforge.rtl.softmax import Softmax, SoftmaxConfig
 from bertforge.rtl.sparse import SparseArray, SparseConfig
 from bertforge.rtl.stream import Queue, delay
@@ -744,46 +745,71 @@ def _engine_memory(spec, m, engine):
     return {"rd_data"}
 
 
+#: The serial engine of the proofs: the scheduler's config, serial, with no
+#: command queue (as the iCEBreaker's).
+SERIAL_ENGINE_CONFIG = dataclasses.replace(SCHEDULER_CONFIG, serial=True, command_queue=0)
+
+
 def engine_proofs(*, make=None, config=SCHEDULER_CONFIG):
-    """The GEMM engine's stream proofs (``done``, ``rd_req``, ``wr_req``);
+    """The GEMM engine's stream proofs (``done``, ``rd_req``, ``wr_req``;
+    the engine of :func:`~bertforge.rtl.serial_engine.gemm_engine`, or
+    ``make``'s);
     ``first_output``: a completion within the cycle model's start
     (:func:`~bertforge.sim.gemm_cycles.start_cycles`: a command taken,
-    checked and rejected, then the writer's ``END``: 35 cycles);
+    checked and rejected, then the writer's ``END``: 35 cycles; the serial
+    engine's model of a rejected command);
     ``rd_req``'s payload rule by bmc of 24 cycles (its k-induction does not
     close: the step starts in unreachable states, the loader busy on an
     empty queue whose head changes); ``done_per_command`` by bmc of 24
-    cycles. The timing checks run one command, :data:`ENGINE_COMMAND`,
-    with the memory of :func:`_engine_memory`: ``latency``, its completion
+    cycles; in the serial engine also ``rd_req``'s valid rule and the
+    payload rules of ``wr_req`` and ``done`` by bmc of a command's cycles
+    and 7 more (the step starts in a state that works on a descriptor the
+    scheduler no longer offers). The timing checks run one command,
+    :data:`ENGINE_COMMAND`, with the memory of :func:`_engine_memory`: ``latency``, its completion
     within :func:`~bertforge.sim.gemm_cycles.gemm_cycles` less 1 of its
     handshake; each port valid with its ``ready`` low: ``rd_req`` within
     ``start_cycles``, ``wr_req`` within the cycles to the first write
     beat (``gemm_cycles`` less ``END`` and the writer's cycles), ``done``
-    within ``latency``'s bound."""
+    within ``latency``'s bound. The serial engine's bounds are exact: its
+    first read request ``dim_width + 6`` cycles after the command (the
+    range check, the hand-over, A's first row), its write ``rows * cols``
+    cycles before the completion (a cycle per PE of the block's walk)."""
     from .gemm_cycles import END, chunks, gemm_cycles, start_cycles, write_cycles
     from .gemm_golden import command_rejected
     assert not command_rejected(config, ENGINE_COMMAND)
-    build = make or GemmEngine
-    label = f"engine {config.rows}x{config.cols} {config.dataflow}"
+    build = make or gemm_engine
+    label = f"engine {config.rows}x{config.cols} {config.dataflow}" + " serial" * config.serial
     cycles = gemm_cycles(config, [ENGINE_COMMAND], lat=1)["cycles"]
     job = _one_command("cmd", ENGINE_COMMAND)
 
     def environment(spec, m, engine):
         return job(spec, m, engine) | _engine_memory(spec, m, engine)
-    # the last write beat comes before the completion, the first as many
-    # before it as the writer takes
-    first_write = cycles - 1 - write_cycles(config, chunks(config, ENGINE_COMMAND)[-1])
+    if config.serial:
+        first_read = config.dim_width + 6
+        first_write = cycles - 1 - config.rows * config.cols
+        first_output = gemm_cycles(config, [dict(ENGINE_COMMAND, m=0)])["cycles"]
+    else:
+        # the last write beat comes before the completion, the first as
+        # many before it as the writer takes
+        first_read = start_cycles(config)
+        first_write = cycles - 1 - write_cycles(config, chunks(config, ENGINE_COMMAND)[-1])
+        first_output = start_cycles(config) + END
     timing = Timing(start=lambda spec, engine: _took(engine.cmd), done=lambda e: _took(e.done),
                     bound=cycles - 1, lead=2, environment=environment,
-                    ports={"rd_req": start_cycles(config), "wr_req": first_write})
+                    ports={"rd_req": first_read, "wr_req": first_write})
+    overrides = {"rd_req_payload_held": ("bmc", 24), "done_per_command": ("bmc", 24)}
+    if config.serial:   # the sequencer's states hold the descriptor; no invariant says so
+        overrides.update({name: ("bmc", cycles + 7) for name in (
+            "rd_req_valid_held", "rd_req_payload_held", "wr_req_payload_held",
+            "done_payload_held")})
     return stream_proofs("gemm", label, lambda: build(config), timing=timing, output="done",
-                         first_output=start_cycles(config) + END, spec=EngineSpec,
-                         overrides={"rd_req_payload_held": ("bmc", 24),
-                                    "done_per_command": ("bmc", 24)})
+                         first_output=first_output, spec=EngineSpec, overrides=overrides)
 
 
 def gemm_proofs():
-    """The GEMM block: its tile scheduler's proofs and the engine's."""
-    return scheduler_proofs() + engine_proofs()
+    """The GEMM block: its tile scheduler's proofs, the engine's and the
+    serial engine's."""
+    return scheduler_proofs() + engine_proofs() + engine_proofs(config=SERIAL_ENGINE_CONFIG)
 
 
 def softmax_proofs(*, make=None, config=SOFTMAX_CONFIG):

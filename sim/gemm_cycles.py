@@ -221,7 +221,9 @@ def serial_cycles(config, commands, *, lat=1, bw=0):
     queue), reads the word in a cycle and passes a 2-cycle queue; the
     engine takes the beat and moves on). Per
     command: the scheduler's range check and the hand-over, ``dim_width +
-    4`` cycles (a rejected command then completes 2 cycles later). Per
+    4`` cycles (a rejected command then completes 2 cycles later); the
+    first command passes the command queue, if any, in 1 cycle more (a
+    queue of 1) or 2 (the others wait at its head). Per
     chunk 2 cycles, and per k ``2 + (m_len + 1) * read + (rows - m_len)``
     (a read per valid row of A and one for B's row, a cycle per other row,
     the beat into the array); after a tile's last beat ``cols +
@@ -241,7 +243,7 @@ def serial_cycles(config, commands, *, lat=1, bw=0):
     R, C = config.rows, config.cols
     requant = SerialRequantizer.LATENCY + 1
     read = max(lat, 2) + 4
-    total = 0
+    total = min(config.command_queue, 2) if commands else 0    # the first through the queue
     for cmd in commands:
         total += config.dim_width + 4
         if command_rejected(config, cmd):

@@ -140,6 +140,14 @@ def test_engine(config, tmp_path):
     run_stress(config, tmp_path, seed=config.rows * 10 + config.cols)
 
 
+def test_serial_engine_behind_a_command_queue(tmp_path):
+    """The serial engine with a command queue of 2: the first command takes
+    2 cycles more to reach the scheduler, the others wait at the queue's
+    head; the cycles stay exact."""
+    result = run_exact(dataclasses.replace(ICE40, command_queue=2), tmp_path)
+    assert result["cycles"] == run_exact(ICE40, tmp_path / "bare")["cycles"] + 2
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("config", SLOW, ids=lambda c: c.name)
 def test_engine_slow(config, tmp_path):
