@@ -16,11 +16,12 @@ from .cli_common import CliError, int_list
 BLOCK = "boards"
 
 #: (design, board) -> (clock MHz to close, ``None`` for the board's own;
-#: sizes tried, in order: after one that does not fit, no larger one is).
+#: sizes tried, in order: after one that does not fit, no larger one is;
+#: ``n`` is n x n, ``(rows, cols)`` a rectangle).
 SWEEPS = {
     ("systolic", "icebreaker"): (24.0, (2, 3, 4, 5)),
     ("systolic", "ulx3s-85f"): (100.0, (2, 4, 8, 12, 16)),
-    ("gemm", "icebreaker"): (None, (2, 3, 4)),
+    ("gemm", "icebreaker"): (None, (2, (2, 3), (3, 2), 3, 4)),
     ("gemm", "ulx3s-85f"): (100.0, (4, 8, 16)),
 }
 #: Board -> (accumulator width, dataflow) of the systolic sweep.
@@ -101,20 +102,26 @@ def build_or_reuse(target, design, top_config, top, directories, *, rtlil, clock
     return report, own, False
 
 
-def _sweep_point(design, target, n, clock):
+def _shape(size):
+    """``(rows, cols)`` of a sweep size (``n``: n x n)."""
+    return (size, size) if isinstance(size, int) else size
+
+
+def _sweep_point(design, target, size, clock):
     """(top config, top, build directory name, row fields) of one size."""
     divisor = round((clock or target.clock_mhz) * 1e6 / 115200)
+    rows, cols = _shape(size)
     if design == "gemm":
-        config = gemm_top_config(target, clock or target.clock_mhz, rows=n, cols=n)
-        return (config, GemmBoardTop(config), f"{target.name}-gemm-{n}x{n}",
+        config = gemm_top_config(target, clock or target.clock_mhz, rows=rows, cols=cols)
+        return (config, GemmBoardTop(config), f"{target.name}-gemm-{rows}x{cols}",
                 {"mem_kib": (1 << config.engine.addr_width) // 1024,
                  "k_chunk": config.engine.k_chunk})
     acc_width, dataflow = SYSTOLIC_ARRAYS.get(target.name, (32, "os"))
-    array = SystolicConfig(rows=n, cols=n, dataflow=dataflow, acc_width=acc_width,
+    array = SystolicConfig(rows=rows, cols=cols, dataflow=dataflow, acc_width=acc_width,
                            max_dsp=target.dsp_count, **ARRAY_MULTIPLY.get(target.family, {}))
     config = SystolicTopConfig(array=array, divisor=divisor, k_max=256,
                                design_id=SYSTOLIC.design_id)
-    return (config, SystolicBoardTop(config), f"{target.name}-{n}x{n}",
+    return (config, SystolicBoardTop(config), f"{target.name}-{rows}x{cols}",
             {"acc_width": acc_width, "dataflow": dataflow})
 
 
@@ -132,8 +139,8 @@ def bench_boards(out_dir, boards=None, sizes=None, reuse=True, build=True,
         for name in boards:
             target = board(name)
             clock, default_sizes = SWEEPS.get((design, name), (target.clock_mhz, (2, 4)))
-            for n in sizes or default_sizes:
-                row = _bench_size(out_dir, design, target, n, clock, reuse, build, missing)
+            for size in sizes or default_sizes:
+                row = _bench_size(out_dir, design, target, size, clock, reuse, build, missing)
                 if row is not None:
                     rows.append(row)
                     if not row["fits"] and row.get("does_not_fit"):
@@ -187,21 +194,23 @@ def _fits(row):
     return f"does not fit{why.split('; log:')[0]}" if found else "no"
 
 
-def _bench_size(out_dir, design, target, n, clock, reuse, build, missing):
+def _bench_size(out_dir, design, target, size, clock, reuse, build, missing):
     """The table row of one size (built, or reused), or ``None`` if not built."""
     name = target.name
-    top_config, top, dirname, fields = _sweep_point(design, target, n, clock)
+    top_config, top, dirname, fields = _sweep_point(design, target, size, clock)
     shown = clock or target.clock_mhz
-    print(f"{name}: {design} {n}x{n} at {shown} MHz", file=sys.stderr, flush=True)
-    row = {"design": design, "board": name, "size": f"{n}x{n}", "macs": n * n,
+    rows, cols = _shape(size)
+    shape = f"{rows}x{cols}"
+    print(f"{name}: {design} {shape} at {shown} MHz", file=sys.stderr, flush=True)
+    row = {"design": design, "board": name, "size": shape, "macs": rows * cols,
            "clock_mhz": shown, **fields}
     build_dir = Path(out_dir) / dirname
     built = build_or_reuse(target, design, top_config, top, [build_dir],
                            rtlil=design_sha256(name, top, clock), clock_mhz=clock,
-                           macs_per_cycle=n * n, reuse=reuse, build=build)
+                           macs_per_cycle=rows * cols, reuse=reuse, build=build)
     if built is None:
         print("  not built (--reuse-only)", file=sys.stderr, flush=True)
-        missing.append(f"{name} {design} {n}x{n}")
+        missing.append(f"{name} {design} {shape}")
         return None
     report, _, reused = built
     if reused:

@@ -330,16 +330,18 @@ def test_gemm_board_top_over_uart_in_verilator(dataflow, rows, cols, ice40, tmp_
 
 def test_bench_boards_gemm_sweep_stops_at_the_first_size_that_does_not_fit(
         tmp_path, monkeypatch):
-    """The GEMM sweep builds `bertforge build`'s default top for each size,
-    stops after the first size that does not fit (named in the table with
-    what is over capacity) and reuses the builds the next time."""
+    """The GEMM sweep builds `bertforge build`'s default top for each size
+    (squares and rectangles), stops after the first size that does not fit
+    (named in the table with what is over capacity), marks the largest that
+    fits and reuses the builds the next time."""
     from bertforge.generators import board_bench
     from bertforge.generators.board_design import gemm_top_config
     built = []
 
     def fake_build(name, top, *, macs_per_cycle, clock_mhz, out_dir, quiet=False):
-        rows = top.config.engine.rows
-        built.append((name, rows, clock_mhz))
+        rows, cols = top.config.engine.rows, top.config.engine.cols
+        assert macs_per_cycle == rows * cols
+        built.append((name, rows, cols, clock_mhz))
         out_dir.mkdir(parents=True, exist_ok=True)
         if rows == 3:
             raise board_bench.BuildError(
@@ -353,15 +355,17 @@ def test_bench_boards_gemm_sweep_stops_at_the_first_size_that_does_not_fit(
     monkeypatch.setattr(board_bench, "design_sha256", lambda name, top, clock_mhz: "rtl")
     for _ in range(2):
         rows = board_bench.bench_boards(tmp_path, boards=["icebreaker"], designs=["gemm"])
-        assert built == [("icebreaker", 2, None), ("icebreaker", 3, None)]
-        assert [(r["size"], r["fits"]) for r in rows] == [("2x2", True), ("3x3", False)]
-        assert rows[0]["largest"]
+        assert built == [("icebreaker", 2, 2, None), ("icebreaker", 2, 3, None),
+                         ("icebreaker", 3, 2, None)]
+        assert [(r["size"], r["fits"], r.get("largest")) for r in rows] == [
+            ("2x2", True, None), ("2x3", True, True), ("3x2", False, None)]
     saved = json.loads((tmp_path / "icebreaker-gemm-2x2" / "report.json").read_text())
     assert saved["design"] == {"name": "gemm", "config": gemm_top_config(
         board("icebreaker"), 12.0, rows=2, cols=2).to_dict()}
     table = (tmp_path / "bench.md").read_text()
-    assert "| gemm | icebreaker | 3x3 | does not fit: ICESTORM_LC 6000/5280 (114%, 720 too many) |" \
+    assert "| gemm | icebreaker | 3x2 | does not fit: ICESTORM_LC 6000/5280 (114%, 720 too many) |" \
         in table
+    assert (tmp_path / "icebreaker-gemm-2x3" / "report.json").is_file()
 
 
 def test_gemm_board_layout_and_limits():
