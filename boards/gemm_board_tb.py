@@ -23,7 +23,7 @@ problem, run again, must still be right.
 import cocotb
 import numpy as np
 
-from bertforge.boards.gemm_top import ENGINE_READ_LATENCY, SERIAL_READ_LATENCY, GemmTopConfig
+from bertforge.boards.gemm_top import GemmTopConfig, model_read_latency
 from bertforge.boards.host import (gemm_board_layout, gemm_command_bytes, gemm_result_from_bytes,
                                    run_gemm)
 from bertforge.sim.gemm_cycles import gemm_cycles
@@ -37,15 +37,13 @@ from bertforge.boards.uart_model import (bad_argument_rejected, board_link, brid
 def board_cycles(config, command):
     """The cycle model's dict (``cycles``, ``exact``) of one command on a
     GEMM board top: the engine's model (first command handshake to
-    completion handshake, both counted) at the top's
-    :data:`~bertforge.boards.gemm_top.ENGINE_READ_LATENCY` (the serial
-    engine's at :data:`~bertforge.boards.gemm_top.SERIAL_READ_LATENCY`), one
-    beat a cycle. The top offers the command the cycle after ``RUN`` starts and
+    completion handshake, both counted) at the top's read latency
+    (:func:`~bertforge.boards.gemm_top.model_read_latency`), one beat a
+    cycle. The top offers the command the cycle after ``RUN`` starts and
     counts from there to the completion, so the reply's cycles are the
     model's."""
     model = sparse_engine_cycles if config.sparse else gemm_cycles
-    lat = SERIAL_READ_LATENCY if config.engine.serial else ENGINE_READ_LATENCY
-    return model(config.engine, [command], lat=lat)
+    return model(config.engine, [command], lat=model_read_latency(config.engine))
 
 
 def expected_result(config, a, b, flags):

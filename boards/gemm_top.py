@@ -41,7 +41,7 @@ from .systolic_top import BoardTop, BoardTopConfig, status_leds
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["GemmTopConfig", "GemmBoardTop", "board_engine_config", "engine_config_from_dict",
-           "ENGINE_READ_LATENCY", "SERIAL_READ_LATENCY"]
+           "ENGINE_READ_LATENCY", "SERIAL_READ_LATENCY", "model_read_latency"]
 
 #: Beats the engine's read-data queue holds (1 beat per cycle with the
 #: 3-cycle read pipeline in front of it).
@@ -54,6 +54,13 @@ ENGINE_READ_LATENCY = 4
 #: next request: a beat is offered 6 cycles after its request's handshake,
 #: as the simulation harness's with ``lat`` 3.
 SERIAL_READ_LATENCY = 3
+
+
+def model_read_latency(engine):
+    """The ``lat`` at which the cycle model of ``engine`` (a GEMM engine
+    config) counts this top's reads: :data:`SERIAL_READ_LATENCY` for the
+    serial engine, else :data:`ENGINE_READ_LATENCY`."""
+    return SERIAL_READ_LATENCY if engine.serial else ENGINE_READ_LATENCY
 
 
 def board_engine_config(*, rows=4, cols=4, mem_kib=16, min_chunk=64, sparse=False, **fields):

@@ -142,7 +142,7 @@ def bench_serial(out_dir, *, quick=False):
     """:data:`SERIAL_SHAPES` on :func:`serial_bench_config`'s engine, behind
     a memory of the board top's read latency (a beat 6 cycles after its
     request: the harness's ``lat`` 3)."""
-    from bertforge.boards.gemm_top import SERIAL_READ_LATENCY
+    from bertforge.boards.gemm_top import model_read_latency
     config = serial_bench_config()
     rows = []
     for index, (name, m, k, n, flags) in enumerate(SERIAL_SHAPES, 1):
@@ -150,7 +150,8 @@ def bench_serial(out_dir, *, quick=False):
         print(f"[{index}/{len(SERIAL_SHAPES)}] {config.name} {name} {m}x{k}x{n}", file=sys.stderr,
               flush=True)
         rows.append(_measure(config, name, [dict(m=m, k=k, n=n, **flags)],
-                             np.random.default_rng(index), seed=index, lat=SERIAL_READ_LATENCY))
+                             np.random.default_rng(index), seed=index,
+                             lat=model_read_latency(config)))
     table = columns("design", "GEMM", "M x K x N", "cycles", "model",
                     ("model err", "model_error", "{:.2%}"), ("ideal", "ideal_cycles", "{:.0f}"),
                     "utilization", "match", "sim cycles/s")
