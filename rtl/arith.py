@@ -15,8 +15,8 @@ from amaranth.lib import data
 
 from .stream import clamp, delay, register, tree
 
-__all__ = ["SaturatingIntArith", "Bf16Arith", "MULTIPLIER_CELLS", "FP32_NAN", "FP32_NEG_ZERO",
-           "BF16_NEG_ZERO"]
+__all__ = ["SaturatingIntArith", "exact_sum_width", "Bf16Arith", "MULTIPLIER_CELLS", "FP32_NAN",
+           "FP32_NEG_ZERO", "BF16_NEG_ZERO"]
 
 #: How a DSP multiply is built: ``"inferred"`` (``*``, synthesis picks the
 #: cell) or ``"ecp5"`` (an ECP5 ``MULT18X18D`` instance with its own input and
@@ -46,6 +46,13 @@ def mult18x18d(m, a, b, product, name):
         **{f"o_P{k}": p36[k] for k in range(36)})
 
 
+def exact_sum_width(width, terms):
+    """Bits of a signed sum of ``terms`` products of two signed ``width``-bit
+    numbers: the largest, ``terms * 2**(2*width - 2)`` (every product
+    ``(-2**(width-1))**2``), needs them; the most negative needs no more."""
+    return (terms << (2 * width - 2)).bit_length() + 1
+
+
 class SaturatingIntArith:
     """Signed integer operands, exact products, saturating accumulation.
 
@@ -54,10 +61,16 @@ class SaturatingIntArith:
     ``accumulate(m, acc, p)`` is ``clamp(acc + p)`` to ``signed(acc_width)``, the
     overflow rule the golden model (:func:`bertforge.sim.systolic_golden.saturating_matmul`)
     reproduces step by step.
+
+    ``terms``: no sum has more than this many products (the caller's
+    promise). If such sums fit in ``acc_width`` bits (:func:`exact_sum_width`),
+    they cannot overflow: ``acc_shape`` is then just as wide as they need
+    and ``accumulate`` adds without saturating (the same results, without
+    the saturation's logic and the unused bits' adder and registers).
     """
 
     def __init__(self, width, acc_width, *, logic_multiplier=False, multiply_stages=1,
-                 cell="inferred"):
+                 cell="inferred", terms=None):
         self.width = width
         self.acc_width = acc_width
         self.logic_multiplier = logic_multiplier
@@ -65,7 +78,10 @@ class SaturatingIntArith:
         self.cell = cell
         self.operand_shape = signed(width)
         self.product_shape = signed(2 * width)
-        self.acc_shape = signed(acc_width)
+        exact = None if terms is None else exact_sum_width(width, terms)
+        #: Whether sums cannot overflow (``terms`` products fit): no saturation.
+        self.exact = exact is not None and exact <= acc_width
+        self.acc_shape = signed(exact if self.exact else acc_width)
 
     def multiply(self, a, b):
         """``a * b``; with ``logic_multiplier`` as a sum of partial products,
@@ -114,7 +130,10 @@ class SaturatingIntArith:
         return product
 
     def accumulate(self, m, acc, product):
-        """``clamp(acc + product)``; adds the sum's signal to module ``m``."""
+        """``clamp(acc + product)`` (just ``acc + product`` when sums are
+        :attr:`exact`); adds the sum's signal to module ``m``."""
+        if self.exact:
+            return (acc + product)[:self.acc_shape.width].as_signed()
         total = Signal(signed(self.acc_width + 1))
         m.d.comb += total.eq(acc + product)
         return clamp(total, self.acc_width)

@@ -137,7 +137,8 @@ class SerialGemmEngine(wiring.Component):
         esize_bits = W // 16            # log2 of bytes per operand
         chunk = schedule(m, cfg, self.cmd)
         d = chunk.payload
-        array = m.submodules.array = SystolicArray(self.systolic)
+        # A tile is a chunk, at most k_chunk beats: exact, narrow sums.
+        array = m.submodules.array = SystolicArray(self.systolic, sum_terms=cfg.k_chunk)
         requant = m.submodules.requantizer = SerialRequantizer()
         rd, data, wr = self.rd_req, self.rd_data, self.wr_req
 

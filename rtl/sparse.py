@@ -258,6 +258,6 @@ class SparseArray(wiring.Component):
                     below = pes[i + 1][j]
                     m.d.comb += [below.w_in.eq(pe.w_out), below.idx_in.eq(pe.idx_out)]
 
-        push_valid, push_last, columns = os_readout(m, pes, cfg.acc_width)
+        push_valid, push_last, columns = os_readout(m, pes)
         push_rows(m, queue, self.c.payload.shape(), push_valid, push_last, columns)
         return m

@@ -128,9 +128,10 @@ def check_multiply(config):
                              "registers: set multiply_stages to 2 or 3")
 
 
-def pe_arith(config, *, logic=False):
+def pe_arith(config, *, logic=False, terms=None):
     """The PE arithmetic of ``config``: multiplies on DSP blocks (``*`` or
-    the ``multiplier_cell``), or with ``logic`` from logic."""
+    the ``multiplier_cell``), or with ``logic`` from logic; integer sums of
+    at most ``terms`` products (see :class:`SaturatingIntArith`)."""
     stages = config.multiply_stages
     if config.arith == "bf16":
         if logic:
@@ -138,9 +139,9 @@ def pe_arith(config, *, logic=False):
         return Bf16Arith(multiply_stages=stages, cell=config.multiplier_cell)
     if logic:
         return SaturatingIntArith(config.width, config.acc_width, logic_multiplier=True,
-                                  multiply_stages=stages)
+                                  multiply_stages=stages, terms=terms)
     return SaturatingIntArith(config.width, config.acc_width, multiply_stages=stages,
-                              cell=config.multiplier_cell)
+                              cell=config.multiplier_cell, terms=terms)
 
 
 def output_queue(m, c, depth, rows):
@@ -155,17 +156,18 @@ def output_queue(m, c, depth, rows):
     return queue, credits, reserve
 
 
-def os_readout(m, pes, acc_width):
+def os_readout(m, pes):
     """Read out an output-stationary grid: in each column at most one PE
     holds a fresh result per cycle (row i of a tile is ready one cycle after
-    row i-1). Returns ``(push_valid, push_last, columns)``."""
+    row i-1). Returns ``(push_valid, push_last, columns)``, each column as
+    wide as the PEs' results."""
     rows, cols = len(pes), len(pes[0])
     columns = []
     for j in range(cols):
         picked = reduce(lambda x, y: x | y, [
             Mux(pes[i][j].result_valid, pes[i][j].result.as_unsigned(), 0)
             for i in range(rows)])
-        col = Signal(signed(acc_width), name=f"col{j}", reset_less=True)
+        col = Signal(pes[0][j].result.shape(), name=f"col{j}", reset_less=True)
         m.d.sync += col.eq(picked)
         columns.append(col)
     push_valid = Signal()
@@ -237,10 +239,20 @@ class SystolicArray(wiring.Component):
     Parameters
     ----------
     config : SystolicConfig
+    sum_terms : int or None
+        The most products any one sum has: OS, the most beats of a tile (a
+        promise of the caller, as the serial GEMM engine's chunks of at
+        most ``k_chunk`` are); WS sums have at most ``rows``. Integer PEs whose
+        sums of that many products fit in ``acc_width`` bits hold them in
+        just the bits they need
+        (:func:`~bertforge.rtl.arith.exact_sum_width`) and do not saturate,
+        since they cannot overflow: the same results, sign-extended on
+        ``c``, with fewer LUTs and flip-flops. ``None``: any number.
     """
 
-    def __init__(self, config):
+    def __init__(self, config, *, sum_terms=None):
         self.config = check_instance("config", config, SystolicConfig)
+        self.sum_terms = None if sum_terms is None else check_int("sum_terms", sum_terms)
         operand = config.operand_shape
         a_layout = row_layout(operand, config.rows)
         b_layout = data.ArrayLayout(operand, config.cols)
@@ -255,7 +267,8 @@ class SystolicArray(wiring.Component):
         m = Module()
         cfg = self.config
         rows, cols = cfg.rows, cfg.cols
-        dsp, logic = pe_arith(cfg), pe_arith(cfg, logic=True)
+        terms = self.sum_terms
+        dsp, logic = pe_arith(cfg, terms=terms), pe_arith(cfg, logic=True, terms=terms)
         limit = rows * cols if cfg.max_dsp is None else cfg.max_dsp
         pe_class = OutputStationaryPE if cfg.dataflow == "os" else WeightStationaryPE
         pes = [[pe_class(dsp if i * cols + j < limit else logic, f"pe_{i}_{j}")
@@ -305,7 +318,7 @@ class SystolicArray(wiring.Component):
                 if i + 1 < rows:
                     m.d.comb += pes[i + 1][j].b_in.eq(pe.b_out)
 
-        return os_readout(m, pes, cfg.acc_width)
+        return os_readout(m, pes)
 
     def _elaborate_ws(self, m, pes, credits, reserve):
         cfg = self.config
