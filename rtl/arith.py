@@ -130,8 +130,8 @@ class SaturatingIntArith:
         return product
 
     def accumulate(self, m, acc, product):
-        """``clamp(acc + product)`` (just ``acc + product`` when sums are
-        :attr:`exact`); adds the sum's signal to module ``m``."""
+        """``clamp(acc + product)``, with the sum's signal added to module
+        ``m``; just ``acc + product`` when sums are :attr:`exact`."""
         if self.exact:
             return (acc + product)[:self.acc_shape.width].as_signed()
         total = Signal(signed(self.acc_width + 1))

@@ -236,13 +236,12 @@ def test_scheduler_under_stalls_keeps_order_and_takes_a_command_after_its_last_c
     """With the consumer's ``ready`` low at random, the descriptors are the
     chunk walk, in order, none lost or repeated, and the next command is
     taken only once the last descriptor of the one before has left."""
-    import random
     config = GemmConfig(rows=2, cols=2, mem_width=32, addr_width=12, k_chunk=8, m_tile=4,
                         compact=compact)
     dut = TileScheduler(config)
     cmds = [dict(m=5, k=20, n=6, a_addr=0, b_addr=400, c_addr=1200, a_stride=20, b_stride=6,
                  c_stride=24, tag=t) for t in (1, 2, 3)]
-    got, taken, rng = [], [], random.Random(7)
+    got, taken, rng = [], [], np.random.default_rng(7)
 
     async def producer(ctx):
         for c in cmds:
@@ -250,7 +249,7 @@ def test_scheduler_under_stalls_keeps_order_and_takes_a_command_after_its_last_c
 
     async def consumer(ctx):
         for _ in range(400):
-            ready = rng.random() < 0.4
+            ready = bool(rng.random() < 0.4)
             ctx.set(dut.chunk.ready, ready)
             await ctx.delay(1e-9)       # let the handshake settle
             if ready and ctx.get(dut.chunk.valid):

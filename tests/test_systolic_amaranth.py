@@ -6,6 +6,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from bertforge.rtl.arith import exact_sum_width
+from bertforge.rtl.errors import BertforgeError
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig, pe_arith
 from bertforge.sim.stream_sim import run_streams
 from bertforge.sim.systolic_golden import operand_words, result_words, systolic_golden
@@ -64,7 +66,6 @@ def test_exact_sums_of_at_most_sum_terms_products(dataflow):
     products need and do not saturate: the extremes (every product
     (-128)**2, or -128 * 127) and random tiles of up to ``sum_terms`` beats
     still equal the golden model, sign-extended on ``c``."""
-    from bertforge.rtl.arith import exact_sum_width
     config = SystolicConfig(rows=2, cols=3, dataflow=dataflow, arith="int8")
     terms = 5 if dataflow == "os" else config.rows
     dut = SystolicArray(config, sum_terms=terms)
@@ -89,7 +90,6 @@ def test_exact_sums_of_at_most_sum_terms_products(dataflow):
 def test_exact_sum_width_is_the_width_of_the_extreme_sums():
     """Exhaustively for 3-bit operands: ``exact_sum_width`` holds every sum
     of ``terms`` products, and one bit fewer does not."""
-    from bertforge.rtl.arith import exact_sum_width
     products = [a * b for a in range(-4, 4) for b in range(-4, 4)]
     for terms in range(1, 10):
         bits = exact_sum_width(3, terms)
@@ -100,6 +100,5 @@ def test_exact_sum_width_is_the_width_of_the_extreme_sums():
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, "8", True])
 def test_sum_terms_must_be_a_positive_integer(bad):
-    from bertforge.rtl.errors import BertforgeError
     with pytest.raises(BertforgeError, match="sum_terms"):
         SystolicArray(SystolicConfig(rows=2, cols=2), sum_terms=bad)
