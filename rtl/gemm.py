@@ -12,7 +12,7 @@ from .engine import (STAGE_QUEUE, Job, Requantizer, StagedEngine, feeder_members
 from .arith import BF16_NEG_ZERO
 from .params import (Config, check_bool, check_choice, check_instance, check_int, check_operands,
                      check_size)
-from .stream import Queue
+from .stream import Queue, delay
 from .systolic import ARITHS, SystolicArray, SystolicConfig
 from .tile_scheduler import TileScheduler, command_layout, completion_layout
 from bertforge.rtl.errors import ParameterError
@@ -272,7 +272,7 @@ class OSFeeder(wiring.Component):
         d = self.chunk.payload
         beat_layout = data.StructLayout({"a": unsigned(cfg.rows * w), "b": unsigned(C * w),
                                          "last": 1})
-        out, pending, space = operand_queue(m, "os_operands", beat_layout)
+        out, issue, space = operand_queue(m, "os_operands", beat_layout)
         k = Signal(range(Kc + 1))
         j = Signal(range(cfg.group + 1))
         slot = Signal()
@@ -284,7 +284,7 @@ class OSFeeder(wiring.Component):
         lane = Signal(cfg.lane_bits or 1)
         col = Signal(range(cfg.group + 1))
         last = Signal()
-        m.d.sync += pending.eq(go)
+        m.d.comb += issue.eq(go)
         with m.If(go):
             m.d.sync += [lane.eq(k), col.eq(j), last.eq(k == d.k_len - 1), k.eq(k + 1)]
             with m.If(k == d.k_len - 1):
@@ -293,11 +293,14 @@ class OSFeeder(wiring.Component):
                     m.d.sync += [j.eq(0), slot.eq(~slot)]
                     m.d.comb += [self.chunk.ready.eq(1), self.freed.eq(1)]
         beat = Signal(beat_layout)
+        a_data = [delay(m, p.data, 1, f"a_data{i}") for i, p in enumerate(self.a_rd)]
+        b_data = delay(m, self.b_rd.data, 1, "b_data")
+        lane, col, last = delay(m, lane, 1, "lane"), delay(m, col, 1, "col"), delay(m, last, 1, "last")
         m.d.comb += [
-            beat.a.eq(Cat(*[p.data.word_select(lane, w) for p in self.a_rd])),
-            beat.b.eq(self.b_rd.data.word_select(col, C * w)),
+            beat.a.eq(Cat(*[data.word_select(lane, w) for data in a_data])),
+            beat.b.eq(b_data.word_select(col, C * w)),
             beat.last.eq(last),
-            out.i.payload.eq(beat), out.i.valid.eq(pending),
+            out.i.payload.eq(beat),
         ]
         head = out.o.payload
         m.d.comb += [
@@ -360,7 +363,7 @@ class WSActivationFeeder(wiring.Component):
         BPS = cfg.blocks_per_seg
         d = self.chunk.payload
         act_layout = data.StructLayout({"x": unsigned(R * w), "last": 1})
-        out, pending, space = operand_queue(m, "ws_acts", act_layout)
+        out, issue, space = operand_queue(m, "ws_acts", act_layout)
         ready_chunks = outstanding(m, "chunks_loaded", self.loaded, self.freed)
         go = self.chunk.valid & (ready_chunks != 0) & space
         j, seg_base, blk, kbase, row, done = ws_walk(m, cfg, "act", d, d.m_len, go)
@@ -371,20 +374,22 @@ class WSActivationFeeder(wiring.Component):
         m.d.comb += self.a_rd.addr.eq(slot * (Mt * SEG) + row_ptr + (seg_base >> cfg.lane_bits))
         blk_q = Signal.like(blk)
         last_q = Signal()
-        m.d.sync += [pending.eq(go), blk_q.eq(blk), last_q.eq(row == d.m_len - 1)]
+        m.d.comb += issue.eq(go)
+        m.d.sync += [blk_q.eq(blk), last_q.eq(row == d.m_len - 1)]
         if cfg.bf16:
             in_k = Signal(R)     # the block's lanes that are inside K
             m.d.sync += in_k.eq(Cat(*[kbase + i < d.k_len for i in range(R)]))
         with m.If(go & done):
             m.d.sync += slot.eq(~slot)
             m.d.comb += [self.chunk.ready.eq(1), self.freed.eq(1)]
-        padded = Cat(self.a_rd.data, Const(0, (BPS * R - L) * w))
+        padded = Cat(delay(m, self.a_rd.data, 1, "a_data"), Const(0, (BPS * R - L) * w))
         act = Signal(act_layout)
-        lanes = padded.word_select(blk_q, R * w)
+        lanes = padded.word_select(delay(m, blk_q, 1, "blk"), R * w)
         if cfg.bf16:
+            in_k = delay(m, in_k, 1, "in_k")
             lanes = Cat(*[Mux(in_k[i], lanes[i * w:(i + 1) * w], 0) for i in range(R)])
-        m.d.comb += [act.x.eq(lanes), act.last.eq(last_q),
-                     out.i.payload.eq(act), out.i.valid.eq(pending)]
+        m.d.comb += [act.x.eq(lanes), act.last.eq(delay(m, last_q, 1, "last")),
+                     out.i.payload.eq(act)]
         head = out.o.payload
         m.d.comb += [self.a.payload.data.eq(head.x), self.a.payload.last.eq(head.last),
                      self.a.valid.eq(out.o.valid), out.o.ready.eq(self.a.ready)]
@@ -408,7 +413,7 @@ class WSWeightFeeder(wiring.Component):
         cfg = self.config
         w, R, C, L, Kc = cfg.width, cfg.rows, cfg.cols, cfg.lanes, cfg.k_chunk
         d = self.chunk.payload
-        out, pending, space = operand_queue(m, "ws_weights", C * w)
+        out, issue, space = operand_queue(m, "ws_weights", C * w)
         ready_chunks = outstanding(m, "chunks_loaded", self.loaded, self.freed)
         go = self.chunk.valid & (ready_chunks != 0) & space
         j, seg_base, blk, kbase, i, done = ws_walk(m, cfg, "wgt", d, R, go)
@@ -416,14 +421,16 @@ class WSWeightFeeder(wiring.Component):
         m.d.comb += self.b_rd.addr.eq(slot * Kc + kbase + i)
         zero = Signal()
         col = Signal.like(j)
-        m.d.sync += [pending.eq(go), col.eq(j),
+        m.d.comb += issue.eq(go)
+        m.d.sync += [col.eq(j),
                      zero.eq((kbase + i >= d.k_len) | (kbase + i >= seg_base + L))]
         with m.If(go & done):
             m.d.sync += slot.eq(~slot)
             m.d.comb += [self.chunk.ready.eq(1), self.freed.eq(1)]
         pad = Cat(*[Const(BF16_NEG_ZERO, 16)] * C) if cfg.bf16 else 0
-        m.d.comb += [out.i.payload.eq(Mux(zero, pad, self.b_rd.data.word_select(col, C * w))),
-                     out.i.valid.eq(pending),
+        b_data = delay(m, self.b_rd.data, 1, "b_data")
+        zero, col = delay(m, zero, 1, "zero"), delay(m, col, 1, "col")
+        m.d.comb += [out.i.payload.eq(Mux(zero, pad, b_data.word_select(col, C * w))),
                      self.b.payload.eq(out.o.payload), self.b.valid.eq(out.o.valid),
                      out.o.ready.eq(self.b.ready)]
         return m
@@ -486,7 +493,10 @@ class GemmEngine(StagedEngine):
         return schedule(m, self.config, self.cmd)
 
     def array(self):
-        return SystolicArray(self.systolic)
+        # OS sums are one chunk (k_chunk products), WS sums one column (rows):
+        # exact and narrow; the accumulator adds chunks and saturates.
+        terms = self.config.k_chunk if self.systolic.dataflow == "os" else self.systolic.rows
+        return SystolicArray(self.systolic, sum_terms=terms)
 
     def operand_jobs(self):
         cfg = self.config

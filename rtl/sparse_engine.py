@@ -12,7 +12,7 @@ from .gemm import GemmConfig, OSFeeder
 from .sparse import SparseArray, SparseConfig
 from .params import check_choice, check_instance
 from .payload import pack
-from .stream import Queue
+from .stream import Queue, delay
 from .tile_scheduler import TileScheduler, chunk_layout, command_layout, completion_layout
 from bertforge.rtl.errors import ParameterError
 
@@ -107,8 +107,8 @@ class SparseFeeder(OSFeeder):
         w, C, SEG, Kc, L, mm = cfg.width, cfg.cols, cfg.segments, cfg.k_chunk, cfg.lanes, cfg.m_max
         bits = cfg.sparse.index_bits
         d = self.chunk.payload
-        a_out, a_pending, a_space = operand_queue(m, "sparse_acts", self.a.payload.shape())
-        b_out, b_pending, b_space = operand_queue(m, "sparse_weights", self.b.payload.shape())
+        a_out, a_issue, a_space = operand_queue(m, "sparse_acts", self.a.payload.shape())
+        b_out, b_issue, b_space = operand_queue(m, "sparse_weights", self.b.payload.shape())
         kpos = Signal(range(Kc + L + 1))       # first element of the group
         s = Signal(range(mm + 1))              # slot in the group
         r = Signal(range(Kc + 1))              # compressed row
@@ -125,7 +125,7 @@ class SparseFeeder(OSFeeder):
         col = Signal(range(cfg.group + 1))
         end_q, last_q = Signal(), Signal()
         pat_m_q = Signal.like(d.pat_m)
-        m.d.sync += [a_pending.eq(go & (s == 0)), b_pending.eq(go)]
+        m.d.comb += [a_issue.eq(go & (s == 0)), b_issue.eq(go)]
         with m.If(go):
             m.d.sync += [off.eq(kpos), col.eq(j), end_q.eq(last_slot),
                          last_q.eq(last_group), pat_m_q.eq(d.pat_m), s.eq(s + 1), r.eq(r + 1)]
@@ -137,19 +137,23 @@ class SparseFeeder(OSFeeder):
                         m.d.sync += [j.eq(0), slot.eq(~slot)]
                         m.d.comb += [self.chunk.ready.eq(1), self.freed.eq(1)]
 
+        # The reads' data and what was registered with them, a cycle later
+        # (see operand_queue).
+        off, col = delay(m, off, 1, "off"), delay(m, col, 1, "col")
+        pat_m_q, last_q, end_q = (delay(m, pat_m_q, 1, "pat_m"), delay(m, last_q, 1, "last"),
+                                  delay(m, end_q, 1, "end"))
         act = Signal(self.a.payload.shape())
         for i, port in enumerate(self.a_rd):
-            window = (port.data >> (off * w))[:mm * w]
+            window = (delay(m, port.data, 1, f"a_data{i}") >> (off * w))[:mm * w]
             for e in range(mm):
                 m.d.comb += act.data[i][e].eq(Mux(e < pat_m_q, window[e * w:(e + 1) * w], 0))
-        m.d.comb += [act.last.eq(last_q), a_out.i.payload.eq(act), a_out.i.valid.eq(a_pending)]
+        m.d.comb += [act.last.eq(last_q), a_out.i.payload.eq(act)]
         wgt = Signal(self.b.payload.shape())
-        values = self.b_rd.data.word_select(col, C * w)
-        indices = self.i_rd.data.word_select(col, C * 8)
+        values = delay(m, self.b_rd.data, 1, "b_data").word_select(col, C * w)
+        indices = delay(m, self.i_rd.data, 1, "i_data").word_select(col, C * 8)
         for c in range(C):
             m.d.comb += wgt.index[c].eq(indices[8 * c:8 * c + bits])
-        m.d.comb += [wgt.data.eq(values), wgt.group_end.eq(end_q),
-                     b_out.i.payload.eq(wgt), b_out.i.valid.eq(b_pending)]
+        m.d.comb += [wgt.data.eq(values), wgt.group_end.eq(end_q), b_out.i.payload.eq(wgt)]
         wiring.connect(m, a_out.o, wiring.flipped(self.a))
         wiring.connect(m, b_out.o, wiring.flipped(self.b))
         return m

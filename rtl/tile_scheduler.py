@@ -92,7 +92,8 @@ def chunk_layout(config):
 class TileScheduler(wiring.Component):
     """Checks commands and emits their chunks (see the module docstring).
 
-    Throughput: one descriptor per cycle, from an output register, after a
+    Throughput: one descriptor every other cycle, from an output register
+    that is refilled once it is empty, after a
     check of ``dim_width + 3`` cycles per command (the three ``(rows - 1) * stride`` products of the
     range check are shift-and-add, a bit a cycle: no multiplier; with
     ``config.compact`` most significant bit first, with no shifted copy of
@@ -216,10 +217,13 @@ class TileScheduler(wiring.Component):
         ]
 
         out = self.chunk
-        load = Signal()     # the output register is free for the next descriptor
+        # The output register takes the next descriptor once it is empty: a
+        # descriptor every other cycle at most (chunks take many more), and
+        # no path from the stages' ``ready`` into the scheduler's enables.
+        load = Signal()
         with m.If(out.ready):
             m.d.sync += out.valid.eq(0)
-        m.d.comb += load.eq(~out.valid | out.ready)
+        m.d.comb += load.eq(~out.valid)
         with m.FSM():
             with m.State("IDLE"):
                 # A new command once the last descriptor has left (a caller

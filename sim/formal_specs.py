@@ -756,7 +756,7 @@ def engine_proofs(*, make=None, config=SCHEDULER_CONFIG):
     ``make``'s);
     ``first_output``: a completion within the cycle model's start
     (:func:`~bertforge.sim.gemm_cycles.start_cycles`: a command taken,
-    checked and rejected, then the writer's ``END``: 35 cycles; the serial
+    checked and rejected, then the writer's ``END``: 38 cycles; the serial
     engine's model of a rejected command);
     ``rd_req``'s payload rule by bmc of 24 cycles (its k-induction does not
     close: the step starts in unreachable states, the loader busy on an

