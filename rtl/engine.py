@@ -90,15 +90,25 @@ def fan_out(m, source, targets):
     and take it once all of those have. ``targets`` is a list of
     ``(stream, needed)``: an input stream whose payload has a subset of the
     source's fields (copied by name) and a 1-bit expression of the source
-    payload saying whether this target gets the payload."""
+    payload saying whether this target gets the payload.
+
+    Each target takes the payload as soon as it can (a register per target
+    remembers that it has), so no target's ``valid`` waits on another's
+    ``ready``: the stage queues' fill levels reach only ``source.ready``,
+    not each other's enables."""
     ready = Signal()
     m.d.comb += ready.eq(1)
-    for sink, needed in targets:
+    for n, (sink, needed) in enumerate(targets):
+        taken = Signal(name=f"fan_out_taken{n}")
         for name in sink.payload.shape().members:
             m.d.comb += getattr(sink.payload, name).eq(getattr(source.payload, name))
-        m.d.comb += sink.valid.eq(source.valid & ready & needed)
-        with m.If(needed & ~sink.ready):
+        m.d.comb += sink.valid.eq(source.valid & needed & ~taken)
+        with m.If(needed & ~taken & ~sink.ready):
             m.d.comb += ready.eq(0)
+        with m.If(source.valid & ready):
+            m.d.sync += taken.eq(0)
+        with m.Elif(sink.valid & sink.ready):
+            m.d.sync += taken.eq(1)
     m.d.comb += source.ready.eq(ready)
 
 
@@ -382,16 +392,17 @@ class Loader(wiring.Component):
         return m
 
 
-def accumulator_fields():
+def accumulator_fields(config):
     """The descriptor fields the :class:`Accumulator` reads."""
-    return ("first", "last", "accumulate", "kblocks", "tiles")
+    return ("first", "last", "accumulate", "kblocks", "tiles") + ("m_len",) * (config.dataflow == "ws")
 
 
 class Accumulator(wiring.Component):
     """Adds the array's result rows into the accumulator buffer.
 
     Per chunk, ``tiles`` tiles of ``kblocks`` result streams each (rows
-    ``0..block_rows-1``, the last with ``last``) are added, saturating to
+    ``0..rows-1`` in OS, ``0..m_len-1`` in WS, counted: ``c.payload.last``
+    is not read) are added, saturating to
     ``acc_width``, into tile ``j``'s lanes of the block slot's rows; the
     first chunk of a block starts from 0, or from the old C rows (``old``,
     the loader's buffer) when it accumulates. Each buffer has one write
@@ -454,7 +465,12 @@ class Accumulator(wiring.Component):
             m.d.comb += [self.rd.addr.eq(addr), self.old.addr.eq(addr)]
         # Stage 1 (the cycle after the handshake): the buffer row arrives
         # (the old C row on a block's first chunk that accumulates).
-        last_of_chunk = c.payload.last & (kb == d.kblocks - 1) & (j == d.tiles - 1)
+        # A result stream's last row is counted, not read off ``c.payload.last``:
+        # the array's output queue is block RAM on a large array, and its
+        # clock-to-data (5.6 ns on an ECP5) left no time for the bookkeeping.
+        # A stream has ``rows`` rows (OS), one per activation row (WS: ``m_len``).
+        last_row = row == (d.m_len if cfg.dataflow == "ws" else Mt) - 1
+        last_of_chunk = last_row & (kb == d.kblocks - 1) & (j == d.tiles - 1)
         s1 = stage(m, {"addr": addr, "j": j, "row": c.payload.data,
                        "init": d.first & ~d.accumulate & (kb == 0),
                        "old": d.first & d.accumulate & (kb == 0)}, "acc1",
@@ -463,7 +479,7 @@ class Accumulator(wiring.Component):
             m.d.comb += self.rd.addr.eq(s1["addr"])
         with m.If(take):
             m.d.sync += row.eq(row + 1)
-            with m.If(c.payload.last):
+            with m.If(last_row):
                 m.d.sync += [row.eq(0), kb.eq(kb + 1)]
                 with m.If(kb == d.kblocks - 1):
                     m.d.sync += [kb.eq(0), j.eq(j + 1)]
@@ -959,7 +975,7 @@ class StagedEngine(wiring.Component):
         loader = m.submodules.loader = Loader(cfg, project(layout, loader_fields), jobs,
                                               feeders=len(feeders))
         accumulator = m.submodules.accumulator = Accumulator(
-            cfg, project(layout, accumulator_fields()), array.signature.members["c"].signature)
+            cfg, project(layout, accumulator_fields(cfg)), array.signature.members["c"].signature)
         writer = m.submodules.writer = Writer(cfg, project(layout, writer_fields()),
                                               self.done.payload.shape())
         heads = {}
@@ -967,7 +983,7 @@ class StagedEngine(wiring.Component):
         for name, fields, needed in (
                 [("loader", loader_fields, ~chunk.payload.error)]
                 + [(f"feed_{n}", f, ~chunk.payload.error) for n, f in feeders.items()]
-                + [("accumulator", accumulator_fields(), ~chunk.payload.error),
+                + [("accumulator", accumulator_fields(cfg), ~chunk.payload.error),
                    ("writer", writer_fields(), chunk.payload.last | chunk.payload.error)]):
             queue = m.submodules[f"{name}_queue"] = Queue(shape=project(layout, fields),
                                                           depth=cfg.stage_queue)

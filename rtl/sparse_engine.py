@@ -214,7 +214,7 @@ class SparseEngine(StagedEngine):
         shift = Signal(range(5))
         power = Signal()
         cmd_groups = Signal(cfg.dim_width)
-        rows_c = Signal(cfg.dim_width + 1)
+        rows_c_less = Signal(signed(cfg.dim_width + 2))    # compressed rows, less 1
         bad_pattern = Signal()
         b_span = Signal(signed(aw + cfg.dim_width + 3))
         i_span = Signal(signed(aw + cfg.dim_width + 3))
@@ -240,11 +240,11 @@ class SparseEngine(StagedEngine):
                 ]
                 m.next = "ROWS"
             with m.State("ROWS"):
-                m.d.sync += rows_c.eq(cmd_groups * held.pat_n)
+                m.d.sync += rows_c_less.eq((cmd_groups * held.pat_n)[:cfg.dim_width + 1] - 1)
                 m.next = "SPANS"
             with m.State("SPANS"):
-                m.d.sync += [b_span.eq((rows_c - 1) * held.b_stride),
-                             i_span.eq((rows_c - 1) * held.idx_stride)]
+                m.d.sync += [b_span.eq(rows_c_less * held.b_stride),
+                             i_span.eq(rows_c_less * held.idx_stride)]
                 m.next = "ENDS"
             with m.State("ENDS"):
                 m.d.sync += [b_end.eq(held.b_addr + b_span + held.n * esize),

@@ -7,10 +7,13 @@ from collections import deque
 
 import numpy as np
 import pytest
+from amaranth.hdl import Module
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from bertforge.generators.gemm_sim import layout_problems, read_matrix
-from bertforge.rtl.engine import Requantizer
+from bertforge.rtl.engine import Requantizer, fan_out
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 from bertforge.rtl.gemm import GemmConfig
 from bertforge.rtl.payload import pack
@@ -18,6 +21,7 @@ from bertforge.rtl.serial_engine import SerialRequantizer, gemm_engine
 from bertforge.rtl.tile_scheduler import command_layout
 from bertforge.sim.fixed_golden import requantize
 from bertforge.sim.gemm_golden import run_commands
+from bertforge.sim.stream_sim import run_streams
 
 
 def requantizer_cases(random=60):
@@ -233,3 +237,59 @@ def test_bf16_engine_with_the_small_engine_knobs():
     done, _ = run_engine(config, image, commands)
     assert [error for _, error in done] == [0] * 4
     assert np.array_equal(image, expected)
+
+
+class Fork(wiring.Component):
+    """:func:`fan_out` of ``src`` (``x``, ``y``) to ``a`` (``x``, always),
+    ``b`` (``y``, when ``x`` is odd) and ``c`` (``x``, ``y``, always)."""
+
+    def __init__(self):
+        xy = data.StructLayout({"x": 8, "y": 8})
+        super().__init__({"src": In(stream.Signature(xy)),
+                          "a": Out(stream.Signature(data.StructLayout({"x": 8}))),
+                          "b": Out(stream.Signature(data.StructLayout({"y": 8}))),
+                          "c": Out(stream.Signature(xy))})
+
+    def elaborate(self, platform):
+        m = Module()
+        fan_out(m, self.src, [(self.a, 1), (self.b, self.src.payload.x[0]), (self.c, 1)])
+        return m
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fan_out_hands_each_target_what_it_needs_once_in_order(seed):
+    rng = np.random.default_rng(seed)
+    payloads = [{"x": int(x), "y": int(y)} for x, y in rng.integers(0, 256, (60, 2))]
+    odd = [p for p in payloads if p["x"] % 2]
+    received, _ = run_streams(Fork(), {"src": payloads}, {"a": 60, "b": len(odd), "c": 60},
+                              seed=seed, gap=0.3, stall=0.5)
+    assert received["a"] == [{"x": p["x"]} for p in payloads]
+    assert received["b"] == [{"y": p["y"]} for p in odd]
+    assert received["c"] == payloads
+
+
+def test_fan_out_targets_do_not_wait_for_each_other():
+    # ``a`` takes the payload at once while ``c`` stalls, and only once;
+    # the source lets it go when ``c`` has it too.
+    dut = Fork()
+    seen = []
+
+    async def bench(ctx):
+        ctx.set(dut.src.payload, {"x": 3, "y": 4})
+        ctx.set(dut.src.valid, 1)
+        ctx.set(dut.a.ready, 1)
+        ctx.set(dut.b.ready, 1)
+        for cycle in range(8):
+            ctx.set(dut.c.ready, cycle == 5)
+            await ctx.delay(1e-9)
+            seen.append((ctx.get(dut.a.valid), ctx.get(dut.b.valid), ctx.get(dut.c.valid),
+                         ctx.get(dut.src.ready)))
+            if ctx.get(dut.src.ready):
+                ctx.set(dut.src.valid, 0)
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen == [(1, 1, 1, 0)] + [(0, 0, 1, 0)] * 4 + [(0, 0, 1, 1)] + [(0, 0, 0, 0)] * 2

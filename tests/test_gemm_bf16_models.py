@@ -123,7 +123,7 @@ class AccumulatorBench(Elaboratable):
     def __init__(self, config):
         P, Mt = config.panel, config.block_rows
         array = SystolicArray(config.systolic)
-        self.acc = Accumulator(config, project(chunk_layout(config), accumulator_fields()),
+        self.acc = Accumulator(config, project(chunk_layout(config), accumulator_fields(config)),
                                array.signature.members["c"].signature)
         self.acc_mem = Memory(shape=unsigned(P * 32), depth=2 * Mt, init=[])
         self.old_mem = Memory(shape=unsigned(P * 32), depth=2 * Mt, init=[])
