@@ -465,10 +465,9 @@ class Accumulator(wiring.Component):
             m.d.comb += [self.rd.addr.eq(addr), self.old.addr.eq(addr)]
         # Stage 1 (the cycle after the handshake): the buffer row arrives
         # (the old C row on a block's first chunk that accumulates).
-        # A result stream's last row is counted, not read off ``c.payload.last``:
-        # the array's output queue is block RAM on a large array, and its
-        # clock-to-data (5.6 ns on an ECP5) left no time for the bookkeeping.
-        # A stream has ``rows`` rows (OS), one per activation row (WS: ``m_len``).
+        # The last row is counted, not read off ``c.payload.last``: the array's
+        # output queue is block RAM on a large array, and its clock-to-data
+        # (5.6 ns on an ECP5) left no time for the bookkeeping below.
         last_row = row == (d.m_len if cfg.dataflow == "ws" else Mt) - 1
         last_of_chunk = last_row & (kb == d.kblocks - 1) & (j == d.tiles - 1)
         s1 = stage(m, {"addr": addr, "j": j, "row": c.payload.data,
