@@ -524,7 +524,8 @@ class Requantizer(wiring.Component):
     the product is four registered 16 x 16 unsigned products (one DSP
     block each on iCE40 and ECP5: :data:`DSPS_PER_LANE`; ``cell="ecp5"``
     instantiates ``MULT18X18D`` blocks whose own input and output registers
-    are those two stages), summed in two registered steps; then the
+    are those two stages), registered again in the fabric, summed in two
+    registered steps; then the
     rounding add, the shift by whole bytes, the shift by the rest of
     ``shift``, and the saturation, each registered. A pure
     pipeline: it takes inputs every cycle and has no valid or ready (the
@@ -540,7 +541,7 @@ class Requantizer(wiring.Component):
     ``LATENCY``."""
 
     #: Cycles from the inputs to ``y``.
-    LATENCY = 8
+    LATENCY = 9
     #: 16 x 16 multipliers per lane.
     DSPS_PER_LANE = 4
 
@@ -573,7 +574,7 @@ class Requantizer(wiring.Component):
         return m
 
     def _product(self, m, x, mult, shift, name):
-        """Stages 1-4: the signed 66-bit ``x * mult`` and ``shift``, registered."""
+        """Stages 1-5: the signed 66-bit ``x * mult`` and ``shift``, registered."""
         reg = _lane_register(name)
         # x * mult = xu * mult - 2**32 * mult (x < 0), xu = x as unsigned.
         xu = x.as_unsigned()
@@ -588,8 +589,12 @@ class Requantizer(wiring.Component):
             a_reg, b_reg = reg(16, f"{key}_a"), reg(16, f"{key}_b")
             p[key] = reg(32, f"p{key}")
             m.d.sync += [a_reg.eq(a), b_reg.eq(b), p[key].eq(a_reg * b_reg)]
-        neg = delay(m, Mux(x[31], mult, 0), 2, f"{name}_neg")
-        s1 = delay(m, shift, 2, f"{name}_s1")
+        # Each product is registered once more in the fabric: the route out
+        # of a multiplier placed far away (every DSP block in use at 16 x 16)
+        # ends at a flip-flop, not in the adders below.
+        p = {key: delay(m, product, 1, f"{name}_p{key}_d") for key, product in p.items()}
+        neg = delay(m, Mux(x[31], mult, 0), 3, f"{name}_neg")
+        s1 = delay(m, shift, 3, f"{name}_s1")
         low = reg(50, "low")            # the products below bit 32
         high = reg(signed(34), "high")  # and from bit 32 up
         s2 = reg(6, "s2")
@@ -618,7 +623,7 @@ class Requantizer(wiring.Component):
     def _compact_lane(self, m, x, mult, shift, wide, full, y, name):
         reg = _lane_register(name)
         product, s3 = self._product(m, x, mult, shift, name)
-        # Stage 5: p >> (8 * bytes) in a 33-bit window, whether it fits
+        # Stage 6: p >> (8 * bytes) in a 33-bit window, whether it fits
         # there (the bits above are all sign), and the rounding bit p[s-1].
         window = reg(signed(33), "window")
         fits, sign, round_bit = reg(1, "fits"), reg(1, "sign"), reg(1, "round")
@@ -628,16 +633,16 @@ class Requantizer(wiring.Component):
         m.d.sync += [window.eq((product >> Cat(Const(0, 3), s3[3:]))[:33]),
                      fits.eq(fits_at.bit_select(s3[3:], 1)), sign.eq(product[-1]),
                      round_bit.eq(Cat(Const(0, 1), product).bit_select(s3, 1)), s4.eq(s3[:3])]
-        # Stage 6: shifted by the rest, rounded; a value past the window
+        # Stage 7: shifted by the rest, rounded; a value past the window
         # becomes the 34-bit bound of its sign (which saturates either width).
         fine = reg(signed(34), "fine")
         m.d.sync += fine.eq(Mux(fits, (window >> s4) + round_bit,
                                 Mux(sign, -(1 << 33), (1 << 33) - 1)))
-        # Stage 7: saturated.
+        # Stage 8: saturated.
         clamped = reg(signed(32), "clamped")
         m.d.sync += clamped.eq(Mux(full, fine[:32].as_signed(),
                                    Mux(wide, clamp(fine, 16), clamp(fine, 8))))
-        # Stage 8: the output register.
+        # Stage 9: the output register.
         m.d.sync += y.eq(clamped)
 
 

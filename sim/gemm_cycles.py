@@ -52,7 +52,7 @@ __all__ = ["gemm_cycles", "serial_cycles", "SERIAL_SUM_WAIT", "ideal_cycles", "c
 START = 18
 #: Cycles from the array's last result row to the block's first write beat,
 #: plus from the last write beat to the completion.
-END = 16
+END = 17
 #: Cycles from a block's last write beat leaving the writer, less the read
 #: latency, until the first beat of a later block's old C, bias or scales
 #: (which reuse its block buffer) can arrive.

@@ -401,7 +401,7 @@ TIMED = [p for name in PROVED for p in BLOCKS[name].proofs()
 #: are exact): the engine's ``START`` and ``END`` each lump two spans
 #: (command to first read and last read to the array; array to first write
 #: and last write to completion), so its first read request (13 cycles
-#: after the command, 22 by the model) and first write (49, 50 by the
+#: after the command, 22 by the model) and first write (50, 51 by the
 #: model) come earlier than the model's bounds.
 SLACK = {("gemm", "engine 2x2 os", "rd_req_valid_before_ready"): 9,
          ("gemm", "engine 2x2 os", "wr_req_valid_before_ready"): 1}
