@@ -7,6 +7,7 @@ testbench -> outputs loaded back, timing each phase. :func:`run_sim` and
 :class:`~bertforge.generators.block.Block` entry.
 """
 
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -68,6 +69,10 @@ def simulate(config, testbench, spec, *, harness=None, extra=(), waves=False, wo
     arrays) are written to files and passed as paths, ``config`` is added.
     Returns the testbench's result dict with the ``.npy``/``.npz`` files it
     wrote loaded back, and ``phases``: seconds of each of :data:`PHASES`.
+
+    Without ``workdir`` the run works in a new temporary directory, removed
+    after a run that passed without ``waves`` (``result["log"]`` is then
+    gone too); a failed run keeps it, for its log.
     """
     from bertforge.sim import runner
     phases = {}
@@ -86,6 +91,9 @@ def simulate(config, testbench, spec, *, harness=None, extra=(), waves=False, wo
     phases["simulate"] = time.perf_counter() - mark
     mark = time.perf_counter()
     result = _load_arrays(result, work)
+    if workdir is None and result["passed"] and not waves:
+        shutil.rmtree(work)
+        del result["log"]
     phases["check"] = time.perf_counter() - mark
     result["phases"] = phases
     return result

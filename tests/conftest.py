@@ -15,6 +15,7 @@ builds, so a new test that adds a model is seen. Exhaustive sweeps are marked
 
 import json
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -82,3 +83,9 @@ def pytest_terminal_summary(terminalreporter, config):
           f"({sum(builds.values()):.0f} s of building), {len(records)} uses")
     for model, seconds in sorted(builds.items(), key=lambda item: -item[1])[:15]:
         write(f"  {seconds:7.1f} s  {model}")
+
+
+def pytest_unconfigure(config):
+    directory = getattr(config, "_bertforge_build_log", None)
+    if directory:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -6,6 +6,8 @@ cycle model to the cycle; one run of the same tiles with random input gaps and
 output backpressure that must match with nothing lost or duplicated.
 """
 
+import tempfile
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -195,9 +197,10 @@ def test_waveform_on_request(tmp_path):
         assert len(f.read()) > 100
 
 
-def test_failing_run_is_rerun_with_a_kept_waveform():
+def test_failing_run_is_rerun_with_a_kept_waveform(tmp_path, monkeypatch):
     from bertforge.generators.simulate import cached_verilog
     from bertforge.sim import runner
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     config = SystolicConfig(rows=2, cols=3, dataflow="ws")
     result = runner.run(cached_verilog(config), config.name, "cocotb_always_fails", {})
     assert result["passed"] is False

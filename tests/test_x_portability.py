@@ -13,6 +13,7 @@
 
 import json
 import shutil
+import tempfile
 
 import pytest
 
@@ -26,6 +27,12 @@ module uninit(input clk, input en, input [15:0] d, output [15:0] q);
   assign q = r;
 endmodule
 """
+
+
+@pytest.fixture(autouse=True)
+def _work_in_tmp_path(tmp_path, monkeypatch):
+    """The runs' work directories go to the test's own directory."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
 
 def _read(**options):
