@@ -490,8 +490,12 @@ class Accumulator(wiring.Component):
                             m.d.comb += block_done.eq(1)
         # Stage 2: add and write. A row written now and read by stage 1 is
         # forwarded (a read issued as it is written sees it: transparent).
+        # Whether to forward is compared a cycle ahead, between stage 1 and
+        # the row entering it, and registered: it selects every lane's
+        # bits, so it leaves a flip-flop rather than an address compare.
         s2 = stage(m, {"addr": s1["addr"], "j": s1["j"], "row": s1["row"]}, "acc2",
-                   flags={"valid": s1["valid"], "end": s1["end"]})
+                   flags={"valid": s1["valid"], "end": s1["end"],
+                          "forward": s1["valid"] & (s1["addr"] == addr) & (s1["j"] == j)})
         prior = Signal(C * aw, name="acc2_prior")
         sums = []
         for q in range(C):
@@ -501,11 +505,10 @@ class Accumulator(wiring.Component):
             total = Signal(signed(aw + 1), name=f"acc_sum{q}")
             m.d.comb += total.eq(prior[q * aw:(q + 1) * aw].as_signed() + s2["row"][q])
             sums.append(clamp(total, aw))
-        forward = s2["valid"] & (s2["addr"] == s1["addr"]) & (s2["j"] == s1["j"])
         row_read = self.rd.data if cfg.compact else Mux(s1["old"], self.old.data, self.rd.data)
         read = row_read.word_select(s1["j"], C * aw)
         start = Cat(*[Const(FP32_NEG_ZERO, 32)] * C) if cfg.bf16 else 0
-        m.d.sync += prior.eq(Mux(s1["init"], start, Mux(forward, Cat(*sums), read)))
+        m.d.sync += prior.eq(Mux(s1["init"], start, Mux(s2["forward"], Cat(*sums), read)))
         m.d.comb += [self.wr.addr.eq(s2["addr"]), self.wr.data.eq(Cat(*(sums * cfg.group))),
                      self.committed.eq(s2["end"])]
         for p in range(P):

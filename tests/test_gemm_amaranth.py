@@ -208,12 +208,15 @@ def test_engine_with_bias_and_per_channel_scales(dataflow, knobs):
 
 
 @pytest.mark.parametrize("knobs", [{}, SMALL], ids=["", "small"])
-@pytest.mark.parametrize("m_tile", [1, 2, 3])
-def test_engine_short_ws_blocks_accumulate_rows_read_as_they_are_written(m_tile, knobs):
-    # WS blocks of m_tile rows: consecutive k blocks add into the same rows
-    # 1 (forwarded), 2 (transparent read) or 3 (plain read) beats apart;
+@pytest.mark.parametrize("rows, dataflow, m_tile", [(1, "os", 1), (2, "ws", 1), (2, "ws", 3)],
+                         ids=["os-1-row", "ws-1-row", "ws-3-rows"])
+def test_engine_accumulates_rows_read_as_they_are_written(rows, dataflow, m_tile, knobs):
+    # Consecutive result streams add into the same accumulator rows: on a
+    # one-row OS array 1 beat apart (the sum is forwarded); on a two-row
+    # WS array with one-row blocks 2 apart (the array's period is its rows:
+    # a transparent read); with three-row blocks 3 apart (a plain read).
     # compact (SMALL): old C is loaded into the accumulator buffer itself.
-    config = GemmConfig(rows=2, cols=2, dataflow="ws", mem_width=32, addr_width=12,
+    config = GemmConfig(rows=rows, cols=2, dataflow=dataflow, mem_width=32, addr_width=12,
                         k_chunk=8, m_tile=m_tile, **knobs)
     problems = [dict(m=3, k=13, n=3), dict(m=2, k=9, n=2, accumulate=True),
                 dict(m=1, k=16, n=4, extreme=True)]
