@@ -213,8 +213,8 @@ def test_engine_with_bias_and_per_channel_scales(dataflow, knobs):
 def test_engine_accumulates_rows_read_as_they_are_written(rows, dataflow, m_tile, knobs):
     # Consecutive result streams add into the same accumulator rows: on a
     # one-row OS array 1 beat apart (the sum is forwarded); on a two-row
-    # WS array with one-row blocks 2 apart (the array's period is its rows:
-    # a transparent read); with three-row blocks 3 apart (a plain read).
+    # WS array 2 apart (the array's period is at least its rows: a
+    # transparent read) or, in blocks of 3 rows, 3 (a plain read).
     # compact (SMALL): old C is loaded into the accumulator buffer itself.
     config = GemmConfig(rows=rows, cols=2, dataflow=dataflow, mem_width=32, addr_width=12,
                         k_chunk=8, m_tile=m_tile, **knobs)
