@@ -528,9 +528,8 @@ class Requantizer(wiring.Component):
     block each on iCE40 and ECP5: :data:`DSPS_PER_LANE`; ``cell="ecp5"``
     instantiates ``MULT18X18D`` blocks whose own input and output registers
     are those two stages), registered again in the fabric, summed in two
-    registered steps; then the
-    rounding add, the shift by whole bytes, the shift by the rest of
-    ``shift``, and the saturation, each registered. A pure
+    registered steps; then the rounding add, the shift by whole bytes, the
+    shift by the rest of ``shift``, and the saturation, each registered. A pure
     pipeline: it takes inputs every cycle and has no valid or ready (the
     caller delays its own flags by ``LATENCY``).
 
