@@ -7,6 +7,7 @@ output backpressure that must match with nothing lost or duplicated.
 """
 
 import tempfile
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -207,3 +208,18 @@ def test_failing_run_is_rerun_with_a_kept_waveform(tmp_path, monkeypatch):
     assert result["waves"].endswith("dump.fst")
     with open(result["waves"], "rb") as f:
         assert len(f.read()) > 100
+
+
+def test_run_directory_removed_after_a_pass_kept_after_a_failure(tmp_path, monkeypatch):
+    """A run without ``workdir`` leaves nothing in the temporary directory
+    once it passed; a failed run keeps its directory and log."""
+    from bertforge.generators.simulate import simulate
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    config = SystolicConfig(rows=2, cols=3, dataflow="ws")
+    tiles = random_systolic_tiles(config, 3, 2, np.random.default_rng(1))
+    passed = simulate_systolic(config, tiles)
+    assert passed["passed"] and passed["match"] and "log" not in passed
+    assert list(tmp_path.iterdir()) == []
+    failed = simulate(config, "cocotb_always_fails", {})
+    assert failed["passed"] is False
+    assert Path(failed["log"]).parent.parent == tmp_path and Path(failed["log"]).is_file()
