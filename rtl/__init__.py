@@ -26,6 +26,12 @@ encoder         ``encoder.py`` (``EncoderTop``: GEMM engine + the three units)
 
 Shared by every block:
 
+- the GEMM engines' stages (dense and sparse), one file each:
+  ``loader.py`` (``Loader``, ``Job``), ``accumulator.py``
+  (``Accumulator``), ``requantizer.py`` (``Requantizer``), ``writer.py``
+  (``Writer``), ``staged_engine.py`` (``StagedEngine``: the stages
+  connected), and ``engine.py`` (what they share: request layouts,
+  ``fan_out``, ``outstanding``, operand queues).
 - ``stream.py``: ``Queue`` (the only FIFO) and the pipeline helpers
   (``register``, ``stage``, ``delay``, ``tree``, ``clamp``).
 - ``payload.py``: the one payload codec (any ``data.Layout`` <-> bits,

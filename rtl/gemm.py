@@ -7,8 +7,10 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 
-from .engine import (STAGE_QUEUE, Job, Requantizer, StagedEngine, feeder_members,
-                     operand_queue, outstanding, read_port)
+from .engine import STAGE_QUEUE, feeder_members, operand_queue, outstanding, read_port
+from .loader import Job
+from .requantizer import Requantizer
+from .staged_engine import StagedEngine
 from .arith import BF16_NEG_ZERO
 from .params import (Config, check_bool, check_choice, check_instance, check_int, check_operands,
                      check_size)
@@ -90,7 +92,7 @@ class GemmConfig(Config):
         accumulator buffer (no buffer of its own), which is read
         combinationally, each reader registering only the lanes it uses;
         the writer uses the compact
-        :class:`~bertforge.rtl.engine.Requantizer`, which also carries int32
+        :class:`~bertforge.rtl.requantizer.Requantizer`, which also carries int32
         results (no separate delay line); the scheduler's range check
         multiplies most significant bit first (no shifted strides). Same
         results and cycles.
@@ -238,7 +240,7 @@ def schedule(m, config, cmd):
 
 
 def requantizer_dsps(config):
-    """DSP blocks the writer's :class:`~bertforge.rtl.engine.Requantizer`
+    """DSP blocks the writer's :class:`~bertforge.rtl.requantizer.Requantizer`
     takes (none in bf16: it has no requantizer)."""
     if config.bf16:
         return 0
@@ -455,11 +457,11 @@ class GemmEngine(StagedEngine):
     needs padding.
 
     The stages are those of :mod:`bertforge.rtl.engine`: scheduler ->
-    :class:`~bertforge.rtl.engine.Loader` (jobs: old C, bias, scales, A, B)
+    :class:`~bertforge.rtl.loader.Loader` (jobs: old C, bias, scales, A, B)
     -> feeders (:class:`OSFeeder`, or :class:`WSActivationFeeder` and
     :class:`WSWeightFeeder`) -> array ->
-    :class:`~bertforge.rtl.engine.Accumulator` ->
-    :class:`~bertforge.rtl.engine.Writer`. A, B and the block buffers are
+    :class:`~bertforge.rtl.accumulator.Accumulator` ->
+    :class:`~bertforge.rtl.writer.Writer`. A, B and the block buffers are
     double-buffered, so the next chunk loads while this one computes, and
     the previous block is written while this one accumulates; commands
     follow each other with no gap.

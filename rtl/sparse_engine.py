@@ -7,7 +7,9 @@ from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 
-from .engine import STAGE_QUEUE, Job, StagedEngine, operand_queue, outstanding, read_port
+from .engine import STAGE_QUEUE, operand_queue, outstanding, read_port
+from .loader import Job
+from .staged_engine import StagedEngine
 from .gemm import GemmConfig, OSFeeder
 from .sparse import SparseArray, SparseConfig
 from .params import check_choice, check_instance

@@ -13,7 +13,8 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from bertforge.generators.gemm_sim import layout_problems, read_matrix
-from bertforge.rtl.engine import Requantizer, fan_out
+from bertforge.rtl.engine import fan_out
+from bertforge.rtl.requantizer import Requantizer
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 from bertforge.rtl.gemm import GemmConfig
 from bertforge.rtl.payload import pack

@@ -1,7 +1,7 @@
 """The bf16 GEMM engine without Verilator: the binary32 add of the
 accumulator (golden against exact rational arithmetic, the hardware adder
 and the bf16 output rounding in amaranth.sim against the golden), the
-:class:`~bertforge.rtl.engine.Accumulator` in amaranth.sim, the golden
+:class:`~bertforge.rtl.accumulator.Accumulator` in amaranth.sim, the golden
 model's order and its error against float64, parameter and command checks,
 and the command line's one-line errors."""
 
@@ -19,7 +19,8 @@ from amaranth.sim import Simulator
 from cli_helpers import assert_one_line_error, npy_flags, run_cli
 from test_systolic_bf16_models import binary32_bits
 from bertforge.rtl.arith import FP32_NAN, Bf16Arith
-from bertforge.rtl.engine import Accumulator, accumulator_fields, project
+from bertforge.rtl.accumulator import Accumulator, accumulator_fields
+from bertforge.rtl.engine import project
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 from bertforge.rtl.gemm import GemmConfig, GemmEngine
 from bertforge.rtl.sparse_engine import SparseEngineConfig

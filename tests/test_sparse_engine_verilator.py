@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bertforge.generators.sparse_engine_sim import layout_sparse_problems, read_c, simulate_sparse_engine
-from bertforge.rtl.engine import StagedEngine
+from bertforge.rtl.staged_engine import StagedEngine
 from bertforge.rtl.sparse_engine import SparseEngineConfig, SparseEngine, pack_sparse_command
 from bertforge.sim.gemm_golden import gemm_golden
 from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles

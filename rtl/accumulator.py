@@ -1,0 +1,137 @@
+"""The engines' accumulator stage: adds the array's result rows into the
+accumulator buffer (see :mod:`bertforge.rtl.engine`)."""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import ReadPort, WritePort
+from amaranth.lib.wiring import In, Out
+
+from .arith import FP32_NEG_ZERO, Bf16Arith
+from .engine import outstanding
+from .stream import clamp, stage
+
+__all__ = ["accumulator_fields", "Accumulator"]
+
+
+def accumulator_fields(config):
+    """The descriptor fields the :class:`Accumulator` reads."""
+    return ("first", "last", "accumulate", "kblocks", "tiles") + ("m_len",) * (config.dataflow == "ws")
+
+
+class Accumulator(wiring.Component):
+    """Adds the array's result rows into the accumulator buffer.
+
+    Per chunk, ``tiles`` tiles of ``kblocks`` result streams each (rows
+    ``0..rows-1`` in OS, ``0..m_len-1`` in WS, counted: ``c.payload.last``
+    is not read) are added, saturating to
+    ``acc_width``, into tile ``j``'s lanes of the block slot's rows; the
+    first chunk of a block starts from 0, or from the old C rows (``old``,
+    the loader's buffer) when it accumulates. Each buffer has one write
+    port, so it maps to block RAM. With ``config.compact`` there is no old
+    C buffer and no ``old`` port: the loader writes old C into the block's
+    rows of the accumulator buffer itself (a second write port: for small
+    FPGAs, whose block buffers are flip-flops), and the first chunk reads
+    it there. A block
+    starts only while at most one other is waiting for the writer; its last
+    sum pulses ``committed``; ``released`` frees a slot.
+
+    bf16 (``config.bf16``): the rows are binary32 sums, added with the
+    PEs' rounded binary32 add (:meth:`~bertforge.rtl.arith.Bf16Arith.add`)
+    instead of saturating; a block that does not accumulate starts from -0
+    (so its first sum is the array's as it is). The add is combinational in
+    stage 2, as the integer add is and as the PE's own add is (a path as
+    long as the array's), so the bf16 accumulator keeps the integer one's
+    latency: 2 cycles, no extra cycles.
+
+    Parameters
+    ----------
+    config : GemmConfig
+    c_signature : stream.Signature
+        The array's result stream (``data`` of ``cols`` sums, ``last``).
+    """
+
+    def __init__(self, config, layout, c_signature):
+        self.config = config
+        P, Mt, aw = config.panel, config.block_rows, config.acc_width
+        super().__init__({
+            "chunk": In(stream.Signature(layout)),
+            "c": In(c_signature),
+            "rd": In(ReadPort.Signature(addr_width=(2 * Mt - 1).bit_length(), shape=unsigned(P * aw))),
+            **({} if config.compact else {"old": In(ReadPort.Signature(
+                addr_width=(2 * Mt - 1).bit_length(), shape=unsigned(P * aw)))}),
+            "wr": In(WritePort.Signature(addr_width=(2 * Mt - 1).bit_length(),
+                                         shape=unsigned(P * aw), granularity=aw)),
+            "committed": Out(1),
+            "released": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        C, Mt, P, aw = cfg.cols, cfg.block_rows, cfg.panel, cfg.acc_width
+        d = self.chunk.payload
+        row = Signal(range(Mt + 1), name="acc_row")
+        kb = Signal(range(cfg.max_kblocks + 1), name="acc_kb")
+        j = Signal(range(cfg.group + 1), name="acc_j")
+        slot = Signal()
+        c = self.c
+        block_done = Signal()
+        waiting = outstanding(m, "blocks_waiting", block_done, self.released)
+        ok = self.chunk.valid & (waiting <= 1)
+        m.d.comb += c.ready.eq(ok)
+        take = c.valid & ok
+        addr = Signal(range(2 * Mt))
+        m.d.comb += addr.eq(slot * Mt + row)
+        if not cfg.compact:
+            m.d.comb += [self.rd.addr.eq(addr), self.old.addr.eq(addr)]
+        # Stage 1 (the cycle after the handshake): the buffer row arrives
+        # (the old C row on a block's first chunk that accumulates).
+        # The last row is counted, not read off ``c.payload.last``: the array's
+        # output queue is block RAM on a large array, and its clock-to-data
+        # (5.6 ns on an ECP5) left no time for the bookkeeping below.
+        last_row = row == (d.m_len if cfg.dataflow == "ws" else Mt) - 1
+        last_of_chunk = last_row & (kb == d.kblocks - 1) & (j == d.tiles - 1)
+        s1 = stage(m, {"addr": addr, "j": j, "row": c.payload.data,
+                       "init": d.first & ~d.accumulate & (kb == 0),
+                       "old": d.first & d.accumulate & (kb == 0)}, "acc1",
+                   flags={"valid": take, "end": take & last_of_chunk & d.last})
+        if cfg.compact:     # a combinational read, in stage 1 (see StagedEngine)
+            m.d.comb += self.rd.addr.eq(s1["addr"])
+        with m.If(take):
+            m.d.sync += row.eq(row + 1)
+            with m.If(last_row):
+                m.d.sync += [row.eq(0), kb.eq(kb + 1)]
+                with m.If(kb == d.kblocks - 1):
+                    m.d.sync += [kb.eq(0), j.eq(j + 1)]
+                    with m.If(j == d.tiles - 1):
+                        m.d.sync += j.eq(0)
+                        m.d.comb += self.chunk.ready.eq(1)
+                        with m.If(d.last):
+                            m.d.sync += slot.eq(~slot)
+                            m.d.comb += block_done.eq(1)
+        # Stage 2: add and write. A row written now and read by stage 1 is
+        # forwarded (a read issued as it is written sees it: transparent).
+        # Whether to forward is compared a cycle ahead, between stage 1 and
+        # the row entering it, and registered: it selects every lane's
+        # bits, so it leaves a flip-flop rather than an address compare.
+        s2 = stage(m, {"addr": s1["addr"], "j": s1["j"], "row": s1["row"]}, "acc2",
+                   flags={"valid": s1["valid"], "end": s1["end"],
+                          "forward": s1["valid"] & (s1["addr"] == addr) & (s1["j"] == j)})
+        prior = Signal(C * aw, name="acc2_prior")
+        sums = []
+        for q in range(C):
+            if cfg.bf16:
+                sums.append(Bf16Arith.add(m, prior[q * aw:(q + 1) * aw], s2["row"][q]))
+                continue
+            total = Signal(signed(aw + 1), name=f"acc_sum{q}")
+            m.d.comb += total.eq(prior[q * aw:(q + 1) * aw].as_signed() + s2["row"][q])
+            sums.append(clamp(total, aw))
+        row_read = self.rd.data if cfg.compact else Mux(s1["old"], self.old.data, self.rd.data)
+        read = row_read.word_select(s1["j"], C * aw)
+        start = Cat(*[Const(FP32_NEG_ZERO, 32)] * C) if cfg.bf16 else 0
+        m.d.sync += prior.eq(Mux(s1["init"], start, Mux(s2["forward"], Cat(*sums), read)))
+        m.d.comb += [self.wr.addr.eq(s2["addr"]), self.wr.data.eq(Cat(*(sums * cfg.group))),
+                     self.committed.eq(s2["end"])]
+        for p in range(P):
+            m.d.comb += self.wr.en[p].eq(s2["valid"] & (s2["j"] == p // C))
+        return m

@@ -1,0 +1,236 @@
+"""The engines' loader stage: reads each chunk's rows from memory, job by
+job, and tags the beats (see :mod:`bertforge.rtl.engine`)."""
+
+from dataclasses import dataclass
+from typing import Callable
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .engine import outstanding, read_request_layout
+from .stream import Queue
+
+__all__ = ["Job", "loaded_beat_layout", "Loader"]
+
+
+def _select(index, values):
+    """``values[index]`` for a run-time ``index``."""
+    out = values[-1]
+    for number in range(len(values) - 2, -1, -1):
+        out = Mux(index == number, values[number], out)
+    return out
+
+
+@dataclass(frozen=True)
+class Job:
+    """One kind of memory read of a chunk. Each field but ``name`` and the
+    flags is a function of the chunk descriptor (a view) giving a value.
+
+    ``when``: the chunk has this job; ``base``: byte address of its first
+    row; ``stride``: bytes between rows; ``rows``: rows to read; ``beats``:
+    memory beats per row. ``block``: the job fills a block buffer (old C,
+    bias, scales), so it waits until the writer has released the block
+    slot. ``resume``: after the first chunk of a block, rows continue where
+    the previous chunk's stopped (``base`` is used only for ``first``)."""
+
+    name: str
+    when: Callable
+    base: Callable
+    stride: Callable
+    rows: Callable
+    beats: Callable
+    block: bool = False
+    resume: bool = False
+
+
+def loaded_beat_layout(config, jobs):
+    """A read-data beat tagged by the loader: its ``job`` (index into the
+    job list), ``row`` and ``beat`` in the row, ``index`` (``row * segments
+    + beat``), the chunk ``slot`` and ``block_slot`` it belongs to, and
+    ``valid`` (buffers always take it)."""
+    return data.StructLayout({
+        "valid": 1, "job": range(len(jobs)),
+        "row": range(max(config.block_rows, config.k_chunk) + 1),
+        "beat": range(max(config.segments, 4) + 1),
+        "index": range(config.block_rows * config.segments + 1),
+        "slot": 1, "block_slot": 1, "data": unsigned(config.mem_width)})
+
+
+class Loader(wiring.Component):
+    """Reads each chunk's rows from memory, job by job, and tags the beats.
+
+    ``chunk`` takes descriptors (any layout the jobs read, with ``first``
+    and ``last``). A chunk starts once a slot is free (every feeder has
+    pulsed ``freed`` for the chunk two before it) and, if it has block jobs,
+    once the writer has ``released`` the block two before its own. The
+    issuer sends the read requests; the receiver tags the read data
+    (:func:`loaded_beat_layout` on ``beat``, registered: the cycle after
+    the read beat) and pulses ``loaded`` with a chunk's last tagged beat.
+    Slots alternate 0, 1, 0, ... per chunk and per block.
+
+    Parameters
+    ----------
+    config : GemmConfig
+    layout : data.StructLayout
+        The descriptor's layout.
+    jobs : list of Job
+    feeders : int
+        Feeders that read the operand buffers (each pulses its own bit of
+        ``freed``).
+    """
+
+    def __init__(self, config, layout, jobs, *, feeders=1):
+        self.config = config
+        self.jobs = list(jobs)
+        self.feeders = feeders
+        super().__init__({
+            "chunk": In(stream.Signature(layout)),
+            "rd_req": Out(stream.Signature(read_request_layout(config))),
+            "rd_data": In(stream.Signature(unsigned(config.mem_width))),
+            "beat": Out(loaded_beat_layout(config, jobs)),
+            "loaded": Out(1),
+            "freed": In(feeders),
+            "released": In(1),
+        })
+
+    def _first_job(self, enabled):
+        first = Const(len(self.jobs) - 1, range(len(self.jobs)))
+        for number in range(len(self.jobs) - 2, -1, -1):
+            first = Mux(enabled[number], number, first)
+        return first
+
+    def _next_job(self, job, enabled):
+        """(there is a job after ``job``, its index)."""
+        count = len(self.jobs)
+        has = [Const(0) for _ in range(count)]
+        nxt = [Const(0, range(count)) for _ in range(count)]
+        for number in range(count):
+            for later in range(count - 1, number, -1):
+                has[number] = has[number] | enabled[later]
+                nxt[number] = Mux(enabled[later], later, nxt[number])
+        return _select(job, has), _select(job, nxt)
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        jobs = self.jobs
+        rows_max = max(cfg.block_rows, cfg.k_chunk)
+
+        # -- issuer: read requests, job after job --------------------------------
+        d = self.chunk.payload
+        enabled = [job.when(d) for job in jobs]
+        # What the receiver needs of a chunk, worked out by the issuer.
+        rows_shape = range(rows_max + 1)
+        beats_shape = range(max(cfg.segments, 4) + 1)
+        handoff = m.submodules.handoff = Queue(shape=data.StructLayout({
+            "enabled": len(jobs), "first": range(len(jobs)), "last": 1,
+            "rows_less": data.ArrayLayout(rows_shape, len(jobs)),
+            "beats_less": data.ArrayLayout(beats_shape, len(jobs))}), depth=cfg.stage_queue)
+        busy = Signal()
+        job = Signal(range(len(jobs)))
+        row = Signal(range(rows_max + 1))
+        addr = Signal(cfg.addr_width)
+        resume_at = {n: Signal(cfg.addr_width, name=f"{j.name}_next")
+                     for n, j in enumerate(jobs) if j.resume}
+
+        def base(number):
+            j = jobs[number]
+            if j.resume:
+                return Mux(d.first, j.base(d), resume_at[number])
+            return j.base(d)
+
+        issued = Signal()         # a chunk's last request went out
+        issued_block = Signal()
+        in_use = [outstanding(m, f"chunks_in_use{f}", issued, self.freed[f])
+                  for f in range(self.feeders)]
+        blocks_in_use = outstanding(m, "blocks_in_use", issued_block, self.released)
+        slot_free = Const(1)
+        for count in in_use:
+            slot_free = slot_free & (count <= 1)
+        needs_block = Const(0)
+        for number, j in enumerate(jobs):
+            if j.block:
+                needs_block = needs_block | enabled[number]
+        start = (~busy & self.chunk.valid & slot_free & handoff.i.ready
+                 & (~needs_block | (blocks_in_use <= 1)))
+        first = self._first_job(enabled)
+        has_next, following = self._next_job(job, enabled)
+
+        def rows_of(number):
+            return _select(number, [j.rows(d) for j in jobs])
+
+        last_row = Signal()       # ``row`` is the job's last, in a register
+        req = self.rd_req
+        m.d.comb += [
+            handoff.i.payload.enabled.eq(Cat(*enabled)), handoff.i.payload.first.eq(first),
+            handoff.i.payload.last.eq(d.last), handoff.i.valid.eq(start),
+            *[handoff.i.payload.rows_less[n].eq(j.rows(d) - 1) for n, j in enumerate(jobs)],
+            *[handoff.i.payload.beats_less[n].eq(j.beats(d) - 1) for n, j in enumerate(jobs)],
+            req.payload.addr.eq(addr),
+            req.payload.beats.eq(_select(job, [j.beats(d) for j in jobs])),
+            req.valid.eq(busy),
+        ]
+        with m.If(start):
+            m.d.sync += [busy.eq(1), row.eq(0), job.eq(first), last_row.eq(rows_of(first) == 1),
+                         addr.eq(_select(first, [base(n) for n in range(len(jobs))]))]
+        with m.If(busy & req.ready):
+            stride = _select(job, [j.stride(d) for j in jobs])
+            m.d.sync += [row.eq(row + 1), addr.eq(addr + stride),
+                         last_row.eq(row + 2 == rows_of(job))]
+            with m.If(last_row):
+                m.d.sync += [row.eq(0), last_row.eq(rows_of(following) == 1)]
+                for number in resume_at:
+                    with m.If(job == number):
+                        m.d.sync += resume_at[number].eq(addr + stride)
+                with m.If(has_next):
+                    m.d.sync += [job.eq(following),
+                                 addr.eq(_select(following, [base(n) for n in range(len(jobs))]))]
+                with m.Else():
+                    m.d.sync += busy.eq(0)
+                    m.d.comb += [self.chunk.ready.eq(1), issued.eq(1), issued_block.eq(d.last)]
+
+        # -- receiver: read data, tagged -------------------------------------
+        r = handoff.o.payload
+        r_enabled = [r.enabled[n] for n in range(len(jobs))]
+        started = Signal()
+        r_job = Signal(range(len(jobs)))
+        r_row = Signal(range(rows_max + 1))
+        r_beat = Signal(range(max(cfg.segments, 4) + 1))
+        r_index = Signal(range(cfg.block_rows * cfg.segments + 1))
+        slot = Signal()
+        block_slot = Signal()
+        job_now = Mux(started, r_job, r.first)
+        row_now = Mux(started, r_row, 0)
+        beat_now = Mux(started, r_beat, 0)
+        index_now = Mux(started, r_index, 0)
+        rows_less = r.rows_less[job_now]
+        beats_less = r.beats_less[job_now]
+        r_has_next, r_following = self._next_job(job_now, r_enabled)
+        rd = self.rd_data
+        take = rd.valid & handoff.o.valid
+        # The tagged beat and ``loaded`` leave through registers.
+        m.d.comb += rd.ready.eq(handoff.o.valid)
+        m.d.sync += [
+            self.beat.valid.eq(take), self.beat.job.eq(job_now), self.beat.row.eq(row_now),
+            self.beat.beat.eq(beat_now), self.beat.index.eq(index_now),
+            self.beat.slot.eq(slot), self.beat.block_slot.eq(block_slot),
+            self.beat.data.eq(rd.payload), self.loaded.eq(0),
+        ]
+        with m.If(take):
+            m.d.sync += [started.eq(1), r_job.eq(job_now), r_row.eq(row_now),
+                         r_beat.eq(beat_now + 1), r_index.eq(index_now + 1)]
+            with m.If(beat_now == beats_less):
+                m.d.sync += [r_beat.eq(0), r_row.eq(row_now + 1),
+                             r_index.eq(index_now + cfg.segments - beats_less)]
+                with m.If(row_now == rows_less):
+                    m.d.sync += [r_row.eq(0), r_index.eq(0)]
+                    with m.If(r_has_next):
+                        m.d.sync += r_job.eq(r_following)
+                    with m.Else():
+                        m.d.sync += [started.eq(0), slot.eq(~slot)]
+                        m.d.comb += handoff.o.ready.eq(1)
+                        m.d.sync += self.loaded.eq(1)
+                        with m.If(r.last):
+                            m.d.sync += block_slot.eq(~block_slot)
+        return m
