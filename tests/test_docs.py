@@ -181,3 +181,37 @@ def test_no_help_shows_a_default_the_simulator_refuses():
             block.random_stimulus(config, args, np.random.default_rng(0))
             checked += 1
     assert checked > 40
+
+
+def test_no_build_help_shows_a_default_the_board_top_refuses():
+    """``build``'s config flags: each value its help shows (the generic
+    default for the designs it names, the per-family value for gemm) is
+    taken by the board top config of every board it applies to."""
+    from bertforge.boards.targets import BOARDS, board
+    from bertforge.generators.board_cli import board_designs
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    families = {"iCE40": "ice40", "ECP5": "ecp5"}
+    designs, checked = board_designs(), 0
+    for action in commands["build"]._actions:
+        if not action.dest.startswith("cfg_") or not action.help:
+            continue
+        flag, text = action.option_strings[0], action.help
+        cases = []
+        generic = re.match(r"default (\S+) \(([\w, ]+)\)", text)
+        if generic:
+            cases += [(name, generic.group(1).strip("'"), None) for name in generic.group(2).split(", ")]
+        cases += [("gemm", value, family) for value, family in
+                  re.findall(r"(\S+) on (iCE40|ECP5|other boards)", text.split("gemm:")[-1])
+                  if "gemm:" in text]
+        for design, value, family in cases:
+            for name in BOARDS:
+                target = board(name)
+                if family == "other boards" and target.family in families.values():
+                    continue
+                if family in families and target.family != families[family]:
+                    continue
+                args = parser.parse_args(["build", "--board", name, "--design", design, flag, value])
+                designs[design].top_config(designs[design].design_id, args, target.clock_mhz, target)
+                checked += 1
+    assert checked > 100
