@@ -82,6 +82,16 @@ def test_bench_table_renders_rows_and_source():
     assert "Made by `bertforge bench x` on 2026-01-02, m1." in lines
 
 
+def test_docs_command_rebuilds_over_a_previous_build(built, capsys):
+    """``bertforge docs --out DIR`` over a manual built before: replaced, and
+    the path of its index printed."""
+    (built.parent / "stale.html").write_text("old")
+    assert main(["docs", "--out", str(built.parent)]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote the manual: {built.resolve()}"
+    assert built.is_file() and not (built.parent / "stale.html").exists()
+    assert not [p for p in built.parent.parent.iterdir() if p.name.startswith(".html-")]
+
+
 def test_docs_command_refuses_a_bad_out(tmp_path):
     (tmp_path / "file").write_text("x")
     assert_one_line_error(run_cli("docs", "--out", str(tmp_path / "file")), "is a file")
