@@ -9,6 +9,7 @@
     bertforge prove [BLOCK ...] [--depth N] [--out DIR]
     bertforge model fetch all-minilm-l6-v2
     bertforge sim model --checkpoint all-minilm-l6-v2 --text "..." --json
+    bertforge docs --out manual
 
 Every block's config fields are flags (``acc_width`` -> ``--acc-width``);
 ``--preset NAME`` and ``--config FILE.toml`` set them too (flags win). Bad
