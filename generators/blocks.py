@@ -1,7 +1,7 @@
 """The registry of blocks: one :class:`~bertforge.generators.block.Block` per
 block, the only list of what exists. ``generate``, ``sim``, ``bench`` and
 ``presets`` are built from it; adding a block is one entry here (see the
-README, "Adding a block").
+manual, generators/docs/adding-a-block.md).
 
 A block's models, testbench and command-line functions are named by
 ``"module:function"`` and imported when first called (:func:`_sim`,

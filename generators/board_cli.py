@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .cli_common import CliError, add_config_flags
+from .cli_common import CliError, add_config_flags, set_help
 
 __all__ = ["add_parsers", "run_boards", "run_build", "run_flash", "run_run", "board_designs"]
 
@@ -42,6 +42,29 @@ def _common_run_flags():
     return common
 
 
+def _board_engine_help(build, designs):
+    """``build``'s help of the GEMM engine fields that a board build sets
+    per FPGA family (:data:`~bertforge.generators.board_design.GEMM_BOARD_DEFAULTS`,
+    sized by ``board_engine_config``): it shows those values, not the
+    config class's default, which the board top may refuse."""
+    import dataclasses
+    from bertforge.boards.gemm_top import board_engine_config
+    from .blocks import BLOCKS
+    from .board_design import GEMM_BOARD_DEFAULTS
+    names = {"ice40": "iCE40", "ecp5": "ECP5", None: "other boards"}
+    engines = {names[family]: board_engine_config(**fields) for family, fields in GEMM_BOARD_DEFAULTS.items()}
+    default = BLOCKS["gemm"].config()
+    for field in dataclasses.fields(default):
+        values = {family: getattr(engine, field.name) for family, engine in engines.items()}
+        if all(value == getattr(default, field.name) for value in values.values()):
+            continue
+        others = [name for name in designs if name not in ("gemm", "sparse_engine") and name in BLOCKS
+                  and field.name in {f.name for f in dataclasses.fields(BLOCKS[name].config)}]
+        text = f"default {getattr(default, field.name)!r} ({', '.join(others)}); " if others else "default "
+        set_help(build, "--" + field.name.replace("_", "-"), text + "gemm: " + ", ".join(
+            f"{value!r} on {family}" for family, value in values.items()))
+
+
 def add_parsers(commands):
     designs = board_designs()
     commands.add_parser("boards", help="list the supported FPGA boards")
@@ -65,6 +88,7 @@ def add_parsers(commands):
     build.add_argument("-o", "--out", default=None, metavar="DIR", help="build directory")
     build.add_argument("--json", action="store_true", help="print the report as JSON")
     add_config_flags(build, *designs)
+    _board_engine_help(build, designs)
 
     flash = commands.add_parser("flash", help="program a board with openFPGALoader")
     flash.add_argument("--board", required=True)

@@ -9,6 +9,7 @@
     bertforge prove [BLOCK ...] [--depth N] [--out DIR]
     bertforge model fetch all-minilm-l6-v2
     bertforge sim model --checkpoint all-minilm-l6-v2 --text "..." --json
+    bertforge docs --out manual
 
 Every block's config fields are flags (``acc_width`` -> ``--acc-width``);
 ``--preset NAME`` and ``--config FILE.toml`` set them too (flags win). Bad
@@ -26,7 +27,7 @@ import os
 import sys
 
 from bertforge.rtl.errors import BertforgeError
-from . import analyze_cli, board_cli, model_sim, sweep
+from . import analyze_cli, board_cli, manual, model_sim, sweep
 from .blocks import BLOCKS, PRESETS
 from .cli_common import CliError, add_config_flags, add_sim_flags
 
@@ -44,6 +45,13 @@ def _subcommands(parser, title):
     return sub
 
 
+_SIM_EXAMPLES = """examples:
+  bertforge sim systolic --rows 4 --cols 4 --k 64 --tiles 8 --json
+  bertforge sim gemm --m 31 --k 17 --n 29 --gap 0.3 --stall 0.5
+  bertforge sim systolic --a A.npy --b B.npy --out C.npy
+  bertforge sim BLOCK --help       # a block's flags"""
+
+
 def build_parser():
     parser = _Parser(prog="bertforge", description=(
         "Generate, simulate and benchmark BERT accelerator hardware (Amaranth -> Verilog)."))
@@ -51,7 +59,11 @@ def build_parser():
 
     generate = commands.add_parser("generate", help="emit a block as Verilog + JSON sidecar")
     generate_blocks = _subcommands(generate, "block")
-    sim = commands.add_parser("sim", help="simulate a block in Verilator against its golden model")
+    sim = commands.add_parser(
+        "sim", help="simulate a block in Verilator against its golden model",
+        description="Simulate a block's emitted Verilog in Verilator (cocotb) against its golden "
+                    "model and cycle model: random data, or your .npy files.",
+        epilog=_SIM_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     sim_blocks = _subcommands(sim, "block")
     bench = commands.add_parser("bench", help="benchmark a block; writes bench.json + bench.md")
     bench_blocks = _subcommands(bench, "block")
@@ -88,6 +100,7 @@ def build_parser():
     board_cli.add_parsers(commands)
     analyze_cli.add_parser(commands)
     sweep.add_parser(commands)
+    manual.add_parser(commands)
     return parser
 
 
@@ -160,6 +173,8 @@ def main(argv=None):
             return cmd_prove(args)
         if args.command == "sweep":
             return sweep.run_sweep(args)
+        if args.command == "docs":
+            return manual.run_docs(args)
         if args.command == "demo":
             from .demo import run_demo
             return run_demo(args.out)

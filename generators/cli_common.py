@@ -12,7 +12,7 @@ import numpy as np
 from .presets import make_config
 from bertforge.rtl.errors import BertforgeError
 
-__all__ = ["CliError", "positive_int", "bounded_int", "int_list", "probability", "add_config_flags", "config_from_args", "config_overrides",
+__all__ = ["CliError", "positive_int", "bounded_int", "int_list", "probability", "add_config_flags", "set_help", "config_from_args", "config_overrides",
            "add_sim_flags", "positive_float", "load_npy", "load_int_matrix", "save_npy_atomic", "report", "check_result"]
 
 
@@ -94,7 +94,14 @@ def add_config_flags(parser, block, *more_blocks):
                 kind = _boolean
             group.add_argument("--" + field.name.replace("_", "-"), dest=f"cfg_{field.name}",
                                type=kind, metavar=field.name.upper(),
-                               help=f"default {value!r}" + (f" ({name})" if more_blocks else ""))
+                               help=("not set by default" if value is None else f"default {value!r}")
+                               + (f" ({name})" if more_blocks else ""))
+
+
+def set_help(parser, flag, text):
+    """Replace the help of ``parser``'s ``flag`` (e.g. a config field's
+    default that a command sets itself)."""
+    parser._option_string_actions[flag].help = text
 
 
 def _boolean(text):

@@ -18,7 +18,7 @@ from bertforge.rtl.errors import ParameterError
 from bertforge.sim.fixed_golden import channel_scale_words, command_scale, scale_words
 from bertforge.sim.gemm_golden import matrix_view, operand_dtype, output_dtype
 from bertforge.sim.gemm_harness import MAX_COMMANDS, harness_verilog
-from .cli_common import CliError, bounded_int, load_int_matrix, load_npy, positive_int
+from .cli_common import CliError, bounded_int, load_int_matrix, load_npy, positive_int, set_help
 from .simulate import make_stimulus, simulate
 from .systolic_sim import load_bf16_matrix
 
@@ -241,9 +241,11 @@ def simulate_gemm(config, image, commands, *, seed=0, lat_min=1, lat_mask=0, p_r
 # ---- bertforge sim gemm
 
 def add_sim_args(sub):
-    sub.add_argument("--m", type=positive_int, help="rows of A and C")
-    sub.add_argument("--k", type=positive_int, help="columns of A, rows of B")
-    sub.add_argument("--n", type=positive_int, help="columns of B and C")
+    set_help(sub, "--addr-width", f"default: what the matrices need (the simulated memory "
+                                  f"holds at most 2**{MAX_SIM_ADDR_WIDTH} bytes)")
+    sub.add_argument("--m", type=positive_int, help="rows of A and C (needed without --a/--b)")
+    sub.add_argument("--k", type=positive_int, help="columns of A, rows of B (needed without --a/--b)")
+    sub.add_argument("--n", type=positive_int, help="columns of B and C (needed without --a/--b)")
     sub.add_argument("--int8", action="store_true", help="requantize C to int8")
     sub.add_argument("--int16", action="store_true",
                      help="requantize C to int16 (with --scale too: int16 instead of int8)")

@@ -16,7 +16,7 @@ transpose); the sentence embedding against the float64 reference (cosine).
 
 Activations are int8 or int16 as the hardware config says; minilm.toml
 and minilm_8x8.toml run int16 activations (int8 ones give cosine 0.85 on
-all-MiniLM-L6-v2, see README).
+all-MiniLM-L6-v2, see the manual's checkpoints page).
 
 Activation scales come from the calibration sentences shipped in
 ``generators/data/calibration.txt`` (16); ``generators/data/evaluation.txt``
