@@ -17,7 +17,8 @@ end, low after the W1C clear) and, for runs without a bus error, that the
 whole memory equals the golden model's
 (:func:`bertforge.sim.gemm_golden.run_commands` of the commands that ran,
 on the memory as the run found it). Results: one dict per run (code, pc,
-counters, match) under ``runs``.
+counters, match) under ``runs``; the final memory in the ``.npy`` file
+named by ``image``.
 """
 
 import json
@@ -151,6 +152,10 @@ async def axi_programs(dut):
         results["runs"].append(await tb.run(run))
         with open(spec["result_path"], "w") as f:
             json.dump(results, f)
+    results["image"] = spec["result_path"] + ".npy"
+    np.save(results["image"], tb.memory())
+    with open(spec["result_path"], "w") as f:
+        json.dump(results, f)
     for index, (run, got) in enumerate(zip(spec["runs"], results["runs"])):
         where = f"run {index}"
         assert got["code"] == run["expect_code"], f"{where}: error code {got['code']}, expected {run['expect_code']}"

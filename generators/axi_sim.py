@@ -102,6 +102,8 @@ def simulate_axi(config, image, runs, *, bus=None, seed=0, pause=0.0, workdir=No
     result = runner.run(verilog, axi_name(config), "bertforge.boards.axi_board_tb", spec, workdir=work,
                         quiet=quiet, rerun_with_waves=False)
     phases["simulate"] = time.perf_counter() - mark
+    image_path = result.get("image")
+    result["image"] = np.load(image_path) if image_path and Path(image_path).is_file() else None
     if workdir is None and result["passed"]:
         shutil.rmtree(work)
         del result["log"]
