@@ -3,7 +3,8 @@ with cocotbext-axi's ``AxiRam`` as memory (random pauses on all five
 channels) and its ``AxiLiteMaster`` on the registers, driven through
 :class:`bertforge.boards.driver.AsyncDriver`.
 
-Spec keys: ``config`` (a GemmConfig dict), ``image`` (``.npy``, the initial
+Spec keys: ``config`` (a GemmConfig dict; a SparseEngineConfig dict with
+``engine: "sparse"``), ``image`` (``.npy``, the initial
 memory, ``2**addr_width`` bytes), ``seed``, ``pause`` (probability that a
 channel pauses in a cycle), ``record_bytes``, and ``runs``: a list of
 programs run one after the other, each with ``base``, ``program`` (hex of
@@ -34,7 +35,9 @@ from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam
 
 from bertforge.boards.driver import REG, AsyncDriver, ProgramError
 from bertforge.rtl.gemm import GemmConfig
+from bertforge.rtl.sparse_engine import SparseEngineConfig
 from bertforge.sim.gemm_golden import run_commands
+from bertforge.sim.sparse_engine_golden import run_sparse_commands
 
 # cocotbext-axi 0.1.28 (pinned) makes cocotb 1.x calls that cocotb 2 deprecates:
 # silence those deprecations, and only those (by the warning's module).
@@ -69,7 +72,9 @@ def _pauses(rng, probability):
 class TB:
     def __init__(self, dut, spec):
         self.dut = dut
-        self.config = GemmConfig(**spec["config"])
+        sparse = spec.get("engine") == "sparse"
+        self.config = (SparseEngineConfig if sparse else GemmConfig)(**spec["config"])
+        self.golden = run_sparse_commands if sparse else run_commands
         self.size = 1 << self.config.addr_width
         self.ram = AxiRam(AxiBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, size=self.size)
         self.lite = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi"), dut.clk, dut.rst)
@@ -131,7 +136,7 @@ class TB:
         # The program's own bytes are memory too.
         expected[run["base"]:run["base"] + len(run["program"]) // 2] = np.frombuffer(
             bytes.fromhex(run["program"]), dtype=np.uint8)
-        errors = run_commands(self.config, expected, ran)
+        errors = self.golden(self.config, expected, ran)
         got = self.memory()
         checked = not (run.get("fail_read") or run.get("fail_write"))
         mismatches = int(np.count_nonzero(got != expected)) if checked else None

@@ -96,14 +96,10 @@ def run_sim_axi(block, args):
     """``bertforge sim gemm --bus axi4``: the command(s) as a program run on
     the AXI top; exit 1 on a mismatch or a failed testbench."""
     from .gemm_sim import layout_problems, read_matrix
-    from .simulate import block_config
+    from .simulate import block_config, block_stimulus
     config = block_config(block, args)
     bus = bus_of(config, args)
-    user = any(getattr(args, name, None) not in (None, False) for name in block.user_files)
-    if user:
-        stimulus = block.user_stimulus(config, args)
-    else:
-        stimulus = block.random_stimulus(config, args, np.random.default_rng(args.seed))
+    user, stimulus = block_stimulus(block, config, args)
     config = stimulus.get("config", config)
     image, commands = layout_problems(config, stimulus["problems"],
                                       np.random.default_rng(args.seed))

@@ -96,7 +96,10 @@ def simulate_axi(config, image, runs, *, bus=None, seed=0, pause=0.0, workdir=No
     work.mkdir(parents=True, exist_ok=True)
     work = work.resolve()
     np.save(work / "image.npy", np.asarray(image, dtype=np.uint8))
-    spec = {"config": config.to_dict(), "image": str(work / "image.npy"), "runs": runs,
+    from bertforge.rtl.sparse_engine import SparseEngineConfig
+    engine = "sparse" if isinstance(config, SparseEngineConfig) else "gemm"
+    spec = {"config": config.to_dict(), "engine": engine, "image": str(work / "image.npy"),
+            "runs": runs,
             "seed": seed, "pause": pause, "record_bytes": record_bytes(config)}
     mark = time.perf_counter()
     result = runner.run(verilog, axi_name(config), "bertforge.boards.axi_board_tb", spec, workdir=work,

@@ -10,7 +10,8 @@ interface), an :class:`~bertforge.rtl.axi.AxiMaster`, an
 The program is ``PROG_LEN`` records of :func:`record_bytes` bytes from
 ``PROG_BASE`` on, each a :func:`record_layout`: an 8-bit opcode
 (:data:`OP_GEMM`, :data:`OP_END`) and, for ``OP_GEMM``, the engine's
-command (:func:`~bertforge.rtl.tile_scheduler.command_layout`), packed by
+command (:func:`~bertforge.rtl.tile_scheduler.command_layout`; the sparse
+engine's :func:`~bertforge.rtl.sparse_engine.sparse_command_layout`), packed by
 the payload codec (``bertforge.generators.program`` assembles them).
 
 Writing ``CTRL.start`` (while not busy) clears the counters and runs the
@@ -38,7 +39,7 @@ from .params import check_instance, check_int
 from .serial_engine import gemm_engine
 from .tile_scheduler import command_layout
 
-__all__ = ["AxiGemmTop", "record_layout", "record_bytes", "OP_GEMM", "OP_END", "ERROR_CODES",
+__all__ = ["AxiGemmTop", "engine_parts", "record_layout", "record_bytes", "OP_GEMM", "OP_END", "ERROR_CODES",
            "ERR_BAD_OPCODE", "ERR_REJECTED", "ERR_ABORTED"]
 
 OP_GEMM = 0x01
@@ -52,9 +53,19 @@ ERROR_CODES = {0: "none", 1: "read SLVERR", 2: "read DECERR", 3: "write SLVERR",
                ERR_REJECTED: "command rejected by the engine", ERR_ABORTED: "aborted"}
 
 
+def engine_parts(config):
+    """``(make_engine, command_layout)`` of ``config``: the N:M sparse
+    engine for a :class:`~bertforge.rtl.sparse_engine.SparseEngineConfig`,
+    else the GEMM engine (:func:`~bertforge.rtl.serial_engine.gemm_engine`)."""
+    from .sparse_engine import SparseEngine, SparseEngineConfig, sparse_command_layout
+    if isinstance(config, SparseEngineConfig):
+        return SparseEngine, sparse_command_layout(config)
+    return gemm_engine, command_layout(config)
+
+
 def record_layout(config):
     """One program record: ``opcode`` (8 bits) then the engine's command."""
-    return data.StructLayout({"opcode": 8, "cmd": command_layout(config)})
+    return data.StructLayout({"opcode": 8, "cmd": engine_parts(config)[1]})
 
 
 def record_bytes(config):
@@ -73,7 +84,9 @@ class AxiGemmTop(wiring.Component):
     Parameters
     ----------
     config : GemmConfig
-        The engine (its ``mem_width`` is the AXI data width).
+        The engine (its ``mem_width`` is the AXI data width); a
+        :class:`~bertforge.rtl.sparse_engine.SparseEngineConfig` gives the
+        N:M sparse engine (its commands in the records).
     addr_width : 32 or 64
         AXI address width (the engine's ``addr_width`` is zero-extended).
     id_width, max_burst, max_reads, max_writes
@@ -107,7 +120,7 @@ class AxiGemmTop(wiring.Component):
         m = Module()
         cfg = self.config
         MB = cfg.mem_bytes
-        engine = m.submodules.engine = gemm_engine(cfg)
+        engine = m.submodules.engine = engine_parts(cfg)[0](cfg)
         master = m.submodules.master = self._master
         regs = m.submodules.regs = AxiLiteRegisters()
         forward_ports(m, self, master, self.axi_names)

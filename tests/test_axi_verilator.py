@@ -106,3 +106,24 @@ def test_axi_gemm_widths(mem_width, addr_width):
     result = simulate_axi(config, image, runs, bus={"addr_width": addr_width, "max_burst": 8},
                           pause=0.3, seed=mem_width)
     check(result, runs)
+
+
+@pytest.mark.slow
+def test_axi_sparse_engine_program():
+    """The N:M sparse engine behind the same AXI top: a program of sparse
+    commands (several patterns), then a read error and a good program."""
+    from bertforge.generators.sparse_engine_sim import layout_sparse_problems
+    from bertforge.rtl.sparse_engine import SparseEngineConfig
+    config = SparseEngineConfig(rows=2, cols=2, mem_width=64, k_chunk=32, m_tile=16, m_max=8,
+                                addr_width=15)
+    problems = [dict(m=4, k=64, n=8, pat_n=4, pat_m=8), dict(m=2, k=61, n=8, pat_n=3, pat_m=4),
+                dict(m=3, k=40, n=8, pat_n=2, pat_m=8, bias=True)]
+    image, commands = layout_sparse_problems(config, problems, np.random.default_rng(2))
+    runs = [program_run(config, commands, base=0x6000),
+            program_run(config, commands[:1], base=0x6400, expect_code=1,
+                        fail_read=[commands[0]["a_addr"], commands[0]["a_addr"] + 8]),
+            program_run(config, commands[1:], base=0x6800)]
+    result = simulate_axi(config, image, runs, pause=0.3, seed=2)
+    assert result["passed"], result.get("log")
+    assert [r["code"] for r in result["runs"]] == [0, 1, 0]
+    assert result["runs"][0]["pc"] == 3 and result["runs"][0]["mismatches"] == 0
