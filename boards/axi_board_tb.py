@@ -4,7 +4,8 @@ channels) and its ``AxiLiteMaster`` on the registers, driven through
 :class:`bertforge.boards.driver.AsyncDriver`.
 
 Spec keys: ``config`` (a GemmConfig dict; a SparseEngineConfig dict with
-``engine: "sparse"``), ``image`` (``.npy``, the initial
+``engine: "sparse"``; an EncoderConfig dict with ``engine: "encoder"``, whose
+memory the caller checks), ``mem_size`` (bytes of memory), ``image`` (``.npy``, the initial
 memory, ``2**addr_width`` bytes), ``seed``, ``pause`` (probability that a
 channel pauses in a cycle), ``record_bytes``, and ``runs``: a list of
 programs run one after the other, each with ``base``, ``program`` (hex of
@@ -34,7 +35,11 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam
 
 from bertforge.boards.driver import REG, AsyncDriver, ProgramError
+from bertforge.rtl.encoder import EncoderConfig
+from bertforge.rtl.gelu import GeluConfig
 from bertforge.rtl.gemm import GemmConfig
+from bertforge.rtl.layernorm import LayerNormConfig
+from bertforge.rtl.softmax import SoftmaxConfig
 from bertforge.rtl.sparse_engine import SparseEngineConfig
 from bertforge.sim.gemm_golden import run_commands
 from bertforge.sim.sparse_engine_golden import run_sparse_commands
@@ -72,10 +77,16 @@ def _pauses(rng, probability):
 class TB:
     def __init__(self, dut, spec):
         self.dut = dut
-        sparse = spec.get("engine") == "sparse"
-        self.config = (SparseEngineConfig if sparse else GemmConfig)(**spec["config"])
-        self.golden = run_sparse_commands if sparse else run_commands
-        self.size = 1 << self.config.addr_width
+        engine, c = spec.get("engine", "gemm"), spec["config"]
+        if engine == "encoder":     # checked by the caller, stage by stage
+            self.config = EncoderConfig(
+                gemm=GemmConfig(**c["gemm"]), softmax=SoftmaxConfig(**c["softmax"]),
+                layernorm=LayerNormConfig(**c["layernorm"]), gelu=GeluConfig(**c["gelu"]))
+            self.golden = None
+        else:
+            self.config = (SparseEngineConfig if engine == "sparse" else GemmConfig)(**c)
+            self.golden = run_sparse_commands if engine == "sparse" else run_commands
+        self.size = spec["mem_size"]
         self.ram = AxiRam(AxiBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, size=self.size)
         self.lite = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi"), dut.clk, dut.rst)
         self.driver = AsyncDriver(CocotbBackend(self.lite, self.ram),
@@ -131,14 +142,14 @@ class TB:
         irq_after = int(dut.irq.value)
         counters = await driver.counters()
         self.inject()
-        ran = [c for c in run["commands"] if c.get("op", "gemm") == "gemm"][:pc]
+        ran = [c for c in run["commands"] if c.get("opcode", "run") == "run"][:pc]
         expected = before.copy()
         # The program's own bytes are memory too.
         expected[run["base"]:run["base"] + len(run["program"]) // 2] = np.frombuffer(
             bytes.fromhex(run["program"]), dtype=np.uint8)
-        errors = self.golden(self.config, expected, ran)
+        errors = self.golden(self.config, expected, ran) if self.golden else []
         got = self.memory()
-        checked = not (run.get("fail_read") or run.get("fail_write"))
+        checked = self.golden and not (run.get("fail_read") or run.get("fail_write"))
         mismatches = int(np.count_nonzero(got != expected)) if checked else None
         return {"code": code, "pc": pc, "irq": irq, "irq_after": irq_after, "counters": counters,
                 "mismatches": mismatches, "errors": errors}

@@ -81,8 +81,8 @@ def program_run(config, commands, *, base, expect_code=0, **extra):
 
 def simulate_axi(config, image, runs, *, bus=None, seed=0, pause=0.0, workdir=None, quiet=True):
     """Run ``runs`` (:func:`program_run` entries, one after the other) on the
-    AXI top in Verilator, memory ``image`` (``2**config.addr_width``
-    bytes), every AXI channel paused with probability ``pause`` per cycle.
+    AXI top in Verilator, memory ``image`` (its bytes; addresses wrap
+    around it), every AXI channel paused with probability ``pause`` per cycle.
     Returns the testbench's result (``config``, ``runs``, ``passed``,
     ``phases``)."""
     from bertforge.sim import runner
@@ -96,10 +96,12 @@ def simulate_axi(config, image, runs, *, bus=None, seed=0, pause=0.0, workdir=No
     work.mkdir(parents=True, exist_ok=True)
     work = work.resolve()
     np.save(work / "image.npy", np.asarray(image, dtype=np.uint8))
+    from bertforge.rtl.encoder import EncoderConfig
     from bertforge.rtl.sparse_engine import SparseEngineConfig
-    engine = "sparse" if isinstance(config, SparseEngineConfig) else "gemm"
+    engine = ("encoder" if isinstance(config, EncoderConfig) else
+              "sparse" if isinstance(config, SparseEngineConfig) else "gemm")
     spec = {"config": config.to_dict(), "engine": engine, "image": str(work / "image.npy"),
-            "runs": runs,
+            "mem_size": int(np.asarray(image).size), "runs": runs,
             "seed": seed, "pause": pause, "record_bytes": record_bytes(config)}
     mark = time.perf_counter()
     result = runner.run(verilog, axi_name(config), "bertforge.boards.axi_board_tb", spec, workdir=work,

@@ -8,8 +8,9 @@ bytes (a power of two, at least one memory beat), each one
 ======  =========  ==========================================================
 opcode  name       record
 ======  =========  ==========================================================
-0x01    ``gemm``   bits 0-7 the opcode, then the GEMM command
-                   (:func:`~bertforge.rtl.tile_scheduler.command_layout`)
+0x01    ``run``    bits 0-7 the opcode, then the engine's command
+                   (:func:`~bertforge.rtl.tile_scheduler.command_layout`,
+                   or the sparse engine's, or the encoder top's)
 0x0F    ``end``    the program ends here (without error)
 other   --         the program ends with error code 5 (bad opcode)
 ======  =========  ==========================================================
@@ -18,32 +19,33 @@ The simulator (the AXI testbench's spec), the command line and the driver
 (:mod:`bertforge.boards.driver`, which takes these bytes) all use it.
 """
 
-from bertforge.rtl.axi_top import OP_END, OP_GEMM, record_bytes, record_layout
+from bertforge.rtl.axi_top import OP_END, OP_RUN, record_bytes, record_layout
 from bertforge.rtl.errors import ParameterError
 from bertforge.rtl.payload import pack
 
 __all__ = ["OPCODES", "assemble", "record_bytes"]
 
 #: Opcodes by name.
-OPCODES = {"gemm": OP_GEMM, "end": OP_END}
+OPCODES = {"run": OP_RUN, "end": OP_END}
 
 
 def assemble(config, commands):
-    """The bytes of a program of ``commands``: dicts of GEMM command fields
-    (``m, k, n, a_addr, ...``), with an optional ``op`` (``"gemm"``, the
-    default, ``"end"``, or an opcode number, for tests of bad opcodes)."""
+    """The bytes of a program of ``commands``: dicts of the engine's command
+    fields (``m, k, n, a_addr, ...``), with an optional ``opcode``
+    (``"run"``, the default, ``"end"``, or a number, for tests of bad
+    opcodes)."""
     size = record_bytes(config)
     layout = record_layout(config)
     out = bytearray()
     for index, command in enumerate(commands):
-        op = command.get("op", "gemm")
+        op = command.get("opcode", "run")
         if isinstance(op, str):
             if op not in OPCODES:
-                raise ParameterError(f"command {index}: op must be 'gemm' or 'end', not {op!r}")
+                raise ParameterError(f"command {index}: opcode must be 'run' or 'end', not {op!r}")
             op = OPCODES[op]
         elif isinstance(op, bool) or not isinstance(op, int) or not 0 <= op <= 255:
-            raise ParameterError(f"command {index}: op must be a name or an opcode 0 to 255, "
+            raise ParameterError(f"command {index}: opcode must be a name or a number 0 to 255, "
                                  f"not {op!r}")
-        fields = {key: value for key, value in command.items() if key != "op"}
+        fields = {key: value for key, value in command.items() if key != "opcode"}
         out += pack(layout, {"opcode": op, "cmd": fields}).to_bytes(size, "little")
     return bytes(out)

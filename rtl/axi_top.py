@@ -9,7 +9,7 @@ interface), an :class:`~bertforge.rtl.axi.AxiMaster`, an
 
 The program is ``PROG_LEN`` records of :func:`record_bytes` bytes from
 ``PROG_BASE`` on, each a :func:`record_layout`: an 8-bit opcode
-(:data:`OP_GEMM`, :data:`OP_END`) and, for ``OP_GEMM``, the engine's
+(:data:`OP_RUN`, :data:`OP_END`) and, for ``OP_RUN``, the engine's
 command (:func:`~bertforge.rtl.tile_scheduler.command_layout`; the sparse
 engine's :func:`~bertforge.rtl.sparse_engine.sparse_command_layout`), packed by
 the payload codec (``bertforge.generators.program`` assembles them).
@@ -27,22 +27,26 @@ the bus, a bad opcode or a rejected command never hangs it: the engine
 finishes the command it has (with the bad data), then the program ends.
 """
 
-from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .axi import AxiMaster, axi4_members, forward_ports
 from .axi_regs import AxiLiteRegisters, axi_lite_members
+from .encoder import OP_GELU, OP_GEMM, OP_LAYERNORM, OP_SOFTMAX
 from .engine import read_request_layout
 from .gemm import GemmConfig
 from .params import check_instance, check_int
 from .serial_engine import gemm_engine
 from .tile_scheduler import command_layout
 
-__all__ = ["AxiGemmTop", "engine_parts", "record_layout", "record_bytes", "OP_GEMM", "OP_END", "ERROR_CODES",
+__all__ = ["AxiGemmTop", "engine_parts", "record_layout", "record_bytes", "OP_RUN", "OP_END", "ERROR_CODES",
            "ERR_BAD_OPCODE", "ERR_REJECTED", "ERR_ABORTED"]
 
-OP_GEMM = 0x01
+#: The ``busy_*`` counters by the encoder's unit code (its commands' ``op``).
+UNIT_CODES = {"gemm": OP_GEMM, "softmax": OP_SOFTMAX, "layernorm": OP_LAYERNORM, "gelu": OP_GELU}
+
+OP_RUN = 0x01
 OP_END = 0x0F
 ERR_BAD_OPCODE = 5
 ERR_REJECTED = 6
@@ -57,7 +61,10 @@ def engine_parts(config):
     """``(make_engine, command_layout)`` of ``config``: the N:M sparse
     engine for a :class:`~bertforge.rtl.sparse_engine.SparseEngineConfig`,
     else the GEMM engine (:func:`~bertforge.rtl.serial_engine.gemm_engine`)."""
+    from .encoder import EncoderConfig, EncoderTop, encoder_command_layout
     from .sparse_engine import SparseEngine, SparseEngineConfig, sparse_command_layout
+    if isinstance(config, EncoderConfig):
+        return EncoderTop, encoder_command_layout(config)
     if isinstance(config, SparseEngineConfig):
         return SparseEngine, sparse_command_layout(config)
     return gemm_engine, command_layout(config)
@@ -68,10 +75,15 @@ def record_layout(config):
     return data.StructLayout({"opcode": 8, "cmd": engine_parts(config)[1]})
 
 
+def gemm_config(config):
+    """The GEMM engine's config of ``config`` (an EncoderConfig's ``gemm``)."""
+    return getattr(config, "gemm", config)
+
+
 def record_bytes(config):
     """Bytes of one record: a power of two, at least a memory beat."""
     need = (data.Layout.cast(record_layout(config)).size + 7) // 8
-    size = config.mem_bytes
+    size = gemm_config(config).mem_bytes
     while size < need:
         size *= 2
     return size
@@ -95,10 +107,14 @@ class AxiGemmTop(wiring.Component):
 
     def __init__(self, config, *, addr_width=32, id_width=1, max_burst=16, max_reads=4,
                  max_writes=4):
-        self.config = check_instance("config", config, GemmConfig)
+        from .encoder import EncoderConfig
+        if not isinstance(config, EncoderConfig):
+            check_instance("config", config, GemmConfig)
+        self.config = config
+        config = gemm_config(config)
         self.master_args = dict(addr_width=addr_width, id_width=id_width, max_burst=max_burst,
                                 max_reads=max_reads, max_writes=max_writes)
-        self.record_bytes = record_bytes(config)
+        self.record_bytes = record_bytes(self.config)
         beats = read_request_layout(config).members["beats"]
         self.engine_beats = beats.stop - 1
         self.record_beats = self.record_bytes // config.mem_bytes
@@ -118,9 +134,9 @@ class AxiGemmTop(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        cfg = self.config
-        MB = cfg.mem_bytes
-        engine = m.submodules.engine = engine_parts(cfg)[0](cfg)
+        cfg = gemm_config(self.config)
+        encoder = cfg is not self.config
+        engine = m.submodules.engine = engine_parts(self.config)[0](self.config)
         master = m.submodules.master = self._master
         regs = m.submodules.regs = AxiLiteRegisters()
         forward_ports(m, self, master, self.axi_names)
@@ -132,7 +148,7 @@ class AxiGemmTop(wiring.Component):
             regs.config0_dataflow.eq(cfg.dataflow == "ws"), regs.config0_bf16.eq(cfg.bf16),
             regs.config0_width.eq(cfg.width), regs.config0_acc_width.eq(cfg.acc_width),
             regs.config1_mem_width.eq(cfg.mem_width), regs.config1_addr_width.eq(cfg.addr_width),
-            regs.config1_lanes.eq(cfg.lanes), regs.config1_units.eq(0b0001),
+            regs.config1_lanes.eq(cfg.lanes), regs.config1_units.eq(0b1111 if encoder else 0b0001),
         ]
 
         # Program state.
@@ -155,7 +171,8 @@ class AxiGemmTop(wiring.Component):
                                  | (regs.irq_status_error & regs.irq_enable_error))]
 
         # Memory: the fetcher's reads while it fetches, else the engine's.
-        rec = data.View(record_layout(cfg), record[:data.Layout.cast(record_layout(cfg)).size])
+        layout = record_layout(self.config)
+        rec = data.View(layout, record[:data.Layout.cast(layout).size])
         fetch_addr = Signal(cfg.addr_width)
         with m.If(fetching):
             m.d.comb += [master.rd_req.payload.addr.eq(fetch_addr),
@@ -181,7 +198,7 @@ class AxiGemmTop(wiring.Component):
             m.d.comb += (end_error if not isinstance(error, int) or error else end_ok).eq(1)
             m.next = "IDLE"
 
-        with m.FSM():
+        with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(regs.ctrl_start):
                     m.d.sync += [busy.eq(1), done.eq(0), code.eq(0), pc.eq(0), abort.eq(0),
@@ -214,7 +231,7 @@ class AxiGemmTop(wiring.Component):
                     finish(master.error)
                 with m.Elif(rec.opcode == OP_END):
                     finish(0)
-                with m.Elif(rec.opcode == OP_GEMM):
+                with m.Elif(rec.opcode == OP_RUN):
                     m.next = "ISSUE"
                 with m.Else():
                     finish(ERR_BAD_OPCODE)
@@ -223,9 +240,13 @@ class AxiGemmTop(wiring.Component):
                 with m.If(engine.cmd.ready):
                     m.next = "RUN"
             with m.State("RUN"):
-                m.d.comb += engine.done.ready.eq(1)
-                with m.If(engine.done.valid):
-                    with m.If(engine.done.payload.error):
+                if encoder:     # one finish strobe per command
+                    finished, failed = engine.finish, engine.finish_error
+                else:
+                    m.d.comb += engine.done.ready.eq(1)
+                    finished, failed = engine.done.valid, engine.done.payload.error
+                with m.If(finished):
+                    with m.If(failed):
                         finish(ERR_REJECTED)
                     with m.Else():
                         m.next = "DRAIN"
@@ -237,10 +258,19 @@ class AxiGemmTop(wiring.Component):
                         m.d.sync += [pc.eq(pc + 1), fetch_addr.eq(fetch_addr + self.record_bytes)]
                         m.next = "NEXT"
 
+        # The unit class of the running command (the encoder's op field; a
+        # GEMM engine's commands are all GEMMs).
+        running = Signal()
+        unit = Signal(2)
+        m.d.comb += running.eq(fsm.ongoing("ISSUE") | fsm.ongoing("RUN") | fsm.ongoing("DRAIN"))
+        if encoder:
+            with m.If(engine.cmd.valid & engine.cmd.ready):
+                m.d.sync += unit.eq(rec.cmd.op)
+
         # Performance counters (cleared by start).
         counters = {
-            "cycles": busy, "busy_gemm": busy & ~fetching, "busy_softmax": Const(0),
-            "busy_layernorm": Const(0), "busy_gelu": Const(0),
+            "cycles": busy, **{f"busy_{name}": running & (unit == code)
+                               for name, code in UNIT_CODES.items()},
             "bytes_read": master.bytes_read, "bytes_written": master.bytes_written,
             "mem_wait": busy & master.mem_wait,
         }

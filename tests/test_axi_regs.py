@@ -56,13 +56,13 @@ def test_assembler_records():
     config = GemmConfig(rows=2, cols=2, mem_width=32, k_chunk=16, m_tile=2, addr_width=16)
     size = record_bytes(config)
     program = assemble(config, [{"m": 3, "k": 4, "n": 5, "a_addr": 0x123, "tag": 7},
-                                {"op": "end"}, {"op": 0x33}])
+                                {"opcode": "end"}, {"opcode": 0x33}])
     assert len(program) == 3 * size
     first = unpack(record_layout(config), int.from_bytes(program[:size], "little"))
     assert first["opcode"] == 1 and first["cmd"]["m"] == 3 and first["cmd"]["a_addr"] == 0x123
     assert program[size] == 0x0F and program[2 * size] == 0x33
-    with pytest.raises(ValueError, match=r"^command 0: op must be 'gemm' or 'end', not 'mul'$"):
-        assemble(config, [{"op": "mul"}])
+    with pytest.raises(ValueError, match=r"^command 0: opcode must be 'run' or 'end', not 'mul'$"):
+        assemble(config, [{"opcode": "mul"}])
 
 
 class FakeBoard:

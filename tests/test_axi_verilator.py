@@ -66,9 +66,9 @@ def scenario(config, seed=0):
         program_run(config, faulty[2:3], base=base + 0x1000, expect_code=3,
                     fail_write=span(faulty[2], "c")),
         program_run(config, straddle, base=base + 0x1800),
-        program_run(config, [more[0], {"op": 0x33}, more[1]], base=base + 0x2000,
+        program_run(config, [more[0], {"opcode": 0x33}, more[1]], base=base + 0x2000,
                     expect_code=ERR_BAD_OPCODE, expect_pc=1),
-        program_run(config, [more[2], {"op": "end"}, more[3]], base=base + 0x2800, expect_pc=1),
+        program_run(config, [more[2], {"opcode": "end"}, more[3]], base=base + 0x2800, expect_pc=1),
         program_run(config, more[2:8], base=base + 0x3000, expect_code=ERR_ABORTED,
                     abort_after=150),
         program_run(config, faulty[3:], base=base + 0x3800),
@@ -127,3 +127,37 @@ def test_axi_sparse_engine_program():
     assert result["passed"], result.get("log")
     assert [r["code"] for r in result["runs"]] == [0, 1, 0]
     assert result["runs"][0]["pc"] == 3 and result["runs"][0]["mismatches"] == 0
+
+
+@pytest.mark.slow
+def test_axi_encoder_layer():
+    """A whole encoder layer (tiny.toml, seq 32) as one program on the
+    EncoderTop behind the AXI top: every stage equals the integer golden
+    model, and the busy counters see every unit class."""
+    from bertforge.generators.analyze import load_hardware
+    from bertforge.generators.encoder_sim import TINY_HW, encoder_config
+    from bertforge.generators.workload import MODELS
+    from bertforge.sim.encoder_golden import encoder_golden, random_layer
+    from bertforge.sim.encoder_run import encoder_program, read_stages
+    from bertforge.rtl.axi_top import record_bytes
+    config = encoder_config(load_hardware(TINY_HW), TINY_HW)
+    shape = MODELS["tiny"]
+    layer = random_layer(config, 32, shape.hidden, shape.heads, shape.ffn, seed=0)
+    image, commands, regions, _, _ = encoder_program(config, layer)
+    base = image.size
+    program_size = -(-len(commands) * record_bytes(config) // 4096) * 4096
+    memory = np.zeros(base + program_size, dtype=np.uint8)
+    memory[:base] = image
+    runs = [program_run(config, commands, base=base)]
+    result = simulate_axi(config, memory, runs, pause=0.1, seed=3)
+    assert result["passed"], result.get("log")
+    run = result["runs"][0]
+    assert run["code"] == 0 and run["pc"] == len(commands)
+    stages = read_stages(result["image"], regions, layer, config)
+    golden = encoder_golden(config, layer)
+    for key in golden:
+        assert np.array_equal(stages[key], golden[key]), key
+    counters = run["counters"]
+    assert all(counters[f"busy_{unit}"] > 0 for unit in ("gemm", "softmax", "layernorm", "gelu"))
+    assert sum(counters[f"busy_{u}"] for u in ("gemm", "softmax", "layernorm", "gelu")) \
+        <= counters["cycles"]
