@@ -1,5 +1,5 @@
 """``--bus axi4`` on the command line: ``bertforge generate gemm --bus axi4``
-writes the AXI top's Verilog, its JSON sidecar (ports under their AXI
+(and ``generate encoder --bus axi4 --hw FILE.toml``) writes the AXI top's Verilog, its JSON sidecar (ports under their AXI
 names), the C header, the register map document and IP-XACT;
 ``bertforge sim gemm --bus axi4`` runs the GEMM as a one-command program
 through the AXI top (cocotbext-axi memory, AXI-Lite registers) and reports
@@ -71,7 +71,8 @@ def write_axi_design(config, bus, directory):
     name = axi_name(config)
     text = axi_verilog(config, bus)
     ports = axi_ports(config, bus)
-    sidecar = {"block": "AxiGemmTop", "module": name, "config": config.to_dict(), "bus": bus,
+    sidecar = {"block": "AxiGemmTop", "engine": type(config).__name__, "module": name,
+               "config": config.to_dict(), "bus": bus,
                "record_bytes": record_bytes(config),
                "ports": [{"name": port, **info} for port, info in ports.items()],
                "interfaces": {"m_axi": "AXI4 master (data)", "s_axi": "AXI4-Lite slave (registers)",

@@ -60,7 +60,7 @@ def build_parser():
             sub = generate_blocks.add_parser(name, help=f"the {name} block")
             _add_config_args(sub, block)
             sub.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
-            if name == "gemm":
+            if name in ("gemm", "encoder"):
                 axi_cli.add_bus_args(sub)
         if block.simulates:
             sub = sim_blocks.add_parser(name, help=block.help)

@@ -66,3 +66,14 @@ def test_sim_axi(tmp_path, capsys):
     assert counters["bytes_read"] >= a.size + b.size
     c = np.load(tmp_path / "c.npy")
     assert np.array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
+
+
+def test_generate_encoder_axi(tmp_path, capsys):
+    assert main(["generate", "encoder", "--bus", "axi4", "--max-burst", "8",
+                 "-o", str(tmp_path)]) == 0
+    name = "encoder_4x4_os_m128_s4_l4_g4_axi"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["component.xml", f"{name}.json", f"{name}.v", f"{name}_regs.h", f"{name}_regs.md"])
+    sidecar = json.loads((tmp_path / f"{name}.json").read_text())
+    assert sidecar["engine"] == "EncoderConfig" and sidecar["bus"]["max_burst"] == 8
+    assert {"m_axi_rdata", "s_axi_wstrb", "irq"} <= {p["name"] for p in sidecar["ports"]}
