@@ -68,6 +68,7 @@ def test_sim_axi(tmp_path, capsys):
     assert np.array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
 
 
+@pytest.mark.slow      # emitting the encoder's top takes ~15 s cold
 def test_generate_encoder_axi(tmp_path, capsys):
     assert main(["generate", "encoder", "--bus", "axi4", "--max-burst", "8",
                  "-o", str(tmp_path)]) == 0

@@ -24,7 +24,7 @@ def test_gemm_block_lists_the_axi_proofs():
 
 
 @pytest.mark.parametrize("fault, name", [
-    ("arvalid_drops", "ar_valid_held"),
+    pytest.param("arvalid_drops", "ar_valid_held", marks=pytest.mark.slow),
     ("arlen_plus_one", "ar_no_4k_crossing"),
     pytest.param("wdata_flips", "w_payload_held", marks=pytest.mark.slow),
     pytest.param("extra_beat", "no_beat_from_nothing", marks=pytest.mark.slow),
