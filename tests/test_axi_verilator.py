@@ -99,12 +99,13 @@ def test_axi_gemm_programs():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mem_width, addr_width", [(64, 32), (128, 64), (256, 32)])
-def test_axi_gemm_widths(mem_width, addr_width):
+@pytest.mark.parametrize("mem_width, addr_width, id_width", [(64, 32, 1), (128, 64, 4),
+                                                          (256, 32, 2)])
+def test_axi_gemm_widths(mem_width, addr_width, id_width):
     config = config_for(mem_width)
     image, runs = scenario(config, seed=mem_width)
-    result = simulate_axi(config, image, runs, bus={"addr_width": addr_width, "max_burst": 8},
-                          pause=0.3, seed=mem_width)
+    result = simulate_axi(config, image, runs, pause=0.3, seed=mem_width,
+                          bus={"addr_width": addr_width, "id_width": id_width, "max_burst": 8})
     check(result, runs)
 
 
