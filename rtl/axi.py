@@ -21,12 +21,14 @@ request is taken at once).
 Writes. A request becomes one or two aligned words with ``WSTRB`` marking
 its bytes: one burst of one or two beats, or two one-beat bursts when the
 second word is past a 4 KB boundary; at most ``max_writes`` bursts wait for
-their response. AW and W are offered at the same time (W does not wait for
-AW's handshake, nor AW for W's).
+their response. Addresses and beats wait in two queues of 4 whose heads
+drive AW and W, independently (W does not wait for AW's handshake, nor AW
+for W's): one write a cycle when the slave keeps up (two-word writes take
+two).
 
 Every channel follows AXI's handshake rules: ``*valid`` comes from a
-register, held with a stable payload until ``*ready``, and never waits for
-``*ready``. ``bready`` is always high.
+register or a queue's head, held with a stable payload until ``*ready``,
+and never waits for ``*ready``. ``bready`` is always high.
 
 Errors. A read or write response other than OKAY sets :attr:`error` to a
 code (the first error is kept until ``error_clear``); the data of a failed
@@ -271,49 +273,61 @@ class AxiMaster(wiring.Component):
         two = strobes[MB:].any()
         w_word = (wr.addr >> mbb)[:wa]
         crosses = (w_word + 1)[:page.bit_length() - 1] == 0 if page > 1 else Const(1)
-        aw_left = Signal(range(3))   # bursts to arm
-        aw_word = Signal(wa)
-        aw_two = Signal()            # one two-beat burst (else one-beat bursts)
-        aw_valid = Signal()
-        aw_addr = Signal(self.addr_width)
-        aw_len = Signal(8)
-        w_left = Signal(range(3))
-        w_data = Signal(2 * W)
-        w_strb = Signal(2 * MB)
-        w_phase = Signal()
-        w_split = Signal()           # each beat is the last of its burst
+        # A write becomes AW items (address, one or two beats) and W items
+        # (beats), one of each per cycle, in two queues whose heads drive
+        # the channels; the second beat of a two-word write waits in
+        # ``pend`` for the next cycle.
+        awq = m.submodules.aw_queue = Queue(
+            shape=data.StructLayout({"addr": self.addr_width, "two": 1}), depth=4)
+        wq = m.submodules.w_queue = Queue(
+            shape=data.StructLayout({"data": W, "strb": MB, "last": 1}), depth=4)
+        pend = Signal()
+        pend_aw = Signal()           # the second beat is a burst of its own (4 KB)
+        pend_word = Signal(wa)
+        pend_data = Signal(W)
+        pend_strb = Signal(MB)
+        take_wr = ~pend & awq.i.ready & wq.i.ready
+        second = pend & wq.i.ready & (awq.i.ready | ~pend_aw)
+        first = self.wr_req.valid & take_wr & (wr.bytes != 0)
+        m.d.comb += [
+            self.wr_req.ready.eq(take_wr),
+            awq.i.valid.eq(first | (second & pend_aw)),
+            awq.i.payload.addr.eq(Mux(pend, pend_word, w_word) << mbb),
+            awq.i.payload.two.eq(~pend & two & ~crosses),
+            wq.i.valid.eq(first | second),
+            wq.i.payload.data.eq(Mux(pend, pend_data, shifted[:W])),
+            wq.i.payload.strb.eq(Mux(pend, pend_strb, strobes[:MB])),
+            wq.i.payload.last.eq(pend | ~two | crosses),
+        ]
+        with m.If(first & two):
+            m.d.sync += [pend.eq(1), pend_aw.eq(crosses), pend_word.eq(w_word + 1),
+                         pend_data.eq(shifted[W:]), pend_strb.eq(strobes[MB:])]
+        with m.If(second):
+            m.d.sync += pend.eq(0)
+        # At most max_writes bursts awaiting their response: AW waits (its
+        # valid, once high, stays: the count only falls until it is taken).
         b_out = Signal(range(self.max_writes + 1))
-        take_wr = (aw_left == 0) & ~aw_valid & (w_left == 0)
-        m.d.comb += self.wr_req.ready.eq(take_wr)
-        with m.If(self.wr_req.valid & take_wr & (wr.bytes != 0)):
-            m.d.sync += [aw_word.eq(w_word), aw_two.eq(two & ~crosses),
-                         aw_left.eq(Mux(two & crosses, 2, 1)),
-                         w_left.eq(Mux(two, 2, 1)), w_data.eq(shifted), w_strb.eq(strobes),
-                         w_phase.eq(0), w_split.eq(~two | crosses)]
-        arm_w = (aw_left != 0) & ~aw_valid & (b_out < self.max_writes)
-        with m.If(arm_w):
-            m.d.sync += [aw_valid.eq(1), aw_addr.eq(aw_word << mbb), aw_len.eq(aw_two),
-                         aw_word.eq(aw_word + 1), aw_left.eq(aw_left - 1)]
-        with m.Elif(self.m_axi_awready):
-            m.d.sync += aw_valid.eq(0)
-        m.d.comb += [self.m_axi_awvalid.eq(aw_valid), self.m_axi_awaddr.eq(aw_addr),
-                     self.m_axi_awlen.eq(aw_len),
-                     self.m_axi_wvalid.eq(w_left != 0),
-                     self.m_axi_wdata.eq(Mux(w_phase, w_data[W:], w_data[:W])),
-                     self.m_axi_wstrb.eq(Mux(w_phase, w_strb[MB:], w_strb[:MB])),
-                     self.m_axi_wlast.eq(w_split | w_phase)]
-        with m.If(self.m_axi_wvalid & self.m_axi_wready):
-            m.d.sync += [w_left.eq(w_left - 1), w_phase.eq(1)]
+        room = b_out < self.max_writes
+        m.d.comb += [self.m_axi_awvalid.eq(awq.o.valid & room),
+                     self.m_axi_awaddr.eq(awq.o.payload.addr),
+                     self.m_axi_awlen.eq(awq.o.payload.two),
+                     awq.o.ready.eq(self.m_axi_awready & room),
+                     self.m_axi_wvalid.eq(wq.o.valid), self.m_axi_wdata.eq(wq.o.payload.data),
+                     self.m_axi_wstrb.eq(wq.o.payload.strb), self.m_axi_wlast.eq(wq.o.payload.last),
+                     wq.o.ready.eq(self.m_axi_wready)]
         m.d.comb += self.m_axi_bready.eq(1)
+        aw_take = self.m_axi_awvalid & self.m_axi_awready
         b_take = self.m_axi_bvalid
-        m.d.sync += b_out.eq(b_out + arm_w - b_take)
+        m.d.sync += b_out.eq(b_out + aw_take - b_take)
         with m.If(b_take & self.m_axi_bresp[1]):
             fail(Mux(self.m_axi_bresp[0], ERR_WRITE_DECERR, ERR_WRITE_SLVERR))
         m.d.comb += self.bytes_written.eq(Mux(self.wr_req.valid & take_wr, wr.bytes, 0))
+        writes_idle = (~pend & (awq.level == 0) & (wq.level == 0) & ~awq.i.valid & ~wq.i.valid
+                       & (b_out == 0))
 
         m.d.comb += [
             self.idle.eq((left == 0) & ~ar_valid & (r_out == 0) & (meta.level == 0) & ~meta.i.valid
-                         & take_wr & (b_out == 0)),
+                         & writes_idle),
             self.mem_wait.eq((out.ready & ~out.valid & meta.o.valid)
                              | (self.wr_req.valid & ~take_wr)),
         ]
