@@ -43,7 +43,6 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .errors import ParameterError
 from .params import check_choice, check_int
 from .stream import Queue
 
@@ -97,6 +96,13 @@ class AxiMaster(wiring.Component):
     """Serves an engine's ``rd_req`` / ``rd_data`` / ``wr_req`` streams on an
     AXI4 master port (see the module doc).
 
+    Latency and throughput: a read request's first AR is offered 2 cycles
+    after the request is taken (latched, then armed), one AR every 2
+    cycles; read data reaches ``rd_data`` in the cycle it arrives on R (an
+    unaligned request's first word is held a cycle). A write's AW and W
+    are offered 2 cycles after the request is taken (the queues), one write
+    a cycle (a two-word write: two).
+
     Parameters
     ----------
     data_width : int
@@ -130,8 +136,9 @@ class AxiMaster(wiring.Component):
     error_clear : In(1)
     idle : Out(1)
         Nothing in flight (every request answered).
-    bytes_read, bytes_written : Out(1) pulses' widths
-        Bytes moved this cycle (to count into performance counters).
+    bytes_read, bytes_written : Out(range(data_width // 8 + 1))
+        Bytes read (a beat taken on R) and written (a request taken) this
+        cycle, for the performance counters.
     mem_wait : Out(1)
         The engine waits on memory this cycle (read data it can take is
         not there, or a write it offers is not taken).
@@ -165,16 +172,6 @@ class AxiMaster(wiring.Component):
             "bytes_read": Out(range(MB + 1)), "bytes_written": Out(range(MB + 1)),
             "mem_wait": Out(1),
         })
-
-    @classmethod
-    def for_engine(cls, config, **kwargs):
-        """The master for a :class:`~bertforge.rtl.gemm.GemmConfig`'s engine:
-        ``data_width = mem_width``, its address width and read request size."""
-        from .engine import read_request_layout
-        beats = read_request_layout(config).members["beats"]
-        return cls(data_width=config.mem_width, inner_addr_width=config.addr_width,
-                   request_beats=len(beats) - 1 if isinstance(beats, range) else
-                   unsigned(beats).width, **kwargs)
 
     def elaborate(self, platform):
         m = Module()

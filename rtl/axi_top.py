@@ -29,14 +29,14 @@ finishes the command it has (with the bad data), then the program ends.
 
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import Out
 
 from .axi import AxiMaster, axi4_members, forward_ports
 from .axi_regs import AxiLiteRegisters, axi_lite_members
 from .encoder import OP_GELU, OP_GEMM, OP_LAYERNORM, OP_SOFTMAX
 from .engine import read_request_layout
 from .gemm import GemmConfig
-from .params import check_instance, check_int
+from .params import check_instance
 from .serial_engine import gemm_engine
 from .tile_scheduler import command_layout
 

@@ -3,7 +3,6 @@
 requests, 4 KB crossings, error responses; parameter checks."""
 
 import random
-import re
 
 import pytest
 from amaranth.sim import Simulator
