@@ -7,6 +7,7 @@ the usual keys plus the performance counters read from the registers."""
 
 import json
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -14,10 +15,12 @@ import numpy as np
 
 from bertforge.rtl.axi_top import record_bytes
 
-from .axi_sim import BUS_DEFAULTS, axi_name, axi_ports, axi_verilog, check_bus, program_run, simulate_axi
+from .axi_sim import (BUS_DEFAULTS, axi_name, axi_ports, axi_verilog, check_bus, program_run,
+                      simulate_axi, simulate_axi_encoder)
 from .cli_common import CliError, check_result, report, save_npy_atomic
 
-__all__ = ["add_bus_args", "wants_axi", "bus_of", "write_axi_design", "run_sim_axi"]
+__all__ = ["add_bus_args", "wants_axi", "bus_of", "write_axi_design", "run_sim_axi",
+           "run_sim_axi_encoder"]
 
 
 def add_bus_args(sub):
@@ -95,7 +98,10 @@ def write_axi_design(config, bus, directory):
 
 def run_sim_axi(block, args):
     """``bertforge sim gemm --bus axi4``: the command(s) as a program run on
-    the AXI top; exit 1 on a mismatch or a failed testbench."""
+    the AXI top; exit 1 on a mismatch or a failed testbench.
+    (``sim encoder --bus axi4``: :func:`run_sim_axi_encoder`.)"""
+    if block.name == "encoder":
+        return run_sim_axi_encoder(block, args)
     from .gemm_sim import layout_problems, read_matrix
     from .simulate import block_config, block_stimulus
     config = block_config(block, args)
@@ -134,3 +140,47 @@ def run_sim_axi(block, args):
         for key, value in run["counters"].items():
             print(f"  {key:<13} {value}")
     return check_result({**summary, "model_exact": False})
+
+
+def run_sim_axi_encoder(block, args):
+    """``bertforge sim encoder --bus axi4``: one random layer of ``--model``
+    at ``--seq`` as one program on the encoder's AXI top; every stage
+    against the integer golden model (exit 1 if one differs)."""
+    from bertforge.sim.encoder_golden import random_layer
+    from bertforge.sim.encoder_run import check_shape
+    from .simulate import block_config
+    from .workload import MODELS
+    config = block_config(block, args)
+    bus = bus_of(config, args)
+    shape = MODELS[args.model]
+    try:
+        check_shape(config, args.seq, shape.hidden, shape.heads, shape.ffn)
+    except ValueError as error:
+        raise CliError(f"{args.model} at sequence length {args.seq} does not fit {args.hw}: "
+                       f"{error}") from None
+    layer = random_layer(config, args.seq, shape.hidden, shape.heads, shape.ffn, seed=args.seed)
+    result = simulate_axi_encoder(config, layer, bus=bus, seed=args.seed,
+                                  pause=max(args.gap, args.stall))
+    run = result["run"] or {"code": None, "pc": None, "counters": {}}
+    summary = {"block": "encoder", "design": axi_name(config), "config": config.to_dict(),
+               "bus": {"bus": "axi4", **bus}, "model": args.model, "seq": args.seq,
+               "seed": args.seed, "commands": result["commands"],
+               "cycles": run["counters"].get("cycles"), "error_code": run["code"],
+               "match": result["match"], "mismatches": result["mismatches"],
+               "stalls": max(args.gap, args.stall) > 0, "counters": run["counters"],
+               "passed": result["passed"]}
+    if not result["passed"]:
+        summary["log"] = result["log"]
+    if args.json:
+        summary["phases"] = result["phases"]
+    report(summary, args.json, f"{summary['design']}: {args.model} encoder layer, seq {args.seq}, "
+                               f"{result['commands']} commands (AXI4)",
+           keys=("cycles", "error_code"))
+    if not args.json:
+        for key, value in run["counters"].items():
+            print(f"  {key:<13} {value}")
+    if not summary["match"] or not summary["passed"]:
+        print(f"bertforge: error: the hardware differs from the golden model "
+              f"({summary['mismatches']}, error code {run['code']})", file=sys.stderr)
+        return 1
+    return 0

@@ -23,7 +23,7 @@ from .emit import cached_verilog
 from .program import assemble
 
 __all__ = ["BUS_DEFAULTS", "axi_name", "axi_verilog", "axi_ports", "simulate_axi",
-           "program_run", "check_bus"]
+           "simulate_axi_encoder", "program_run", "check_bus"]
 
 #: The AXI parameters of ``bus="axi4"`` and their defaults.
 BUS_DEFAULTS = {"addr_width": 32, "id_width": 1, "max_burst": 16, "max_reads": 4, "max_writes": 4}
@@ -114,3 +114,33 @@ def simulate_axi(config, image, runs, *, bus=None, seed=0, pause=0.0, workdir=No
         del result["log"]
     result["phases"] = phases
     return result
+
+
+def simulate_axi_encoder(config, layer, *, bus=None, seed=0, pause=0.0, quiet=True):
+    """One encoder ``layer`` (quantized for the EncoderConfig ``config``) as
+    one program on the encoder's AXI top: the layer's memory image, its
+    command list assembled after it. Returns ``{"run"`` (code, pc,
+    counters), ``"stages"`` (the hardware's tensors), ``"mismatches"`` (per
+    stage against the integer golden model), ``"match"``, ``"passed"``,
+    ``"commands"``, ``"phases"}``."""
+    from bertforge.sim.encoder_golden import encoder_golden
+    from bertforge.sim.encoder_run import encoder_program, read_stages
+    image, commands, regions, _, _ = encoder_program(config, layer)
+    base = image.size
+    program_size = -(-len(commands) * record_bytes(config) // 4096) * 4096
+    memory = np.zeros(base + program_size, dtype=np.uint8)
+    memory[:base] = image
+    result = simulate_axi(config, memory, [program_run(config, commands, base=base)], bus=bus,
+                          seed=seed, pause=pause, quiet=quiet)
+    run = result["runs"][0] if result.get("runs") else None
+    out = {"run": run, "passed": bool(result["passed"]), "commands": len(commands),
+           "phases": result["phases"], "log": result.get("log"), "stages": None,
+           "mismatches": None, "match": False}
+    if result.get("image") is not None:
+        stages = read_stages(result["image"], regions, layer, config)
+        golden = encoder_golden(config, layer)
+        out["stages"] = stages
+        out["mismatches"] = {key: int(np.count_nonzero(stages[key] != golden[key])) for key in golden}
+        out["match"] = (all(v == 0 for v in out["mismatches"].values()) and run is not None
+                        and run["code"] == 0 and run["pc"] == len(commands))
+    return out

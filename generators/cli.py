@@ -67,7 +67,7 @@ def build_parser():
             _add_config_args(sub, block)
             block.add_sim_args(sub)
             add_sim_flags(sub)
-            if name == "gemm":
+            if name in ("gemm", "encoder"):
                 axi_cli.add_bus_args(sub)
         if block.bench:
             block.add_bench_args(bench_blocks.add_parser(name, help=block.bench_help))

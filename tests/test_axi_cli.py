@@ -78,3 +78,18 @@ def test_generate_encoder_axi(tmp_path, capsys):
     sidecar = json.loads((tmp_path / f"{name}.json").read_text())
     assert sidecar["engine"] == "EncoderConfig" and sidecar["bus"]["max_burst"] == 8
     assert {"m_axi_rdata", "s_axi_wstrb", "irq"} <= {p["name"] for p in sidecar["ports"]}
+
+
+def test_sim_encoder_axi_bad_burst():
+    result = run_cli("sim", "encoder", "--bus", "axi4", "--max-burst", "0")
+    assert_one_line_error(result, "--bus axi4: max_burst must be a positive integer, not 0")
+
+
+@pytest.mark.slow
+def test_sim_encoder_axi(capsys):
+    assert main(["sim", "encoder", "--bus", "axi4", "--seq", "16", "--stall", "0.1",
+                 "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["match"] and summary["error_code"] == 0 and summary["commands"] > 10
+    assert all(summary["counters"][f"busy_{u}"] > 0 for u in ("gemm", "softmax", "layernorm",
+                                                              "gelu"))

@@ -136,28 +136,18 @@ def test_axi_encoder_layer():
     EncoderTop behind the AXI top: every stage equals the integer golden
     model, and the busy counters see every unit class."""
     from bertforge.generators.analyze import load_hardware
+    from bertforge.generators.axi_sim import simulate_axi_encoder
     from bertforge.generators.encoder_sim import TINY_HW, encoder_config
     from bertforge.generators.workload import MODELS
-    from bertforge.sim.encoder_golden import encoder_golden, random_layer
-    from bertforge.sim.encoder_run import encoder_program, read_stages
-    from bertforge.rtl.axi_top import record_bytes
+    from bertforge.sim.encoder_golden import random_layer
     config = encoder_config(load_hardware(TINY_HW), TINY_HW)
     shape = MODELS["tiny"]
     layer = random_layer(config, 32, shape.hidden, shape.heads, shape.ffn, seed=0)
-    image, commands, regions, _, _ = encoder_program(config, layer)
-    base = image.size
-    program_size = -(-len(commands) * record_bytes(config) // 4096) * 4096
-    memory = np.zeros(base + program_size, dtype=np.uint8)
-    memory[:base] = image
-    runs = [program_run(config, commands, base=base)]
-    result = simulate_axi(config, memory, runs, pause=0.1, seed=3)
-    assert result["passed"], result.get("log")
-    run = result["runs"][0]
-    assert run["code"] == 0 and run["pc"] == len(commands)
-    stages = read_stages(result["image"], regions, layer, config)
-    golden = encoder_golden(config, layer)
-    for key in golden:
-        assert np.array_equal(stages[key], golden[key]), key
+    result = simulate_axi_encoder(config, layer, pause=0.1, seed=3)
+    assert result["passed"], result["log"]
+    run = result["run"]
+    assert run["code"] == 0 and run["pc"] == result["commands"]
+    assert result["match"] and not any(result["mismatches"].values()), result["mismatches"]
     counters = run["counters"]
     assert all(counters[f"busy_{unit}"] > 0 for unit in ("gemm", "softmax", "layernorm", "gelu"))
     assert sum(counters[f"busy_{u}"] for u in ("gemm", "softmax", "layernorm", "gelu")) \
