@@ -116,16 +116,21 @@ def simulate_axi(config, image, runs, *, bus=None, seed=0, pause=0.0, workdir=No
     return result
 
 
-def simulate_axi_encoder(config, layer, *, bus=None, seed=0, pause=0.0, quiet=True):
-    """One encoder ``layer`` (quantized for the EncoderConfig ``config``) as
-    one program on the encoder's AXI top: the layer's memory image, its
-    command list assembled after it. Returns ``{"run"`` (code, pc,
-    counters), ``"stages"`` (the hardware's tensors), ``"mismatches"`` (per
-    stage against the integer golden model), ``"match"``, ``"passed"``,
-    ``"commands"``, ``"phases"}``."""
+def simulate_axi_encoder(config, layers, *, bus=None, seed=0, pause=0.0, quiet=True):
+    """Encoder ``layers`` (one :class:`~bertforge.sim.encoder_golden.EncoderLayer`
+    or a list of them, one shape, quantized for the EncoderConfig
+    ``config``) as ONE program on the encoder's AXI top: one start runs
+    them all, layer ``l + 1`` reading layer ``l``'s output where the
+    hardware wrote it. Returns ``{"run"`` (code, pc, counters),
+    ``"stages"`` (the last layer's tensors), ``"mismatches"`` (per stage,
+    ``"layer{l}.{stage}"`` for several layers, against the integer golden
+    model run on the hardware's own input of that layer), ``"match"``,
+    ``"passed"``, ``"commands"``, ``"phases"}``."""
     from bertforge.sim.encoder_golden import encoder_golden
-    from bertforge.sim.encoder_run import encoder_program, read_stages
-    image, commands, regions, _, _ = encoder_program(config, layer)
+    from bertforge.sim.encoder_run import model_program, read_stages
+    stack = layers if isinstance(layers, (list, tuple)) else [layers]
+    image, programs, regions, _, _ = model_program(config, stack)
+    commands = [command for program in programs for command in program]
     base = image.size
     program_size = -(-len(commands) * record_bytes(config) // 4096) * 4096
     memory = np.zeros(base + program_size, dtype=np.uint8)
@@ -136,11 +141,19 @@ def simulate_axi_encoder(config, layer, *, bus=None, seed=0, pause=0.0, quiet=Tr
     out = {"run": run, "passed": bool(result["passed"]), "commands": len(commands),
            "phases": result["phases"], "log": result.get("log"), "stages": None,
            "mismatches": None, "match": False}
-    if result.get("image") is not None:
-        stages = read_stages(result["image"], regions, layer, config)
+    if result.get("image") is None:
+        return out
+    mismatches = {}
+    hw_in = stack[0].xq
+    for index, (layer, region) in enumerate(zip(stack, regions)):
+        layer.xq = hw_in
+        stages = read_stages(result["image"], region, layer, config)
         golden = encoder_golden(config, layer)
-        out["stages"] = stages
-        out["mismatches"] = {key: int(np.count_nonzero(stages[key] != golden[key])) for key in golden}
-        out["match"] = (all(v == 0 for v in out["mismatches"].values()) and run is not None
-                        and run["code"] == 0 and run["pc"] == len(commands))
+        prefix = f"layer{index}." if len(stack) > 1 else ""
+        mismatches.update({prefix + key: int(np.count_nonzero(stages[key] != golden[key]))
+                           for key in golden})
+        hw_in = stages["out"]
+    out.update(stages=stages, mismatches=mismatches,
+               match=(all(v == 0 for v in mismatches.values()) and run is not None
+                      and run["code"] == 0 and run["pc"] == len(commands)))
     return out

@@ -152,3 +152,23 @@ def test_axi_encoder_layer():
     assert all(counters[f"busy_{unit}"] > 0 for unit in ("gemm", "softmax", "layernorm", "gelu"))
     assert sum(counters[f"busy_{u}"] for u in ("gemm", "softmax", "layernorm", "gelu")) \
         <= counters["cycles"]
+
+
+@pytest.mark.slow
+def test_axi_encoder_two_layers_one_start():
+    """Two stacked layers (tiny.toml, seq 16) as one program: one start runs
+    both, the second reading the first's output from memory."""
+    from bertforge.generators.analyze import load_hardware
+    from bertforge.generators.axi_sim import simulate_axi_encoder
+    from bertforge.generators.encoder_sim import TINY_HW, encoder_config
+    from bertforge.generators.workload import MODELS
+    from bertforge.sim.encoder_golden import random_layer
+    config = encoder_config(load_hardware(TINY_HW), TINY_HW)
+    shape = MODELS["tiny"]
+    layers = [random_layer(config, 16, shape.hidden, shape.heads, shape.ffn, seed=s)
+              for s in (4, 5)]
+    result = simulate_axi_encoder(config, layers, seed=4)
+    assert result["passed"], result["log"]
+    assert result["run"]["pc"] == result["commands"]
+    assert result["match"], result["mismatches"]
+    assert len(result["mismatches"]) == 2 * 13
