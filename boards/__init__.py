@@ -19,6 +19,10 @@ sparse          ``sparse_top.py``, ``sparse_board_tb.py``
 butterfly       ``butterfly_top.py``, ``butterfly_board_tb.py``
 norm            ``norm_top.py`` (one top for softmax, layernorm or GELU),
                 ``norm_board_tb.py``
+axi             ``driver.py`` (the host driver of the AXI tops: ``load``,
+                ``run``, ``wait``, ``counters`` over any register/memory
+                backend), ``axi_board_tb.py`` (cocotbext-axi testbench of
+                the AXI top, through the driver)
 ==============  ===========================================================
 
 Shared: ``targets.py`` (supported boards: amaranth-boards platforms, the

@@ -23,6 +23,10 @@ layernorm       ``layernorm_sim.py`` (vectors, bench)
 gelu            ``gelu_sim.py`` (inputs, bench)
 norm            ``norm_bench.py`` (softmax, layernorm and GELU in one table)
 encoder         ``encoder_sim.py`` (one BERT layer in Verilator, bench)
+axi             ``axi_sim.py`` (the AXI top's Verilog and simulation),
+                ``axi_cli.py`` (``--bus axi4``), ``regs.py`` and
+                ``regs/bertforge.rdl`` (the register map), ``program.py``
+                (the program assembler)
 ==============  ===========================================================
 
 Shared: ``block.py`` (the descriptor), ``blocks.py`` (the registry),

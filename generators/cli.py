@@ -27,7 +27,7 @@ import os
 import sys
 
 from bertforge.rtl.errors import BertforgeError
-from . import analyze_cli, board_cli, manual, model_sim, sweep
+from . import analyze_cli, axi_cli, board_cli, manual, model_sim, sweep
 from .blocks import BLOCKS, PRESETS
 from .cli_common import CliError, add_config_flags, add_sim_flags
 
@@ -72,11 +72,15 @@ def build_parser():
             sub = generate_blocks.add_parser(name, help=f"the {name} block")
             _add_config_args(sub, block)
             sub.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+            if name in ("gemm", "encoder"):
+                axi_cli.add_bus_args(sub)
         if block.simulates:
             sub = sim_blocks.add_parser(name, help=block.help)
             _add_config_args(sub, block)
             block.add_sim_args(sub)
             add_sim_flags(sub)
+            if name in ("gemm", "encoder"):
+                axi_cli.add_bus_args(sub)
         if block.bench:
             block.add_bench_args(bench_blocks.add_parser(name, help=block.bench_help))
 
@@ -115,6 +119,10 @@ def cmd_generate(args):
     from .emit import write_design
     from .simulate import block_config
     config = block_config(BLOCKS[args.block], args)
+    if axi_cli.wants_axi(args):
+        for path in axi_cli.write_axi_design(config, axi_cli.bus_of(config, args), args.out):
+            print(f"wrote {path}")
+        return 0
     verilog_path, sidecar_path = write_design(config, args.out)
     print(f"wrote {verilog_path}")
     print(f"wrote {sidecar_path}")
@@ -162,6 +170,8 @@ def main(argv=None):
             return getattr(model_sim, f"run_{args.command}_model")(args)
         if args.command == "model":
             return model_sim.run_fetch(args)
+        if args.command == "sim" and axi_cli.wants_axi(args):
+            return axi_cli.run_sim_axi(BLOCKS[args.block], args)
         if args.command in ("sim", "bench"):
             from . import simulate
             return getattr(simulate, f"run_{args.command}")(BLOCKS[args.block], args)

@@ -18,7 +18,7 @@ from .cli_common import check_result, config_from_args, report, save_npy_atomic
 from .emit import cached_verilog
 
 __all__ = ["PHASES", "simulate", "add_phases", "cached_verilog", "make_stimulus", "block_config",
-           "run_sim", "run_bench"]
+           "block_stimulus", "run_sim", "run_bench"]
 
 #: Phases :func:`simulate` times (seconds, in ``result["phases"]``).
 PHASES = ("elaborate", "build", "simulate", "check")
@@ -115,16 +115,21 @@ def block_config(block, args):
     return block.make_config(args) if block.make_config else config_from_args(block.name, args)
 
 
+def block_stimulus(block, config, args):
+    """``(user, stimulus)``: the user's files when a flag names one (``user``
+    true), else random data from ``--seed``."""
+    user = any(getattr(args, name, None) not in (None, False) for name in block.user_files)
+    if user:
+        return user, block.user_stimulus(config, args)
+    return user, block.random_stimulus(config, args, np.random.default_rng(args.seed))
+
+
 def run_sim(block, args):
     """``bertforge sim BLOCK``: config from flags/preset/TOML, stimulus
     (random, or the user's files), simulate, summary, ``--out``, report;
     exit code 1 on a mismatch (or, without stalls, cycles off the model)."""
     config = block_config(block, args)
-    user = any(getattr(args, name, None) not in (None, False) for name in block.user_files)
-    if user:
-        stimulus = block.user_stimulus(config, args)
-    else:
-        stimulus = block.random_stimulus(config, args, np.random.default_rng(args.seed))
+    user, stimulus = block_stimulus(block, config, args)
     config = stimulus.get("config", config)
     result = block.run(config, stimulus, args)
     mark = time.perf_counter()

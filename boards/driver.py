@@ -1,0 +1,171 @@
+"""Host driver of an AXI accelerator (:class:`~bertforge.rtl.axi_top.AxiGemmTop`):
+``load``, ``run``, ``wait``, ``counters``.
+
+It works over any *backend* with four methods: ``read32(addr)`` and
+``write32(addr, value)`` on the register file (byte offsets), and
+``read_block(addr, length)`` / ``write_block(addr, data)`` on the memory
+the accelerator reads and writes. :class:`Driver` calls them as plain
+methods (``/dev/mem`` or PYNQ ``MMIO``, a UART bridge); :class:`AsyncDriver`
+awaits them (the cocotb AXI-Lite master of the testbench,
+:mod:`bertforge.boards.axi_board_tb`). Both run the same steps: each operation is a
+generator that yields the backend calls it needs.
+
+The register offsets and fields come from the compiled register map
+(``rtl/axi_regmap.py``, from ``generators/regs/bertforge.rdl``). Programs are
+the bytes that :func:`bertforge.generators.program.assemble` writes.
+"""
+
+from bertforge.rtl.axi_regmap import REGISTERS
+from bertforge.rtl.axi_top import ERROR_CODES
+from bertforge.rtl.errors import BertforgeError
+
+__all__ = ["Driver", "AsyncDriver", "REG", "COUNTERS", "ProgramError", "field"]
+
+#: Register byte offsets by name.
+REG = {reg["name"]: reg["offset"] for reg in REGISTERS}
+_FIELDS = {(reg["name"], f["name"]): (f["lsb"], f["width"]) for reg in REGISTERS
+           for f in reg["fields"]}
+#: The performance counters (register names).
+COUNTERS = ("CYCLES", "BUSY_GEMM", "BUSY_SOFTMAX", "BUSY_LAYERNORM", "BUSY_GELU", "BYTES_READ",
+            "BYTES_WRITTEN", "MEM_WAIT")
+
+
+def field(register, name, value):
+    """Field ``name`` of ``register`` in the register's ``value``."""
+    lsb, width = _FIELDS[(register, name)]
+    return (value >> lsb) & ((1 << width) - 1)
+
+
+def _mask(register, name):
+    lsb, width = _FIELDS[(register, name)]
+    return ((1 << width) - 1) << lsb
+
+
+class ProgramError(BertforgeError):
+    """A program ended with an error (``code`` as STATUS.error_code) or did not end."""
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        self.code = code
+
+
+def _load(base, program, record_bytes):
+    if len(program) % record_bytes:
+        raise BertforgeError(f"a program is whole records of {record_bytes} bytes, "
+                             f"not {len(program)} bytes")
+    if base % record_bytes:
+        raise BertforgeError(f"the program base must be a multiple of {record_bytes} bytes, "
+                             f"not {base:#x}")
+    yield ("write_block", base, bytes(program))
+    yield ("write32", REG["PROG_BASE_LO"], base & 0xFFFFFFFF)
+    yield ("write32", REG["PROG_BASE_HI"], base >> 32)
+    yield ("write32", REG["PROG_LEN"], len(program) // record_bytes)
+
+
+def _run(irq):
+    enable = (_mask("IRQ_ENABLE", "done") | _mask("IRQ_ENABLE", "error")) if irq else 0
+    yield ("write32", REG["IRQ_STATUS"], _mask("IRQ_STATUS", "done") | _mask("IRQ_STATUS", "error"))
+    yield ("write32", REG["IRQ_ENABLE"], enable)
+    yield ("write32", REG["CTRL"], _mask("CTRL", "start"))
+
+
+def _wait(polls):
+    for _ in range(polls):
+        status = yield ("read32", REG["STATUS"])
+        if not field("STATUS", "busy", status) and field("STATUS", "done", status):
+            code = field("STATUS", "error_code", status)
+            pc = yield ("read32", REG["PC"])
+            if code:
+                raise ProgramError(f"the program stopped after {pc} commands: "
+                                   f"{ERROR_CODES.get(code, 'error')} (code {code})", code)
+            return pc
+    raise ProgramError(f"the program did not end in {polls} polls of STATUS")
+
+
+def _counters():
+    values = {}
+    for name in COUNTERS:
+        values[name.lower()] = yield ("read32", REG[name])
+    return values
+
+
+def _config():
+    values = {}
+    for reg in ("ID", "VERSION", "CONFIG0", "CONFIG1"):
+        word = yield ("read32", REG[reg])
+        for (r, name), _ in _FIELDS.items():
+            if r == reg:
+                values[name if reg != "VERSION" else f"version_{name}"] = field(reg, name, word)
+    return values
+
+
+class Driver:
+    """The driver over a backend with plain methods (see the module doc).
+
+    Parameters
+    ----------
+    backend
+        ``read32``, ``write32``, ``read_block``, ``write_block``.
+    record_bytes : int
+        Bytes of one program record (:func:`bertforge.rtl.axi_top.record_bytes`).
+    """
+
+    def __init__(self, backend, *, record_bytes):
+        self.backend = backend
+        self.record_bytes = record_bytes
+
+    def _drive(self, steps):
+        try:
+            op = next(steps)
+            while True:
+                op = steps.send(getattr(self.backend, op[0])(*op[1:]))
+        except StopIteration as stop:
+            return stop.value
+
+    def config(self):
+        """The hardware's ID, version and configuration fields."""
+        return self._drive(_config())
+
+    def load(self, base, program):
+        """Write ``program`` (assembled bytes) at byte ``base`` and point the registers at it."""
+        return self._drive(_load(base, program, self.record_bytes))
+
+    def run(self, *, irq=True):
+        """Clear the interrupt status, enable the interrupt (``irq``) and start."""
+        return self._drive(_run(irq))
+
+    def wait(self, polls=100_000):
+        """Poll STATUS until the program ends; returns the commands run, or
+        raises :class:`ProgramError` with the error code."""
+        return self._drive(_wait(polls))
+
+    def counters(self):
+        """The performance counters, by lower-case name."""
+        return self._drive(_counters())
+
+
+class AsyncDriver(Driver):
+    """The driver over a backend whose methods are coroutines (cocotb)."""
+
+    async def _drive(self, steps):
+        try:
+            op = next(steps)
+            while True:
+                op = steps.send(await getattr(self.backend, op[0])(*op[1:]))
+        except StopIteration as stop:
+            return stop.value
+
+    async def config(self):
+        return await self._drive(_config())
+
+    async def load(self, base, program):
+        return await self._drive(_load(base, program, self.record_bytes))
+
+    async def run(self, *, irq=True):
+        return await self._drive(_run(irq))
+
+    async def wait(self, polls=100_000):
+        return await self._drive(_wait(polls))
+
+    async def counters(self):
+        return await self._drive(_counters())

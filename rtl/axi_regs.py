@@ -1,0 +1,145 @@
+"""AXI4-Lite register file built from a compiled register map.
+
+The map is plain data (``rtl/axi_regmap.py``'s ``REGISTERS``, compiled from
+the SystemRDL file by :mod:`bertforge.generators.regs`): registers with an
+offset and fields with a kind. Each field becomes a port named
+``{register}_{field}`` in lower case:
+
+- ``const``: none (reads its reset value);
+- ``r``: ``In(width)``, the value the hardware drives;
+- ``rw``: ``Out(width)``, the stored value (reset value at reset);
+- ``pulse``: ``Out(1)`` high for the cycle after a write of 1 (reads 0);
+- ``w1c``: ``In(1)`` ``{register}_{field}_set`` sets it, ``Out(1)`` its value;
+  writing 1 clears it (a set in the same cycle wins).
+
+The slave answers every access OKAY (unmapped addresses read 0, writes to
+them are ignored), honours ``WSTRB`` byte by byte, and takes AW and W
+together: ``awready = wready`` is high for one cycle when both are valid
+and no response is pending; ``bvalid`` / ``rvalid`` come from registers
+and are held until ``bready`` / ``rready``. A write answers in 1 cycle, a
+read in 1 cycle.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .axi_regmap import REGISTERS
+from .params import check_int
+
+__all__ = ["AxiLiteRegisters", "axi_lite_members", "field_port"]
+
+
+def axi_lite_members(prefix, *, addr_width, data_width=32):
+    """The flat ports of an AXI4-Lite slave named ``{prefix}_awaddr`` and so
+    on (the slave's view)."""
+    p = prefix
+    return {
+        f"{p}_awaddr": In(addr_width), f"{p}_awprot": In(3), f"{p}_awvalid": In(1),
+        f"{p}_awready": Out(1),
+        f"{p}_wdata": In(data_width), f"{p}_wstrb": In(data_width // 8), f"{p}_wvalid": In(1),
+        f"{p}_wready": Out(1),
+        f"{p}_bresp": Out(2), f"{p}_bvalid": Out(1), f"{p}_bready": In(1),
+        f"{p}_araddr": In(addr_width), f"{p}_arprot": In(3), f"{p}_arvalid": In(1),
+        f"{p}_arready": Out(1),
+        f"{p}_rdata": Out(data_width), f"{p}_rresp": Out(2), f"{p}_rvalid": Out(1),
+        f"{p}_rready": In(1),
+    }
+
+
+def field_port(register, field):
+    """The port name of ``field`` of ``register`` (dicts of the map)."""
+    return f"{register['name']}_{field['name']}".lower()
+
+
+class AxiLiteRegisters(wiring.Component):
+    """A 32-bit AXI4-Lite register file (see the module doc).
+
+    Parameters
+    ----------
+    registers : tuple
+        The compiled map (default: bertforge's, ``REGISTERS``).
+    addr_width : int
+        Width of ``s_axi_awaddr`` / ``araddr`` (at least the map's).
+    """
+
+    def __init__(self, *, registers=REGISTERS, addr_width=8):
+        self.registers = registers
+        need = max(r["offset"] for r in registers).bit_length()
+        self.addr_width = check_int("addr_width", addr_width, minimum=max(need, 3), maximum=64)
+        self.axi_names = list(axi_lite_members("s_axi", addr_width=addr_width))
+        members = axi_lite_members("s_axi", addr_width=addr_width)
+        for reg in registers:
+            for f in reg["fields"]:
+                name, kind = field_port(reg, f), f["kind"]
+                if kind == "r":
+                    members[name] = In(f["width"])
+                elif kind in ("rw", "pulse"):
+                    members[name] = Out(f["width"], init=f["reset"] if kind == "rw" else 0)
+                elif kind == "w1c":
+                    members[name] = Out(f["width"], init=f["reset"])
+                    members[name + "_set"] = In(f["width"])
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        s = self
+        bvalid = Signal()
+        rvalid = Signal()
+        rdata = Signal(32)
+        take_w = s.s_axi_awvalid & s.s_axi_wvalid & ~bvalid
+        take_r = s.s_axi_arvalid & ~rvalid
+        m.d.comb += [s.s_axi_awready.eq(take_w), s.s_axi_wready.eq(take_w),
+                     s.s_axi_bvalid.eq(bvalid), s.s_axi_bresp.eq(0),
+                     s.s_axi_arready.eq(take_r), s.s_axi_rvalid.eq(rvalid),
+                     s.s_axi_rdata.eq(rdata), s.s_axi_rresp.eq(0)]
+        with m.If(take_w):
+            m.d.sync += bvalid.eq(1)
+        with m.Elif(s.s_axi_bready):
+            m.d.sync += bvalid.eq(0)
+        with m.If(take_r):
+            m.d.sync += rvalid.eq(1)
+        with m.Elif(s.s_axi_rready):
+            m.d.sync += rvalid.eq(0)
+
+        waddr = s.s_axi_awaddr[2:]
+        mask = Cat(bit.replicate(8) for bit in s.s_axi_wstrb)
+        wbits = s.s_axi_wdata & mask
+        with m.Switch(s.s_axi_araddr[2:]):
+            for reg in self.registers:
+                with m.Case(reg["offset"] >> 2):
+                    with m.If(take_r):
+                        m.d.sync += rdata.eq(self._read_value(reg))
+            with m.Default():
+                with m.If(take_r):
+                    m.d.sync += rdata.eq(0)
+        for reg in self.registers:
+            hit = take_w & (waddr == reg["offset"] >> 2)
+            for f in reg["fields"]:
+                port = getattr(self, field_port(reg, f), None)
+                lo, hi = f["lsb"], f["lsb"] + f["width"]
+                if f["kind"] == "rw":
+                    with m.If(hit):
+                        m.d.sync += port.eq((port & ~mask[lo:hi]) | wbits[lo:hi])
+                elif f["kind"] == "pulse":
+                    m.d.sync += port.eq(hit.replicate(f["width"]) & wbits[lo:hi])
+                elif f["kind"] == "w1c":
+                    setter = getattr(self, field_port(reg, f) + "_set")
+                    cleared = port & ~(hit.replicate(f["width"]) & wbits[lo:hi])
+                    m.d.sync += port.eq(cleared | setter)
+        return m
+
+    def _read_value(self, reg):
+        word = Const(0, 32)
+        parts = []
+        for f in reg["fields"]:
+            if f["kind"] == "const":
+                value = Const(f["reset"], f["width"])
+            elif f["kind"] == "pulse":
+                value = Const(0, f["width"])
+            else:
+                value = getattr(self, field_port(reg, f))
+            parts.append((f["lsb"], value))
+        for lsb, value in parts:
+            word = word | (value.as_unsigned() << lsb)[:32] if lsb else word | value.as_unsigned()
+        return word[:32]

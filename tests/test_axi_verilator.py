@@ -1,0 +1,174 @@
+"""The GEMM engine on AXI (rtl/axi_top.py) in Verilator with cocotbext-axi:
+``AxiRam`` with random pauses on all five channels, ``AxiLiteMaster`` on the
+registers, programs assembled by generators/program.py and run through
+boards/driver.py. One model (32-bit data) runs every case in one
+simulation; the other data widths (and a 64-bit address bus) are ``slow``."""
+
+import numpy as np
+import pytest
+
+from bertforge.generators.axi_sim import program_run, simulate_axi
+from bertforge.generators.gemm_sim import layout_problems
+from bertforge.rtl.axi_top import ERR_ABORTED, ERR_BAD_OPCODE
+from bertforge.rtl.gemm import GemmConfig
+
+ADDR_FIELDS = ("a_addr", "b_addr", "c_addr", "bias_addr", "scale_addr")
+
+
+def config_for(mem_width):
+    lanes = mem_width // 8
+    return GemmConfig(rows=2, cols=2, mem_width=mem_width, k_chunk=max(16, lanes), m_tile=2,
+                      addr_width=16)
+
+
+def problems(count, rng, big=False):
+    kinds = [{}, {"bias": True}, {"scale": 0.01}, {"accumulate": True}, {"pad": 3}]
+    out = []
+    for i in range(count):
+        m, k, n = (int(v) for v in rng.integers(1, 9 if big else 6, size=3))
+        out.append({"m": m, "k": k * 3, "n": n, **kinds[i % len(kinds)]})
+    return out
+
+
+def place(config, image, items, offset, rng):
+    """Lay out ``items`` in a fresh image and copy it to byte ``offset`` of
+    ``image``; returns their commands (addresses moved)."""
+    part, commands = layout_problems(config, items, rng)
+    used = int(np.flatnonzero(part)[-1]) + 1 + 256
+    image[offset:offset + used] = part[:used]
+    for cmd in commands:
+        for key in ADDR_FIELDS:
+            if key in cmd:
+                cmd[key] += offset
+    return commands
+
+
+def span(cmd, which):
+    rows = cmd["k"] if which == "b" else cmd["m"]
+    return [cmd[f"{which}_addr"], cmd[f"{which}_addr"] + rows * cmd[f"{which}_stride"]]
+
+
+def scenario(config, seed=0):
+    """Memory and runs: good programs, a read error, a write error, buffers at
+    unaligned bases straddling 4 KB boundaries, a bad opcode, an END, an abort."""
+    rng = np.random.default_rng(seed)
+    image = np.zeros(1 << config.addr_width, dtype=np.uint8)
+    good = place(config, image, problems(5, rng), 0x0000, rng)
+    faulty = place(config, image, problems(4, rng), 0x1800, rng)
+    # unaligned bases (odd offsets) and buffers across the 4 KB boundaries at 0x3000
+    straddle = place(config, image, problems(4, rng, big=True), 0x3000 - 0x95, rng)
+    more = place(config, image, problems(8, rng), 0x5000 + 1, rng)
+    base = 0xC000
+    runs = [
+        program_run(config, good, base=base),
+        program_run(config, faulty[:2], base=base + 0x800, expect_code=1,
+                    fail_read=span(faulty[1], "b")),
+        program_run(config, faulty[2:3], base=base + 0x1000, expect_code=3,
+                    fail_write=span(faulty[2], "c")),
+        program_run(config, straddle, base=base + 0x1800),
+        program_run(config, [more[0], {"opcode": 0x33}, more[1]], base=base + 0x2000,
+                    expect_code=ERR_BAD_OPCODE, expect_pc=1),
+        program_run(config, [more[2], {"opcode": "end"}, more[3]], base=base + 0x2800, expect_pc=1),
+        program_run(config, more[2:8], base=base + 0x3000, expect_code=ERR_ABORTED,
+                    abort_after=150),
+        program_run(config, faulty[3:], base=base + 0x3800),
+    ]
+    return image, runs
+
+
+def check(result, runs):
+    assert result["passed"], result.get("log")
+    got = result["runs"]
+    assert [r["code"] for r in got] == [r["expect_code"] for r in runs]
+    for run, r in zip(runs, got):
+        counters = r["counters"]
+        assert 0 < counters["busy_gemm"] <= counters["cycles"]
+        assert counters["bytes_read"] >= len(run["program"]) // 2 * min(1, r["pc"])
+    aborted = got[6]
+    assert 1 <= aborted["pc"] < 6
+    assert got[0]["pc"] == 5 and got[0]["counters"]["bytes_written"] > 0
+
+
+def test_axi_gemm_programs():
+    config = config_for(32)
+    image, runs = scenario(config)
+    result = simulate_axi(config, image, runs, pause=0.3, seed=1)
+    check(result, runs)
+    assert result["config"]["rows"] == 2 and result["config"]["mem_width"] == 32
+    assert result["config"]["magic"] == 0x42464731
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mem_width, addr_width, id_width", [(64, 32, 1), (128, 64, 4),
+                                                          (256, 32, 2)])
+def test_axi_gemm_widths(mem_width, addr_width, id_width):
+    config = config_for(mem_width)
+    image, runs = scenario(config, seed=mem_width)
+    result = simulate_axi(config, image, runs, pause=0.3, seed=mem_width,
+                          bus={"addr_width": addr_width, "id_width": id_width, "max_burst": 8})
+    check(result, runs)
+
+
+@pytest.mark.slow
+def test_axi_sparse_engine_program():
+    """The N:M sparse engine behind the same AXI top: a program of sparse
+    commands (several patterns), then a read error and a good program."""
+    from bertforge.generators.sparse_engine_sim import layout_sparse_problems
+    from bertforge.rtl.sparse_engine import SparseEngineConfig
+    config = SparseEngineConfig(rows=2, cols=2, mem_width=64, k_chunk=32, m_tile=16, m_max=8,
+                                addr_width=15)
+    problems = [dict(m=4, k=64, n=8, pat_n=4, pat_m=8), dict(m=2, k=61, n=8, pat_n=3, pat_m=4),
+                dict(m=3, k=40, n=8, pat_n=2, pat_m=8, bias=True)]
+    image, commands = layout_sparse_problems(config, problems, np.random.default_rng(2))
+    runs = [program_run(config, commands, base=0x6000),
+            program_run(config, commands[:1], base=0x6400, expect_code=1,
+                        fail_read=[commands[0]["a_addr"], commands[0]["a_addr"] + 8]),
+            program_run(config, commands[1:], base=0x6800)]
+    result = simulate_axi(config, image, runs, pause=0.3, seed=2)
+    assert result["passed"], result.get("log")
+    assert [r["code"] for r in result["runs"]] == [0, 1, 0]
+    assert result["runs"][0]["pc"] == 3 and result["runs"][0]["mismatches"] == 0
+
+
+@pytest.mark.slow
+def test_axi_encoder_layer():
+    """A whole encoder layer (tiny.toml, seq 32) as one program on the
+    EncoderTop behind the AXI top: every stage equals the integer golden
+    model, and the busy counters see every unit class."""
+    from bertforge.generators.analyze import load_hardware
+    from bertforge.generators.axi_sim import simulate_axi_encoder
+    from bertforge.generators.encoder_sim import TINY_HW, encoder_config
+    from bertforge.generators.workload import MODELS
+    from bertforge.sim.encoder_golden import random_layer
+    config = encoder_config(load_hardware(TINY_HW), TINY_HW)
+    shape = MODELS["tiny"]
+    layer = random_layer(config, 32, shape.hidden, shape.heads, shape.ffn, seed=0)
+    result = simulate_axi_encoder(config, layer, pause=0.1, seed=3)
+    assert result["passed"], result["log"]
+    run = result["run"]
+    assert run["code"] == 0 and run["pc"] == result["commands"]
+    assert result["match"] and not any(result["mismatches"].values()), result["mismatches"]
+    counters = run["counters"]
+    assert all(counters[f"busy_{unit}"] > 0 for unit in ("gemm", "softmax", "layernorm", "gelu"))
+    assert sum(counters[f"busy_{u}"] for u in ("gemm", "softmax", "layernorm", "gelu")) \
+        <= counters["cycles"]
+
+
+@pytest.mark.slow
+def test_axi_encoder_two_layers_one_start():
+    """Two stacked layers (tiny.toml, seq 16) as one program: one start runs
+    both, the second reading the first's output from memory."""
+    from bertforge.generators.analyze import load_hardware
+    from bertforge.generators.axi_sim import simulate_axi_encoder
+    from bertforge.generators.encoder_sim import TINY_HW, encoder_config
+    from bertforge.generators.workload import MODELS
+    from bertforge.sim.encoder_golden import random_layer
+    config = encoder_config(load_hardware(TINY_HW), TINY_HW)
+    shape = MODELS["tiny"]
+    layers = [random_layer(config, 16, shape.hidden, shape.heads, shape.ffn, seed=s)
+              for s in (4, 5)]
+    result = simulate_axi_encoder(config, layers, seed=4)
+    assert result["passed"], result["log"]
+    assert result["run"]["pc"] == result["commands"]
+    assert result["match"], result["mismatches"]
+    assert len(result["mismatches"]) == 2 * 13
