@@ -8,6 +8,7 @@
     bertforge presets
     bertforge prove [BLOCK ...] [--depth N] [--out DIR]
     bertforge model fetch all-minilm-l6-v2
+    bertforge cache [prune|clear]
     bertforge sim model --checkpoint all-minilm-l6-v2 --text "..." --json
 
 Every block's config fields are flags (``acc_width`` -> ``--acc-width``);
@@ -26,7 +27,7 @@ import os
 import sys
 
 from bertforge.rtl.errors import BertforgeError
-from . import analyze_cli, board_cli, model_sim, sweep
+from . import analyze_cli, board_cli, cache_cli, model_sim, sweep
 from .blocks import BLOCKS, PRESETS
 from .cli_common import CliError, add_config_flags, add_sim_flags
 
@@ -88,6 +89,7 @@ def build_parser():
     board_cli.add_parsers(commands)
     analyze_cli.add_parser(commands)
     sweep.add_parser(commands)
+    cache_cli.add_parser(commands)
     return parser
 
 
@@ -160,6 +162,8 @@ def main(argv=None):
             return cmd_prove(args)
         if args.command == "sweep":
             return sweep.run_sweep(args)
+        if args.command == "cache":
+            return cache_cli.run_cache(args)
         if args.command == "demo":
             from .demo import run_demo
             return run_demo(args.out)
