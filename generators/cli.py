@@ -142,8 +142,22 @@ def cmd_prove(args):
 
 
 def main(argv=None):
-    parser = build_parser()
+    """The command line (``argv``: default ``sys.argv[1:]``); its exit code.
+    Run as the ``bertforge`` command (no ``argv``), its child processes die
+    with it (:func:`bertforge.sim.children.guard`)."""
+    if argv is not None:
+        return _main(argv)
+    from bertforge.sim.children import guard
     try:
+        with guard():
+            return _main(argv)
+    except KeyboardInterrupt:     # one that came outside the command's own handling
+        return 130
+
+
+def _main(argv):
+    try:
+        parser = build_parser()
         args = parser.parse_args(argv)
         if args.command == "generate":
             return cmd_generate(args)
@@ -174,9 +188,10 @@ def main(argv=None):
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
         print(f"bertforge: error: {message}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("bertforge: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as interrupt:
+        signum = getattr(interrupt, "signum", None)
+        print("bertforge: terminated" if signum else "bertforge: interrupted", file=sys.stderr)
+        return 128 + signum if signum else 130
 
 
 if __name__ == "__main__":

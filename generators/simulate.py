@@ -86,8 +86,15 @@ def simulate(config, testbench, spec, *, harness=None, extra=(), waves=False, wo
     work.mkdir(parents=True, exist_ok=True)
     work = work.resolve()
     mark = time.perf_counter()
-    spec = _write_arrays({"config": config.to_dict(), **spec}, work, "spec")
-    result = runner.run(verilog, top, testbench, spec, waves=waves, workdir=work, quiet=quiet)
+    try:
+        spec = _write_arrays({"config": config.to_dict(), **spec}, work, "spec")
+        result = runner.run(verilog, top, testbench, spec, waves=waves, workdir=work, quiet=quiet)
+    except runner.SimulationError:
+        raise       # a failed simulation keeps its work directory: the message names its log
+    except BaseException:
+        if workdir is None:     # interrupted, killed, or no room: nothing worth keeping
+            shutil.rmtree(work, ignore_errors=True)
+        raise
     phases["simulate"] = time.perf_counter() - mark
     mark = time.perf_counter()
     result = _load_arrays(result, work)
