@@ -100,6 +100,30 @@ def _add_config_args(sub, block):
         add_config_flags(sub, block.name)
 
 
+def _check_outputs(parser, args):
+    """Every ``--out``/``-o`` path is checked before any work starts (a
+    ``DIR`` metavar: a directory; else a file)."""
+    from .userfiles import check_output
+    if getattr(args, "out", None) is None:
+        return
+    action = _out_action(parser, args)
+    directory = action is None or action.metavar in ("DIR", None)
+    check_output(args.out, "/".join(action.option_strings) if action else "--out",
+                 directory=directory)
+
+
+def _out_action(parser, args):
+    """The ``--out`` action of the sub-command ``args`` chose."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            choice = getattr(args, action.dest, None)
+            if choice in action.choices:
+                return _out_action(action.choices[choice], args)
+        elif action.dest == "out":
+            return action
+    return None
+
+
 def cmd_generate(args):
     from .emit import write_design
     from .simulate import block_config
@@ -159,6 +183,7 @@ def _main(argv):
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        _check_outputs(parser, args)
         if args.command == "generate":
             return cmd_generate(args)
         if args.command in ("sim", "bench") and args.block == "model":

@@ -164,7 +164,7 @@ def user_stimulus(config, args):
         raise CliError("--a, --b and --out go together: give all three")
     a = load_int_matrix(args.a, "A", config.width)
     b = load_int_matrix(args.b, "B", config.width)
-    check_product_shapes(a, b)
+    check_product_shapes(a, b, args)
     if args.b_is_pruned:
         try:
             compress_nm(b, n, m)

@@ -110,6 +110,8 @@ def user_tile(config, args):
     if not ok or k < 1:
         raise CliError(f"A is {a.shape[0]} x {a.shape[1]} and B is {b.shape[0]} x {b.shape[1]}; "
                        f"a {config.dataflow.upper()} {rows}x{cols} array takes {need}")
+    from .gemm_sim import check_given_sizes
+    check_given_sizes(args, a, k=k)
     for note in notes:
         print(note, file=sys.stderr)
     return [(a, b)], k
