@@ -82,7 +82,8 @@ def build_parser():
     prove.add_argument("blocks", nargs="*", metavar="BLOCK",
                        help="blocks to prove (default: all of them)")
     prove.add_argument("--depth", type=int, metavar="N",
-                       help="k-induction, bmc and cover depth instead of each proof's own")
+                       help="k-induction, bmc and cover depth instead of each proof's own "
+                            "(1..200: MAX_DEPTH in bertforge.sim.formal)")
     prove.add_argument("--out", default="bertforge-proofs", metavar="DIR",
                        help="work directory: designs, logs, counterexample traces "
                             "(default bertforge-proofs)")
@@ -154,9 +155,12 @@ def cmd_prove(args):
     if unknown:
         raise CliError(f"no proofs for {', '.join(unknown)} (blocks with proofs: "
                        f"{', '.join(provable)})")
+    from bertforge.sim.formal import MAX_DEPTH, run_proofs, summary
     if args.depth is not None and args.depth < 1:
         raise CliError(f"--depth must be at least 1, not {args.depth}")
-    from bertforge.sim.formal import run_proofs, summary
+    if args.depth is not None and args.depth > MAX_DEPTH:
+        raise CliError(f"--depth must be at most {MAX_DEPTH} (solver time grows steeply with "
+                       f"it), not {args.depth:,}")
     proofs = [proof for name in names for proof in provable[name].proofs()]
     results = run_proofs(proofs, args.out, depth=args.depth,
                          report=lambda result: print(result.line(), flush=True))

@@ -135,6 +135,9 @@ def add_sim_flags(parser):
                         help="probability of output ready low per cycle (default 0)")
     parser.add_argument("--waves", action="store_true", help="write an FST waveform")
     parser.add_argument("--json", action="store_true", help="print results as JSON")
+    parser.add_argument("--max-minutes", type=positive_float, metavar="N",
+                        help="refuse a run estimated longer than N minutes (default 30; "
+                             "BERTFORGE_MAX_MINUTES)")
 
 
 def load_npy(path, label):

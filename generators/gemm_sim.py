@@ -231,8 +231,11 @@ def simulate_gemm(config, image, commands, *, seed=0, lat_min=1, lat_mask=0, p_r
     spec = {"image": image, "commands": commands, "seed": seed, "lat_min": lat_min,
             "lat_mask": lat_mask, "p_req": p_req, "p_data": p_data, "p_wr": p_wr, "p_cmd": p_cmd,
             "p_done": p_done, "bw": bw}
+    from bertforge.sim.gemm_cycles import gemm_cycles
+    cycles = (gemm_cycles(config, commands, lat=lat_min, bw=bw)["cycles"]
+              if harness is harness_verilog else None)    # (another engine's: no estimate)
     result = simulate(config, testbench, spec, harness=harness, waves=waves, workdir=workdir,
-                      quiet=quiet)
+                      quiet=quiet, cycles=cycles)
     if not isinstance(result.get("image"), np.ndarray):
         result["image"] = None
     return result

@@ -49,9 +49,11 @@ def simulate_systolic(config, tiles, *, seed=0, a_gap=0.0, b_gap=0.0, c_stall=0.
     """
     data = {f"{name}_{t}": operand_words(config, m)
             for t, (a, b) in enumerate(tiles) for name, m in (("a", a), ("b", b))}
+    from bertforge.sim.systolic_cycles import systolic_cycles
+    ks = [a.shape[1] if config.dataflow == "os" else a.shape[0] for a, _ in tiles]
     result = simulate(config, "bertforge.sim.systolic_tb",
                       {"data": data, "seed": seed, "a_gap": a_gap, "b_gap": b_gap, "c_stall": c_stall},
-                      waves=waves, workdir=workdir, quiet=quiet)
+                      waves=waves, workdir=workdir, quiet=quiet, cycles=systolic_cycles(config, ks))
     saved = result["outputs"]
     result["outputs"] = [result_from_words(config, saved[f"arr_{t}"]) for t in range(len(saved))]
     return result

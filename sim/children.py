@@ -106,13 +106,19 @@ def end_descendants(grace=2.0):
     _reap()
 
 
+def _single_threaded():
+    """True if no thread but the main one (and a progress bar's) runs."""
+    main = threading.main_thread()
+    return all(t is main or t.name == "bertforge-progress" for t in threading.enumerate())
+
+
 class _Popen(subprocess.Popen):
     """``subprocess.Popen`` whose children die with bertforge (a parent-death
     signal), unless the caller set its own ``preexec_fn`` or threads run
     (``preexec_fn`` is unsafe then)."""
 
     def __init__(self, *args, **kwargs):
-        if kwargs.get("preexec_fn") is None and threading.active_count() == 1:
+        if kwargs.get("preexec_fn") is None and _single_threaded():
             kwargs["preexec_fn"] = _parent_death_signal
         super().__init__(*args, **kwargs)
 

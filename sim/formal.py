@@ -251,6 +251,13 @@ _LAUNCHERS = {"yosys": "_run_yosys_argv", "yosys-smtbmc": "_run_yosys_smtbmc_arg
               "yosys-witness": "_run_yosys_witness_argv"}
 
 
+#: The largest ``depth`` a proof may be given (``bertforge prove --depth``):
+#: solver time grows steeply with the depth (the proofs' own depths are at
+#: most a few dozen cycles; a bmc of 200 cycles of the scheduler already
+#: takes minutes).
+MAX_DEPTH = 200
+
+
 def _yices_dir():
     try:
         from importlib.metadata import PackageNotFoundError, distribution
