@@ -74,8 +74,8 @@ def assert_error_line(result, message, code=2):
     assert "Traceback" not in result.stderr
 
 
-def simulator_processes():
-    """Living processes that run a 2 x 2 systolic simulator."""
+def simulator_processes(root):
+    """Living processes that run a simulator from the cache ``root``."""
     found = []
     for pid in os.listdir("/proc"):
         if pid.isdigit():
@@ -83,7 +83,7 @@ def simulator_processes():
                 exe = os.readlink(f"/proc/{pid}/exe")
             except OSError:
                 continue
-            if os.path.basename(exe).startswith(TOP):
+            if exe.startswith(str(root)):
                 found.append(int(pid))
     return found
 
@@ -111,7 +111,7 @@ def test_damaged_model_is_rebuilt(private, damage, why):
     assert not cache._problem(model, tools=runner._versions(), source=model.name)
     assert not list(model.glob("*.gch")) and not list(model.glob("*.o"))
     assert not list(work.iterdir())          # no work directory left
-    assert not simulator_processes()
+    assert not simulator_processes(root)
 
 
 def test_truncated_verilog_is_emitted_again(private):
@@ -164,13 +164,14 @@ def test_persisting_crash_says_how_to_clear(tmp_path, monkeypatch):
     assert len(builds) == 2 and not builds[0].exists()
 
 
-def _start_long_run(env):
+def _start_long_run(env, root):
     process = subprocess.Popen([sys.executable, "-m", "bertforge.generators.cli", *SIM,
                                 "--k", "4096", "--tiles", "512", "--json"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        running = [pid for pid in children.descendants(process.pid) if pid in simulator_processes()]
+        running = [pid for pid in children.descendants(process.pid)
+                   if pid in simulator_processes(root)]
         if running:
             time.sleep(0.3)
             return process, running
@@ -186,7 +187,7 @@ def _start_long_run(env):
 ])
 def test_killed_run_leaves_nothing(private, signals, code, line):
     env, root, model, work = private
-    process, simulators = _start_long_run(env)
+    process, simulators = _start_long_run(env, root)
     for signum in signals:
         os.kill(process.pid, signum)
     out, err = process.communicate(timeout=60)
@@ -194,7 +195,8 @@ def test_killed_run_leaves_nothing(private, signals, code, line):
     assert err.strip().splitlines() == [line], err
     assert not out
     time.sleep(0.2)
-    assert not set(simulators) & set(simulator_processes())
+    assert not set(simulators) & set(simulator_processes(root))
+    assert not children.descendants(process.pid)
     assert not list(work.iterdir())          # the work directory is gone
     assert not cache._problem(model, tools=runner._versions(), source=model.name)
 
@@ -267,7 +269,8 @@ def test_cache_command_and_eviction(private, capsys, monkeypatch):
     assert "BERTFORGE_CACHE_MAX must be a size" in capsys.readouterr().err
 
 
-def test_long_simulation_is_refused_up_front(capsys):
+def test_long_simulation_is_refused_up_front(capsys, monkeypatch):
+    monkeypatch.setenv("BERTFORGE_MAX_MINUTES", "1")     # refused below 9 million cycles/s
     start = time.monotonic()
     assert main(["sim", "gemm", "--rows", "4", "--cols", "4", "--m", "2048", "--k", "2048",
                  "--n", "2048"]) == 2
