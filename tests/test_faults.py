@@ -88,30 +88,46 @@ def simulator_processes(root):
     return found
 
 
-@pytest.mark.parametrize("damage, why", [
-    ("truncate", f"{TOP} has 1000 bytes"),
-    ("delete", f"{TOP} is missing"),
-    ("manifest", "unreadable manifest"),
-])
-def test_damaged_model_is_rebuilt(private, damage, why):
+def test_truncated_model_is_rebuilt(private):
     env, root, model, work = private
-    executable = model / TOP
-    if damage == "truncate":
-        os.truncate(executable, 1000)
-    elif damage == "delete":
-        executable.unlink()
-    else:
-        (model / cache.MANIFEST).write_text('{"files": ')
+    os.truncate(model / TOP, 1000)
     result = bertforge(*SIM, "--k", "4", env=env)
     assert result.returncode == 0, result.stderr
     notes = [line for line in result.stderr.splitlines() if " is damaged (" in line]
-    assert len(notes) == 1 and why in notes[0] and "rebuilding" in notes[0], result.stderr
+    assert len(notes) == 1, result.stderr
+    assert f"{TOP} has 1000 bytes" in notes[0] and notes[0].endswith("rebuilding it")
     assert "Traceback" not in result.stderr
     assert "match         yes" in result.stdout
     assert not cache._problem(model, tools=runner._versions(), source=model.name)
     assert not list(model.glob("*.gch")) and not list(model.glob("*.o"))
     assert not list(work.iterdir())          # no work directory left
     assert not simulator_processes(root)
+
+
+@pytest.mark.parametrize("damage, why", [
+    ("delete", f"{TOP} is missing"),
+    ("manifest", "unreadable manifest"),
+    ("extra", "core was added"),
+    ("tools", "built with other tools"),
+])
+def test_damaged_model_is_not_trusted(private, monkeypatch, capsys, damage, why):
+    """Each damage is found (one line) and the entry removed, so the next
+    build rebuilds it (as the truncated case above shows end to end)."""
+    env, root, model, work = private
+    monkeypatch.setenv("BERTFORGE_CACHE", str(root))
+    manifest = model / cache.MANIFEST
+    if damage == "delete":
+        (model / TOP).unlink()
+    elif damage == "manifest":
+        manifest.write_text('{"files": ')
+    elif damage == "extra":
+        (model / "core").write_bytes(b"")
+    else:
+        manifest.write_text(manifest.read_text().replace("verilator=", "verilator=0.0+"))
+    assert not runner.is_built(cached_verilog(CONFIG), TOP)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and why in err[0] and err[0].endswith("rebuilding it"), err
+    assert not model.exists()
 
 
 def test_truncated_verilog_is_emitted_again(private):
