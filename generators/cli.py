@@ -161,9 +161,12 @@ def cmd_prove(args):
     if args.depth is not None and args.depth > MAX_DEPTH:
         raise CliError(f"--depth must be at most {MAX_DEPTH} (solver time grows steeply with "
                        f"it), not {args.depth:,}")
+    from bertforge.sim.longrun import timed
     proofs = [proof for name in names for proof in provable[name].proofs()]
-    results = run_proofs(proofs, args.out, depth=args.depth,
-                         report=lambda result: print(result.line(), flush=True))
+    key = f"prove {' '.join(sorted(names))} depth={args.depth}"
+    with timed(key, f"{len(proofs)} proofs", 15 * len(proofs), bar=False):
+        results = run_proofs(proofs, args.out, depth=args.depth,
+                             report=lambda result: print(result.line(), flush=True))
     for line in summary(results):
         print(line)
     return 0 if all(result.ok for result in results) else 1

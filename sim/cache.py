@@ -38,7 +38,7 @@ from bertforge.rtl.errors import BertforgeError
 
 __all__ = ["CacheError", "DEFAULT_MAX", "EVICTABLE", "root", "cache_root", "max_bytes", "seal", "check",
            "touch", "invalidate", "lease", "entries", "prune", "clear", "format_size",
-           "store_speed", "speed"]
+           "store_speed", "speed", "duration", "store_duration"]
 
 #: The default size limit (bytes) when ``BERTFORGE_CACHE_MAX`` is not set.
 DEFAULT_MAX = 4 << 30
@@ -339,7 +339,13 @@ def store_speed(design, cycles, seconds):
     """Record that ``design`` simulated ``cycles`` in ``seconds``."""
     if cycles < 1000 or seconds <= 0.5:
         return     # start-up dominates: says nothing about the speed
-    path = root() / _SPEED
+    _update(_SPEED, design, cycles / seconds)
+
+
+def _update(name, key, value):
+    """Set ``key`` to ``value`` in the JSON object ``$BERTFORGE_CACHE/name``
+    (written atomically; an unwritable cache only loses the record)."""
+    path = root() / name
     with contextlib.suppress(OSError, ValueError):
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -348,7 +354,24 @@ def store_speed(design, cycles, seconds):
             data = {}
         if not isinstance(data, dict):
             data = {}
-        data[design] = cycles / seconds
-        tmp = path.with_name(f"{_SPEED}.{os.getpid()}.tmp")
+        data[key] = value
+        tmp = path.with_name(f"{name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data, sort_keys=True))
         tmp.replace(path)
+
+
+_DURATIONS = "durations.json"
+
+
+def duration(key):
+    """Seconds the work ``key`` (a proof, a board build) last took here (None: never)."""
+    try:
+        value = json.loads((root() / _DURATIONS).read_text()).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, (int, float)) and value > 0 else None
+
+
+def store_duration(key, seconds):
+    """Record that the work ``key`` took ``seconds``."""
+    _update(_DURATIONS, key, seconds)

@@ -24,7 +24,7 @@ from . import cache
 from .runner import SimulationError
 
 __all__ = ["COLD_SPEED", "DEFAULT_LIMIT", "PROGRESS_AFTER", "limit", "set_limit", "estimate",
-           "check", "watch", "record"]
+           "check", "watch", "timed", "progress", "record"]
 
 #: Cycles per second assumed for a design never simulated on this machine
 #: (a 4 x 4 GEMM harness measures about 58,000 on a shared 2-core
@@ -106,11 +106,35 @@ def watch(design, cycles, *, quiet=False):
         yield
         return
     seconds, basis = check(design, cycles)
+    with progress(f"simulating {design}", seconds, basis, quiet=quiet):
+        yield
+
+
+@contextlib.contextmanager
+def timed(key, what, default, *, quiet=False, bar=True):
+    """Around work (a proof run, a board build) that has no cycle model:
+    estimated from the time the same ``key`` took here last (stored when it
+    finishes), else ``default`` seconds; progress as :func:`watch`."""
+    last = cache.duration(key)
+    seconds = last or default
+    basis = "as long as it took here last" if last else "a first run's rough guess"
+    start = time.monotonic()
+    with progress(what, seconds, basis, quiet=quiet, bar=bar):
+        yield
+    cache.store_duration(key, time.monotonic() - start)
+
+
+@contextlib.contextmanager
+def progress(what, seconds, basis, *, quiet=False, bar=True):
+    """Past :data:`PROGRESS_AFTER` (estimated ``seconds``), one line with the
+    estimate, then (``bar``) a progress bar with the time left on stderr."""
     if seconds <= PROGRESS_AFTER or quiet:
         yield
         return
-    print(f"bertforge: simulating {design}: about {_words(seconds)} ({basis})",
-          file=sys.stderr, flush=True)
+    print(f"bertforge: {what}: about {_words(seconds)} ({basis})", file=sys.stderr, flush=True)
+    if not bar:
+        yield
+        return
     done = threading.Event()
     start = time.monotonic()
     tty = sys.stderr.isatty()
