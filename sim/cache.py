@@ -240,15 +240,17 @@ def _size(directory):
     return total
 
 
-def entries():
-    """Every entry under the cache: dicts with ``kind``, ``name``, ``path``,
-    ``size`` (bytes), ``used`` (last use, seconds since the epoch) and
-    ``sealed`` (has a manifest)."""
+def entries(kinds=None):
+    """Every entry under the cache (of ``kinds``, default all): dicts with
+    ``kind``, ``name``, ``path``, ``size`` (bytes), ``used`` (last use,
+    seconds since the epoch) and ``sealed`` (has a manifest)."""
     found = []
     base = root()
     if not base.is_dir():
         return found
     for kind in sorted(p for p in base.iterdir() if p.is_dir()):
+        if kinds is not None and kind.name not in kinds:
+            continue
         for path in sorted(kind.iterdir()):
             if path.suffix in (".lock", ".use", ".tmp"):
                 continue
@@ -288,7 +290,7 @@ def prune(limit=None, *, quiet=True):
     limit = max_bytes() if limit is None else limit
     if limit is None:
         return []
-    found = [entry for entry in entries() if entry["kind"] in EVICTABLE]
+    found = entries(EVICTABLE)
     total = sum(entry["size"] for entry in found)
     removed = []
     # Unsealed entries younger than an hour may be builds under way (their

@@ -503,6 +503,8 @@ def _run_in(verilog, toplevel, test_module, spec, work, *, waves, quiet, x_seed,
         runner = get_runner(simulator)
         try:
             with cache.lease(directory):
+                if not directory.exists() and attempt == 1:
+                    continue    # evicted between its check and the lease: build it again
                 runner.test(test_module=test_module, hdl_toplevel=toplevel, hdl_toplevel_lang="verilog",
                             build_dir=directory, plusargs=plusargs,
                             test_dir=work, extra_env={
