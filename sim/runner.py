@@ -251,6 +251,7 @@ def build(verilog, toplevel, *, waves=False, quiet=False, x_seed=None, simulator
     and ``simulator``: see the module docstring (one build serves every
     seed)."""
     simulator, x_seed = _simulator(simulator), _x_seed(x_seed)
+    cache.max_bytes()       # a bad BERTFORGE_CACHE_MAX is an error before a build, not after
     variant = _variant(simulator, x_seed)
     directory = _build_dir(verilog, toplevel, waves, variant)
     if _valid(directory, variant):
