@@ -297,3 +297,26 @@ def test_long_simulation_is_refused_up_front(capsys, monkeypatch):
     assert "give --max-minutes" in err[0]
     assert main(["prove", "systolic", "--depth", "1000000"]) == 2
     assert "--depth must be at most 200" in capsys.readouterr().err
+
+
+def test_long_work_says_how_long(tmp_path, monkeypatch, capsys):
+    """Past a minute: one line with the estimate and its basis before the
+    work (none when quiet, i.e. --json); the time taken is stored for the
+    next estimate."""
+    from bertforge.sim import longrun
+    monkeypatch.setenv("BERTFORGE_CACHE", str(tmp_path))
+    with longrun.timed("build x", "building x", 600):
+        pass
+    assert capsys.readouterr().err.strip() == \
+        "bertforge: building x: about 10 minutes (a first run's rough guess)"
+    assert 0 < cache.duration("build x") < 5
+    with longrun.timed("build x", "building x", 600):    # it took no time: no line now
+        pass
+    with longrun.timed("build y", "building y", 600, quiet=True):
+        pass
+    assert capsys.readouterr().err == ""
+    cache.store_speed("d", 6_000_000, 100.0)
+    with longrun.watch("d", 12_000_000):
+        pass
+    assert capsys.readouterr().err.strip() == ("bertforge: simulating d: about 3 minutes "
+                                               "(12,000,000 cycles at 60,000 cycles/s measured)")
