@@ -67,7 +67,7 @@ def run_cache(args):
     if args.action == "show":
         for entry in found:
             row = _row(entry)
-            mark = "" if entry["sealed"] else "  (unsealed)"
+            mark = "" if entry["sealed"] or entry["kind"] not in cache.EVICTABLE else "  (unsealed)"
             print(f"  {row['last_used']}  {cache.format_size(entry['size']):>9}  "
                   f"{entry['kind']}/{entry['name']}{mark}")
     return 0
