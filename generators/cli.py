@@ -23,6 +23,7 @@ generic driver (:mod:`bertforge.generators.simulate`).
 """
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -214,6 +215,10 @@ def _main(argv):
             from .demo import run_demo
             return run_demo(args.out)
         return cmd_presets(args)
+    except BrokenPipeError:     # the reader went away (| head): stop quietly
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except (BertforgeError, OSError) as error:
         if os.environ.get("BERTFORGE_DEBUG"):
             raise
