@@ -191,9 +191,10 @@ def _check_axes(path, axes):
 def load_spec(path):
     """The spec at ``path`` as a dict (workload, base table, fixed sections,
     axes, sweep options); a one-line :class:`CliError` for anything wrong."""
+    from .userfiles import read_text
     path = Path(path)
     try:
-        table = tomllib.loads(path.read_text())
+        table = tomllib.loads(read_text(path, "sweep spec"))
     except FileNotFoundError:
         raise CliError(f"sweep spec {path} does not exist") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:

@@ -13,11 +13,20 @@ class UserFileError(BertforgeError, ValueError):
     """A file the user named cannot be read or written as asked."""
 
 
+#: The largest text file (TOML, JSON) bertforge reads.
+MAX_TEXT_BYTES = 16 << 20
+
+
 def read_text(path, what):
     """The UTF-8 text of ``path`` (``what`` names it in errors: "hardware
     config", ...)."""
     path = Path(path)
     try:
+        if path.exists() and not path.is_dir() and not path.is_file():
+            raise UserFileError(f"{what} {path} is not a regular file")
+        if path.is_file() and path.stat().st_size > MAX_TEXT_BYTES:
+            raise UserFileError(f"{what} {path} has {path.stat().st_size:,} bytes; a text file "
+                                f"bertforge reads has at most {MAX_TEXT_BYTES:,}")
         data = path.read_bytes()
     except FileNotFoundError:
         raise UserFileError(f"{what} {path} does not exist") from None

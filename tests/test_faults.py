@@ -232,6 +232,8 @@ def test_binary_files_are_one_line(tmp_path, monkeypatch, capsys):
         (["analyze", "--compare", str(binary)], "hardware config"),
         (["sim", "model", "--checkpoint", str(checkpoint), "--text", "hi"],
          "ckpt/config.json is not UTF-8"),
+        (["sweep", "--spec", "/dev/zero"], "sweep spec /dev/zero is not a regular file"),
+        (["analyze", "--hw", "/dev/zero"], "hardware config /dev/zero is not a regular file"),
     ]
     for argv, message in cases:
         assert main(argv) == 2, argv
