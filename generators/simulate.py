@@ -98,6 +98,8 @@ def simulate(config, testbench, spec, *, harness=None, extra=(), waves=False, wo
             result = runner.run(verilog, top, testbench, spec, waves=waves, workdir=work,
                                 quiet=quiet)
     except runner.SimulationError:
+        if workdir is None and not (work / "sim.log").exists():
+            shutil.rmtree(work, ignore_errors=True)     # it never ran: nothing to keep
         raise       # a failed simulation keeps its work directory: the message names its log
     except BaseException:
         if workdir is None:     # interrupted, killed, or no room: nothing worth keeping

@@ -487,6 +487,8 @@ def _run_once(verilog, toplevel, test_module, spec, *, waves, workdir, quiet=Fal
         return _run_in(verilog, toplevel, test_module, spec, work, waves=waves, quiet=quiet,
                        x_seed=x_seed, simulator=simulator)
     except SimulationError:
+        if own and not (work / "sim.log").exists():
+            shutil.rmtree(work, ignore_errors=True)     # it never ran: nothing to keep
         raise       # a failed simulation keeps its work directory (the message names its log)
     except BaseException:
         if own:
