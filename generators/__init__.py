@@ -37,5 +37,7 @@ source hash), ``presets.py`` (presets and TOML), ``cli.py`` and
 ``board_cli.py`` (``build``/``run``/``flash``), ``board_bench.py``
 (``bench boards``), ``bench.py`` (result tables), ``workload.py``,
 ``analyze.py`` and ``analyze_cli.py`` (where a BERT layer's cycles go),
-``sweep.py`` (``bertforge sweep``: design-space sweeps on Ray), ``demo.py``, ``configs/`` (example TOML files).
+``sweep.py`` (``bertforge sweep``: design-space sweeps on Ray), ``demo.py``, ``configs/`` (example TOML files),
+``cache_cli.py`` (``bertforge cache``), ``userfiles.py`` (files the user
+names, read and checked defensively).
 """

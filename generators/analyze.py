@@ -131,11 +131,10 @@ def _load_sparse(path, table, gemm):
 def load_hardware(path):
     """A :class:`Hardware` from a TOML file; one-line :class:`ConfigError`
     for anything wrong in it."""
+    from .userfiles import read_text
     path = Path(path)
     try:
-        table = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"hardware config {path} does not exist") from None
+        table = tomllib.loads(read_text(path, "hardware config"))
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"hardware config {path} is not valid TOML: {error}") from None
     return hardware_from_table(table, path, path.stem)

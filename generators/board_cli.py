@@ -137,9 +137,12 @@ def run_build(args):
     top_config = design.top_config(design.design_id, args, args.clock or target.clock_mhz, target)
     per_cycle = design.per_cycle(top_config)
     out = Path(args.out or f"build-{target.name}-{args.design}")
-    report = build_board(target.name, design.top(top_config),
-                         macs_per_cycle=0 if design.elements else per_cycle,
-                         clock_mhz=args.clock, out_dir=out, quiet=args.json)
+    from bertforge.sim.longrun import timed
+    key = f"build {target.name} {args.design} {json.dumps(top_config.to_dict(), sort_keys=True)}"
+    with timed(key, f"building {args.design} for {target.name}", 10 * 60, quiet=args.json):
+        report = build_board(target.name, design.top(top_config),
+                             macs_per_cycle=0 if design.elements else per_cycle,
+                             clock_mhz=args.clock, out_dir=out, quiet=args.json)
     report["design"] = {"name": args.design, "config": top_config.to_dict()}
     if design.elements:
         report["elements_per_cycle"] = per_cycle

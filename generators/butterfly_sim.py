@@ -53,8 +53,9 @@ def simulate_butterfly(config, jobs, arrays, *, seed=0, cmd_gap=0.0, x_gap=0.0, 
     data = {key: np.asarray(value, dtype=np.int64) for key, value in arrays.items()}
     spec = {"jobs": jobs, "data": data, "seed": seed, "cmd_gap": cmd_gap, "x_gap": x_gap,
             "w_gap": w_gap, "y_stall": y_stall}
+    from bertforge.sim.butterfly_cycles import butterfly_queue_cycles
     return simulate(config, "bertforge.sim.butterfly_tb", spec, waves=waves, workdir=workdir,
-                    quiet=quiet)
+                    quiet=quiet, cycles=butterfly_queue_cycles(config, jobs))
 
 
 def _power_of_two_length(config, n):

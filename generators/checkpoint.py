@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from bertforge.rtl.errors import BertforgeError
-from bertforge.sim.runner import cache_root
+from bertforge.sim.cache import cache_root
 
 __all__ = ["CheckpointError", "Checkpoint", "KNOWN", "models_dir", "fetch", "resolve",
            "load_checkpoint", "tokenize"]
@@ -134,10 +134,8 @@ def resolve(checkpoint):
 
 
 def read_config(path):
-    try:
-        config = json.loads((path / "config.json").read_text())
-    except json.JSONDecodeError as error:
-        raise CheckpointError(f"{path / 'config.json'} is not valid JSON: {error}") from None
+    from .userfiles import read_json
+    config = read_json(path / "config.json", "checkpoint config")
     if not isinstance(config, dict) or config.get("model_type") != "bert":
         kind = config.get("model_type") if isinstance(config, dict) else None
         raise CheckpointError(f"{path / 'config.json'}: model_type is {kind!r}, not 'bert'; "

@@ -8,6 +8,7 @@
     bertforge presets
     bertforge prove [BLOCK ...] [--depth N] [--out DIR]
     bertforge model fetch all-minilm-l6-v2
+    bertforge cache [prune|clear]
     bertforge sim model --checkpoint all-minilm-l6-v2 --text "..." --json
     bertforge docs --out manual
 
@@ -23,11 +24,12 @@ generic driver (:mod:`bertforge.generators.simulate`).
 """
 
 import argparse
+import contextlib
 import os
 import sys
 
 from bertforge.rtl.errors import BertforgeError
-from . import analyze_cli, axi_cli, board_cli, manual, model_sim, sweep
+from . import analyze_cli, axi_cli, board_cli, cache_cli, manual, model_sim, sweep
 from .blocks import BLOCKS, PRESETS
 from .cli_common import CliError, add_config_flags, add_sim_flags
 
@@ -97,7 +99,8 @@ def build_parser():
     prove.add_argument("blocks", nargs="*", metavar="BLOCK",
                        help="blocks to prove (default: all of them)")
     prove.add_argument("--depth", type=int, metavar="N",
-                       help="k-induction, bmc and cover depth instead of each proof's own")
+                       help="k-induction, bmc and cover depth instead of each proof's own "
+                            "(1..200: MAX_DEPTH in bertforge.sim.formal)")
     prove.add_argument("--out", default="bertforge-proofs", metavar="DIR",
                        help="work directory: designs, logs, counterexample traces "
                             "(default bertforge-proofs)")
@@ -105,6 +108,7 @@ def build_parser():
     analyze_cli.add_parser(commands)
     sweep.add_parser(commands)
     manual.add_parser(commands)
+    cache_cli.add_parser(commands)
     return parser
 
 
@@ -113,6 +117,30 @@ def _add_config_args(sub, block):
         block.add_config_args(sub)
     else:
         add_config_flags(sub, block.name)
+
+
+def _check_outputs(parser, args):
+    """Every ``--out``/``-o`` path is checked before any work starts (a
+    ``DIR`` metavar: a directory; else a file)."""
+    from .userfiles import check_output
+    if getattr(args, "out", None) is None:
+        return
+    action = _out_action(parser, args)
+    directory = action is None or action.metavar in ("DIR", None)
+    check_output(args.out, "/".join(action.option_strings) if action else "--out",
+                 directory=directory)
+
+
+def _out_action(parser, args):
+    """The ``--out`` action of the sub-command ``args`` chose."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            choice = getattr(args, action.dest, None)
+            if choice in action.choices:
+                return _out_action(action.choices[choice], args)
+        elif action.dest == "out":
+            return action
+    return None
 
 
 def cmd_generate(args):
@@ -149,21 +177,42 @@ def cmd_prove(args):
     if unknown:
         raise CliError(f"no proofs for {', '.join(unknown)} (blocks with proofs: "
                        f"{', '.join(provable)})")
+    from bertforge.sim.formal import MAX_DEPTH, run_proofs, summary
     if args.depth is not None and args.depth < 1:
         raise CliError(f"--depth must be at least 1, not {args.depth}")
-    from bertforge.sim.formal import run_proofs, summary
+    if args.depth is not None and args.depth > MAX_DEPTH:
+        raise CliError(f"--depth must be at most {MAX_DEPTH} (solver time grows steeply with "
+                       f"it), not {args.depth:,}")
+    from bertforge.sim.longrun import timed
     proofs = [proof for name in names for proof in provable[name].proofs()]
-    results = run_proofs(proofs, args.out, depth=args.depth,
-                         report=lambda result: print(result.line(), flush=True))
+    key = f"prove {' '.join(sorted(names))} depth={args.depth}"
+    with timed(key, f"{len(proofs)} proofs", 15 * len(proofs), bar=False):
+        results = run_proofs(proofs, args.out, depth=args.depth,
+                             report=lambda result: print(result.line(), flush=True))
     for line in summary(results):
         print(line)
     return 0 if all(result.ok for result in results) else 1
 
 
 def main(argv=None):
-    parser = build_parser()
+    """The command line (``argv``: default ``sys.argv[1:]``); its exit code.
+    Run as the ``bertforge`` command (no ``argv``), its child processes die
+    with it (:func:`bertforge.sim.children.guard`)."""
+    if argv is not None:
+        return _main(argv)
+    from bertforge.sim.children import guard
     try:
+        with guard():
+            return _main(argv)
+    except KeyboardInterrupt:     # one that came outside the command's own handling
+        return 130
+
+
+def _main(argv):
+    try:
+        parser = build_parser()
         args = parser.parse_args(argv)
+        _check_outputs(parser, args)
         if args.command == "generate":
             return cmd_generate(args)
         if args.command in ("sim", "bench") and args.block == "model":
@@ -185,19 +234,26 @@ def main(argv=None):
             return sweep.run_sweep(args)
         if args.command == "docs":
             return manual.run_docs(args)
+        if args.command == "cache":
+            return cache_cli.run_cache(args)
         if args.command == "demo":
             from .demo import run_demo
             return run_demo(args.out)
         return cmd_presets(args)
+    except BrokenPipeError:     # the reader went away (| head): stop quietly
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except (BertforgeError, OSError) as error:
         if os.environ.get("BERTFORGE_DEBUG"):
             raise
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
         print(f"bertforge: error: {message}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("bertforge: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as interrupt:
+        signum = getattr(interrupt, "signum", None)
+        print("bertforge: terminated" if signum else "bertforge: interrupted", file=sys.stderr)
+        return 128 + signum if signum else 130
 
 
 if __name__ == "__main__":

@@ -133,15 +133,25 @@ def config_from_args(block, args, defaults=None):
     return make_config(block, preset_name=args.preset, toml_path=args.config, overrides=overrides)
 
 
+def _seed(text):
+    value = _parse(text, int, "an integer")
+    if not 0 <= value < 1 << 63:
+        raise argparse.ArgumentTypeError(f"must be an integer in 0..2**63-1, not {value}")
+    return value
+
+
 def add_sim_flags(parser):
     """Flags every ``bertforge sim BLOCK`` has."""
-    parser.add_argument("--seed", type=int, default=0, help="seed of data and stalls (default 0)")
+    parser.add_argument("--seed", type=_seed, default=0, help="seed of data and stalls (default 0)")
     parser.add_argument("--gap", type=probability, default=0.0,
                         help="probability of an idle cycle before each input beat (default 0)")
     parser.add_argument("--stall", type=probability, default=0.0,
                         help="probability of output ready low per cycle (default 0)")
     parser.add_argument("--waves", action="store_true", help="write an FST waveform")
     parser.add_argument("--json", action="store_true", help="print results as JSON")
+    parser.add_argument("--max-minutes", type=positive_float, metavar="N",
+                        help="refuse a run estimated longer than N minutes (default 30; "
+                             "BERTFORGE_MAX_MINUTES)")
 
 
 def load_npy(path, label):

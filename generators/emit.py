@@ -12,7 +12,7 @@ from amaranth.hdl import Value
 from amaranth.lib.wiring import In
 
 from bertforge.rtl.errors import ParameterTypeError
-from bertforge.sim.runner import cache_root
+from bertforge.sim import cache
 
 __all__ = ["component_for", "emit_verilog", "cached_verilog", "port_list", "write_design"]
 
@@ -52,7 +52,7 @@ def source_hash():
 
 
 def _cache_root():
-    return cache_root("verilog")
+    return cache.cache_root("verilog")
 
 
 _memory = {}
@@ -61,27 +61,55 @@ _memory = {}
 def cached_verilog(config, harness=None, *extra):
     """:func:`emit_verilog` of ``config`` (or ``harness(config, *extra)``),
     elaborated once per config and source: kept in memory and on disk under
-    ``$BERTFORGE_CACHE/verilog`` (written atomically)."""
+    ``$BERTFORGE_CACHE/verilog`` (an entry that checks itself, see
+    :mod:`bertforge.sim.cache`)."""
     maker = harness or emit_verilog
     key = json.dumps([maker.__module__, maker.__qualname__, type(config).__module__,
                       type(config).__qualname__, config.to_dict(), list(extra), source_hash()],
                      sort_keys=True, default=str)
     digest = hashlib.sha256(key.encode()).hexdigest()[:24]
     if digest not in _memory:
-        path = _cache_root() / f"{config.name}-{digest}.v"
-        try:
-            text = path.read_text()
-        except OSError:
-            text = maker(config, *extra)
+        entry = _cache_root() / f"{config.name}-{digest}"
+        tools = f"amaranth={_amaranth_version()}"
+        text = None
+        if cache.check(entry, tools=tools, source=source_hash(), what="Verilog"):
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-                tmp.write_text(text)
-                tmp.replace(path)
-            except OSError:
-                pass   # an unwritable cache only costs time
+                text = (entry / f"{config.name}.v").read_text()
+            except (OSError, ValueError):
+                cache.invalidate(entry)
+        if text is None:
+            text = maker(config, *extra)
+            _store(entry, f"{config.name}.v", text, tools)
         _memory[digest] = text
     return _memory[digest]
+
+
+def _amaranth_version():
+    import amaranth
+    return amaranth.__version__
+
+
+def _store(entry, name, text, tools):
+    """Write the cache entry ``entry`` (one file ``name``) in a staging
+    directory, sealed, then renamed into place; an unwritable cache only
+    costs time."""
+    import shutil
+    import tempfile
+    staging = None
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
+        staging.chmod(0o755)
+        (staging / name).write_text(text)
+        cache.seal(staging, tools=tools, source=source_hash())
+        staging.rename(entry)
+        staging = None
+        cache.prune()
+    except OSError:
+        pass
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def port_list(component):

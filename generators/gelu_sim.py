@@ -30,7 +30,9 @@ def simulate_gelu(config, x, *, seed=0, x_gap=0.0, y_stall=0.0, workdir=None, qu
         raise ParameterError(f"x must be rows x L with L a positive multiple of lanes={config.lanes}, "
                          f"not shape {x.shape}")
     spec = {"data": {"x": x}, "seed": seed, "x_gap": x_gap, "y_stall": y_stall}
-    result = simulate(config, "bertforge.sim.gelu_tb", spec, workdir=workdir, quiet=quiet)
+    from bertforge.sim.gelu_cycles import gelu_cycles
+    result = simulate(config, "bertforge.sim.gelu_tb", spec, workdir=workdir, quiet=quiet,
+                      cycles=gelu_cycles(config, x.size // config.lanes))
     result["outputs"] = result["outputs"]["y"]
     return result
 

@@ -231,8 +231,11 @@ def simulate_gemm(config, image, commands, *, seed=0, lat_min=1, lat_mask=0, p_r
     spec = {"image": image, "commands": commands, "seed": seed, "lat_min": lat_min,
             "lat_mask": lat_mask, "p_req": p_req, "p_data": p_data, "p_wr": p_wr, "p_cmd": p_cmd,
             "p_done": p_done, "bw": bw}
+    from bertforge.sim.gemm_cycles import gemm_cycles
+    cycles = (gemm_cycles(config, commands, lat=lat_min, bw=bw)["cycles"]
+              if harness is harness_verilog else None)    # (another engine's: no estimate)
     result = simulate(config, testbench, spec, harness=harness, waves=waves, workdir=workdir,
-                      quiet=quiet)
+                      quiet=quiet, cycles=cycles)
     if not isinstance(result.get("image"), np.ndarray):
         result["image"] = None
     return result
@@ -424,7 +427,7 @@ def user_stimulus(config, args):
     else:
         a = load_int_matrix(args.a, "A", config.width)
         b = load_int_matrix(args.b, "B", config.width)
-    check_product_shapes(a, b)
+    check_product_shapes(a, b, args)
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
     _check_sizes(config, m, k, n)
     stimulus = _stimulus(config, args, m, k, n, [(a, b)])
@@ -433,10 +436,23 @@ def user_stimulus(config, args):
     return stimulus
 
 
-def check_product_shapes(a, b):
+def check_product_shapes(a, b, args=None):
+    """A (M x K) and B (K x N) fit each other, and the sizes ``args`` gives
+    (``--m``, ``--k``, ``--n``, if any) agree with them."""
     if a.shape[1] != b.shape[0] or 0 in a.shape or 0 in b.shape:
         raise CliError(f"A is {a.shape[0]} x {a.shape[1]} and B is {b.shape[0]} x {b.shape[1]}; "
                        "A must be M x K and B K x N, all at least 1")
+    check_given_sizes(args, a, m=a.shape[0], k=a.shape[1], n=b.shape[1])
+
+
+def check_given_sizes(args, a, **sizes):
+    """Refuse size flags that contradict the operands' shapes (``sizes``:
+    flag name -> the size the files give)."""
+    for name, size in sizes.items():
+        given = getattr(args, name, None)
+        if given is not None and given != size:
+            raise CliError(f"--{name} {given} contradicts the files: A is {a.shape[0]} x "
+                           f"{a.shape[1]}, so {name.upper()} is {size}; leave --{name} out")
 
 
 def random_stimulus(config, args, rng):

@@ -52,7 +52,9 @@ def simulate_layernorm(config, xs, rs, gamma, beta, *, seed=0, x_gap=0.0, y_stal
     if config.add_residual:
         arrays.update({f"r_{k}": np.asarray(r, dtype=np.int64) for k, r in enumerate(rs)})
     spec = {"data": arrays, "seed": seed, "x_gap": x_gap, "y_stall": y_stall}
-    result = simulate(config, "bertforge.sim.layernorm_tb", spec, workdir=workdir, quiet=quiet)
+    from bertforge.sim.layernorm_cycles import layernorm_cycles
+    result = simulate(config, "bertforge.sim.layernorm_tb", spec, workdir=workdir, quiet=quiet,
+                      cycles=layernorm_cycles(config, [len(x) for x in xs]))
     result["outputs"] = [result["outputs"][f"y_{k}"] for k in range(len(xs))]
     return result
 

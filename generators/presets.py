@@ -37,7 +37,8 @@ def load_toml(block, path):
     """Fields for ``block`` from the TOML file at ``path`` (a dict)."""
     path = Path(path)
     try:
-        table = tomllib.loads(path.read_text())
+        from .userfiles import read_text
+        table = tomllib.loads(read_text(path, "config file"))
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as error:

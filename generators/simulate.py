@@ -61,7 +61,7 @@ def _load_arrays(value, work):
 
 
 def simulate(config, testbench, spec, *, harness=None, extra=(), waves=False, workdir=None,
-             quiet=True):
+             quiet=True, cycles=None):
     """Run the cocotb ``testbench`` on the emitted Verilog of ``config`` (or of
     ``harness(config, *extra)``, module ``<name>_harness``) in Verilator.
 
@@ -70,15 +70,21 @@ def simulate(config, testbench, spec, *, harness=None, extra=(), waves=False, wo
     Returns the testbench's result dict with the ``.npy``/``.npz`` files it
     wrote loaded back, and ``phases``: seconds of each of :data:`PHASES`.
 
+    ``cycles``: the cycle model's prediction, if known: the run is refused
+    past the time limit and shows progress when long
+    (:func:`bertforge.sim.longrun.watch`).
+
     Without ``workdir`` the run works in a new temporary directory, removed
     after a run that passed without ``waves`` (``result["log"]`` is then
     gone too); a failed run keeps it, for its log.
     """
-    from bertforge.sim import runner
+    from bertforge.sim import longrun, runner
     phases = {}
     start = time.perf_counter()
-    verilog = cached_verilog(config, harness, *extra)
     top = f"{config.name}_harness" if harness else config.name
+    if cycles:
+        longrun.check(top, cycles)      # before any work
+    verilog = cached_verilog(config, harness, *extra)
     phases["elaborate"] = time.perf_counter() - start
     runner.build(verilog, top, waves=waves, quiet=quiet)
     phases["build"] = time.perf_counter() - start - phases["elaborate"]
@@ -86,9 +92,22 @@ def simulate(config, testbench, spec, *, harness=None, extra=(), waves=False, wo
     work.mkdir(parents=True, exist_ok=True)
     work = work.resolve()
     mark = time.perf_counter()
-    spec = _write_arrays({"config": config.to_dict(), **spec}, work, "spec")
-    result = runner.run(verilog, top, testbench, spec, waves=waves, workdir=work, quiet=quiet)
+    try:
+        spec = _write_arrays({"config": config.to_dict(), **spec}, work, "spec")
+        with longrun.watch(top, cycles, quiet=quiet):
+            result = runner.run(verilog, top, testbench, spec, waves=waves, workdir=work,
+                                quiet=quiet)
+    except runner.SimulationError:
+        if workdir is None and not (work / "sim.log").exists():
+            shutil.rmtree(work, ignore_errors=True)     # it never ran: nothing to keep
+        raise       # a failed simulation keeps its work directory: the message names its log
+    except BaseException:
+        if workdir is None:     # interrupted, killed, or no room: nothing worth keeping
+            shutil.rmtree(work, ignore_errors=True)
+        raise
     phases["simulate"] = time.perf_counter() - mark
+    if not waves:
+        longrun.record(top, result, phases["simulate"])
     mark = time.perf_counter()
     result = _load_arrays(result, work)
     if workdir is None and result["passed"] and not waves:
@@ -128,6 +147,8 @@ def run_sim(block, args):
     """``bertforge sim BLOCK``: config from flags/preset/TOML, stimulus
     (random, or the user's files), simulate, summary, ``--out``, report;
     exit code 1 on a mismatch (or, without stalls, cycles off the model)."""
+    from bertforge.sim.longrun import set_limit
+    set_limit(getattr(args, "max_minutes", None))
     config = block_config(block, args)
     user, stimulus = block_stimulus(block, config, args)
     config = stimulus.get("config", config)

@@ -117,8 +117,11 @@ def simulate_softmax(config, scenarios, *, seed=0, waves=False, workdir=None, qu
     """
     specs = [{"data": scenario["rows"], "x_gap": scenario.get("x_gap", 0.0),
               "y_stall": scenario.get("y_stall", 0.0)} for scenario in scenarios]
+    from bertforge.sim.softmax_cycles import softmax_cycles
+    cycles = sum(softmax_cycles(config, [int(n) for n in scenario["rows"]["lengths"]])
+                 for scenario in scenarios if len(scenario["rows"]["lengths"]))
     result = simulate(config, "bertforge.sim.softmax_tb", {"seed": seed, "scenarios": specs},
-                      waves=waves, workdir=workdir, quiet=quiet)
+                      waves=waves, workdir=workdir, quiet=quiet, cycles=cycles)
     results = result.get("scenarios", [])
     for item in results:
         item["phases"] = result["phases"]

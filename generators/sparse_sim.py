@@ -77,8 +77,9 @@ def simulate_sparse(config, tiles, *, seed=0, a_gap=0.0, b_gap=0.0, c_stall=0.0,
         arrays.update({f"a_{t}": a, f"v_{t}": values, f"i_{t}": indices})
     spec = {"data": arrays, "seed": seed, "patterns": [[n, m] for *_, n, m in tiles],
             "a_gap": a_gap, "b_gap": b_gap, "c_stall": c_stall}
+    from bertforge.sim.sparse_cycles import sparse_cycles
     result = simulate(config, "bertforge.sim.sparse_tb", spec, waves=waves, workdir=workdir,
-                      quiet=quiet)
+                      quiet=quiet, cycles=sparse_cycles(config, [len(v) for _, v, *_ in tiles]))
     saved = result["outputs"]
     result["outputs"] = [saved[f"arr_{t}"] for t in range(len(saved))]
     return result
@@ -164,7 +165,7 @@ def user_stimulus(config, args):
         raise CliError("--a, --b and --out go together: give all three")
     a = load_int_matrix(args.a, "A", config.width)
     b = load_int_matrix(args.b, "B", config.width)
-    check_product_shapes(a, b)
+    check_product_shapes(a, b, args)
     if args.b_is_pruned:
         try:
             compress_nm(b, n, m)

@@ -191,9 +191,10 @@ def _check_axes(path, axes):
 def load_spec(path):
     """The spec at ``path`` as a dict (workload, base table, fixed sections,
     axes, sweep options); a one-line :class:`CliError` for anything wrong."""
+    from .userfiles import read_text
     path = Path(path)
     try:
-        table = tomllib.loads(path.read_text())
+        table = tomllib.loads(read_text(path, "sweep spec"))
     except FileNotFoundError:
         raise CliError(f"sweep spec {path} does not exist") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
@@ -544,7 +545,7 @@ def run_sweep(args):
         raise CliError("sweep needs --spec SWEEP.toml (or --report DIR)")
     spec = load_spec(args.spec)
     out = Path(args.out or f"sweep-{Path(args.spec).stem}")
-    from bertforge.sim.runner import cache_root
+    from bertforge.sim.cache import cache_root
     cache = Path(args.cache) if args.cache else cache_root("sweep")
     start = time.monotonic()
     rows = sweep(spec, out, synth=args.synth, pnr=args.pnr, verify=args.verify,

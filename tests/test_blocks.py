@@ -75,7 +75,7 @@ def test_verilog_cache_elaborates_once(tmp_path, monkeypatch):
     config = SystolicConfig(rows=2, cols=3)
     text = emit.cached_verilog(config)
     assert text == emit.emit_verilog(config)
-    assert len(list((tmp_path / "verilog").glob("*.v"))) == 1
+    assert len(list((tmp_path / "verilog").glob("*/*.v"))) == 1
     monkeypatch.setattr(emit, "_memory", {})
     monkeypatch.setattr(emit.verilog, "convert", None)    # a second elaboration would fail
     assert emit.cached_verilog(config) == text
