@@ -1,0 +1,117 @@
+"""Low-bit numerics (sim/lowbit_golden.py, generators/lowbit.py): 4-bit
+packing, weight quantization (per channel, per group with integer
+multipliers, GPTQ), the W8A8 / W4A8 forward on a small random checkpoint,
+and the bytes per sentence of each precision."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from bertforge.generators.checkpoint import load_checkpoint, tokenize
+from bertforge.generators.lowbit import (PRECISIONS, bytes_per_sentence, calibration_stats,
+                                         embeddings, quality, quantize_model)
+from bertforge.sim.bert_golden import float_forward, pool
+from bertforge.sim.lowbit_golden import (MULT_BITS, _gemm, pack_int4, quantize_weight,
+                                         unpack_int4)
+from checkpoint_helpers import TEXTS, write_checkpoint
+
+
+def test_pack_int4_layout_and_round_trip():
+    q = np.array([[1, -2, 7, -8], [0, -1, 3, 5]])
+    packed = pack_int4(q)
+    assert packed.dtype == np.uint8 and packed.shape == (2, 2)
+    # element 2i in the low nibble, 2i + 1 in the high one
+    assert packed[0].tolist() == [0xE1, 0x87] and packed[1].tolist() == [0xF0, 0x53]
+    rng = np.random.default_rng(1)
+    values = rng.integers(-8, 8, size=(7, 64))
+    assert np.array_equal(unpack_int4(pack_int4(values)), values)
+    assert np.array_equal(unpack_int4(np.arange(256, dtype=np.uint8)[None]).reshape(-1, 2),
+                          np.array([[lo - 16 * (lo > 7), hi - 16 * (hi > 7)]
+                                    for hi in range(16) for lo in range(16)]))
+
+
+def test_pack_int4_rejects():
+    with pytest.raises(ValueError, match=r"^the last axis must have an even length, not 3$"):
+        pack_int4([1, 2, 3])
+    with pytest.raises(ValueError, match=r"^4-bit values must lie in -8 \.\. 7$"):
+        pack_int4([8, 0])
+
+
+def test_quantize_weight_per_channel_and_grouped():
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((128, 24)) * np.linspace(0.1, 2, 24)
+    q, col, mult = quantize_weight(w, 8)
+    assert mult is None and np.abs(q).max() == 127
+    assert np.abs(q * col - w).max() <= col.max() / 2 + 1e-12
+    q4, col4, mult4 = quantize_weight(w, 4, group=32)
+    assert q4.min() >= -8 and q4.max() <= 7 and mult4.shape == (4, 24)
+    assert mult4.min() >= 1 and mult4.max() == 1 << MULT_BITS     # the largest group: 256
+    step = np.repeat(mult4, 32, axis=0) * col4 / (1 << MULT_BITS)
+    assert np.all(np.abs(q4 * step - w) <= step / 2 + 1e-12)      # nearest, nothing clipped
+    # per group is closer than one scale per channel
+    q1, col1, _ = quantize_weight(w, 4)
+    assert np.abs(q4 * step - w).mean() < np.abs(q1 * col1 - w).mean()
+    with pytest.raises(ValueError, match=r"^group must divide the 128 input channels, not 48$"):
+        quantize_weight(w, 4, group=48)
+
+
+def test_gptq_lowers_the_output_error():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((512, 64)) @ rng.standard_normal((64, 64))   # correlated inputs
+    w = rng.standard_normal((64, 16))
+    errors = []
+    for hessian in (None, x.T @ x):
+        q, col, mult = quantize_weight(w, 4, group=32, hessian=hessian)
+        wq = q * np.repeat(mult, 32, axis=0) * col / (1 << MULT_BITS)
+        errors.append(np.linalg.norm(x @ (wq - w)))
+    assert errors[1] < 0.8 * errors[0]
+
+
+def test_grouped_gemm_is_exact_integer_arithmetic():
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((64, 8))
+    q, col, mult = quantize_weight(w, 4, group=32)
+    layer = type("L", (), {"wq": {"o": q}, "col": {"o": col}, "mult": {"o": mult}, "group": 32})
+    a8 = rng.integers(-128, 128, size=(5, 64))
+    want = sum(a8[:, g * 32:(g + 1) * 32] @ q[g * 32:(g + 1) * 32] * mult[g] for g in range(2))
+    assert np.array_equal(_gemm(a8, layer, "o"), want * (col / (1 << MULT_BITS)))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    model = load_checkpoint(write_checkpoint(tmp_path_factory.mktemp("lowbit") / "ckpt"))
+    ids = tokenize(model, TEXTS, 64)
+    return model, ids, calibration_stats(model, ids[:2])
+
+
+@pytest.mark.parametrize("name", ["w8a8", "w4a8"])
+def test_lowbit_model_tracks_the_float_model(tiny, name):
+    model, ids, stats = tiny
+    layers = quantize_model(model, stats, name)
+    got = embeddings(model, layers, ids)
+    ref = np.array([pool(float_forward(model, i), len(i)) for i in ids])
+    q = quality(got, ref)
+    assert q["cosine_min"] > (0.98 if name == "w8a8" else 0.9)
+    # coarser weights are further from the float model
+    if name == "w4a8":
+        w8 = quality(embeddings(model, quantize_model(model, stats, "w8a8"), ids), ref)
+        assert q["cosine_mean"] < w8["cosine_mean"]
+    for layer in layers:
+        bits = PRECISIONS[name].weight_bits
+        assert all(np.abs(v).max() <= (1 << (bits - 1)) for v in layer.wq.values())
+
+
+def test_bytes_per_sentence_scale_with_the_precision(tiny):
+    model = tiny[0]
+    b = {name: bytes_per_sentence(model, 16, name) for name in PRECISIONS}
+    h, f = model.hidden, model.ffn
+    weights = (4 * h * h + 2 * h * f) * len(model.layers)
+    assert b["w16a16"]["weights"] - b["w8a8"]["weights"] == weights
+    g = PRECISIONS["w4a8"].group                       # one multiplier byte per group
+    multipliers = sum(k // g * n for k, n in ((h, h),) * 4 + ((h, f), (f, h))) * len(model.layers)
+    assert b["w8a8"]["weights"] - b["w4a8"]["weights"] == weights / 2 - multipliers
+    assert b["w8a8"]["activations"] < b["w16a16"]["activations"]
+    assert all(v["total"] == v["weights"] + v["activations"] for v in b.values())
+    narrower = dataclasses.replace(PRECISIONS["w8a8"], residual_bytes=1)
+    assert bytes_per_sentence(model, 16, narrower)["activations"] < b["w8a8"]["activations"]
