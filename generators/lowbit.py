@@ -14,8 +14,8 @@ Calibration uses the calibration sentences only (``generators/data/
 calibration.txt``); the evaluation sentences are never seen by it.
 """
 
-import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -23,7 +23,8 @@ from bertforge.sim.bert_golden import embed, float_forward, pool
 from bertforge.sim.lowbit_golden import OPERANDS, lowbit_forward, lowbit_layer
 
 __all__ = ["Precision", "PRECISIONS", "calibration_stats", "quantize_model", "embeddings",
-           "bytes_per_sentence", "quality"]
+           "bytes_per_sentence", "layer_tensors", "quality", "bench_precisions",
+           "write_bench_precisions", "ULX3S"]
 
 
 @dataclass(frozen=True)
@@ -105,35 +106,165 @@ def quality(got, ref):
     return {"cosine_mean": float(cos.mean()), "cosine_min": float(cos.min()), "spearman": rho}
 
 
-def bytes_per_sentence(model, seq, precision):
-    """Bytes moved per sentence of ``seq`` tokens through all layers, each
-    operand read once and each result written once (compulsory traffic of
-    the encoder program: the ideal memory, no re-reads): weights at the
-    precision's bytes per weight (4-bit: half a byte, plus one byte per
-    group multiplier and four per channel scale word), int32 biases and
-    attention scores, GEMM operands at ``act_bytes``, the residual stream
-    and layernorm inputs at ``residual_bytes``. Returns a dict by kind."""
+def layer_tensors(model, seq, precision):
+    """The tensors one encoder layer moves for one sentence of ``seq``
+    tokens: ``(name, elements, bytes per element, times moved)``, each
+    written once and read once per consumer (the encoder program's order:
+    the layer input's operand copy is read by the q and v projections and
+    the input transpose, whose ``X^T`` the k projection reads). With
+    operands narrower than the residual, each layernorm writes two copies:
+    the residual (``residual_bytes``) and the smoothed int8 operand."""
     p = PRECISIONS[precision] if isinstance(precision, str) else precision
     h, f, heads, s = model.hidden, model.ffn, model.heads, seq
-    shapes = {"q": (h, h), "k": (h, h), "v": (h, h), "o": (h, h), "1": (h, f), "2": (f, h)}
-    weights = sum(k * n * p.weight_bytes for k, n in shapes.values())
-    if p.group:
-        weights += sum(k // p.group * n for k, n in shapes.values())
-    scales = sum(4 * n for _, n in shapes.values())        # scale words
-    biases = sum(4 * n for _, n in shapes.values())
     a, r = p.act_bytes, p.residual_bytes
-    # reads of the operands (x for q, k, v and its transpose; P, V, ctx, ln1, g)
-    operands = s * h * a * 4 + heads * s * s * a + s * h * a + s * h * a + s * h * a + s * f * a
-    # writes of the GEMM results that are operands again: q, kt, v, ctx, h1 (GELU in), g
-    results = s * h * a * 4 + s * f * r + s * f * a
-    scores = heads * s * s * 4 * 2 + heads * s * s * a        # scores written, read; P written
-    # residual path: attn and f written (int16), layernorm reads x + r, writes out (and an
-    # int8 operand copy when the operands are narrower than the residual)
-    residual = 2 * (s * h * r) + 2 * (2 * s * h * r) + 2 * s * h * r
-    if a != r:
-        residual += 2 * s * h * a
-    layer = {"weights": weights + scales + biases, "activations": operands + results + scores
-             + residual}
-    total = {k: v * len(model.layers) for k, v in layer.items()}
-    total["total"] = sum(total.values())
-    return total
+    shapes = {"q": (h, h), "k": (h, h), "v": (h, h), "o": (h, h), "1": (h, f), "2": (f, h)}
+    weights = sum(k * n for k, n in shapes.values())
+    rows = [("weights", weights, p.weight_bytes, 1),
+            ("scale words and int32 biases", sum(n for _, n in shapes.values()), 8, 1)]
+    if p.group:
+        rows.append(("group multipliers", sum(k // p.group * n for k, n in shapes.values()), 1, 1))
+    two = a != r
+    rows += [("x operand", s * h, a, 4 if two else 5),   # written by the last layernorm; one copy: also the residual
+             ("x^T", s * h, a, 2), ("q", s * h, a, 2), ("k^T", s * h, a, 2), ("v", s * h, a, 2),
+             ("scores (int32)", heads * s * s, 4, 2), ("p", heads * s * s, a, 2),
+             ("ctx", s * h, a, 2), ("attn", s * h, r, 2), ("ln1", s * h, r, 3 if not two else 2),
+             ("h1 (GELU input)", s * f, r, 2), ("g", s * f, a, 2), ("f", s * h, r, 2),
+             ("out", s * h, r, 1)]
+    if two:
+        rows += [("x residual", s * h, r, 1), ("ln1 operand", s * h, a, 2)]
+    else:
+        rows[-1] = ("out", s * h, r, 0)       # the next layer's x (counted there)
+    return rows
+
+
+def bytes_per_sentence(model, seq, precision):
+    """Bytes moved per sentence of ``seq`` tokens through all layers
+    (:func:`layer_tensors`: compulsory traffic, as an ideal memory sees it,
+    no re-reads of tiles): ``weights`` (with scales, biases and group
+    multipliers), ``activations`` and ``total``."""
+    rows = layer_tensors(model, seq, precision)
+    layers = len(model.layers)
+    weights = sum(n * b * t for name, n, b, t in rows
+                  if name in ("weights", "scale words and int32 biases", "group multipliers")) * layers
+    total = sum(n * b * t for _, n, b, t in rows) * layers
+    return {"weights": weights, "activations": total - weights, "total": total}
+
+
+# ---- bench model --precision
+
+#: The ULX3S's SDRAM as the ideal-memory roofline sees it: 16 bits a cycle
+#: at the design's clock (no refresh, no row misses).
+ULX3S = {"clock_mhz": 100.0, "mem_bytes_per_cycle": 2.0}
+
+
+def _w16a16_embeddings(model, hw, cal_ids, ids):
+    """Today's path (``hw``: minilm.toml): the integer golden model, which
+    the Verilator runs of ``sim model`` match bit for bit."""
+    from bertforge.sim.bert_golden import QuantizedModel, calibrate_model, integer_forward
+    from .analyze import load_hardware
+    from .encoder_sim import encoder_config
+    config = encoder_config(load_hardware(hw), hw)
+    step = config.gemm.mem_bytes // 4
+    seq = max(step, -(-max(len(i) for i in ids) // step) * step)
+    qmodel = QuantizedModel(config, model, calibrate_model(model, cal_ids), seq)
+    scale = config.layernorm.out_scale
+    return np.array([pool(integer_forward(qmodel, i)[-1]["out"] * scale, len(i)) for i in ids]), seq
+
+
+def bench_precisions(checkpoint, texts, hw, calibration):
+    """One row per precision of :data:`PRECISIONS`: quality of the
+    evaluation ``texts`` against the float64 model, bytes per sentence,
+    and the roofline's sentences per second on the ULX3S at batch 1 and 8."""
+    import dataclasses
+    from .analyze import analyze, load_hardware
+    from .checkpoint import load_checkpoint
+    from .workload import BertModel
+    model = load_checkpoint(checkpoint)
+    ids, cal_ids = tokenize_all(model, texts), tokenize_all(model, calibration)
+    ref = np.array([pool(float_forward(model, i), len(i)) for i in ids])
+    stats = calibration_stats(model, cal_ids)
+    hardware = load_hardware(hw)
+    got16, seq = _w16a16_embeddings(model, hw, cal_ids, ids)
+    rows = []
+    for name, p in PRECISIONS.items():
+        if name == "w16a16":
+            got = got16
+            source = "integer golden model (bit-exact with Verilator)"
+        else:
+            got = embeddings(model, quantize_model(model, stats, p), ids)
+            source = "low-bit numerics model"
+        moved = bytes_per_sentence(model, seq, p)
+        shape = BertModel(Path(str(model.path)).name, model.hidden, model.heads,
+                          len(model.layers), model.ffn)
+        rate = {}
+        for batch in (1, 8):
+            ideal = dataclasses.replace(hardware, mem_bytes_per_cycle=float(1 << 16))
+            compute = analyze(shape, seq, ideal, batch=batch, bias=True,
+                              transpose=True)["total_cycles"] * len(model.layers)
+            memory = (moved["weights"] + batch * moved["activations"]) / ULX3S["mem_bytes_per_cycle"]
+            rate[batch] = batch * ULX3S["clock_mhz"] * 1e6 / max(compute, memory)
+            rate[f"bound_{batch}"] = "memory" if memory > compute else "compute"
+        rows.append({"precision": name, "source": source, "texts": len(ids), "seq": seq,
+                     **quality(got, ref), "bytes_per_sentence": moved["total"],
+                     "weight_bytes": moved["weights"], "activation_bytes": moved["activations"],
+                     "sentences_per_s_b1": rate[1], "sentences_per_s_b8": rate[8],
+                     "bound_b1": rate["bound_1"], "bound_b8": rate["bound_8"],
+                     "weight_bits": p.weight_bits, "group": p.group, "alpha": p.alpha,
+                     "smooth": list(p.smooth), "gptq": p.gptq})
+    base = rows[0]["bytes_per_sentence"]
+    for row in rows:
+        row["bytes_vs_w16a16"] = row["bytes_per_sentence"] / base
+    return rows
+
+
+def tokenize_all(model, texts):
+    from .checkpoint import tokenize
+    return tokenize(model, texts, 512)
+
+
+def write_bench_precisions(out, checkpoint, rows):
+    """``bench.json``, ``bench.md`` and ``cosine_bytes.png``."""
+    from .bench import columns, write_results
+    table = columns(("precision", "precision", "{}"), ("texts", "texts", "{}"),
+                    ("cos mean", "cosine_mean", "{:.4f}"), ("cos min", "cosine_min", "{:.4f}"),
+                    ("spearman", "spearman", "{:.4f}"),
+                    ("bytes/sentence", "bytes_per_sentence", "{:,.0f}"),
+                    ("vs w16a16", "bytes_vs_w16a16", "{:.1%}"),
+                    ("sent/s b1", "sentences_per_s_b1", "{:.2f}"),
+                    ("sent/s b8", "sentences_per_s_b8", "{:.2f}"),
+                    ("source", "source", "{}"))
+    write_results(out, "model-precision", rows, table, "bertforge bench model --precision", notes=[
+        f"{Path(str(checkpoint)).name}: evaluation sentences (generators/data/evaluation.txt), "
+        "calibration on generators/data/calibration.txt only; cosine and spearman against the "
+        "float64 model",
+        "bytes/sentence: compulsory traffic of one sentence through all layers (each operand "
+        "read once, each result written once), weights included",
+        "sent/s: a roofline from the IDEAL-memory model (the memory-aware model is not on this "
+        "branch): compute cycles from analyze (minilm.toml's array, ideal memory) against the "
+        "bytes over the ULX3S's 16-bit SDRAM (2 bytes a cycle at 100 MHz, no refresh or row "
+        "misses); at batch 8 the weights are read once for 8 sentences",
+        "w8a8 and w4a8 are the low-bit numerics model (sim/lowbit_golden.py), not yet an RTL "
+        "config: see generators/docs/lowbit.md"])
+    _plot(Path(out) / "cosine_bytes.png", rows)
+
+
+def _plot(path, rows):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for row in rows:
+        x = row["bytes_per_sentence"] / 1e6
+        ax.errorbar([x], [row["cosine_mean"]], yerr=[[row["cosine_mean"] - row["cosine_min"]], [0]],
+                    fmt="o", capsize=4)
+        ax.annotate(row["precision"], (x, row["cosine_mean"]), textcoords="offset points",
+                    xytext=(6, 4), fontsize=9)
+    ax.set_xlabel("MB moved per sentence (all layers)")
+    ax.set_ylabel("cosine vs float64 (mean, bar to min)")
+    ax.grid(alpha=0.3)
+    tmp = path.with_name(path.name + ".tmp.png")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    tmp.replace(path)

@@ -4,13 +4,14 @@ multipliers, GPTQ), the W8A8 / W4A8 forward on a small random checkpoint,
 and the bytes per sentence of each precision."""
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
 
 from bertforge.generators.checkpoint import load_checkpoint, tokenize
 from bertforge.generators.lowbit import (PRECISIONS, bytes_per_sentence, calibration_stats,
-                                         embeddings, quality, quantize_model)
+                                         embeddings, layer_tensors, quality, quantize_model)
 from bertforge.sim.bert_golden import float_forward, pool
 from bertforge.sim.lowbit_golden import (MULT_BITS, _gemm, pack_int4, quantize_weight,
                                          unpack_int4)
@@ -111,7 +112,29 @@ def test_bytes_per_sentence_scale_with_the_precision(tiny):
     g = PRECISIONS["w4a8"].group                       # one multiplier byte per group
     multipliers = sum(k // g * n for k, n in ((h, h),) * 4 + ((h, f), (f, h))) * len(model.layers)
     assert b["w8a8"]["weights"] - b["w4a8"]["weights"] == weights / 2 - multipliers
-    assert b["w8a8"]["activations"] < b["w16a16"]["activations"]
+    assert b["w8a8"]["activations"] == b["w4a8"]["activations"] < b["w16a16"]["activations"]
     assert all(v["total"] == v["weights"] + v["activations"] for v in b.values())
+    # one byte everywhere: the two layernorm copies cost more than one int8 residual
     narrower = dataclasses.replace(PRECISIONS["w8a8"], residual_bytes=1)
     assert bytes_per_sentence(model, 16, narrower)["activations"] < b["w8a8"]["activations"]
+    # today's path moves each tensor as the encoder program does: the int16 x is
+    # written once and read by q, v, the transpose and layernorm 1
+    rows = {name: (n, size, moved) for name, n, size, moved in layer_tensors(model, 16, "w16a16")}
+    assert rows["x operand"] == (16 * h, 2, 5) and rows["out"][2] == 0
+    assert rows["scores (int32)"] == (model.heads * 256, 4, 2)
+
+
+def test_bench_model_precision_axis(tiny, tmp_path):
+    from bertforge.generators.cli import main
+    from bertforge.generators.encoder_sim import TINY16_HW
+    assert main(["bench", "model", "--precision", "--checkpoint", str(tiny[0].path), "--hw",
+                 str(TINY16_HW), "--sentences", "4", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "bench.json").read_text())["results"]
+    assert [r["precision"] for r in rows] == ["w16a16", "w8a8", "w4a8"]
+    assert rows[0]["bytes_vs_w16a16"] == 1.0
+    assert rows[0]["bytes_per_sentence"] > rows[1]["bytes_per_sentence"] > rows[2]["bytes_per_sentence"]
+    assert all(r["texts"] == 4 and 0.5 < r["cosine_min"] <= r["cosine_mean"] <= 1 + 1e-12
+               for r in rows)
+    assert rows[2]["sentences_per_s_b8"] > rows[2]["sentences_per_s_b1"] > rows[0]["sentences_per_s_b1"]
+    assert "| w4a8 | 4 |" in (tmp_path / "bench.md").read_text()
+    assert (tmp_path / "cosine_bytes.png").stat().st_size > 1000
