@@ -6,9 +6,11 @@ bench model --precision``.
 Precisions (:data:`PRECISIONS`): ``w16a16`` is today's path (minilm.toml:
 int16 activations, int8 weights stored as int16; its numerics are the
 integer golden model of :mod:`bertforge.sim.bert_golden`, bit-exact with
-the Verilator runs); ``w8a8`` and ``w4a8`` are the numerics model's (int8
-GEMM operands with SmoothQuant smoothing, int8 or 4-bit group-quantized
-weights; the residual stream, layernorm and GELU inputs int16).
+the Verilator runs); ``w8a8`` and ``w4a8``: int8 GEMM operands with
+SmoothQuant smoothing, int8 or 4-bit group-quantized weights, the residual
+stream, layernorm and GELU inputs int16, in the numerics model
+(:func:`embeddings`) and the integer golden model on today's int16 units
+(:func:`integer_model`).
 
 Calibration uses the calibration sentences only (``generators/data/
 calibration.txt``); the evaluation sentences are never seen by it.
@@ -23,7 +25,8 @@ from bertforge.sim.bert_golden import embed, float_forward, pool
 from bertforge.sim.lowbit_golden import OPERANDS, lowbit_forward, lowbit_layer
 
 __all__ = ["Precision", "PRECISIONS", "calibration_stats", "quantize_model", "embeddings",
-           "bytes_per_sentence", "layer_tensors", "quality", "bench_precisions",
+           "bytes_per_sentence", "layer_tensors", "quality", "integer_model",
+           "integer_embeddings", "bench_precisions",
            "write_bench_precisions", "ULX3S"]
 
 
@@ -94,6 +97,22 @@ def embeddings(model, layers, sentences):
     """Pooled, L2-normalized sentence embeddings (N x H) of the quantized model."""
     return np.array([pool(lowbit_forward(layers, embed(model, ids), model.heads, model.eps),
                           len(ids)) for ids in sentences])
+
+
+def integer_model(model, config, layers, stats):
+    """The :class:`~bertforge.sim.lowbit_golden.IntegerLowbit` of quantized
+    ``layers`` on ``config``'s int16 units (an EncoderConfig); layer 0's
+    int16 input scale from the calibration maxima ``stats``."""
+    from bertforge.sim.lowbit_golden import IntegerLowbit
+    x_scale = float(stats[0]["x"]["max"].max()) / ((1 << 15) - 1)
+    return IntegerLowbit(config, layers, model.heads, x_scale)
+
+
+def integer_embeddings(model, imodel, sentences):
+    """Pooled embeddings (N x H) of the integer golden model ``imodel``."""
+    scale = imodel.config.layernorm.out_scale
+    return np.array([pool(imodel.forward(embed(model, ids))[-1]["out"] * scale, len(ids))
+                     for ids in sentences])
 
 
 def quality(got, ref):
@@ -185,14 +204,19 @@ def bench_precisions(checkpoint, texts, hw, calibration):
     stats = calibration_stats(model, cal_ids)
     hardware = load_hardware(hw)
     got16, seq = _w16a16_embeddings(model, hw, cal_ids, ids)
+    from .encoder_sim import encoder_config
+    config = encoder_config(hardware, hw)
     rows = []
     for name, p in PRECISIONS.items():
+        numerics = None
         if name == "w16a16":
             got = got16
             source = "integer golden model (bit-exact with Verilator)"
         else:
-            got = embeddings(model, quantize_model(model, stats, p), ids)
-            source = "low-bit numerics model"
+            layers = quantize_model(model, stats, p)
+            numerics = quality(embeddings(model, layers, ids), ref)
+            got = integer_embeddings(model, integer_model(model, config, layers, stats), ids)
+            source = "low-bit integer golden model (no RTL yet)"
         moved = bytes_per_sentence(model, seq, p)
         shape = BertModel(Path(str(model.path)).name, model.hidden, model.heads,
                           len(model.layers), model.ffn)
@@ -210,7 +234,7 @@ def bench_precisions(checkpoint, texts, hw, calibration):
                      "sentences_per_s_b1": rate[1], "sentences_per_s_b8": rate[8],
                      "bound_b1": rate["bound_1"], "bound_b8": rate["bound_8"],
                      "weight_bits": p.weight_bits, "group": p.group, "alpha": p.alpha,
-                     "smooth": list(p.smooth), "gptq": p.gptq})
+                     "smooth": list(p.smooth), "gptq": p.gptq, "numerics": numerics})
     base = rows[0]["bytes_per_sentence"]
     for row in rows:
         row["bytes_vs_w16a16"] = row["bytes_per_sentence"] / base
@@ -243,8 +267,9 @@ def write_bench_precisions(out, checkpoint, rows):
         "branch): compute cycles from analyze (minilm.toml's array, ideal memory) against the "
         "bytes over the ULX3S's 16-bit SDRAM (2 bytes a cycle at 100 MHz, no refresh or row "
         "misses); at batch 8 the weights are read once for 8 sentences",
-        "w8a8 and w4a8 are the low-bit numerics model (sim/lowbit_golden.py), not yet an RTL "
-        "config: see generators/docs/lowbit.md"])
+        "w8a8 and w4a8: the low-bit integer golden model (sim/lowbit_golden.py, IntegerLowbit: "
+        "today's int16 units, int8 GEMM operands); no RTL config runs them yet: see "
+        "generators/docs/lowbit.md"])
     _plot(Path(out) / "cosine_bytes.png", rows)
 
 

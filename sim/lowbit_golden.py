@@ -1,11 +1,14 @@
 """Low-bit numerics of a BERT encoder: int8 operands for every GEMM (W8A8)
 and 4-bit weights (W4A8), in numpy.
 
-This is the numerics model that chose the calibration of issue 36 (see
-``generators/docs/lowbit.md``); it is not yet the golden model of an RTL
-configuration (the hardware it describes needs a loader that unpacks
-narrow weights and a layernorm unit with a second, int8 output; see the
-docs). What it computes exactly, in integers:
+Two models. :func:`lowbit_forward` is the numerics model that chose the
+calibration of issue 36 (``generators/docs/lowbit.md``): integer GEMMs,
+float64 elsewhere. :class:`IntegerLowbit` is the integer golden model of
+the same layers on today's int16 units (softmax, layernorm, GELU golden
+models) with the two additions the design needs (a layernorm second
+output, a per-channel GELU output requantizer); no RTL configuration runs
+it yet (that also needs a loader that unpacks narrow weights). What the
+numerics model computes exactly, in integers:
 
 - every GEMM: int8 activation operand x int8 (W8) or 4-bit (W4) weight,
   int32 (int64 here, checked to fit int32) accumulation, bias at the
@@ -35,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["MULT_BITS", "pack_int4", "unpack_int4", "quantize_weight", "smoothing",
-           "LowbitLayer", "lowbit_layer", "lowbit_forward", "OPERANDS"]
+           "LowbitLayer", "lowbit_layer", "lowbit_forward", "OPERANDS", "IntegerLowbit"]
 
 #: Bits of a 4-bit weight group's integer multiplier.
 MULT_BITS = 8
@@ -230,3 +233,143 @@ def lowbit_forward(layers, x, heads, eps, *, trace=False):
         f = lin(g, "g", "2")
         x = _layernorm(f + ln1, layer.gamma[1], layer.beta[1], eps)
     return x
+
+
+# ---- the integer golden model of the low-bit design
+
+class IntegerLowbit:
+    """The low-bit layers (:class:`LowbitLayer`) as integer hardware runs
+    them, on today's int16 units (``config``: an
+    :class:`~bertforge.rtl.encoder.EncoderConfig` with int16 activations,
+    as minilm.toml's):
+
+    - GEMMs on the width-16 engine's PEs with int8 activation operands and
+      int8 weights, or 4-bit ones times their group multiplier (``q *
+      mult``, at most 12 bits: what a loader unpacking 4-bit weights feeds
+      the PEs); int32 biases; per-channel requantization (the weight's
+      channel scale, the smoothing of V) to int8 operands (q, k, v, ctx) or
+      int16 results (attn, h1, f);
+    - softmax: the unit with uint8 output, then the adapter's int8 ``P``
+      (scale 1/128);
+    - layernorm: the unit on int16 ``x + r``; its int16 output is the
+      residual and a second output (the same normalized ``z`` times
+      ``gamma / s``, plus ``beta / s``, requantized to int8) is the next
+      GEMM's smoothed operand;
+    - GELU: the unit on int16 input, its output requantized per channel
+      (the smoothing of ``g``) to int8.
+
+    ``x_scale``: layer 0's int16 input LSB; ``x_max``: per channel
+    largest magnitudes of layer 0's input (calibration)."""
+
+    def __init__(self, config, layers, heads, x_scale):
+        import dataclasses
+        from bertforge.rtl.softmax import softmax_scale
+        from .fixed_golden import channel_scale_words, split_scale_words
+        from .layernorm_golden import layernorm_config_for_scale
+        self.config, self.layers, self.heads, self.x_scale = config, layers, heads, x_scale
+        ln, gelu = config.layernorm, config.gelu
+        self.softmax = dataclasses.replace(config.softmax, out_width=8)
+        self.plan = []
+
+        def words(ratio, n):
+            return split_scale_words(channel_scale_words(np.broadcast_to(ratio, (n,))))
+        for index, layer in enumerate(layers):
+            a, s = layer.a_scale, layer.smooth
+            sx = x_scale if index == 0 else ln.out_scale
+            nxt = layers[index + 1] if index + 1 < len(layers) else None
+            d = layer.wq["q"].shape[1] // heads
+            plan = {"sx": sx, "w": {}, "rq": {}, "bias": {}}
+            for key, operand, out in (("q", "x", None), ("k", "x", None), ("v", "x", "v"),
+                                      ("o", "ctx", "attn"), ("1", "ln1", "h1"), ("2", "g", "f")):
+                q, col, mult = layer.wq[key], layer.col[key], layer.mult[key]
+                plan["w"][key] = q if mult is None else q * np.repeat(mult, layer.group, axis=0)
+                acc = a[operand] * (col if mult is None else col / (1 << MULT_BITS))
+                target = {None: a.get(key), "v": a["ctx"] * s["ctx"], "attn": sx,
+                          "h1": gelu.in_scale, "f": ln.out_scale}[out]
+                plan["rq"][key] = words(acc / target, q.shape[1])
+                plan["bias"][key] = np.clip(np.floor(layer.b[key] / acc + 0.5),
+                                            -(1 << 31), (1 << 31) - 1).astype(np.int64)
+            plan["ctx"] = words(1 / 128, layer.wq["o"].shape[0])
+            plan["softmax"] = softmax_scale(a["q"] * a["k"] / math.sqrt(d))
+            plan["ln"] = [self._ln_params(ln, layer.gamma[i], layer.beta[i]) for i in (0, 1)]
+            # second outputs: ln1's int8 operand, and the next layer's x operand
+            plan["ln8"] = [self._ln_operand(ln, layer.gamma[0], layer.beta[0], s["ln1"], a["ln1"],
+                                            layernorm_config_for_scale)]
+            plan["ln8"].append(None if nxt is None else self._ln_operand(
+                ln, layer.gamma[1], layer.beta[1], nxt.smooth["x"], nxt.a_scale["x"],
+                layernorm_config_for_scale))
+            # the GELU output, per channel at the smoothed g operand's scale
+            plan["g"] = words(2.0 ** -14 / (a["g"] * s["g"]), s["g"].size)
+            self.plan.append(plan)
+
+    @staticmethod
+    def _ln_params(ln, gamma, beta):
+        top = (1 << (ln.param_width - 1)) - 1
+        g = np.floor(np.asarray(gamma) / ln.gamma_scale + 0.5)
+        b = np.floor(np.asarray(beta) / ln.beta_scale + 0.5)
+        if np.abs(g).max() > top or np.abs(b).max() > top:
+            raise OverflowError("gamma or beta leaves the layernorm unit's parameter width")
+        return g.astype(np.int64), b.astype(np.int64)
+
+    def _ln_operand(self, ln, gamma, beta, smooth, scale, for_scale):
+        import dataclasses
+        cfg = for_scale(dataclasses.replace(ln, out_width=8), scale)
+        return (cfg, *self._ln_params(ln, gamma / smooth, beta / smooth))
+
+    def input(self, x):
+        """Layer 0's int16 residual and int8 (smoothed) operand of float embeddings ``x``."""
+        layer = self.layers[0]
+        x16 = np.clip(np.floor(x / self.x_scale + 0.5), -(1 << 15), (1 << 15) - 1).astype(np.int64)
+        return x16, _q8(x / layer.smooth["x"], layer.a_scale["x"])
+
+    def forward(self, x, valid=None):
+        """Every layer's integer stages (a list of dicts) for float
+        embeddings ``x`` (S x H; rows ``valid`` and beyond are padding,
+        masked as keys)."""
+        from .fixed_golden import requantize
+        from .gelu_golden import gelu_internal
+        from .gemm_golden import gemm_golden
+        from .layernorm_golden import layernorm_golden
+        from .softmax_golden import softmax_golden
+        from .encoder_golden import probabilities_int8
+        cfg, ln = self.config, self.config.layernorm
+        x16, x8 = self.input(x)
+        S = x16.shape[0]
+        mask = np.broadcast_to(np.arange(S) >= (valid or S), (S, S))
+        out = []
+        for plan in self.plan:
+            def mm(a, key, bits):
+                mult, shift = plan["rq"][key]
+                return gemm_golden(cfg.gemm, a, plan["w"][key], bias=plan["bias"][key],
+                                   int8=bits == 8, int16=bits == 16, multiplier=mult, shift=shift)
+            q8, k8, v8 = mm(x8, "q", 8), mm(x8, "k", 8), mm(x8, "v", 8)
+            d = q8.shape[1] // self.heads
+            ctx = []
+            for h in range(self.heads):
+                c = slice(h * d, (h + 1) * d)
+                scores = gemm_golden(cfg.gemm, q8[:, c], k8[:, c].T)
+                p = probabilities_int8(softmax_golden(self.softmax, scores, mask, *plan["softmax"]))
+                m_, s_ = plan["ctx"]
+                ctx.append(gemm_golden(cfg.gemm, p, v8[:, c], int8=True, multiplier=m_[c],
+                                       shift=s_[c]))
+            ctx8 = np.concatenate(ctx, axis=1)
+            attn16 = mm(ctx8, "o", 16)
+            g1, b1 = plan["ln"][0]
+            ln1_16 = np.stack([layernorm_golden(ln, attn16[t], x16[t], g1, b1) for t in range(S)])
+            c8, g8_, b8_ = plan["ln8"][0]
+            ln1_8 = np.stack([layernorm_golden(c8, attn16[t], x16[t], g8_, b8_) for t in range(S)])
+            h1 = mm(ln1_8, "1", 16)
+            _, y = gelu_internal(cfg.gelu, h1)
+            g8 = requantize(y, *plan["g"], 8)
+            f16 = mm(g8, "2", 16)
+            g2, b2 = plan["ln"][1]
+            out16 = np.stack([layernorm_golden(ln, f16[t], ln1_16[t], g2, b2) for t in range(S)])
+            stages = {"x16": x16, "x8": x8, "q": q8, "k": k8, "v": v8, "ctx": ctx8, "attn": attn16,
+                      "ln1": ln1_16, "ln1_8": ln1_8, "h1": h1, "g": g8, "f": f16, "out": out16}
+            if plan["ln8"][1] is not None:
+                c8, g8_, b8_ = plan["ln8"][1]
+                x8 = np.stack([layernorm_golden(c8, f16[t], ln1_16[t], g8_, b8_) for t in range(S)])
+                stages["out8"] = x8
+            out.append(stages)
+            x16 = out16
+        return out

@@ -138,3 +138,39 @@ def test_bench_model_precision_axis(tiny, tmp_path):
     assert rows[2]["sentences_per_s_b8"] > rows[2]["sentences_per_s_b1"] > rows[0]["sentences_per_s_b1"]
     assert "| w4a8 | 4 |" in (tmp_path / "bench.md").read_text()
     assert (tmp_path / "cosine_bytes.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("name", ["w8a8", "w4a8"])
+def test_integer_golden_model_tracks_the_numerics(tiny, name):
+    """The integer model on today's int16 units (tiny16.toml) against the
+    numerics model: same embeddings to within int16 rounding; every GEMM
+    operand int8; the layernorm's second output is its first over the
+    smoothing."""
+    from bertforge.generators.analyze import load_hardware
+    from bertforge.generators.encoder_sim import TINY16_HW, encoder_config
+    from bertforge.generators.lowbit import integer_embeddings, integer_model
+    from bertforge.sim.bert_golden import embed
+    model, ids, stats = tiny
+    layers = quantize_model(model, stats, name)
+    config = encoder_config(load_hardware(TINY16_HW), TINY16_HW)
+    imodel = integer_model(model, config, layers, stats)
+    got = integer_embeddings(model, imodel, ids)
+    num = embeddings(model, layers, ids)
+    assert np.min(np.sum(got * num, axis=1)) > 0.995
+    ln = config.layernorm
+    stages = imodel.forward(embed(model, ids[0]))
+    for index, st in enumerate(stages):
+        for key in ("x8", "q", "k", "v", "ctx", "ln1_8", "g"):
+            assert st[key].min() >= -128 and st[key].max() <= 127, key
+        a = layers[index].a_scale
+        want = st["ln1"] * ln.out_scale / layers[index].smooth["ln1"]
+        err = np.abs(st["ln1_8"] * a["ln1"] - want)
+        assert err.max() <= a["ln1"] + 4 * ln.out_scale / layers[index].smooth["ln1"].min()
+        if index + 1 < len(stages):
+            nxt = layers[index + 1]
+            assert np.array_equal(stages[index + 1]["x8"], st["out8"])
+            err = np.abs(st["out8"] * nxt.a_scale["x"] - st["out"] * ln.out_scale / nxt.smooth["x"])
+            assert err.max() <= nxt.a_scale["x"] + 4 * ln.out_scale / nxt.smooth["x"].min()
+    if name == "w4a8":     # the PEs see 4-bit weights times their group multiplier
+        w = imodel.plan[0]["w"]["1"]
+        assert np.abs(w).max() <= 8 << 8 and not np.array_equal(w, layers[0].wq["1"])
