@@ -42,6 +42,7 @@ class Precision:
     alpha: float = 0.5           # smoothing migration strength
     smooth: tuple = ("x", "ctx", "ln1")
     gptq: bool = False
+    damp: float = 1.0            # GPTQ damping (fraction of the mean Hessian diagonal)
     weight_store_bytes: float = None   # bytes per weight in memory (default bits / 8)
 
     @property
@@ -89,7 +90,7 @@ def quantize_model(model, stats, precision):
     """The :class:`~bertforge.sim.lowbit_golden.LowbitLayer` s of ``model``."""
     p = PRECISIONS[precision] if isinstance(precision, str) else precision
     return [lowbit_layer(params, st, wbits=p.weight_bits, group=p.group, alpha=p.alpha,
-                         smooth=p.smooth, gptq=p.gptq)
+                         smooth=p.smooth, gptq=p.gptq, damp=p.damp)
             for params, st in zip(model.layers, stats)]
 
 
@@ -234,7 +235,8 @@ def bench_precisions(checkpoint, texts, hw, calibration):
                      "sentences_per_s_b1": rate[1], "sentences_per_s_b8": rate[8],
                      "bound_b1": rate["bound_1"], "bound_b8": rate["bound_8"],
                      "weight_bits": p.weight_bits, "group": p.group, "alpha": p.alpha,
-                     "smooth": list(p.smooth), "gptq": p.gptq, "numerics": numerics})
+                     "smooth": list(p.smooth), "gptq": p.gptq, "damp": p.damp,
+                     "numerics": numerics})
     base = rows[0]["bytes_per_sentence"]
     for row in rows:
         row["bytes_vs_w16a16"] = row["bytes_per_sentence"] / base
