@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .encoder_golden import _layernorm, _q8
+
 __all__ = ["MULT_BITS", "pack_int4", "unpack_int4", "quantize_weight", "smoothing",
            "LowbitLayer", "lowbit_layer", "lowbit_forward", "OPERANDS", "IntegerLowbit"]
 
@@ -178,10 +180,6 @@ def lowbit_layer(params, cal, *, wbits=8, group=None, alpha=0.5, smooth=("x", "c
                        b=params["b"], gamma=params["gamma"], beta=params["beta"])
 
 
-def _q8(a, scale):
-    return np.clip(np.floor(a / scale + 0.5), -128, 127).astype(np.int64)
-
-
 def _gemm(a8, layer, key):
     """Exact integer GEMM of an int8 operand and a quantized weight; the
     int32 accumulator back in real units (before the bias)."""
@@ -198,11 +196,6 @@ def _gemm(a8, layer, key):
     if np.abs(acc).max(initial=0) >= 1 << 31:
         raise OverflowError(f"the {key} accumulator leaves int32")
     return acc * scale
-
-
-def _layernorm(v, gamma, beta, eps):
-    c = v - v.mean(axis=-1, keepdims=True)
-    return c / np.sqrt((c * c).mean(axis=-1, keepdims=True) + eps) * gamma + beta
 
 
 def lowbit_forward(layers, x, heads, eps, *, trace=False):
@@ -322,8 +315,7 @@ class IntegerLowbit:
     def input(self, x):
         """Layer 0's int16 residual and int8 (smoothed) operand of float embeddings ``x``."""
         layer = self.layers[0]
-        x16 = np.clip(np.floor(x / self.x_scale + 0.5), -(1 << 15), (1 << 15) - 1).astype(np.int64)
-        return x16, _q8(x / layer.smooth["x"], layer.a_scale["x"])
+        return _q8(x, self.x_scale, 16), _q8(x / layer.smooth["x"], layer.a_scale["x"])
 
     def forward(self, x, valid=None):
         """Every layer's integer stages (a list of dicts) for float

