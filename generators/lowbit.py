@@ -253,7 +253,7 @@ def write_bench_precisions(out, checkpoint, rows):
     from .bench import columns, write_results
     table = columns(("precision", "precision", "{}"), ("texts", "texts", "{}"),
                     ("cos mean", "cosine_mean", "{:.4f}"), ("cos min", "cosine_min", "{:.4f}"),
-                    ("spearman", "spearman", "{:.4f}"),
+                    ("spearman", lambda r: "-" if r["spearman"] is None else f"{r['spearman']:.4f}"),
                     ("bytes/sentence", "bytes_per_sentence", "{:,.0f}"),
                     ("vs w16a16", "bytes_vs_w16a16", "{:.1%}"),
                     ("sent/s b1", "sentences_per_s_b1", "{:.2f}"),

@@ -138,6 +138,11 @@ def test_bench_model_precision_axis(tiny, tmp_path):
     assert rows[2]["sentences_per_s_b8"] > rows[2]["sentences_per_s_b1"] > rows[0]["sentences_per_s_b1"]
     assert "| w4a8 | 4 |" in (tmp_path / "bench.md").read_text()
     assert (tmp_path / "cosine_bytes.png").stat().st_size > 1000
+    # two sentences: no spearman (it needs three), a dash in the table
+    assert main(["bench", "model", "--precision", "--checkpoint", str(tiny[0].path), "--hw",
+                 str(TINY16_HW), "--sentences", "2", "--out", str(tmp_path / "two")]) == 0
+    assert "| w8a8 | 2 |" in (tmp_path / "two" / "bench.md").read_text()
+    assert json.loads((tmp_path / "two" / "bench.json").read_text())["results"][0]["spearman"] is None
 
 
 @pytest.mark.parametrize("name", ["w8a8", "w4a8"])
