@@ -209,6 +209,9 @@ def add_parsers(commands, sim_blocks, bench_blocks):
                        help="the smaller hardware config (default generators/configs/minilm_8x8.toml)")
     bench.add_argument("--sentences", type=int, default=0, metavar="N",
                        help="only the first N evaluation sentences (default all 24)")
+    bench.add_argument("--precision", action="store_true",
+                       help="the precision axis instead (W16A16, W8A8, W4A8; numerics models, no "
+                            "Verilator): quality, bytes per sentence, ULX3S sentences/s")
 
 
 def _add_common(sub):
@@ -257,6 +260,11 @@ def run_bench_model(args):
     texts = read_sentences(EVALUATION)
     if args.sentences:
         texts = texts[:args.sentences]
+    if args.precision:
+        from .lowbit import bench_precisions, write_bench_precisions
+        rows = bench_precisions(args.checkpoint, texts, args.hw, read_sentences(CALIBRATION))
+        write_bench_precisions(args.out, args.checkpoint, rows)
+        return 0
     results = []
     for hw in (args.hw, args.small_hw):
         print(f"model: {len(texts)} sentences on {hw}", file=sys.stderr, flush=True)
