@@ -262,6 +262,60 @@ def _unit(hw, op, model):
     return max(gap + cycles, math.ceil(read / hw.mem_bytes_per_cycle)), op.elements / cfg.lanes
 
 
+#: ECP5 DP16KD block RAM shapes (width, depth): 18 Kbit, 16 Kbit of it below 9 bits wide.
+ECP5_BRAM_SHAPES = ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384))
+#: Block RAMs of the ULX3S's LFE5U-85F.
+ECP5_85F_BRAMS = 208
+#: Memories at most this deep are taken as LUT RAM (ECP5 distributed RAM is
+#: 16 deep; yosys keeps shallow, wide buffers out of block RAM).
+LUTRAM_DEPTH = 32
+
+
+def engine_buffers(config):
+    """The staged GEMM engine's on-chip buffers (``config`` a
+    :class:`GemmConfig`): a list of ``(name, count, depth, width)`` memories
+    as :mod:`bertforge.rtl.gemm` and :mod:`bertforge.rtl.engine` declare
+    them. Every operand buffer holds two chunks (the loader fills one while
+    the array reads the other: double buffering) and every block buffer two
+    blocks."""
+    seg, kc, mt, p = config.segments, config.k_chunk, config.block_rows, config.panel
+    word = config.mem_width
+    if config.dataflow == "ws":
+        a = [("A operand", 1, 2 * seg * mt, word)]
+    else:
+        a = [("A operand (one per array row)", config.rows, 2 * seg, word)]
+    depth, width = (2 * -(-p // (config.mem_bytes // 4)), config.mem_bytes * 8) if config.compact \
+        else (2, p * 32)
+    out = a + [("B operand", 1, 2 * kc, word),
+               ("accumulator", 1, 2 * mt, p * config.acc_width)]
+    if not config.compact:
+        out.append(("old C", 1, 2 * mt, p * config.acc_width))
+    return out + [("bias", 1, depth, width), ("scales", 1, depth, width)]
+
+
+def block_rams(depth, width):
+    """ECP5 block RAMs one memory of ``depth`` x ``width`` bits takes, all of
+    it in block RAM."""
+    return min(-(-width // w) * -(-depth // d) for w, d in ECP5_BRAM_SHAPES)
+
+
+def buffer_report(config):
+    """The engine's buffers (:func:`engine_buffers`): ``memories``,
+    ``bytes``, ``block_rams`` (an estimate: memories deeper than
+    :data:`LUTRAM_DEPTH` in block RAM, the others LUT RAM),
+    ``block_rams_all`` (every buffer in block RAM: the upper bound) and
+    ``fits_85f`` (the estimate within the 85F's 208)."""
+    memories = [{"name": name, "count": count, "depth": depth, "width": width,
+                 "block_rams_all": count * block_rams(depth, width),
+                 "block_rams": count * block_rams(depth, width) if depth > LUTRAM_DEPTH else 0}
+                for name, count, depth, width in engine_buffers(config)]
+    brams = sum(m["block_rams"] for m in memories)
+    return {"memories": memories,
+            "bytes": sum(m["count"] * m["depth"] * m["width"] for m in memories) // 8,
+            "block_rams": brams, "block_rams_all": sum(m["block_rams_all"] for m in memories),
+            "fits_85f": brams <= ECP5_85F_BRAMS}
+
+
 def _gemm_bytes(hw, op, engine):
     """``(weights, activations, outputs, traffic)`` bytes of a GEMM
     operation: the distinct bytes of its weight operand (B of the
@@ -384,6 +438,7 @@ def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="in
         "bandwidth_gbps": hw.mem_bytes_per_cycle * hw.clock_mhz / 1e3,
         "memory": hw.memory.kind if not hw.memory.chip else f"{hw.memory.kind} {hw.memory.chip}",
         "memory_bound_operations": [r["operation"] for r in rows if r["bound"] == "memory"],
+        "engine_buffers": buffer_report(engine) if hw.sparse is None else None,
     }
     return {"totals": totals, "clock_status": hw.clock_status or None, "board": hw.board or None,
             "model": model, "seq": seq, "batch": batch, "training": training,

@@ -48,7 +48,8 @@ def encoder_config(hw, path):
 
 
 def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, p_req=0, p_data=0,
-                    p_wr=0, waves=False, quiet=True, workdir=None, check=True):
+                    p_wr=0, waves=False, quiet=True, workdir=None, check=True, memory=None,
+                    clock_mhz=100.0):
     """Run a stack of ``layers`` (EncoderLayer, one shape, quantized for
     ``config``) on the harness of ``config``, in one Verilator run, once
     per entry of ``runs``: ``(x, valid)``, layer 0's integer input (S x H)
@@ -78,8 +79,9 @@ def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, 
             "seed": seed, "lat_min": mem_latency, "lat_mask": lat_mask, "p_req": p_req,
             "p_data": p_data, "p_wr": p_wr, "read_bytes": regions[0]["read_bytes"],
             "timeout": 50_000_000}
+    sdram = () if memory is None or memory.ideal else (memory, clock_mhz)
     result = simulate(config, "bertforge.sim.encoder_tb", spec, harness=encoder_harness_verilog,
-                      extra=(abits,), waves=waves, workdir=workdir, quiet=quiet)
+                      extra=(abits, *sdram), waves=waves, workdir=workdir, quiet=quiet)
     out_runs = []
     for (x, valid), measured in zip(runs, result["runs"]):
         got = measured["image"]
@@ -118,7 +120,7 @@ def _operations(stamps, groups):
 
 
 def simulate_encoder(config, layer, *, mem_latency=1, seed=0, lat_mask=0, p_req=0, p_data=0,
-                     p_wr=0, waves=False, quiet=True, workdir=None):
+                     p_wr=0, waves=False, quiet=True, workdir=None, memory=None, clock_mhz=100.0):
     """Run ``layer`` on the harness of ``config`` (:func:`simulate_layers`
     with one layer and one run). Returns a dict: ``cycles``, ``ops``,
     ``match`` (every stage equals the golden model), ``mismatches`` (per
@@ -126,7 +128,8 @@ def simulate_encoder(config, layer, *, mem_latency=1, seed=0, lat_mask=0, p_req=
     ``cosine``, ``sim_seconds``, ``phases``."""
     result = simulate_layers(config, [layer], [(layer.xq, layer.valid)], mem_latency=mem_latency,
                              seed=seed, lat_mask=lat_mask, p_req=p_req, p_data=p_data, p_wr=p_wr,
-                             waves=waves, quiet=quiet, workdir=workdir)
+                             waves=waves, quiet=quiet, workdir=workdir, memory=memory,
+                             clock_mhz=clock_mhz)
     run = result["runs"][0][0]
     reference = encoder_float(layer)
     out = run["golden"]["out"] * layer.scales["out"]
@@ -181,7 +184,7 @@ def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, wa
     if not 1 <= hw.mem_latency <= 200:
         raise CliError(f"{hw_path}: the simulated memory takes mem_latency 1..200, not {hw.mem_latency}")
     notes = []
-    if hw.mem_bytes_per_cycle < config.gemm.mem_bytes:
+    if hw.memory.ideal and hw.mem_bytes_per_cycle < config.gemm.mem_bytes:
         notes.append(f"the simulated memory delivers {config.gemm.mem_bytes} bytes per cycle; "
                      f"predicted for that instead of {hw.mem_bytes_per_cycle:g}")
         hw = dataclasses.replace(hw, mem_bytes_per_cycle=float(config.gemm.mem_bytes))
@@ -190,7 +193,8 @@ def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, wa
     stalls = gap > 0 or stall > 0
     result = simulate_encoder(config, layer, mem_latency=hw.mem_latency, seed=seed,
                               lat_mask=3 if stalls else 0, p_req=int(stall * 256),
-                              p_data=int(gap * 256), p_wr=int(stall * 256), waves=waves, quiet=quiet)
+                              p_data=int(gap * 256), p_wr=int(stall * 256), waves=waves, quiet=quiet,
+                              memory=hw.memory, clock_mhz=hw.clock_mhz)
     operations = compare_operations(result["ops"], prediction)
     classes = compare_classes(operations)
     total, model_total = result["cycles"], prediction["total_cycles"]

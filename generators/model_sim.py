@@ -120,7 +120,7 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
     except ValueError as error:
         raise CliError(f"{Path(model.path).name} at sequence length {seq} does not fit {hw}: "
                        f"{error}") from None
-    if hardware.mem_bytes_per_cycle < config.gemm.mem_bytes:
+    if hardware.memory.ideal and hardware.mem_bytes_per_cycle < config.gemm.mem_bytes:
         import dataclasses
         hardware = dataclasses.replace(hardware, mem_bytes_per_cycle=float(config.gemm.mem_bytes))
     calibration = calibration or read_sentences(CALIBRATION)
@@ -131,7 +131,7 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
     out_scale = config.layernorm.out_scale
     runs = [(qmodel.input(tokens), len(tokens)) for tokens in ids]
     simulated = simulate_layers(config, qmodel.layers, runs, mem_latency=hardware.mem_latency,
-                                quiet=quiet)
+                                quiet=quiet, memory=hardware.memory, clock_mhz=hardware.clock_mhz)
     build_seconds = simulated["phases"]["build"]
     sentences, embeddings, references, operations = [], [], [], []
     match = True

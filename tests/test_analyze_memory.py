@@ -75,3 +75,19 @@ def test_roofline_png(tmp_path):
     png = (tmp_path / "roofline.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     assert "roofline.png.tmp.png" not in [p.name for p in tmp_path.iterdir()]
+
+
+def test_engine_buffers_hold_two_chunks_and_fit_the_85f():
+    from bertforge.generators.analyze import ECP5_85F_BRAMS, block_rams, buffer_report
+    hw = load_hardware(CONFIGS / "minilm.toml")
+    g = hw.gemm
+    report = buffer_report(g)
+    depth = {m["name"]: m["depth"] for m in report["memories"]}
+    assert depth["B operand"] == 2 * g.k_chunk                  # two chunks of K rows
+    assert depth["A operand (one per array row)"] == 2 * g.segments
+    assert depth["accumulator"] == 2 * g.block_rows              # two blocks
+    assert report["bytes"] == sum(m["count"] * m["depth"] * m["width"] for m in report["memories"]) // 8
+    assert report["block_rams"] <= report["block_rams_all"] and report["fits_85f"]
+    assert report["block_rams"] <= ECP5_85F_BRAMS
+    assert block_rams(1024, 18) == 1 and block_rams(512, 37) == 2 and block_rams(2048, 512) == 57
+    assert analyze("minilm-l6-h384", 16, hw)["totals"]["engine_buffers"] == report
