@@ -242,7 +242,9 @@ def _gemm(hw, op, engine):
     return one + (op.count - 1) * (two - one), op.count * ideal(config, command)
 
 
-def _unit(hw, op, model):
+def _unit(hw, op, model, commands=1):
+    """Cycles and ideal cycles of an elementwise operation run as
+    ``commands`` commands (each waits its own operation gap)."""
     cfg = getattr(hw, op.kind)
     limit = cfg.l_max if op.kind == "softmax" else getattr(cfg, "h_max", None)
     if limit is not None and op.length > limit:
@@ -254,7 +256,8 @@ def _unit(hw, op, model):
         beats = -(-op.elements // cfg.lanes)
         cycles = gelu_cycles(cfg, beats)
     else:
-        cycles = model(cfg, [op.length] * (op.count * op.rows))
+        cycles = commands * model(cfg, [op.length] * (op.count * op.rows // commands))
+    gap *= commands
     # Bytes read per element (writes have their own stream): softmax int32,
     # layernorm x and the residual, GELU one (of op.element_bytes each).
     read = op.elements * {"softmax": 4, "layernorm": 2 * op.element_bytes,
@@ -385,7 +388,9 @@ def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="in
             traffic, ops_count, compute = weights + acts + outs, op.elements, 0
         else:
             model_fn = {"softmax": softmax_cycles, "layernorm": layernorm_cycles}.get(op.kind)
-            cycles, ideal = _unit(hw, op, model_fn)
+            # the encoder top's program: a softmax command per sentence
+            per = batch if transpose and op.kind == "softmax" else 1
+            cycles, ideal = _unit(hw, op, model_fn, per)
             work = op.elements
             weights, acts, outs = _unit_bytes(op, engine)
             traffic, ops_count, compute = weights + acts + outs, op.elements, ideal

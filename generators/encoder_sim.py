@@ -170,17 +170,19 @@ def compare_classes(operations):
 
 
 def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, waves=False,
-                quiet=True):
-    """Simulate one layer and compare it; returns the result dict."""
+                quiet=True, batch=1):
+    """Simulate one layer (``batch`` sentences of ``seq`` tokens stacked)
+    and compare it; returns the result dict."""
     from bertforge.sim.encoder_golden import random_layer
     from bertforge.sim.encoder_run import check_shape
     hw = load_hardware(hw_path)
     config = encoder_config(hw, hw_path)
     shape = MODELS[model]
     try:
-        check_shape(config, seq, shape.hidden, shape.heads, shape.ffn)
+        check_shape(config, seq, shape.hidden, shape.heads, shape.ffn, batch)
     except ValueError as error:
-        raise CliError(f"{model} at sequence length {seq} does not fit {hw_path}: {error}") from None
+        raise CliError(f"{model} at sequence length {seq}, batch {batch} does not fit {hw_path}: "
+                       f"{error}") from None
     if not 1 <= hw.mem_latency <= 200:
         raise CliError(f"{hw_path}: the simulated memory takes mem_latency 1..200, not {hw.mem_latency}")
     notes = []
@@ -188,8 +190,8 @@ def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, wa
         notes.append(f"the simulated memory delivers {config.gemm.mem_bytes} bytes per cycle; "
                      f"predicted for that instead of {hw.mem_bytes_per_cycle:g}")
         hw = dataclasses.replace(hw, mem_bytes_per_cycle=float(config.gemm.mem_bytes))
-    prediction = analyze(model, seq, hw, bias=False, transpose=True)   # no biases; X^T on the engine
-    layer = random_layer(config, seq, shape.hidden, shape.heads, shape.ffn, seed=seed)
+    prediction = analyze(model, seq, hw, batch=batch, bias=False, transpose=True)  # no biases; X^T on the engine
+    layer = random_layer(config, seq, shape.hidden, shape.heads, shape.ffn, seed=seed, batch=batch)
     stalls = gap > 0 or stall > 0
     result = simulate_encoder(config, layer, mem_latency=hw.mem_latency, seed=seed,
                               lat_mask=3 if stalls else 0, p_req=int(stall * 256),
@@ -200,6 +202,7 @@ def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, wa
     total, model_total = result["cycles"], prediction["total_cycles"]
     return {
         "block": "encoder", "design": config.name, "hardware": hw.name, "model": model, "seq": seq,
+        "batch": batch,
         "seed": seed, "stalls": stalls, "commands": result["commands"],
         "cycles": total, "predicted_cycles": model_total,
         "difference": (total - model_total) / model_total,
@@ -229,6 +232,9 @@ def add_sim_args(sub):
                      help="layer shape (default tiny: hidden 64, 2 heads, FFN 256)")
     sub.add_argument("--seq", type=bounded_int(MAX_SEQ, "a simulated layer's sequence"), default=32,
                      help="sequence length (default 32)")
+    sub.add_argument("--batch", type=bounded_int(64, "a simulated layer's batch"), default=1,
+                     help="sentences stacked along M in the projections and the FFN; attention "
+                          "per sentence (default 1)")
 
 
 def random_stimulus(config, args, rng):
@@ -237,7 +243,7 @@ def random_stimulus(config, args, rng):
 
 def run(config, stimulus, args):
     return run_encoder(args.hw, model=args.model, seq=args.seq, seed=args.seed, gap=args.gap,
-                       stall=args.stall, waves=args.waves, quiet=args.json)
+                       stall=args.stall, waves=args.waves, quiet=args.json, batch=args.batch)
 
 
 def report(result, as_json):
@@ -245,7 +251,7 @@ def report(result, as_json):
         print(json.dumps(result, indent=2, sort_keys=True))
         return
     print(f"{result['design']}: {result['model']} encoder layer, seq {result['seq']}, "
-          f"{result['commands']} commands")
+          f"batch {result['batch']}, {result['commands']} commands")
     print(f"  {'cycles':<17} {result['cycles']:,}")
     print(f"  {'predicted_cycles':<17} {result['predicted_cycles']:,} "
           f"({result['difference']:+.2%} measured vs predicted)")
