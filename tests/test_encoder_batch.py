@@ -11,9 +11,12 @@ import numpy as np
 import pytest
 
 from bertforge.generators.analyze import analyze, load_hardware
-from bertforge.generators.encoder_sim import TINY_HW, encoder_config, run_encoder
+from bertforge.generators.encoder_sim import TINY16_HW, TINY_HW, encoder_config, run_encoder
+from bertforge.generators.model_sim import encode
 from bertforge.sim.encoder_golden import encoder_golden, random_layer
 from bertforge.sim.encoder_run import check_shape, encoder_program, program_commands
+
+from checkpoint_helpers import write_checkpoint
 
 CONFIG = encoder_config(load_hardware(TINY_HW), TINY_HW)
 ROWS = ("q", "v", "ctx", "attn", "ln1", "h1", "g", "f", "out")
@@ -60,3 +63,21 @@ def test_batch_of_two_in_verilator():
         if op["operation"] != "input transpose":   # see test_encoder_verilator.py
             assert op["cycles"] == op["predicted"], op
     assert abs(result["difference"]) <= 0.01
+
+
+def test_sim_model_batch_of_two_gives_each_sentence_its_embedding(tmp_path):
+    """``sim model --batch 2`` on the random checkpoint (tiny16.toml, as
+    test_model_verilator.py; texts of at most 4 tokens, so that both runs
+    share that test's Verilator build): three texts, so the second batch is
+    filled up; every layer bit-exact and the embeddings those of batch 1."""
+    checkpoint = write_checkpoint(tmp_path / "random-bert")
+    texts = ["rain falls", "rain", "falls"]
+    one = encode(texts, checkpoint=str(checkpoint), hw=str(TINY16_HW))
+    two = encode(texts, checkpoint=str(checkpoint), hw=str(TINY16_HW), batch=2)
+    assert one["match"] and two["match"] and two["batch"] == 2
+    assert np.array_equal(one["embeddings"], two["embeddings"])
+    assert len(two["sentences"]) == 3 and two["seq"] == 4
+    # two batches of two sentences against three single runs: fewer cycles a sentence
+    assert two["cycles"] < one["cycles"]
+    for c in two["classes"]:
+        assert abs(c["difference"]) <= 0.02, c
