@@ -35,6 +35,7 @@ import dataclasses
 import math
 
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
+from bertforge.rtl.params import check_choice, check_int
 
 __all__ = ["MemoryConfig", "CHIPS", "BOARDS", "memory_from_table", "schedule", "add_sdram_gate"]
 
@@ -67,14 +68,11 @@ class MemoryConfig:
     columns: int = 512
 
     def __post_init__(self):
-        if self.kind not in ("ideal", "sdr"):
-            raise ParameterError(f'kind must be "ideal" or "sdr", not {self.kind!r}')
+        check_choice("kind", self.kind, ("ideal", "sdr"))
         if not isinstance(self.chip, str):
             raise ParameterTypeError(f"chip must be a string, not {self.chip!r}")
         for name in ("data_width", "cas_latency", "burst_length", "banks", "columns"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ParameterError(f"{name} must be a positive integer, not {value!r}")
+            check_int(name, getattr(self, name))
         for name in ("data_width", "burst_length", "banks", "columns"):
             value = getattr(self, name)
             if value & (value - 1):

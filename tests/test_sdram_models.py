@@ -64,7 +64,7 @@ def test_memory_section():
         memory_from_table({"board": "de10"})
     with pytest.raises(ValueError, match=r"^unknown memory field 'tck'; fields: "):
         memory_from_table({"tck": 1})
-    with pytest.raises(ValueError, match=r'^kind must be "ideal" or "sdr", not \'ddr\'$'):
+    with pytest.raises(ValueError, match=r"^kind must be 'ideal' or 'sdr', not 'ddr'$"):
         MemoryConfig(kind="ddr")
     with pytest.raises(ValueError, match=r"^banks must be a power of two, not 3$"):
         MemoryConfig(banks=3)
