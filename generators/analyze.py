@@ -75,7 +75,7 @@ from bertforge.rtl.gemm import GemmConfig
 from bertforge.rtl.layernorm import LayerNormConfig
 from bertforge.rtl.softmax import SoftmaxConfig
 from bertforge.rtl.sparse_engine import SparseEngineConfig
-from bertforge.sim.encoder_cycles import operation_gap
+from bertforge.sim.encoder_cycles import ADAPTER_FILL, operation_gap
 from bertforge.sim.gelu_cycles import gelu_cycles
 from bertforge.sim.gemm_cycles import chunks, gemm_cycles, ideal_cycles, load_beats
 from bertforge.sim.sdram import MemoryConfig, memory_from_table
@@ -235,11 +235,35 @@ def _gemm(hw, op, engine):
         n, m = hw.pattern if op.sparse_weights else (1, 1)
         command.update(pat_n=n, pat_m=m)
         model, config, ideal = sparse_engine_cycles, hw.sparse, sparse_ideal_cycles
-    one = model(config, [command], lat=hw.mem_latency, bw=hw.mem_bytes_per_cycle)["cycles"]
+    bw = hw.mem_bytes_per_cycle if hw.memory.ideal else _sdram_bandwidth(hw, op, engine, command)
+    one = model(config, [command], lat=hw.mem_latency, bw=bw)["cycles"]
     if op.count == 1:
         return one, ideal(config, command)
-    two = model(config, [command] * 2, lat=hw.mem_latency, bw=hw.mem_bytes_per_cycle)["cycles"]
+    two = model(config, [command] * 2, lat=hw.mem_latency, bw=bw)["cycles"]
     return one + (op.count - 1) * (two - one), op.count * ideal(config, command)
+
+
+def _sdram_bandwidth(hw, op, engine, command):
+    """Bytes per cycle the SDRAM gives the engine's reads of one command of
+    ``op``: its read beats at the SDRAM's word cycles, plus a row miss
+    (tRP + tRCD) each time a request enters another SDRAM row (row-major
+    operands: A rows ``K`` elements apart, B rows ``N`` apart; a strided
+    row crosses into the next row once per ``row bytes / stride``
+    requests), plus refresh."""
+    mem, mb = hw.memory, engine.mem_bytes
+    t = mem.timing(hw.clock_mhz)
+    page = mem.row_words(engine.mem_width) * mb
+    eb = engine.width // 8
+    beats = misses = 0.0
+    for ch in chunks(engine, command):
+        beats += load_beats(engine, ch)
+        a_bytes = -(-ch["k_len"] // engine.lanes) * mb     # an A row's request
+        for rows, stride, size in ((ch["m_len"], op.k * eb, a_bytes),
+                                   (ch["k_len"], op.n * eb, mb)):
+            span = rows * size if stride <= size else rows * stride   # contiguous, or strided
+            misses += min(rows, span / page)
+    cycles = beats * mem.word_cycles(engine.mem_width, hw.clock_mhz) + misses * (t["trp"] + t["trcd"])
+    return beats * mb / cycles * (1 - (t["trp"] + t["trfc"]) / t["trefi"])
 
 
 def _unit(hw, op, model, commands=1):
@@ -262,6 +286,16 @@ def _unit(hw, op, model, commands=1):
     # layernorm x and the residual, GELU one (of op.element_bytes each).
     read = op.elements * {"softmax": 4, "layernorm": 2 * op.element_bytes,
                           "gelu": op.element_bytes}[op.kind]
+    if not hw.memory.ideal:     # the SDRAM streams the operands: fill, the reads, the last row's tail
+        eb = max(op.element_bytes, hw.gemm.width // 8)
+        read = op.elements * {"softmax": 4, "layernorm": 2 * eb, "gelu": eb}[op.kind]
+        if op.kind == "layernorm":
+            read += commands * 2 * op.length * eb        # gamma and beta
+        beats = -(-op.length // cfg.lanes)
+        tail = (gelu_cycles(cfg, 1) - 1 if op.kind == "gelu"
+                else model(cfg, [op.length]) - beats)
+        streamed = commands * (ADAPTER_FILL + hw.mem_latency + tail) + read / hw.mem_bytes_per_cycle
+        return max(gap + cycles, math.ceil(streamed)), op.elements / cfg.lanes
     return max(gap + cycles, math.ceil(read / hw.mem_bytes_per_cycle)), op.elements / cfg.lanes
 
 
