@@ -66,7 +66,10 @@ def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, 
     golden model run on the hardware's own input of that layer)."""
     from bertforge.sim.encoder_run import layer_program, model_program
     layers[0].xq = np.asarray(runs[0][0], dtype=np.int64)
-    image, _, regions, groups, abits = model_program(config, layers)     # the weights, once
+    sdram = () if memory is None or memory.ideal else (memory, clock_mhz)
+    banks = (memory.row_words(config.gemm.mem_width) * config.gemm.mem_bytes, memory.banks) \
+        if sdram else None
+    image, _, regions, groups, abits = model_program(config, layers, banks=banks)  # the weights, once
     programs = []
     for _, valid in runs:                # a run's programs differ only in the softmax's valid
         for layer in layers:
@@ -79,7 +82,6 @@ def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, 
             "seed": seed, "lat_min": mem_latency, "lat_mask": lat_mask, "p_req": p_req,
             "p_data": p_data, "p_wr": p_wr, "read_bytes": regions[0]["read_bytes"],
             "timeout": 50_000_000}
-    sdram = () if memory is None or memory.ideal else (memory, clock_mhz)
     result = simulate(config, "bertforge.sim.encoder_tb", spec, harness=encoder_harness_verilog,
                       extra=(abits, *sdram), waves=waves, workdir=workdir, quiet=quiet)
     out_runs = []

@@ -28,6 +28,8 @@ OPERATIONS = [
 #: Activation tensors of a layer in memory order (layer 0 also has ``x``; a
 #: later layer's ``x`` is the previous layer's ``out``).
 ACTIVATIONS = ("xt", "q", "kt", "v", "scores", "p", "ctx", "attn", "ln1", "h1", "g", "f", "out")
+#: The layernorms' interleaved sources: each tensor and the one read beside it.
+PARTNERS = {"attn": "x", "f": "ln1"}
 
 
 def program_commands(seq, heads, batch=1):
@@ -71,7 +73,7 @@ def encoder_program(config, layer):
     return image, programs[0], regions[0], groups[0], abits
 
 
-def model_program(config, layers):
+def model_program(config, layers, *, banks=None):
     """``(image, programs, regions, groups, abits)`` of a stack of layers
     (:class:`~bertforge.sim.encoder_golden.EncoderLayer`, one shape): the
     memory image (layer 0's input, every layer's weights, the constant 1 the
@@ -79,7 +81,12 @@ def model_program(config, layers):
     the byte address of each tensor, per layer the command indices of each
     of :data:`OPERATIONS`, and the memory's address bits. Activations come
     first (every layer's own, so each can be read back and checked; layer
-    ``l``'s input is layer ``l - 1``'s ``out``), then the weights."""
+    ``l``'s input is layer ``l - 1``'s ``out``), then the weights.
+
+    ``banks`` (``(row bytes, banks)`` of an SDRAM, or None): the two
+    sources a layernorm interleaves (``attn`` and ``x``, ``f`` and
+    ``ln1``) start half the banks apart, so that their rows never share a
+    bank (each would close the other's row on every access)."""
     first = layers[0]
     S, H, F, heads, B = first.seq, first.hidden, first.ffn, first.heads, first.batch
     check_shape(config, S, H, heads, F, B)
@@ -104,6 +111,9 @@ def model_program(config, layers):
             raise ParameterError(f"layer {index} has another shape than layer 0")
         r = {"x": take(act["x"]) if index == 0 else regions[-1]["out"]}
         for name in ACTIVATIONS:
+            if banks is not None and name in PARTNERS:     # half the banks after its partner
+                period = banks[0] * banks[1]
+                cursor += (r[PARTNERS[name]] + period // 2 - cursor) % period
             r[name] = take(act[name])
         regions.append(r)
     read_bytes = cursor

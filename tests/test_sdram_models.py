@@ -119,3 +119,16 @@ def test_hdl_gate_equals_schedule():
     expected = schedule(memory, WIDTH, CLOCK, requests, latency=1)
     assert run_gate(memory, requests, 1) == expected
     assert any(t[0] > c + 4 + 2 for (c, _, _), t in zip(requests, expected))   # misses and waits
+
+
+def test_encoder_layout_keeps_interleaved_streams_in_other_banks():
+    from bertforge.generators.analyze import load_hardware
+    from bertforge.generators.encoder_sim import TINY_HW, encoder_config
+    from bertforge.sim.encoder_golden import random_layer
+    from bertforge.sim.encoder_run import model_program
+    config = encoder_config(load_hardware(TINY_HW), TINY_HW)
+    layers = [random_layer(config, 16, 64, 2, 256, seed=0) for _ in range(2)]
+    plain = model_program(config, layers)[2]
+    assert (plain[0]["attn"] - plain[0]["x"]) % 4096 == 512       # rows share banks half the time
+    for r in model_program(config, layers, banks=(1024, 4))[2]:   # 1 KB rows, 4 banks
+        assert (r["attn"] - r["x"]) % 4096 == 2048 and (r["f"] - r["ln1"]) % 4096 == 2048
