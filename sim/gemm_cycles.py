@@ -165,8 +165,8 @@ def scheduler_offsets(config, counts):
     next command's first descriptor :data:`SCHEDULER_COMMAND` ``+
     dim_width`` cycles after the previous command's last (it takes the
     command once its output register is empty, then multiplies for the
-    range check). A lower bound on when a chunk can load: the stage queues
-    may hold the scheduler back further (not modelled)."""
+    range check). :func:`timeline` adds when the stage queues have room
+    (:data:`SCHEDULER_ROOM`)."""
     offsets = []
     for count in counts:
         for index in range(count):
@@ -178,6 +178,12 @@ def scheduler_offsets(config, counts):
 #: Cycles from a block's last row leaving the writer to the scheduler's
 #: emitting a block that waited for room in the writer's stage queue.
 WRITER_POP = 5
+#: Cycles from the end of chunk ``i``'s feed until the stage queues (and the
+#: scheduler's output register) take the descriptor of chunk ``i +
+#: stage_queue + 1``: the queues hold ``stage_queue`` chunks each and pop a
+#: chunk once its stage is done with it (measured: commands of many short
+#: chunks, e.g. the encoder's H x 1 x 1 transposes, to a few cycles).
+SCHEDULER_ROOM = 29
 #: Cycles between two descriptors of one command (the scheduler's output register).
 SCHEDULER_CHUNK = 2
 #: Cycles between a command's last descriptor and the next command's first, less ``dim_width``.
@@ -213,6 +219,9 @@ def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact, emitt
         begin = mem_free
         if emitted is not None:     # not before the scheduler has emitted it
             emit = start if index == 0 else emit + emitted[index]
+            room = index - config.stage_queue - 1     # the stage queues hold stage_queue chunks
+            if room >= 0:
+                emit = max(emit, feed[room][1] + SCHEDULER_ROOM)
             begin = max(begin, emit + lat)
         if index >= 2:   # its buffer slot frees once chunk index-2 is fed
             begin = max(begin, feed[index - 2][1] + lat + 3)
