@@ -59,7 +59,8 @@ def check_shape(config, seq, hidden, heads, ffn, batch=1):
     if hidden % heads:
         raise ParameterError(f"hidden {hidden} is not a multiple of heads {heads}")
     if program_commands(seq, heads, batch) > MAX_COMMANDS:
-        raise ParameterError(f"a layer of {batch} x sequence length {seq} and {heads} heads needs "
+        sentences = "" if batch == 1 else f"{batch} x "
+        raise ParameterError(f"a layer of {sentences}sequence length {seq} and {heads} heads needs "
                              f"{program_commands(seq, heads, batch)} commands; the harness queue "
                              f"holds {MAX_COMMANDS}")
 
