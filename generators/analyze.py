@@ -75,15 +75,16 @@ from bertforge.rtl.gemm import GemmConfig
 from bertforge.rtl.layernorm import LayerNormConfig
 from bertforge.rtl.softmax import SoftmaxConfig
 from bertforge.rtl.sparse_engine import SparseEngineConfig
-from bertforge.sim.encoder_cycles import operation_gap
+from bertforge.sim.encoder_cycles import ADAPTER_FILL, operation_gap
 from bertforge.sim.gelu_cycles import gelu_cycles
-from bertforge.sim.gemm_cycles import gemm_cycles, ideal_cycles
+from bertforge.sim.gemm_cycles import chunks, gemm_cycles, ideal_cycles, load_beats
+from bertforge.sim.sdram import MemoryConfig, memory_from_table
 from bertforge.sim.layernorm_cycles import layernorm_cycles
 from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles, sparse_ideal_cycles
 from bertforge.sim.sparse_golden import check_pattern, parse_pattern
 from bertforge.sim.softmax_cycles import softmax_cycles
 from .presets import ConfigError
-from .workload import Operation, encoder_layer
+from .workload import MODELS, Operation, encoder_layer
 
 __all__ = ["Hardware", "load_hardware", "hardware_from_table", "analyze", "CLASSES", "format_table", "write_outputs"]
 
@@ -106,6 +107,15 @@ class Hardware:
     mem_latency: int = 1
     sparse: SparseEngineConfig = None
     pattern: tuple = None
+    memory: MemoryConfig = MemoryConfig()
+    clock_status: str = ""      # "reached" (a board build closed clock_mhz) or "what-if"
+    board: str = ""             # the board build the clock statement refers to
+    board_mhz: float = 0.0      # the clock that build reached (0: none)
+
+    @property
+    def board_clock_mhz(self):
+        """The clock to quote time at on a board: the one its build reached, else clock_mhz."""
+        return self.board_mhz or self.clock_mhz
 
 
 def _load_sparse(path, table, gemm):
@@ -143,10 +153,10 @@ def load_hardware(path):
 def hardware_from_table(table, path, default_name):
     """A :class:`Hardware` from the parsed TOML ``table`` of a hardware
     config; errors name ``path``; named ``default_name`` unless [hardware] names it."""
-    unknown = sorted(set(table) - set(_UNITS) - {"hardware", "sparse"})
+    unknown = sorted(set(table) - set(_UNITS) - {"hardware", "sparse", "memory"})
     if unknown:
         raise ConfigError(f"{path}: unknown section [{unknown[0]}]; sections: hardware, "
-                          f"{', '.join(_UNITS)}, sparse")
+                          f"{', '.join(_UNITS)}, sparse, memory")
     units = {}
     for name, cls in _UNITS.items():
         fields = table.get(name, {})
@@ -159,7 +169,8 @@ def hardware_from_table(table, path, default_name):
         except (TypeError, ValueError) as error:
             raise ConfigError(f"{path}: [{name}] {error}") from None
     hw = table.get("hardware", {})
-    allowed = {"clock_mhz", "mem_bytes_per_cycle", "mem_latency", "name"}
+    allowed = {"clock_mhz", "mem_bytes_per_cycle", "mem_latency", "name", "clock_status", "board",
+               "board_mhz"}
     bad = sorted(set(hw) - allowed)
     if bad:
         raise ConfigError(f"{path}: unknown hardware field {bad[0]!r}; fields: {', '.join(sorted(allowed))}")
@@ -168,10 +179,32 @@ def hardware_from_table(table, path, default_name):
             raise ConfigError(f"{path}: {key} must be a positive number, not {hw[key]!r}")
     if "mem_latency" in hw and not (isinstance(hw["mem_latency"], int) and hw["mem_latency"] >= 1):
         raise ConfigError(f"{path}: mem_latency must be a positive integer, not {hw['mem_latency']!r}")
+    if hw.get("clock_status", "reached") not in ("reached", "what-if"):
+        raise ConfigError(f'{path}: clock_status must be "reached" or "what-if", not '
+                          f'{hw["clock_status"]!r}')
+    if "board_mhz" in hw and not (isinstance(hw["board_mhz"], (int, float)) and hw["board_mhz"] > 0):
+        raise ConfigError(f"{path}: board_mhz must be a positive number, not {hw['board_mhz']!r}")
     sparse, pattern = _load_sparse(path, table, units["gemm"])
-    return Hardware(sparse=sparse, pattern=pattern, name=hw.get("name", default_name), clock_mhz=float(hw.get("clock_mhz", 200.0)),
-                    mem_bytes_per_cycle=float(hw.get("mem_bytes_per_cycle", 64.0)),
-                    mem_latency=int(hw.get("mem_latency", 1)), **units)
+    try:
+        memory = memory_from_table(table.get("memory", {}))
+        if not memory.ideal:
+            memory.row_words(units["gemm"].mem_width)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{path}: [memory] {error}") from None
+    clock = float(hw.get("clock_mhz", 200.0))
+    bandwidth = float(hw.get("mem_bytes_per_cycle", 64.0))
+    latency = int(hw.get("mem_latency", 1))
+    if not memory.ideal:    # the SDRAM's sustained bandwidth; its CAS latency on the read latency
+        if "mem_bytes_per_cycle" in hw:
+            raise ConfigError(f"{path}: with an sdr [memory] the bandwidth follows from its "
+                              "timings; remove [hardware] mem_bytes_per_cycle")
+        bandwidth = memory.sustained_bytes_per_cycle(units["gemm"].mem_width, clock)
+        latency += memory.cas_latency
+    return Hardware(sparse=sparse, pattern=pattern, name=hw.get("name", default_name),
+                    clock_mhz=clock, mem_bytes_per_cycle=bandwidth, mem_latency=latency,
+                    memory=memory, clock_status=hw.get("clock_status", ""),
+                    board=str(hw.get("board", "")), board_mhz=float(hw.get("board_mhz", 0.0)),
+                    **units)
 
 
 def _precision_engine(hw, precision):
@@ -201,14 +234,40 @@ def _gemm(hw, op, engine):
         n, m = hw.pattern if op.sparse_weights else (1, 1)
         command.update(pat_n=n, pat_m=m)
         model, config, ideal = sparse_engine_cycles, hw.sparse, sparse_ideal_cycles
-    one = model(config, [command], lat=hw.mem_latency, bw=hw.mem_bytes_per_cycle)["cycles"]
+    bw = hw.mem_bytes_per_cycle if hw.memory.ideal else _sdram_bandwidth(hw, op, engine, command)
+    one = model(config, [command], lat=hw.mem_latency, bw=bw)["cycles"]
     if op.count == 1:
         return one, ideal(config, command)
-    two = model(config, [command] * 2, lat=hw.mem_latency, bw=hw.mem_bytes_per_cycle)["cycles"]
+    two = model(config, [command] * 2, lat=hw.mem_latency, bw=bw)["cycles"]
     return one + (op.count - 1) * (two - one), op.count * ideal(config, command)
 
 
-def _unit(hw, op, model):
+def _sdram_bandwidth(hw, op, engine, command):
+    """Bytes per cycle the SDRAM gives the engine's reads of one command of
+    ``op``: its read beats at the SDRAM's word cycles, plus a row miss
+    (tRP + tRCD) each time a request enters another SDRAM row (row-major
+    operands: A rows ``K`` elements apart, B rows ``N`` apart; a strided
+    row crosses into the next row once per ``row bytes / stride``
+    requests), plus refresh."""
+    mem, mb = hw.memory, engine.mem_bytes
+    t = mem.timing(hw.clock_mhz)
+    page = mem.row_words(engine.mem_width) * mb
+    eb = engine.width // 8
+    beats = misses = 0.0
+    for ch in chunks(engine, command):
+        beats += load_beats(engine, ch)
+        a_bytes = -(-ch["k_len"] // engine.lanes) * mb     # an A row's request
+        for rows, stride, size in ((ch["m_len"], op.k * eb, a_bytes),
+                                   (ch["k_len"], op.n * eb, mb)):
+            span = rows * size if stride <= size else rows * stride   # contiguous, or strided
+            misses += min(rows, span / page)
+    cycles = beats * mem.word_cycles(engine.mem_width, hw.clock_mhz) + misses * (t["trp"] + t["trcd"])
+    return beats * mb / cycles * (1 - (t["trp"] + t["trfc"]) / t["trefi"])
+
+
+def _unit(hw, op, model, commands=1):
+    """Cycles and ideal cycles of an elementwise operation run as
+    ``commands`` commands (each waits its own operation gap)."""
     cfg = getattr(hw, op.kind)
     limit = cfg.l_max if op.kind == "softmax" else getattr(cfg, "h_max", None)
     if limit is not None and op.length > limit:
@@ -220,12 +279,118 @@ def _unit(hw, op, model):
         beats = -(-op.elements // cfg.lanes)
         cycles = gelu_cycles(cfg, beats)
     else:
-        cycles = model(cfg, [op.length] * (op.count * op.rows))
+        cycles = commands * model(cfg, [op.length] * (op.count * op.rows // commands))
+    gap *= commands
     # Bytes read per element (writes have their own stream): softmax int32,
     # layernorm x and the residual, GELU one (of op.element_bytes each).
     read = op.elements * {"softmax": 4, "layernorm": 2 * op.element_bytes,
                           "gelu": op.element_bytes}[op.kind]
+    if not hw.memory.ideal:     # the SDRAM streams the operands: fill, the reads, the last row's tail
+        eb = max(op.element_bytes, hw.gemm.width // 8)
+        read = op.elements * {"softmax": 4, "layernorm": 2 * eb, "gelu": eb}[op.kind]
+        if op.kind == "layernorm":
+            read += commands * 2 * op.length * eb        # gamma and beta
+        beats = -(-op.length // cfg.lanes)
+        tail = (gelu_cycles(cfg, 1) - 1 if op.kind == "gelu"
+                else model(cfg, [op.length]) - beats)
+        streamed = commands * (ADAPTER_FILL + hw.mem_latency + tail) + read / hw.mem_bytes_per_cycle
+        return max(gap + cycles, math.ceil(streamed)), op.elements / cfg.lanes
     return max(gap + cycles, math.ceil(read / hw.mem_bytes_per_cycle)), op.elements / cfg.lanes
+
+
+#: ECP5 DP16KD block RAM shapes (width, depth): 18 Kbit, 16 Kbit of it below 9 bits wide.
+ECP5_BRAM_SHAPES = ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384))
+#: Block RAMs of the ULX3S's LFE5U-85F.
+ECP5_85F_BRAMS = 208
+#: Memories at most this deep are taken as LUT RAM (ECP5 distributed RAM is
+#: 16 deep; yosys keeps shallow, wide buffers out of block RAM).
+LUTRAM_DEPTH = 32
+
+
+def engine_buffers(config):
+    """The staged GEMM engine's on-chip buffers (``config`` a
+    :class:`GemmConfig`): a list of ``(name, count, depth, width)`` memories
+    as :mod:`bertforge.rtl.gemm` and :mod:`bertforge.rtl.engine` declare
+    them. Every operand buffer holds two chunks (the loader fills one while
+    the array reads the other: double buffering) and every block buffer two
+    blocks."""
+    seg, kc, mt, p = config.segments, config.k_chunk, config.block_rows, config.panel
+    word = config.mem_width
+    if config.dataflow == "ws":
+        a = [("A operand", 1, 2 * seg * mt, word)]
+    else:
+        a = [("A operand (one per array row)", config.rows, 2 * seg, word)]
+    depth, width = (2 * -(-p // (config.mem_bytes // 4)), config.mem_bytes * 8) if config.compact \
+        else (2, p * 32)
+    out = a + [("B operand", 1, 2 * kc, word),
+               ("accumulator", 1, 2 * mt, p * config.acc_width)]
+    if not config.compact:
+        out.append(("old C", 1, 2 * mt, p * config.acc_width))
+    return out + [("bias", 1, depth, width), ("scales", 1, depth, width)]
+
+
+def block_rams(depth, width):
+    """ECP5 block RAMs one memory of ``depth`` x ``width`` bits takes, all of
+    it in block RAM."""
+    return min(-(-width // w) * -(-depth // d) for w, d in ECP5_BRAM_SHAPES)
+
+
+def buffer_report(config):
+    """The engine's buffers (:func:`engine_buffers`): ``memories``,
+    ``bytes``, ``block_rams`` (an estimate: memories deeper than
+    :data:`LUTRAM_DEPTH` in block RAM, the others LUT RAM),
+    ``block_rams_all`` (every buffer in block RAM: the upper bound) and
+    ``fits_85f`` (the estimate within the 85F's 208)."""
+    memories = [{"name": name, "count": count, "depth": depth, "width": width,
+                 "block_rams_all": count * block_rams(depth, width),
+                 "block_rams": count * block_rams(depth, width) if depth > LUTRAM_DEPTH else 0}
+                for name, count, depth, width in engine_buffers(config)]
+    brams = sum(m["block_rams"] for m in memories)
+    return {"memories": memories,
+            "bytes": sum(m["count"] * m["depth"] * m["width"] for m in memories) // 8,
+            "block_rams": brams, "block_rams_all": sum(m["block_rams_all"] for m in memories),
+            "fits_85f": brams <= ECP5_85F_BRAMS}
+
+
+def _gemm_bytes(hw, op, engine):
+    """``(weights, activations, outputs, traffic)`` bytes of a GEMM
+    operation: the distinct bytes of its weight operand (B of the
+    projections and FFN, A of the k projection, with their bias and scale
+    words), of its activation operands, of its results, and ``traffic``:
+    what the engine reads and writes (its chunks' read beats, A and B read
+    again for every panel and block of rows, plus the results)."""
+    eb = engine.width // 8
+    narrow = op.int8_out and not engine.bf16
+    a, b = op.m * op.k * eb, op.k * op.n * eb
+    out = op.m * op.n * (eb if narrow else 4)
+    extra = 4 * op.n * (int(op.bias) + int(op.per_channel and narrow))
+    if op.sparse_weights:
+        weights, acts = b + extra, a
+    elif op.name == "k projection":
+        weights, acts = a + extra, b
+    else:
+        weights, acts = extra, a + b
+    if hw.sparse is None:
+        command = {"m": op.m, "k": op.k, "n": op.n, "int8": int(narrow), "bias": int(op.bias),
+                   "per_channel": int(op.per_channel and narrow)}
+        reads = sum(load_beats(engine, ch) for ch in chunks(engine, command)) * engine.mem_bytes
+    else:
+        reads = a + b + extra
+    return (op.count * weights, op.count * acts, op.count * out, op.count * (reads + out))
+
+
+def _unit_bytes(op, engine):
+    """``(weights, activations, outputs)`` bytes of an elementwise operation
+    (layernorm's gamma and beta are its weights); activations are as wide
+    as the GEMM engine's operands (int16 on a width-16 engine)."""
+    eb = max(op.element_bytes, engine.width // 8)
+    if op.kind == "softmax":
+        return 0, op.elements * 4, op.elements * eb
+    if op.kind == "layernorm":
+        return op.count * 2 * op.length * eb, op.elements * 2 * eb, op.elements * eb
+    if op.kind == "gelu":
+        return 0, op.elements * eb, op.elements * eb
+    return 0, op.elements * op.passes * op.element_bytes, 0
 
 
 def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="int8",
@@ -247,20 +412,34 @@ def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="in
         if op.kind == "gemm":
             cycles, ideal = _gemm(hw, op, engine)
             work = op.macs
+            weights, acts, outs, traffic = _gemm_bytes(hw, op, engine)
+            ops_count, compute = 2 * op.macs, ideal
         elif op.kind in ("other", "optimizer"):
             cycles = math.ceil(op.elements * op.passes * op.element_bytes / hw.mem_bytes_per_cycle)
             ideal, work = None, op.elements
+            weights, acts, outs = _unit_bytes(op, engine)
+            traffic, ops_count, compute = weights + acts + outs, op.elements, 0
         else:
             model_fn = {"softmax": softmax_cycles, "layernorm": layernorm_cycles}.get(op.kind)
-            cycles, ideal = _unit(hw, op, model_fn)
+            # the encoder top's program: a softmax command per sentence
+            per = batch if transpose and op.kind == "softmax" else 1
+            cycles, ideal = _unit(hw, op, model_fn, per)
             work = op.elements
+            weights, acts, outs = _unit_bytes(op, engine)
+            traffic, ops_count, compute = weights + acts + outs, op.elements, ideal
+        memory_cycles = traffic / hw.mem_bytes_per_cycle
         kind = "gemm backward" if op.kind == "gemm" and op.backward else op.kind
         phase = "optimizer" if op.kind == "optimizer" else "backward" if op.backward else "forward"
         rows.append({"operation": op.name, "class": kind, "phase": phase, "count": op.count,
                      "shape": f"{op.m}x{op.k}x{op.n}" if op.kind == "gemm" else f"{op.rows}x{op.length}",
                      "work": work, "work_unit": "MACs" if op.kind == "gemm" else "elements",
                      "cycles": int(cycles), "ideal_cycles": ideal,
-                     "utilization": (ideal / cycles) if ideal else None})
+                     "utilization": (ideal / cycles) if ideal else None,
+                     "bytes": {"weights": weights, "activations": acts, "outputs": outs},
+                     "traffic_bytes": traffic, "ops": ops_count,
+                     "intensity": ops_count / traffic if traffic else None,
+                     "memory_cycles": memory_cycles,
+                     "bound": "memory" if memory_cycles > compute else "compute"})
     total = sum(r["cycles"] for r in rows)
     for r in rows:
         r["share"] = r["cycles"] / total
@@ -279,7 +458,28 @@ def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="in
     phases = {phase: sum(r["cycles"] for r in rows if r["phase"] == phase)
               for phase in ("forward", "backward", "optimizer")}
     memory_bound = sum(c["cycles"] for c in classes if c["class"] in MEMORY_BOUND)
-    return {"model": model, "seq": seq, "batch": batch, "training": training,
+    layers = (MODELS[model] if isinstance(model, str) else model).layers
+    moved = {key: sum(r["bytes"][key] for r in rows) for key in ("weights", "activations", "outputs")}
+    gemm = engine.rows * engine.cols
+    totals = {
+        "layers": layers,
+        "bytes_per_sentence": layers * sum(moved.values()) / batch,
+        "traffic_bytes_per_sentence": layers * sum(r["traffic_bytes"] for r in rows) / batch,
+        "bytes_per_layer": moved,
+        "cycles_per_sentence": layers * total / batch,
+        "sentence_ms": layers * total / batch / (hw.clock_mhz * 1e3),
+        "sentences_per_second": batch * hw.clock_mhz * 1e6 / (layers * total),
+        "board_mhz": hw.board_clock_mhz,
+        "sentence_ms_at_board_clock": layers * total / batch / (hw.board_clock_mhz * 1e3),
+        "sentences_per_second_at_board_clock": batch * hw.board_clock_mhz * 1e6 / (layers * total),
+        "compute_gops": 2 * gemm * hw.clock_mhz / 1e3,
+        "bandwidth_gbps": hw.mem_bytes_per_cycle * hw.clock_mhz / 1e3,
+        "memory": hw.memory.kind if not hw.memory.chip else f"{hw.memory.kind} {hw.memory.chip}",
+        "memory_bound_operations": [r["operation"] for r in rows if r["bound"] == "memory"],
+        "engine_buffers": buffer_report(engine) if hw.sparse is None else None,
+    }
+    return {"totals": totals, "clock_status": hw.clock_status or None, "board": hw.board or None,
+            "model": model, "seq": seq, "batch": batch, "training": training,
             "precision": precision, "optimizer": optimizer if training else None,
             "hardware": hw.name, "clock_mhz": hw.clock_mhz, "total_cycles": total,
             "phases": phases, "memory_bound_share": memory_bound / total,
@@ -304,6 +504,13 @@ def format_table(result):
         lines.append("phases: " + ", ".join(f"{phase} {cycles / total:.1%}"
                                             for phase, cycles in result["phases"].items()))
     lines.append(f"memory-bound share (all but GEMMs): {result['memory_bound_share']:.1%}")
+    t = result["totals"]
+    lines.append(f"memory {t['memory']}: {t['bandwidth_gbps']:.2f} GB/s; memory-bound operations: "
+                 f"{', '.join(t['memory_bound_operations']) or 'none'}")
+    board = f" ({t['sentence_ms_at_board_clock']:.2f} ms at the {t['board_mhz']:g} MHz a board reached)" \
+        if t["board_mhz"] != result["clock_mhz"] else ""
+    lines.append(f"per sentence: {t['bytes_per_sentence'] / 1e6:.2f} MB, {t['sentence_ms']:.2f} ms at "
+                 f"{result['clock_mhz']:g} MHz{board}")
     return "\n".join(lines)
 
 
@@ -363,3 +570,46 @@ def write_outputs(results, out_dir):
     fig.savefig(out / "breakdown.png.tmp.png", dpi=120)
     plt.close(fig)
     (out / "breakdown.png.tmp.png").replace(out / "breakdown.png")
+    write_roofline(results, out / "roofline.png")
+
+
+def write_roofline(results, path):
+    """A roofline PNG at ``path``: operational intensity (operations per
+    byte the engine and units move) against GOPS at the config's clock,
+    the compute ceiling (2 x rows x cols operations a cycle) and the
+    memory's bandwidth ceiling, and each operation of each result as a
+    point (its work over its predicted time)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    path = Path(path)
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    markers = "osd^v<>"
+    for number, r in enumerate(results):
+        t = r["totals"]
+        peak, bandwidth = t["compute_gops"], t["bandwidth_gbps"]
+        xs = [0.01, peak / bandwidth, 1000]
+        line = ax.plot(xs, [min(peak, x * bandwidth) for x in xs], lw=1.5,
+                       label=f"{r['hardware']} ({t['memory']}): {peak:g} GOPS, {bandwidth:.2f} GB/s")
+        color = line[0].get_color()
+        for op in r["operations"]:
+            if not op["intensity"]:
+                continue
+            gops = op["ops"] / op["cycles"] * r["clock_mhz"] / 1e3
+            ax.scatter(op["intensity"], gops, color=color, marker=markers[number % len(markers)], s=22)
+            if number == 0:
+                ax.annotate(op["operation"], (op["intensity"], gops), fontsize=6,
+                            xytext=(3, 2), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("operational intensity (operations per byte moved)")
+    ax.set_ylabel("GOPS at the config's clock")
+    first = results[0]
+    ax.set_title(f"{first['model']}, seq {first['seq']}, batch {first['batch']}: roofline")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(True, which="both", lw=0.3)
+    fig.tight_layout()
+    tmp = path.with_name(path.name + ".tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    tmp.replace(path)

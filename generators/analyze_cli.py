@@ -34,7 +34,7 @@ def add_parser(commands):
                      help="hardware config (default generators/configs/default.toml)")
     sub.add_argument("--compare", metavar="FILE2.toml", help="a second hardware config, side by side")
     sub.add_argument("--out", metavar="DIR", default="analysis",
-                     help="where analysis.json, analysis.csv and breakdown.png go (default analysis)")
+                     help="where analysis.json, analysis.csv, breakdown.png and roofline.png go (default analysis)")
 
 
 def run_analyze(args):
@@ -53,5 +53,5 @@ def run_analyze(args):
         print(format_table(result))
         print()
     write_outputs(results, args.out)
-    print(f"wrote {args.out}/analysis.json, analysis.csv and breakdown.png", file=sys.stderr)
+    print(f"wrote {args.out}/analysis.json, analysis.csv, breakdown.png and roofline.png", file=sys.stderr)
     return 0

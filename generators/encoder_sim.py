@@ -48,7 +48,8 @@ def encoder_config(hw, path):
 
 
 def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, p_req=0, p_data=0,
-                    p_wr=0, waves=False, quiet=True, workdir=None, check=True):
+                    p_wr=0, waves=False, quiet=True, workdir=None, check=True, memory=None,
+                    clock_mhz=100.0):
     """Run a stack of ``layers`` (EncoderLayer, one shape, quantized for
     ``config``) on the harness of ``config``, in one Verilator run, once
     per entry of ``runs``: ``(x, valid)``, layer 0's integer input (S x H)
@@ -65,7 +66,10 @@ def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, 
     golden model run on the hardware's own input of that layer)."""
     from bertforge.sim.encoder_run import layer_program, model_program
     layers[0].xq = np.asarray(runs[0][0], dtype=np.int64)
-    image, _, regions, groups, abits = model_program(config, layers)     # the weights, once
+    sdram = () if memory is None or memory.ideal else (memory, clock_mhz)
+    banks = (memory.row_words(config.gemm.mem_width) * config.gemm.mem_bytes, memory.banks) \
+        if sdram else None
+    image, _, regions, groups, abits = model_program(config, layers, banks=banks)  # the weights, once
     programs = []
     for _, valid in runs:                # a run's programs differ only in the softmax's valid
         for layer in layers:
@@ -79,7 +83,7 @@ def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, 
             "p_data": p_data, "p_wr": p_wr, "read_bytes": regions[0]["read_bytes"],
             "timeout": 50_000_000}
     result = simulate(config, "bertforge.sim.encoder_tb", spec, harness=encoder_harness_verilog,
-                      extra=(abits,), waves=waves, workdir=workdir, quiet=quiet)
+                      extra=(abits, *sdram), waves=waves, workdir=workdir, quiet=quiet)
     out_runs = []
     for (x, valid), measured in zip(runs, result["runs"]):
         got = measured["image"]
@@ -118,7 +122,7 @@ def _operations(stamps, groups):
 
 
 def simulate_encoder(config, layer, *, mem_latency=1, seed=0, lat_mask=0, p_req=0, p_data=0,
-                     p_wr=0, waves=False, quiet=True, workdir=None):
+                     p_wr=0, waves=False, quiet=True, workdir=None, memory=None, clock_mhz=100.0):
     """Run ``layer`` on the harness of ``config`` (:func:`simulate_layers`
     with one layer and one run). Returns a dict: ``cycles``, ``ops``,
     ``match`` (every stage equals the golden model), ``mismatches`` (per
@@ -126,7 +130,8 @@ def simulate_encoder(config, layer, *, mem_latency=1, seed=0, lat_mask=0, p_req=
     ``cosine``, ``sim_seconds``, ``phases``."""
     result = simulate_layers(config, [layer], [(layer.xq, layer.valid)], mem_latency=mem_latency,
                              seed=seed, lat_mask=lat_mask, p_req=p_req, p_data=p_data, p_wr=p_wr,
-                             waves=waves, quiet=quiet, workdir=workdir)
+                             waves=waves, quiet=quiet, workdir=workdir, memory=memory,
+                             clock_mhz=clock_mhz)
     run = result["runs"][0][0]
     reference = encoder_float(layer)
     out = run["golden"]["out"] * layer.scales["out"]
@@ -167,35 +172,39 @@ def compare_classes(operations):
 
 
 def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, waves=False,
-                quiet=True):
-    """Simulate one layer and compare it; returns the result dict."""
+                quiet=True, batch=1):
+    """Simulate one layer (``batch`` sentences of ``seq`` tokens stacked)
+    and compare it; returns the result dict."""
     from bertforge.sim.encoder_golden import random_layer
     from bertforge.sim.encoder_run import check_shape
     hw = load_hardware(hw_path)
     config = encoder_config(hw, hw_path)
     shape = MODELS[model]
     try:
-        check_shape(config, seq, shape.hidden, shape.heads, shape.ffn)
+        check_shape(config, seq, shape.hidden, shape.heads, shape.ffn, batch)
     except ValueError as error:
-        raise CliError(f"{model} at sequence length {seq} does not fit {hw_path}: {error}") from None
+        raise CliError(f"{model} at sequence length {seq}, batch {batch} does not fit {hw_path}: "
+                       f"{error}") from None
     if not 1 <= hw.mem_latency <= 200:
         raise CliError(f"{hw_path}: the simulated memory takes mem_latency 1..200, not {hw.mem_latency}")
     notes = []
-    if hw.mem_bytes_per_cycle < config.gemm.mem_bytes:
+    if hw.memory.ideal and hw.mem_bytes_per_cycle < config.gemm.mem_bytes:
         notes.append(f"the simulated memory delivers {config.gemm.mem_bytes} bytes per cycle; "
                      f"predicted for that instead of {hw.mem_bytes_per_cycle:g}")
         hw = dataclasses.replace(hw, mem_bytes_per_cycle=float(config.gemm.mem_bytes))
-    prediction = analyze(model, seq, hw, bias=False, transpose=True)   # no biases; X^T on the engine
-    layer = random_layer(config, seq, shape.hidden, shape.heads, shape.ffn, seed=seed)
+    prediction = analyze(model, seq, hw, batch=batch, bias=False, transpose=True)  # no biases; X^T on the engine
+    layer = random_layer(config, seq, shape.hidden, shape.heads, shape.ffn, seed=seed, batch=batch)
     stalls = gap > 0 or stall > 0
     result = simulate_encoder(config, layer, mem_latency=hw.mem_latency, seed=seed,
                               lat_mask=3 if stalls else 0, p_req=int(stall * 256),
-                              p_data=int(gap * 256), p_wr=int(stall * 256), waves=waves, quiet=quiet)
+                              p_data=int(gap * 256), p_wr=int(stall * 256), waves=waves, quiet=quiet,
+                              memory=hw.memory, clock_mhz=hw.clock_mhz)
     operations = compare_operations(result["ops"], prediction)
     classes = compare_classes(operations)
     total, model_total = result["cycles"], prediction["total_cycles"]
     return {
         "block": "encoder", "design": config.name, "hardware": hw.name, "model": model, "seq": seq,
+        "batch": batch,
         "seed": seed, "stalls": stalls, "commands": result["commands"],
         "cycles": total, "predicted_cycles": model_total,
         "difference": (total - model_total) / model_total,
@@ -225,6 +234,9 @@ def add_sim_args(sub):
                      help="layer shape (default tiny: hidden 64, 2 heads, FFN 256)")
     sub.add_argument("--seq", type=bounded_int(MAX_SEQ, "a simulated layer's sequence"), default=32,
                      help="sequence length (default 32)")
+    sub.add_argument("--batch", type=bounded_int(64, "a simulated layer's batch"), default=1,
+                     help="sentences stacked along M in the projections and the FFN; attention "
+                          "per sentence (default 1)")
 
 
 def random_stimulus(config, args, rng):
@@ -233,7 +245,7 @@ def random_stimulus(config, args, rng):
 
 def run(config, stimulus, args):
     return run_encoder(args.hw, model=args.model, seq=args.seq, seed=args.seed, gap=args.gap,
-                       stall=args.stall, waves=args.waves, quiet=args.json)
+                       stall=args.stall, waves=args.waves, quiet=args.json, batch=args.batch)
 
 
 def report(result, as_json):
@@ -241,7 +253,7 @@ def report(result, as_json):
         print(json.dumps(result, indent=2, sort_keys=True))
         return
     print(f"{result['design']}: {result['model']} encoder layer, seq {result['seq']}, "
-          f"{result['commands']} commands")
+          f"batch {result['batch']}, {result['commands']} commands")
     print(f"  {'cycles':<17} {result['cycles']:,}")
     print(f"  {'predicted_cycles':<17} {result['predicted_cycles']:,} "
           f"({result['difference']:+.2%} measured vs predicted)")

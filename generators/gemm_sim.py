@@ -18,6 +18,7 @@ from bertforge.rtl.errors import ParameterError
 from bertforge.sim.fixed_golden import channel_scale_words, command_scale, scale_words
 from bertforge.sim.gemm_golden import matrix_view, operand_dtype, output_dtype
 from bertforge.sim.gemm_harness import MAX_COMMANDS, harness_verilog
+from bertforge.sim.sdram import CHIPS
 from .cli_common import CliError, bounded_int, load_int_matrix, load_npy, positive_int, set_help
 from .simulate import make_stimulus, simulate
 from .systolic_sim import load_bf16_matrix
@@ -218,10 +219,13 @@ def read_matrix(config, image, cmd):
 
 def simulate_gemm(config, image, commands, *, seed=0, lat_min=1, lat_mask=0, p_req=0, p_data=0,
                   p_wr=0, p_cmd=0, p_done=0, bw=0, waves=False, workdir=None, quiet=True,
-                  harness=harness_verilog, testbench="bertforge.sim.gemm_tb"):
+                  harness=harness_verilog, testbench="bertforge.sim.gemm_tb", memory=None,
+                  clock_mhz=100.0):
     """Run ``commands`` on memory ``image`` in the emitted harness (Verilator;
     ``harness`` and ``testbench`` choose another engine's harness and
-    cocotb module).
+    cocotb module; ``memory``, ``clock_mhz``: an sdr
+    :class:`~bertforge.sim.sdram.MemoryConfig` whose timing the simulated
+    memory follows, ``lat_min`` then including its CAS latency).
 
     Returns the testbench's result dict (``cycles``, ``model_cycles``,
     ``ideal_cycles``, ``utilization``, ``match``, ``phases``, ...) with
@@ -231,11 +235,15 @@ def simulate_gemm(config, image, commands, *, seed=0, lat_min=1, lat_mask=0, p_r
     spec = {"image": image, "commands": commands, "seed": seed, "lat_min": lat_min,
             "lat_mask": lat_mask, "p_req": p_req, "p_data": p_data, "p_wr": p_wr, "p_cmd": p_cmd,
             "p_done": p_done, "bw": bw}
+    extra = ()
+    if memory is not None and not memory.ideal:    # harness_verilog(config, harness_class, memory, clock)
+        extra = (None, memory, clock_mhz) if harness is harness_verilog else (memory, clock_mhz)
+        spec["sdram_bw"] = memory.sustained_bytes_per_cycle(config.mem_width, clock_mhz)
     from bertforge.sim.gemm_cycles import gemm_cycles
     cycles = (gemm_cycles(config, commands, lat=lat_min, bw=bw)["cycles"]
               if harness is harness_verilog else None)    # (another engine's: no estimate)
-    result = simulate(config, testbench, spec, harness=harness, waves=waves, workdir=workdir,
-                      quiet=quiet, cycles=cycles)
+    result = simulate(config, testbench, spec, harness=harness, extra=extra, waves=waves,
+                      workdir=workdir, quiet=quiet, cycles=cycles)
     if not isinstance(result.get("image"), np.ndarray):
         result["image"] = None
     return result
@@ -267,6 +275,12 @@ def add_sim_args(sub):
                      help="read bandwidth of the simulated memory (default: one full beat per cycle)")
     sub.add_argument("--mem-latency", type=int, default=1, metavar="CYCLES",
                      help="read latency of the simulated memory, 1..255 (default 1)")
+    sub.add_argument("--sdram", choices=sorted(CHIPS), metavar="CHIP",
+                     help="the simulated memory follows this SDRAM's timing (ULX3S chips: "
+                          f"{', '.join(sorted(CHIPS))}) at --clock-mhz; --mem-latency is then the "
+                          "controller's, the CAS latency is added")
+    sub.add_argument("--clock-mhz", type=float, default=100.0, metavar="MHZ",
+                     help="the accelerator's clock for --sdram's timings (default 100)")
     sub.add_argument("--bf16-out", action="store_true",
                      help="with --arith bf16: write C rounded to bfloat16 (the .npy still float32)")
     sub.add_argument("--a", metavar="A.npy", help="your A (M x K); floats with --arith bf16 "
@@ -484,9 +498,14 @@ def run(config, stimulus, args):
     problems = stimulus["problems"]
     image, commands = layout_problems(config, problems, np.random.default_rng(args.seed))
     p, s = int(args.gap * 256), int(args.stall * 256)
-    result = simulate_gemm(config, image, commands, seed=args.seed, lat_min=args.mem_latency,
+    memory = CHIPS[args.sdram] if getattr(args, "sdram", None) else None
+    if memory is not None and not 0 < args.clock_mhz <= 1000:
+        raise CliError(f"--clock-mhz must be in (0, 1000], not {args.clock_mhz:g}")
+    latency = args.mem_latency + (memory.cas_latency if memory else 0)
+    result = simulate_gemm(config, image, commands, seed=args.seed, lat_min=latency,
                            p_req=s, p_data=p, p_wr=s, p_cmd=p, p_done=s,
-                           bw=args.mem_bytes_per_cycle, waves=args.waves, quiet=args.json)
+                           bw=args.mem_bytes_per_cycle, waves=args.waves, quiet=args.json,
+                           memory=memory, clock_mhz=args.clock_mhz)
     result["max_lsb_error_vs_float"] = None
     if result["image"] is not None:
         outputs = [read_matrix(config, result["image"], cmd) for cmd in commands]

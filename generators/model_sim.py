@@ -83,14 +83,17 @@ def _similarity_spearman(got, ref):
 
 
 def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=None, quiet=True,
-           progress=None, seq=None):
+           progress=None, seq=None, batch=1):
     """Sentence embeddings of ``texts`` from the emitted Verilog.
 
     ``checkpoint``: a name (:data:`~bertforge.generators.checkpoint.KNOWN`)
     or a Hugging Face BERT directory; ``hw``: a hardware config (TOML);
     ``calibration``: sentences for the activation scales (default the
     shipped ones); ``seq``: pad to at least this many tokens (default: the
-    longest text, rounded up to what the softmax rows need). Returns a dict: ``embeddings`` (N x H float32, hardware),
+    longest text, rounded up to what the softmax rows need); ``batch``:
+    sentences run together (stacked along M in the projections and the FFN;
+    a last, short batch is filled with copies of its last text, whose results
+    are dropped; a sentence's cycles are its batch's over ``batch``). Returns a dict: ``embeddings`` (N x H float32, hardware),
     ``reference`` (N x H, float64 model), ``sentences`` (per text: tokens,
     cycles, predicted cycles, cosine), ``match`` (every layer of every
     sentence bit-exact against the integer golden model), ``cosine_min``,
@@ -116,40 +119,48 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
         raise CliError(f"sequence length {seq} exceeds the softmax unit's l_max = "
                        f"{config.softmax.l_max} of {hw}")
     try:
-        check_shape(config, seq, model.hidden, model.heads, model.ffn)
+        check_shape(config, seq, model.hidden, model.heads, model.ffn, batch)
     except ValueError as error:
         raise CliError(f"{Path(model.path).name} at sequence length {seq} does not fit {hw}: "
                        f"{error}") from None
-    if hardware.mem_bytes_per_cycle < config.gemm.mem_bytes:
+    if hardware.memory.ideal and hardware.mem_bytes_per_cycle < config.gemm.mem_bytes:
         import dataclasses
         hardware = dataclasses.replace(hardware, mem_bytes_per_cycle=float(config.gemm.mem_bytes))
     calibration = calibration or read_sentences(CALIBRATION)
     top = calibrate_model(model, tokenize(model, calibration, config.softmax.l_max))
     qmodel = QuantizedModel(config, model, top, seq)
     shape = BertModel(Path(model.path).name, model.hidden, model.heads, len(model.layers), model.ffn)
-    prediction = analyze(shape, seq, hardware, bias=True, transpose=True)
+    prediction = analyze(shape, seq, hardware, batch=batch, bias=True, transpose=True)
     out_scale = config.layernorm.out_scale
-    runs = [(qmodel.input(tokens), len(tokens)) for tokens in ids]
+    groups = [ids[start:start + batch] for start in range(0, len(ids), batch)]
+    groups[-1] = groups[-1] + [groups[-1][-1]] * (batch - len(groups[-1]))
+    for layer in qmodel.layers:
+        layer.batch = batch
+    runs = [(np.concatenate([qmodel.input(tokens) for tokens in group]),
+             len(group[0]) if batch == 1 else [len(tokens) for tokens in group]) for group in groups]
     simulated = simulate_layers(config, qmodel.layers, runs, mem_latency=hardware.mem_latency,
-                                quiet=quiet)
+                                quiet=quiet, memory=hardware.memory, clock_mhz=hardware.clock_mhz)
     build_seconds = simulated["phases"]["build"]
     sentences, embeddings, references, operations = [], [], [], []
     match = True
-    for index, (text, tokens, layers) in enumerate(zip(texts, ids, simulated["runs"])):
+    for index, (text, tokens) in enumerate(zip(texts, ids)):
+        layers, place = simulated["runs"][index // batch], index % batch
         cycles, ops = 0, []
         for number, layer in enumerate(layers):
-            if not (layer["passed"] and layer["match"]):
+            if place == 0 and not (layer["passed"] and layer["match"]):
                 match = False
                 bad = {k: v for k, v in layer["mismatches"].items() if v}
                 print(f"bertforge: text {index + 1}, layer {number}: the hardware differs from "
                       f"the golden model in {bad}", file=sys.stderr)
-            ops += compare_operations(layer["ops"], prediction)
-            cycles += layer["cycles"]
-        x = layers[-1]["output"]
+            if place == 0:
+                ops += compare_operations(layer["ops"], prediction)
+            cycles += layer["cycles"] if batch == 1 else layer["cycles"] / batch
+        x = layers[-1]["output"][place * seq:(place + 1) * seq]
         embedding = pool(x * out_scale, len(tokens))
         reference = pool(float_forward(model, tokens), len(tokens))
         cosine = float(embedding @ reference)
         predicted = prediction["total_cycles"] * len(qmodel.layers)
+        predicted = predicted if batch == 1 else predicted / batch
         sentences.append({"text": text, "tokens": len(tokens), "cycles": cycles,
                           "predicted_cycles": predicted, "cosine": cosine})
         embeddings.append(embedding)
@@ -169,7 +180,7 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
         entry["predicted"] += op["predicted"]
     return {
         "checkpoint": str(model.path), "hardware": hardware.name, "design": config.name,
-        "seq": seq, "layers": len(qmodel.layers), "texts": len(texts),
+        "seq": seq, "batch": batch, "layers": len(qmodel.layers), "texts": len(texts),
         "embeddings": got.astype(np.float32), "reference": ref, "sentences": sentences,
         "match": match, "cosine_min": min(cosines), "cosine_mean": float(np.mean(cosines)),
         "spearman": _similarity_spearman(got, ref),
@@ -200,6 +211,9 @@ def add_parsers(commands, sim_blocks, bench_blocks):
     sim.add_argument("--json", action="store_true", help="print the result as JSON")
     sim.add_argument("--seq", type=bounded_int(4096, "a sequence"), default=None, metavar="N",
                      help="pad every text to at least N tokens (default: the longest text)")
+    sim.add_argument("--batch", type=bounded_int(64, "a batch"), default=1, metavar="B",
+                     help="sentences run together, stacked along M in the projections and the "
+                          "FFN; attention per sentence (default 1)")
 
     bench = bench_blocks.add_parser("model", help="the evaluation sentences on two hardware configs")
     _add_common(bench)
@@ -229,7 +243,8 @@ def run_fetch(args):
 
 def run_sim_model(args):
     texts = list(args.text) + (read_sentences(args.file) if args.file else [])
-    result = encode(texts, checkpoint=args.checkpoint, hw=args.hw, quiet=args.json, seq=args.seq)
+    result = encode(texts, checkpoint=args.checkpoint, hw=args.hw, quiet=args.json, seq=args.seq,
+                    batch=args.batch)
     if args.out:
         save_npy_atomic(args.out, result["embeddings"])
     if args.json:

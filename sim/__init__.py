@@ -41,6 +41,9 @@ design, cached by the Verilog's hash, runs a cocotb module), ``stream_tb.py``
 on-disk caches: self-checking entries, LRU eviction past
 ``BERTFORGE_CACHE_MAX``, leases), ``children.py`` (child processes die with
 the ``bertforge`` command), ``longrun.py`` (time estimates, limits and
-progress of long simulations), ``models/`` (FPGA
+progress of long simulations), ``sdram.py`` (the
+``[memory]`` section of a hardware config: ideal, or an SDR SDRAM with its
+timings; the Python schedule and the HDL gate the harness memory uses),
+``models/`` (FPGA
 cell simulation models), ``lz4_shim/`` (what the wheel's FST writer needs).
 """

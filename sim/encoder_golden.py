@@ -61,11 +61,11 @@ __all__ = ["EncoderLayer", "random_layer", "encoder_float", "encoder_golden", "c
 @dataclass
 class EncoderLayer:
     """Float weights and input, their integer versions and every scale."""
-    seq: int
+    seq: int                      # tokens of one sentence (S)
     hidden: int
     heads: int
     ffn: int
-    x: np.ndarray                 # S x H float input
+    x: np.ndarray                 # (batch * S) x H float input: the sentences stacked
     w: dict                       # float weights: q, k, v, o (H x H), 1 (H x F), 2 (F x H)
     gamma: tuple                  # float gamma of layernorm 1, 2
     beta: tuple
@@ -83,10 +83,26 @@ class EncoderLayer:
     eps: float = 0.0              # LayerNorm epsilon of the float reference
     bq: dict = None               # int32 biases at the accumulator scale (q, v, o, 1, 2)
     words: dict = None            # per-channel scale words (uint32) of q, v, o, 1, 2
+    batch: int = 1                # sentences stacked along M (attention per sentence)
 
     @property
     def head_dim(self):
         return self.hidden // self.heads
+
+    @property
+    def tokens(self):
+        """Rows of the stacked batch: ``batch * seq``."""
+        return self.batch * self.seq
+
+    def valids(self):
+        """The real tokens of each sentence (``valid``: None, an int for
+        every sentence, or one per sentence); None for a sentence with no
+        padding."""
+        if isinstance(self.valid, (list, tuple)):
+            if len(self.valid) != self.batch:
+                raise ValueError(f"valid has {len(self.valid)} entries for a batch of {self.batch}")
+            return list(self.valid)
+        return [self.valid] * self.batch
 
 
 def _q8(values, scale, bits=8):
@@ -121,11 +137,14 @@ def encoder_float(layer, *, trace=False):
         return a @ w[key] + b[key] if key in b else a @ w[key]
     q, k, v = lin(x, "q"), lin(x, "k"), lin(x, "v")
     ctx = np.zeros_like(q)
-    pad = np.arange(layer.seq) >= (layer.valid or layer.seq)
-    for h in range(layer.heads):
-        cols = slice(h * d, (h + 1) * d)
-        p = _softmax(np.where(pad, -np.inf, q[:, cols] @ k[:, cols].T / math.sqrt(d)))
-        ctx[:, cols] = p @ v[:, cols]
+    S = layer.seq
+    for sentence, valid in enumerate(layer.valids()):      # attention per sentence
+        pad = np.arange(S) >= (valid or S)
+        rows = slice(sentence * S, (sentence + 1) * S)
+        for h in range(layer.heads):
+            cols = slice(h * d, (h + 1) * d)
+            p = _softmax(np.where(pad, -np.inf, q[rows, cols] @ k[rows, cols].T / math.sqrt(d)))
+            ctx[rows, cols] = p @ v[rows, cols]
     attn = lin(ctx, "o")
     ln1 = _layernorm(attn + x, layer.gamma[0], layer.beta[0], layer.eps)
     h1 = lin(ln1, "1")
@@ -138,21 +157,25 @@ def encoder_float(layer, *, trace=False):
     return out
 
 
-def random_layer(config, seq, hidden=64, heads=2, ffn=256, *, seed=0, weight_std=None):
+def random_layer(config, seq, hidden=64, heads=2, ffn=256, *, seed=0, weight_std=None, batch=1):
     """A random layer of realistic scale, quantized for ``config`` (an
-    :class:`~bertforge.rtl.encoder.EncoderConfig`): input ~ N(0, 1)
+    :class:`~bertforge.rtl.encoder.EncoderConfig`), ``batch`` sentences of
+    ``seq`` tokens stacked: input ~ N(0, 1)
     (a layernormed embedding), weights ~ N(0, weight_std) with
     ``weight_std = 1/sqrt(fan_in)`` by default (activations stay near unit
     scale, as in a trained BERT), gamma ~ 1 + N(0, 0.1), beta ~ N(0, 0.1)."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((seq, hidden))
+    if batch > 1:     # sentence 0 as with batch 1, then the others
+        x = np.concatenate([x, rng.standard_normal(((batch - 1) * seq, hidden))])
     shapes = {"q": (hidden, hidden), "k": (hidden, hidden), "v": (hidden, hidden),
               "o": (hidden, hidden), "1": (hidden, ffn), "2": (ffn, hidden)}
     w = {key: rng.standard_normal(shape) * (weight_std or 1.0 / math.sqrt(shape[0]))
          for key, shape in shapes.items()}
     gamma = tuple(1.0 + 0.1 * rng.standard_normal(hidden) for _ in range(2))
     beta = tuple(0.1 * rng.standard_normal(hidden) for _ in range(2))
-    layer = EncoderLayer(seq=seq, hidden=hidden, heads=heads, ffn=ffn, x=x, w=w, gamma=gamma, beta=beta)
+    layer = EncoderLayer(seq=seq, hidden=hidden, heads=heads, ffn=ffn, x=x, w=w, gamma=gamma, beta=beta,
+                         batch=batch)
     quantize(config, layer)
     return layer
 
@@ -235,7 +258,9 @@ def probabilities_int8(p):
 
 def encoder_golden(config, layer):
     """Every integer stage of the layer as the hardware computes it (dict of
-    int64 arrays; ``kt`` is K transposed, ``scores`` and ``p`` are heads x S x S)."""
+    int64 arrays; ``kt`` is K transposed, ``scores`` and ``p`` are
+    (batch * heads) x S x S, sentence-major). The projections and the FFN
+    run on the stacked batch (``batch * S`` rows), attention per sentence."""
     g, wq, d, S = config.gemm, layer.wq, layer.head_dim, layer.seq
 
     narrow = not wide(config)
@@ -247,22 +272,28 @@ def encoder_golden(config, layer):
     x = layer.xq
     q, v = mm(x, wq["q"], "q"), mm(x, wq["v"], "v")
     kt = mm(wq["k"].T, x.T, "k")
-    scores = np.stack([gemm_golden(g, q[:, h * d:(h + 1) * d], kt[h * d:(h + 1) * d])
-                       for h in range(layer.heads)])
+    heads, sentences = layer.heads, range(layer.batch)
+
+    def rows(b):
+        return slice(b * S, (b + 1) * S)
+    scores = np.stack([gemm_golden(g, q[rows(b), h * d:(h + 1) * d], kt[h * d:(h + 1) * d, rows(b)])
+                       for b in sentences for h in range(heads)])
     mult, shift = layer.softmax
-    mask = np.broadcast_to(np.arange(S) >= (layer.valid or S), (layer.heads * S, S))
+    mask = np.concatenate([np.broadcast_to(np.arange(S) >= (valid or S), (heads * S, S))
+                           for valid in layer.valids()])
     p8 = softmax_golden(config.softmax, scores.reshape(-1, S), mask, mult, shift)
-    p = (probabilities_int8(p8) if config.softmax.out_width == 8 else p8).reshape(layer.heads, S, S)
-    ctx = np.concatenate([mm(p[h], v[:, h * d:(h + 1) * d], "ctx") for h in range(layer.heads)], axis=1)
+    p = (probabilities_int8(p8) if config.softmax.out_width == 8 else p8).reshape(-1, S, S)
+    ctx = np.concatenate([np.concatenate([mm(p[b * heads + h], v[rows(b), h * d:(h + 1) * d], "ctx")
+                                          for h in range(heads)], axis=1) for b in sentences])
     attn = mm(ctx, wq["o"], "o")
     ln = config.layernorm
     ln1 = np.stack([layernorm_golden(ln, attn[t], x[t], layer.gamma_q[0], layer.beta_q[0])
-                    for t in range(S)])
+                    for t in range(len(x))])
     h1 = mm(ln1, wq["1"], "1")
     gl = gelu_golden(config.gelu, h1)
     f = mm(gl, wq["2"], "2")
     out = np.stack([layernorm_golden(ln, f[t], ln1[t], layer.gamma_q[1], layer.beta_q[1])
-                    for t in range(S)])
+                    for t in range(len(x))])
     return {"xt": x.T, "q": q, "kt": kt, "v": v, "scores": scores, "p": p, "ctx": ctx, "attn": attn,
             "ln1": ln1, "h1": h1, "g": gl, "f": f, "out": out}
 

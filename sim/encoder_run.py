@@ -28,17 +28,21 @@ OPERATIONS = [
 #: Activation tensors of a layer in memory order (layer 0 also has ``x``; a
 #: later layer's ``x`` is the previous layer's ``out``).
 ACTIVATIONS = ("xt", "q", "kt", "v", "scores", "p", "ctx", "attn", "ln1", "h1", "g", "f", "out")
+#: The layernorms' interleaved sources: each tensor and the one read beside it.
+PARTNERS = {"attn": "x", "f": "ln1"}
 
 
-def program_commands(seq, heads):
+def program_commands(seq, heads, batch=1):
     """Commands of one layer's program: q and v, one transpose command per
-    token, k, a score and a context command per head, seven more (softmax,
-    output projection, layernorm, FFN 1, GELU, FFN 2, layernorm)."""
-    return 2 + seq + 1 + 2 * heads + 7
+    token of the batch, k, a score and a context command per head and
+    sentence, a softmax per sentence, six more (output projection,
+    layernorm, FFN 1, GELU, FFN 2, layernorm)."""
+    return 2 + batch * seq + 1 + 2 * heads * batch + batch + 6
 
 
-def check_shape(config, seq, hidden, heads, ffn):
-    """``ValueError`` (one line) if the adapters cannot take this layer."""
+def check_shape(config, seq, hidden, heads, ffn, batch=1):
+    """``ValueError`` (one line) if the adapters cannot take this layer
+    (``batch`` sentences of ``seq`` tokens)."""
     mb = config.gemm.mem_bytes
     eb = config.element_bytes
     if seq > config.softmax.l_max:
@@ -54,10 +58,11 @@ def check_shape(config, seq, hidden, heads, ffn):
                                  f"({mb // eb} elements of {eb} bytes)")
     if hidden % heads:
         raise ParameterError(f"hidden {hidden} is not a multiple of heads {heads}")
-    if program_commands(seq, heads) > MAX_COMMANDS:
-        raise ParameterError(f"a layer of sequence length {seq} and {heads} heads needs "
-                             f"{program_commands(seq, heads)} commands; the harness queue holds "
-                             f"{MAX_COMMANDS}")
+    if program_commands(seq, heads, batch) > MAX_COMMANDS:
+        sentences = "" if batch == 1 else f"{batch} x "
+        raise ParameterError(f"a layer of {sentences}sequence length {seq} and {heads} heads needs "
+                             f"{program_commands(seq, heads, batch)} commands; the harness queue "
+                             f"holds {MAX_COMMANDS}")
 
 
 def encoder_program(config, layer):
@@ -69,7 +74,7 @@ def encoder_program(config, layer):
     return image, programs[0], regions[0], groups[0], abits
 
 
-def model_program(config, layers):
+def model_program(config, layers, *, banks=None):
     """``(image, programs, regions, groups, abits)`` of a stack of layers
     (:class:`~bertforge.sim.encoder_golden.EncoderLayer`, one shape): the
     memory image (layer 0's input, every layer's weights, the constant 1 the
@@ -77,17 +82,23 @@ def model_program(config, layers):
     the byte address of each tensor, per layer the command indices of each
     of :data:`OPERATIONS`, and the memory's address bits. Activations come
     first (every layer's own, so each can be read back and checked; layer
-    ``l``'s input is layer ``l - 1``'s ``out``), then the weights."""
+    ``l``'s input is layer ``l - 1``'s ``out``), then the weights.
+
+    ``banks`` (``(row bytes, banks)`` of an SDRAM, or None): the two
+    sources a layernorm interleaves (``attn`` and ``x``, ``f`` and
+    ``ln1``) start half the banks apart, so that their rows never share a
+    bank (each would close the other's row on every access)."""
     first = layers[0]
-    S, H, F, heads = first.seq, first.hidden, first.ffn, first.heads
-    check_shape(config, S, H, heads, F)
+    S, H, F, heads, B = first.seq, first.hidden, first.ffn, first.heads, first.batch
+    check_shape(config, S, H, heads, F, B)
     mb, eb = config.gemm.mem_bytes, config.element_bytes
+    T = B * S           # rows of the stacked batch
     # bytes (scores int32; the probabilities, as every activation, eb bytes)
-    act = {name: n * eb for name, n in (("x", S * H), ("xt", H * S), ("q", S * H), ("kt", H * S),
-                                         ("v", S * H), ("p", heads * S * S), ("ctx", S * H),
-                                         ("attn", S * H), ("ln1", S * H), ("h1", S * F),
-                                         ("g", S * F), ("f", S * H), ("out", S * H))}
-    act["scores"] = heads * S * S * 4
+    act = {name: n * eb for name, n in (("x", T * H), ("xt", H * T), ("q", T * H), ("kt", H * T),
+                                         ("v", T * H), ("p", B * heads * S * S), ("ctx", T * H),
+                                         ("attn", T * H), ("ln1", T * H), ("h1", T * F),
+                                         ("g", T * F), ("f", T * H), ("out", T * H))}
+    act["scores"] = B * heads * S * S * 4
     n_out = {"q": H, "v": H, "o": H, "1": F, "2": H}
     regions, cursor = [], 0
 
@@ -97,10 +108,13 @@ def model_program(config, layers):
         cursor += -(-size_bytes // mb) * mb
         return at
     for index, layer in enumerate(layers):
-        if (layer.seq, layer.hidden, layer.ffn, layer.heads) != (S, H, F, heads):
+        if (layer.seq, layer.hidden, layer.ffn, layer.heads, layer.batch) != (S, H, F, heads, B):
             raise ParameterError(f"layer {index} has another shape than layer 0")
         r = {"x": take(act["x"]) if index == 0 else regions[-1]["out"]}
         for name in ACTIVATIONS:
+            if banks is not None and name in PARTNERS:     # half the banks after its partner
+                period = banks[0] * banks[1]
+                cursor += (r[PARTNERS[name]] + period // 2 - cursor) % period
             r[name] = take(act[name])
         regions.append(r)
     read_bytes = cursor
@@ -143,8 +157,12 @@ def model_program(config, layers):
 
 def layer_program(config, layer, r):
     """One layer's commands and operation groups on its regions ``r`` (one
-    of :func:`model_program`'s); its softmax command takes ``layer.valid``."""
+    of :func:`model_program`'s); the softmax command of each sentence takes
+    its ``valid``. The projections, the FFN, layernorm and GELU run on the
+    ``batch * seq`` rows of the stacked batch, attention per sentence."""
     S, H, F, heads, d = layer.seq, layer.hidden, layer.ffn, layer.heads, layer.head_dim
+    B = layer.batch
+    T = B * S
     eb = config.element_bytes
     narrow = {"int8": 1} if eb == 1 else {"int16": 1}
     bq, words = layer.bq or {}, layer.words or {}
@@ -172,35 +190,39 @@ def layer_program(config, layer, r):
         commands[first]["barrier"] = 1
         groups.append(list(range(first, len(commands))))
 
-    group(lambda: (gemm(r["x"], H, r["wq"], H, r["q"], H, S, H, H, "q"),
-                   gemm(r["x"], H, r["wv"], H, r["v"], H, S, H, H, "v")))
+    group(lambda: (gemm(r["x"], H, r["wq"], H, r["q"], H, T, H, H, "q"),
+                   gemm(r["x"], H, r["wv"], H, r["v"], H, T, H, H, "v")))
     # X^T on the engine: column t of X^T is row t of X, read as an H x 1
     # matrix (row stride one element) times the 1 x 1 matrix [1].
-    group(lambda: [gemm(r["x"] + t * H * eb, 1, r["one"], 1, r["xt"] + t * eb, S, H, 1, 1, "t")
-                   for t in range(S)])
-    group(lambda: gemm(r["wkt"], H, r["xt"], S, r["kt"], S, H, H, S, "k"))
-    group(lambda: [gemm(r["q"] + h * d * eb, H, r["kt"] + h * d * S * eb, S, r["scores"] + h * S * S * 4,
-                        S, S, d, S) for h in range(heads)])
+    group(lambda: [gemm(r["x"] + t * H * eb, 1, r["one"], 1, r["xt"] + t * eb, T, H, 1, 1, "t")
+                   for t in range(T)])
+    group(lambda: gemm(r["wkt"], H, r["xt"], T, r["kt"], T, H, H, T, "k"))
+    # attention per sentence b and head h: (b, h) is score matrix b * heads + h
+    pairs = [(b, h) for b in range(B) for h in range(heads)]
+    group(lambda: [gemm(r["q"] + (b * S * H + h * d) * eb, H, r["kt"] + (h * d * T + b * S) * eb, T,
+                        r["scores"] + (b * heads + h) * S * S * 4, S, S, d, S) for b, h in pairs])
     mult, shift = layer.softmax
-    group(lambda: commands.append({"op": OP_SOFTMAX, "src": r["scores"], "src_stride": 4 * S,
-                                   "dst": r["p"], "dst_stride": S * eb, "rows": heads * S, "length": S,
-                                   "valid": layer.valid if layer.valid and layer.valid < S else 0,
-                                   "multiplier": mult, "shift": shift}))
-    group(lambda: [gemm(r["p"] + h * S * S * eb, S, r["v"] + h * d * eb, H, r["ctx"] + h * d * eb, H,
-                        S, S, d, "ctx") for h in range(heads)])
-    group(lambda: gemm(r["ctx"], H, r["wo"], H, r["attn"], H, S, H, H, "o"))
+    group(lambda: [commands.append({"op": OP_SOFTMAX, "src": r["scores"] + b * heads * S * S * 4,
+                                    "src_stride": 4 * S, "dst": r["p"] + b * heads * S * S * eb,
+                                    "dst_stride": S * eb, "rows": heads * S, "length": S,
+                                    "valid": valid if valid and valid < S else 0,
+                                    "multiplier": mult, "shift": shift})
+                   for b, valid in enumerate(layer.valids())])
+    group(lambda: [gemm(r["p"] + (b * heads + h) * S * S * eb, S, r["v"] + (b * S * H + h * d) * eb, H,
+                        r["ctx"] + (b * S * H + h * d) * eb, H, S, S, d, "ctx") for b, h in pairs])
+    group(lambda: gemm(r["ctx"], H, r["wo"], H, r["attn"], H, T, H, H, "o"))
 
     def layernorm(x, res, params, out):
         commands.append({"op": OP_LAYERNORM, "src": x, "src_stride": H * eb, "src2": res,
                          "src2_stride": H * eb, "params": params, "dst": out, "dst_stride": H * eb,
-                         "rows": S, "length": H})
+                         "rows": T, "length": H})
     group(lambda: layernorm(r["attn"], r["x"], r["ln1p"], r["ln1"]))
-    group(lambda: gemm(r["ln1"], H, r["w1"], F, r["h1"], F, S, H, F, "1"))
+    group(lambda: gemm(r["ln1"], H, r["w1"], F, r["h1"], F, T, H, F, "1"))
     group(lambda: commands.append({"op": OP_GELU, "src": r["h1"], "src_stride": F * eb, "dst": r["g"],
-                                   "dst_stride": F * eb, "rows": S, "length": F}))
-    group(lambda: gemm(r["g"], F, r["w2"], H, r["f"], H, S, F, H, "2"))
+                                   "dst_stride": F * eb, "rows": T, "length": F}))
+    group(lambda: gemm(r["g"], F, r["w2"], H, r["f"], H, T, F, H, "2"))
     group(lambda: layernorm(r["f"], r["ln1"], r["ln2p"], r["out"]))
-    assert len(commands) == program_commands(S, heads) and len(groups) == len(OPERATIONS)
+    assert len(commands) == program_commands(S, heads, B) and len(groups) == len(OPERATIONS)
     return commands, groups
 
 
@@ -214,10 +236,11 @@ def read_stages(image, regions, layer, config=None):
     """The hardware's tensors from a memory image (same keys as
     :func:`encoder_golden`; ``config`` None: int8 activations)."""
     S, H, F, heads = layer.seq, layer.hidden, layer.ffn, layer.heads
+    T, BH = layer.batch * S, layer.batch * heads
     eb = config.element_bytes if config is not None else 1
     act = "<i1" if eb == 1 else "<i2"
-    shapes = {"xt": (H, S), "q": (S, H), "kt": (H, S), "v": (S, H), "scores": (heads, S, S),
-              "p": (heads, S, S), "ctx": (S, H), "attn": (S, H), "ln1": (S, H), "h1": (S, F),
-              "g": (S, F), "f": (S, H), "out": (S, H)}
+    shapes = {"xt": (H, T), "q": (T, H), "kt": (H, T), "v": (T, H), "scores": (BH, S, S),
+              "p": (BH, S, S), "ctx": (T, H), "attn": (T, H), "ln1": (T, H), "h1": (T, F),
+              "g": (T, F), "f": (T, H), "out": (T, H)}
     return {key: _read(image, regions[key], shape, "<i4" if key == "scores" else act)
             for key, shape in shapes.items()}

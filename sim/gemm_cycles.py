@@ -42,7 +42,7 @@ import math
 
 from bertforge.sim.systolic_cycles import systolic_cycles, systolic_tile_period
 
-__all__ = ["gemm_cycles", "serial_cycles", "SERIAL_SUM_WAIT", "ideal_cycles", "chunks",
+__all__ = ["gemm_cycles", "serial_cycles", "scheduler_offsets", "SERIAL_SUM_WAIT", "ideal_cycles", "chunks",
            "load_beats", "write_cycles", "timeline", "START", "END", "RELEASE",
            "EXACT_MAX_LATENCY", "start_cycles"]
 
@@ -142,6 +142,7 @@ def gemm_cycles(config, commands, *, lat=1, bw=0):
     sysconfig = config.systolic
     valid = [c for c in commands if not command_rejected(config, c)]
     all_chunks = [ch for c in valid for ch in chunks(config, c)]
+    emitted = scheduler_offsets(config, [len(chunks(config, c)) for c in valid])
     if not all_chunks:
         return {"cycles": 8 * len(commands), "exact": False, "bound": "compute"}
     busy = [sum(systolic_tile_period(sysconfig, k) for k in _streams(config, ch))
@@ -149,7 +150,7 @@ def gemm_cycles(config, commands, *, lat=1, bw=0):
     ks = [k for ch in all_chunks for k in _streams(config, ch)]
     return timeline(config, all_chunks, busy, [load_beats(config, ch) for ch in all_chunks],
                     systolic_cycles(sysconfig, ks) - sum(busy), start=start_cycles(config),
-                    lat=lat, bw=bw, exact=len(valid) == len(commands))
+                    lat=lat, bw=bw, exact=len(valid) == len(commands), emitted=emitted)
 
 
 def _block_jobs(chunk):
@@ -157,7 +158,40 @@ def _block_jobs(chunk):
     return chunk["first"] and (chunk["accumulate"] or chunk["bias"] or chunk["per_channel"])
 
 
-def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact):
+def scheduler_offsets(config, counts):
+    """Cycles the tile scheduler needs between each chunk of commands of
+    ``counts`` chunks each and the one before (0 for the first): a
+    descriptor every :data:`SCHEDULER_CHUNK` cycles within a command; the
+    next command's first descriptor :data:`SCHEDULER_COMMAND` ``+
+    dim_width`` cycles after the previous command's last (it takes the
+    command once its output register is empty, then multiplies for the
+    range check). :func:`timeline` adds when the stage queues have room
+    (:data:`SCHEDULER_ROOM`)."""
+    offsets = []
+    for count in counts:
+        for index in range(count):
+            offsets.append(0 if not offsets else SCHEDULER_CHUNK if index
+                           else SCHEDULER_COMMAND + config.dim_width)
+    return offsets
+
+
+#: Cycles from a block's last row leaving the writer to the scheduler's
+#: emitting a block that waited for room in the writer's stage queue.
+WRITER_POP = 5
+#: Cycles from the end of chunk ``i``'s feed until the stage queues (and the
+#: scheduler's output register) take the descriptor of chunk ``i +
+#: stage_queue + 1``: the queues hold ``stage_queue`` chunks each and pop a
+#: chunk once its stage is done with it (measured: commands of many short
+#: chunks, e.g. the encoder's H x 1 x 1 transposes, to a few cycles).
+SCHEDULER_ROOM = 29
+#: Cycles between two descriptors of one command (the scheduler's output register).
+SCHEDULER_CHUNK = 2
+#: Cycles between a command's last descriptor and the next command's first, less ``dim_width``.
+SCHEDULER_COMMAND = 5
+
+
+def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact, emitted=None):
+    # ``emitted``: :func:`scheduler_offsets` of the chunks (None: not applied).
     """The walk of the module docstring (shared with the sparse engine's
     model) over ``chunks``, chunk ``i`` busy on the array ``busy[i]`` cycles
     after reading ``loads[i]`` beats; ``drain``: cycles from the end of a
@@ -183,6 +217,12 @@ def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact):
     last_rows = write_cycles(config, chunks[-1])
     for index, chunk in enumerate(chunks):
         begin = mem_free
+        if emitted is not None:     # not before the scheduler has emitted it
+            emit = start if index == 0 else emit + emitted[index]
+            room = index - config.stage_queue - 1     # the stage queues hold stage_queue chunks
+            if room >= 0:
+                emit = max(emit, feed[room][1] + SCHEDULER_ROOM)
+            begin = max(begin, emit + lat)
         if index >= 2:   # its buffer slot frees once chunk index-2 is fed
             begin = max(begin, feed[index - 2][1] + lat + 3)
         if _block_jobs(chunk) and len(written) >= 2:

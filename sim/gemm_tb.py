@@ -119,7 +119,8 @@ async def run_engine(dut, spec, config, *, pack, golden, cycle_model, ideal):
 
     expected_image = image.copy()
     expected_errors = golden(config, expected_image, commands)
-    model = cycle_model(config, commands, lat=knobs["lat_min"], bw=knobs["bw"])
+    # an SDRAM memory (spec "sdram_bw", its sustained bandwidth): the model at that bandwidth
+    model = cycle_model(config, commands, lat=knobs["lat_min"], bw=knobs["bw"] or spec.get("sdram_bw", 0))
     timeout = int(spec.get("timeout", 0)) or 50 * (model["cycles"] + 2000)
 
     dut.go.value = 1

@@ -13,10 +13,11 @@ def sparse_harness_name(config):
     return harness_name(config)
 
 
-def sparse_harness_verilog(config):
+def sparse_harness_verilog(config, memory=None, clock_mhz=100.0):
     """Verilog of the harness around ``config``'s sparse engine, with the
-    memory module appended (deterministic)."""
-    return harness_verilog(config, SparseEngineHarness)
+    memory module appended (deterministic; ``memory``: an SDRAM whose timing
+    the memory follows, as :func:`harness_verilog` takes it)."""
+    return harness_verilog(config, SparseEngineHarness, memory, clock_mhz)
 
 
 class SparseEngineHarness(GemmHarness):

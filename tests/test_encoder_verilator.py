@@ -18,14 +18,16 @@ def test_layer_in_verilator_matches_golden_and_prediction(hw, target):
     assert result["passed"] and result["match"], result["mismatches"]
     assert all(count == 0 for count in result["mismatches"].values())
     # every operation takes the predicted cycles exactly, but the input
-    # transpose: gemm_cycles undercounts its H x 1 x 1 commands (one-element
-    # rows; 154 cycles each measured, 128 modelled, on tiny.toml)
+    # transpose: its H x 1 x 1 commands (one-element rows, a chunk per 4
+    # rows) are held back by the tile scheduler and the stage queues, which
+    # gemm_cycles models to a few cycles a command (4,788 measured, 4,760
+    # modelled on tiny.toml; 4,162 before the scheduler was modelled)
     for op in result["operations"]:
         if op["operation"] == "input transpose":
-            assert op["predicted"] <= op["cycles"] <= 1.25 * op["predicted"], op
+            assert abs(op["cycles"] - op["predicted"]) <= 0.01 * op["predicted"], op
         else:
             assert op["cycles"] == op["predicted"], op
-    assert abs(result["difference"]) <= 0.01
+    assert abs(result["difference"]) <= 0.0005
     assert {c["class"] for c in result["classes"]} == {"gemm", "softmax", "layernorm", "gelu"}
     assert result["cosine"] >= target
 
