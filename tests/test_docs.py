@@ -94,7 +94,7 @@ def test_docs_command_rebuilds_over_a_previous_build(built, capsys):
 
 def test_docs_command_refuses_a_bad_out(tmp_path):
     (tmp_path / "file").write_text("x")
-    assert_one_line_error(run_cli("docs", "--out", str(tmp_path / "file")), "is a file")
+    assert_one_line_error(run_cli("docs", "--out", str(tmp_path / "file")), "is not a directory")
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep")
     assert_one_line_error(run_cli("docs", "--out", str(tmp_path / "mine")), "holds other files")
