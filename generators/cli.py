@@ -27,7 +27,7 @@ import os
 import sys
 
 from bertforge.rtl.errors import BertforgeError
-from . import analyze_cli, board_cli, cache_cli, coverage_cli, model_sim, sweep
+from . import analyze_cli, board_cli, cache_cli, coverage_cli, model_sim, mutate_cli, sweep
 from .blocks import BLOCKS, PRESETS
 from .cli_common import CliError, add_config_flags, add_sim_flags
 
@@ -91,6 +91,7 @@ def build_parser():
     sweep.add_parser(commands)
     cache_cli.add_parser(commands)
     coverage_cli.add_parser(commands)
+    mutate_cli.add_parser(commands)
     return parser
 
 
@@ -181,6 +182,8 @@ def _main(argv):
             return cache_cli.run_cache(args)
         if args.command == "coverage":
             return coverage_cli.run_coverage(args)
+        if args.command == "mutate":
+            return mutate_cli.run_mutate(args)
         if args.command == "demo":
             from .demo import run_demo
             return run_demo(args.out)

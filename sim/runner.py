@@ -47,7 +47,10 @@ Verilog; :mod:`.coverage` reads and merges them.
 Mutants. ``BERTFORGE_MUTANT=DIR`` substitutes ``DIR/mutant.v`` for the
 Verilog whose SHA-256 is in ``DIR/original.sha256`` wherever it is built or
 run (other designs run unchanged): the block's own tests then run against a
-mutant (``bertforge mutate``).
+mutant (``bertforge mutate``); a failing run is then not run again for a
+waveform. ``BERTFORGE_RECORD=DIR`` writes the Verilog of every design run
+to ``DIR/<top>-<sha256>.v`` and one line per run to ``DIR/runs.txt`` (which
+designs a block's tests simulate, and how often).
 """
 
 import fcntl
@@ -242,6 +245,22 @@ def _substitute(verilog):
     if hashlib.sha256(verilog.encode()).hexdigest() != original:
         return verilog
     return mutant
+
+
+def _record(verilog, toplevel):
+    """``BERTFORGE_RECORD``: see the module docstring."""
+    value = os.environ.get("BERTFORGE_RECORD", "").strip()
+    if not value:
+        return
+    directory = Path(value)
+    directory.mkdir(parents=True, exist_ok=True)
+    name = f"{toplevel}-{hashlib.sha256(verilog.encode()).hexdigest()}.v"
+    if not (directory / name).exists():
+        staging = directory / f".{name}.{os.getpid()}"
+        staging.write_text(verilog)
+        staging.rename(directory / name)
+    with open(directory / "runs.txt", "a") as runs:
+        runs.write(name + "\n")
 
 
 def _collect_coverage(work, directory, toplevel):
@@ -517,6 +536,9 @@ def run(verilog, toplevel, test_module, spec, *, waves=False, workdir=None, reru
     waveform).
     """
     simulator, x_seed = _simulator(simulator), _x_seed(x_seed)
+    _record(verilog, toplevel)
+    if os.environ.get("BERTFORGE_MUTANT", "").strip():
+        rerun_with_waves = False
     verilog = _substitute(verilog)
     if simulator == "icarus":
         waves = rerun_with_waves = False

