@@ -25,7 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 
 __all__ = ["parse", "merge", "read_dir", "summarize", "report", "table", "annotate", "write_report",
-           "CoverageError"]
+           "merge_functional", "uncovered", "CoverageError"]
 
 from bertforge.rtl.errors import BertforgeError
 
@@ -266,3 +266,27 @@ def write_report(directory, *, elapsed=None):
     (directory / "coverage.json").write_text(json.dumps(document, indent=1) + "\n")
     (directory / "coverage.txt").write_text(text + "\n")
     return reports, text
+
+
+# ---- functional coverage (the testbenches' cover points, sim/funcov_tb.py) ----
+
+
+def merge_functional(results):
+    """Sum the ``functional_coverage`` (``{point: {bin: hits}}``) of several
+    testbench results (dicts; those without one are skipped)."""
+    merged = {}
+    for result in results:
+        for point, bins in result.get("functional_coverage", {}).items():
+            target = merged.setdefault(point, {})
+            for name, hits in bins.items():
+                target[name] = target.get(name, 0) + hits
+    return merged
+
+
+def uncovered(results, waived=()):
+    """``["point:bin", ...]`` never hit over ``results`` (merged with
+    :func:`merge_functional`), leaving out the ``waived`` ones (each
+    ``"point:bin"``, unreachable by design: the caller documents why)."""
+    merged = merge_functional(results)
+    return [f"{point}:{name}" for point, bins in sorted(merged.items())
+            for name, hits in bins.items() if not hits and f"{point}:{name}" not in waived]
