@@ -23,7 +23,9 @@ output stream (a :class:`StreamMonitor`) of the block it records, as
 
 :meth:`StreamCoverage.values` adds operand extremes: the bins ``min``,
 ``max``, ``zero``, ``-1`` and ``+1`` of a signed ``width``-bit operand,
-each hit if some element of the array had that value.
+each hit if some element of the array had that value;
+:meth:`StreamCoverage.bounds` adds the smallest and largest accepted value
+of a length or address (bins ``lo`` and ``hi``).
 
 :meth:`StreamCoverage.report` gives ``{point: {bin: hits}}``, which the
 testbench writes into its result as ``functional_coverage``; the tests merge
@@ -119,6 +121,15 @@ class StreamCoverage:
         present = set(np.unique(np.asarray(array, dtype=np.int64)).tolist())
         lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
         for label, value in zip(EXTREME_BINS, (lo, hi, 0, -1, 1)):
+            if value in present:
+                sample(label)
+
+    def bounds(self, name, values, lo, hi):
+        """Values (lengths, addresses) at their exact bounds ``lo`` and ``hi``
+        (the smallest and the largest accepted): bins ``lo`` and ``hi``."""
+        sample = self.point(f"{self.block}.{name}.bounds", ["lo", "hi"])
+        present = {int(v) for v in values}
+        for label, value in (("lo", lo), ("hi", hi)):
             if value in present:
                 sample(label)
 
