@@ -134,6 +134,17 @@ def _signal(fields):
     return match.group(1), match.group(2) or ""
 
 
+#: Yosys's Verilog back end starts each ``always @*`` with
+#: ``if (\$auto$verilog_backend.cc:...:dump_module$1) begin end``: a
+#: trigger register that is never 1, so the empty branch is unreachable by
+#: construction; its points are left out.
+_TRIGGER = re.compile(r"if \(\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ \) begin end")
+
+
+def _never_by_construction(source, line):
+    return 0 < line <= len(source) and bool(_TRIGGER.search(source[line - 1]))
+
+
 def summarize(points, verilog_text=None):
     """Per Verilog module (and ``"(all)"``) of one model: line and toggle
     points, how many were reached, percentages, and what was never reached:
@@ -142,13 +153,18 @@ def summarize(points, verilog_text=None):
     direction never seen).
 
     Points are counted per module, not per instance: an instance's point is
-    reached if any instance of the module reached it.
+    reached if any instance of the module reached it. The empty branch that
+    Yosys's back end writes at the start of every ``always @*`` (never
+    taken, by construction) is left out when ``verilog_text`` is given.
     """
     spans = _modules(verilog_text) if verilog_text else []
+    source = verilog_text.splitlines() if verilog_text else []
     per_module = defaultdict(lambda: {"line": {}, "toggle": {}})
     for fields, count in points.values():
         kind = fields.get("t", "")
         line = int(fields.get("l", 0))
+        if kind in ("line", "branch") and _never_by_construction(source, line):
+            continue
         module = _module_of(spans, line) if spans else fields.get("page", "?").split("/", 1)[-1]
         if kind == "toggle":
             ident = (line, fields.get("o", ""))

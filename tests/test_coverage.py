@@ -17,6 +17,7 @@ _VERILOG = """module top(clk, a, y);
   always @(posedge clk)
     if (a[0]) y <= 1'h1;
     else y <= a[1];
+  always @* if (\\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
 endmodule
 module sub(b);
   input b;
@@ -42,6 +43,7 @@ _SNIPPET = _dat([
     _point(6, "branch", "if", 5, "6"),
     _point(6, "branch", "else", 0, "7"),
     _point(5, "line", "block", 5, "5"),
+    _point(8, "branch", "if", 0, "8"),          # yosys's trigger: never, by construction
     _point(3, "toggle", "a[0]:0->1", 2),
     _point(3, "toggle", "a[0]:1->0", 1),
     _point(3, "toggle", "a[1]:0->1", 1),
