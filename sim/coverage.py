@@ -25,7 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 
 __all__ = ["parse", "merge", "read_dir", "summarize", "report", "table", "annotate", "write_report",
-           "merge_functional", "uncovered", "CoverageError"]
+           "compact", "merge_functional", "uncovered", "CoverageError"]
 
 from bertforge.rtl.errors import BertforgeError
 
@@ -261,8 +261,18 @@ def annotate(points, verilog_text):
     return "\n".join(out) + "\n"
 
 
+def compact(reports):
+    """:func:`report`'s result with counts in place of the lists of what
+    was missed (``missed_lines``, ``missed_signals``): small enough to keep."""
+    return {model: {module: {key: (len(value) if isinstance(value, (list, dict)) else value)
+                             for key, value in entry.items()}
+                    for module, entry in summary.items()}
+            for model, summary in reports.items()}
+
+
 def write_report(directory, *, elapsed=None):
-    """Write ``coverage.json`` (the :func:`report`), ``coverage.txt`` (the
+    """Write ``coverage.json`` (the :func:`report`), ``coverage-summary.json``
+    (:func:`compact`), ``coverage.txt`` (the
     :func:`table`) and ``annotated/<model>.v.txt`` (:func:`annotate`) into the
     coverage ``directory``; return ``(report, table_text)``."""
     import json
@@ -280,6 +290,9 @@ def write_report(directory, *, elapsed=None):
     if elapsed is not None:
         document["seconds"] = round(elapsed, 1)
     (directory / "coverage.json").write_text(json.dumps(document, indent=1) + "\n")
+    (directory / "coverage-summary.json").write_text(json.dumps(
+        {**{k: v for k, v in document.items() if k != "models"}, "models": compact(reports)},
+        indent=1) + "\n")
     (directory / "coverage.txt").write_text(text + "\n")
     return reports, text
 

@@ -93,6 +93,8 @@ def test_coverage_command_reports_a_directory(tmp_path, capsys):
     assert "top-cov-0123" in out and "2/3" in out and "3/4" in out
     stored = json.loads((tmp_path / "coverage.json").read_text())
     assert stored["models"]["top-cov-0123"]["top"]["missed_lines"] == [7]
+    summary = json.loads((tmp_path / "coverage-summary.json").read_text())
+    assert summary["models"]["top-cov-0123"]["top"]["missed_lines"] == 1
     assert "%000000" in (tmp_path / "annotated" / "top-cov-0123.v.txt").read_text()
     assert main(["coverage", str(tmp_path / "none")]) == 2
     assert capsys.readouterr().err.strip() == f"bertforge: error: no coverage directory {tmp_path / 'none'}"
