@@ -128,3 +128,12 @@ def test_coverage_of_a_real_2x2_systolic_run(tmp_path, monkeypatch):
     # a second run adds its counts to the same model
     assert simulate_systolic(config, tiles, seed=2, c_stall=0.0)["match"]
     assert len(list(model.glob("*.dat"))) == 2
+
+
+def test_record_lists_the_designs_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERTFORGE_RECORD", str(tmp_path))
+    runner._record(_VERILOG, "top")
+    runner._record(_VERILOG, "top")
+    name = f"top-{hashlib.sha256(_VERILOG.encode()).hexdigest()}.v"
+    assert (tmp_path / name).read_text() == _VERILOG
+    assert (tmp_path / "runs.txt").read_text().split() == [name, name]
