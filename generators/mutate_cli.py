@@ -17,6 +17,10 @@
 4. The tests run again with the mutant substituted for the original
    (``BERTFORGE_MUTANT``): a failing test kills it, else it survived.
 
+A run into a directory that holds the ``mutate.json`` of an earlier run of
+the same design, seed, count, depth and tests keeps the mutants it decided
+(a run cut short resumes).
+
 Writes ``DIR/mutate.json`` (after every mutant) and ``DIR/mutate.md``: each
 mutant's mode, cell, source lines of the original Verilog, status
 (killed by which test, survived, equivalent) and seconds; the score is
@@ -51,6 +55,9 @@ def add_parser(commands):
                                       "that the tests simulate (default: the one run most)")
     sub.add_argument("--depth", type=int, default=20,
                      help="cycles of the bounded equivalence check (default 20)")
+    sub.add_argument("--eq-timeout", type=float, default=120.0,
+                     help="seconds for one equivalence check; past them the mutant is "
+                          "'unknown' and tested (default 120)")
     sub.add_argument("--tests", nargs="+", metavar="FILE",
                      help="test files (default: tests/test_BLOCK_verilator.py)")
     sub.add_argument("--out", default=None, help="result directory (default mutate-BLOCK)")
@@ -90,14 +97,29 @@ def _table(document):
         f"{s['seconds']:.0f} s ({s['seconds_per_mutant']:.0f} s per mutant)", "", *rows])
 
 
-def _summary(mutants, seconds):
+def _summary(mutants):
+    """Counts, score and the seconds spent on the mutants (their own sum, so
+    that a resumed run counts the mutants of the earlier one too)."""
     counts = Counter(m["status"] for m in mutants if m["index"] > 0)
+    seconds = sum(m["seconds"] for m in mutants if m["index"] > 0)
     killed, survived = counts["killed"], counts["survived"]
     done = sum(counts.values())
     return {"mutants": done, "killed": killed, "survived": survived,
             "equivalent": counts["equivalent"],
             "score": round(killed / (killed + survived), 3) if killed + survived else None,
             "seconds": round(seconds, 1), "seconds_per_mutant": round(seconds / max(done, 1), 1)}
+
+
+def _previous(path, document):
+    """The mutants (by command) of an earlier run into the same directory
+    with the same design, seed, count, depth and tests: a run cut short
+    resumes where it stopped."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    same = all(old.get(key) == document[key] for key in ("design", "seed", "count", "depth", "tests"))
+    return {m["command"]: m for m in old.get("mutants", []) if m["index"] > 0} if same else {}
 
 
 def run_mutate(args):
@@ -115,7 +137,6 @@ def run_mutate(args):
     tests = [(t if t.is_absolute() else _ROOT / t).resolve() for t in tests]
     out = Path(args.out or f"mutate-{args.block}").resolve()
     out.mkdir(parents=True, exist_ok=True)
-    start = time.monotonic()
     record = out / "designs"
     shutil.rmtree(record, ignore_errors=True)
     say = lambda text: print(f"bertforge: {text}", file=sys.stderr, flush=True)  # noqa: E731
@@ -144,7 +165,11 @@ def run_mutate(args):
                 "depth": args.depth, "tests": [t.name for t in tests],
                 "baseline_seconds": round(base_seconds, 1), "mutants": []}
     timeout = max(120.0, 10 * base_seconds)
+    done = _previous(out / "mutate.json", document)
     for index, mutation in enumerate(sampled):
+        if mutation["command"] in done:         # a run cut short is resumed
+            document["mutants"].append(dict(done[mutation["command"]], index=index))
+            continue
         mark = time.monotonic()
         work = out / "work" / f"m{index:03d}"
         shutil.rmtree(work, ignore_errors=True)
@@ -154,7 +179,7 @@ def run_mutate(args):
                                      "command")}, "lines": mutation.get("lines", [])}
         if index > 0:
             entry["equivalence"], entry["equivalence_seconds"] = mutate.equivalent(
-                original, top, mutation, work / "eq", depth=args.depth)
+                original, top, mutation, work / "eq", depth=args.depth, timeout=args.eq_timeout)
         if entry.get("equivalence") == "equivalent":
             entry["status"] = "equivalent"
         else:
@@ -180,10 +205,12 @@ def run_mutate(args):
         if index > 0:
             shutil.rmtree(work / "eq" / "sby", ignore_errors=True)
         document["mutants"].append(entry)
-        document["summary"] = _summary(document["mutants"], time.monotonic() - start - base_seconds)
+        document["summary"] = _summary(document["mutants"])
         (out / "mutate.json").write_text(json.dumps(document, indent=1) + "\n")
         say(f"mutant {index}/{len(sampled) - 1} {entry['mode']} {entry['cell']}: {entry['status']} "
             f"({entry['seconds']:.0f} s)")
+    document["summary"] = _summary(document["mutants"])
+    (out / "mutate.json").write_text(json.dumps(document, indent=1) + "\n")
     text = _table(document)
     (out / "mutate.md").write_text(text + "\n")
     print(text)
