@@ -57,7 +57,7 @@ def add_parser(commands):
                      help="cycles of the bounded equivalence check (default 20)")
     sub.add_argument("--eq-timeout", type=float, default=120.0,
                      help="seconds for one equivalence check; past them the mutant is "
-                          "'unknown' and tested (default 120)")
+                          "'unknown' and tested (default 120; 0 skips the check)")
     sub.add_argument("--tests", nargs="+", metavar="FILE",
                      help="test files (default: tests/test_BLOCK_verilator.py)")
     sub.add_argument("--out", default=None, help="result directory (default mutate-BLOCK)")
@@ -125,6 +125,7 @@ def _previous(path, document):
 def run_mutate(args):
     from .cli_common import CliError
     from bertforge.sim import cache, mutate, runner
+    from bertforge.sim.formal import FormalError
     if args.count < 1:
         raise CliError(f"--count must be at least 1, not {args.count}")
     if args.depth < 1:
@@ -177,9 +178,14 @@ def run_mutate(args):
         entry = {"index": index, **{k: mutation.get(k, "") for k in
                                     ("mode", "module", "cell", "port", "portbit", "wire", "src",
                                      "command")}, "lines": mutation.get("lines", [])}
-        if index > 0:
-            entry["equivalence"], entry["equivalence_seconds"] = mutate.equivalent(
-                original, top, mutation, work / "eq", depth=args.depth, timeout=args.eq_timeout)
+        if index > 0 and args.eq_timeout <= 0:
+            entry["equivalence"] = "skipped"
+        elif index > 0:
+            try:
+                entry["equivalence"], entry["equivalence_seconds"] = mutate.equivalent(
+                    original, top, mutation, work / "eq", depth=args.depth, timeout=args.eq_timeout)
+            except FormalError as error:     # e.g. yosys cannot build the miter: test the mutant
+                entry["equivalence"], entry["equivalence_error"] = "unknown", str(error)
         if entry.get("equivalence") == "equivalent":
             entry["status"] = "equivalent"
         else:
