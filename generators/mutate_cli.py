@@ -192,7 +192,11 @@ def run_mutate(args):
             mutant = work / "mutant.v"
             mutate.write_mutant(original, top, mutation, mutant, work)
             (work / "original.sha256").write_text(digest + "\n")
-            code, failed, _, output = _pytest(tests, {"BERTFORGE_MUTANT": str(work)}, timeout)
+            scratch = work / "tmp"      # the failed runs' work directories land here
+            scratch.mkdir()
+            code, failed, _, output = _pytest(tests, {"BERTFORGE_MUTANT": str(work),
+                                                      "TMPDIR": str(scratch)}, timeout)
+            shutil.rmtree(scratch, ignore_errors=True)
             text = mutant.read_text()
             for variant in ("", "x=unique"):       # the mutant's models are of no further use
                 directory = runner._build_dir(text, top, False, variant)
