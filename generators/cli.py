@@ -29,7 +29,7 @@ import os
 import sys
 
 from bertforge.rtl.errors import BertforgeError
-from . import analyze_cli, axi_cli, board_cli, cache_cli, manual, model_sim, sweep
+from . import analyze_cli, axi_cli, board_cli, cache_cli, coverage_cli, manual, model_sim, mutate_cli, sweep
 from .blocks import BLOCKS, PRESETS
 from .cli_common import CliError, add_config_flags, add_sim_flags
 
@@ -109,6 +109,8 @@ def build_parser():
     sweep.add_parser(commands)
     manual.add_parser(commands)
     cache_cli.add_parser(commands)
+    coverage_cli.add_parser(commands)
+    mutate_cli.add_parser(commands)
     return parser
 
 
@@ -236,6 +238,10 @@ def _main(argv):
             return manual.run_docs(args)
         if args.command == "cache":
             return cache_cli.run_cache(args)
+        if args.command == "coverage":
+            return coverage_cli.run_coverage(args)
+        if args.command == "mutate":
+            return mutate_cli.run_mutate(args)
         if args.command == "demo":
             from .demo import run_demo
             return run_demo(args.out)

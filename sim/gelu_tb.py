@@ -11,7 +11,8 @@ flag against :func:`bertforge.sim.gelu_golden.gelu_golden` and, without gaps
 or stalls, the cycles against :func:`bertforge.sim.gelu_cycles.gelu_cycles`.
 It also measures the error of the output (real units) against float GELU of
 the dequantized input. Results go to ``result_path``, outputs to
-``result_path`` + ``.npz`` (``y``).
+``result_path`` + ``.npz`` (``y``), and the run's functional coverage
+(:mod:`bertforge.sim.funcov_tb`) as ``functional_coverage``.
 """
 
 import json
@@ -22,9 +23,10 @@ import cocotb
 import numpy as np
 
 from bertforge.rtl.gelu import Gelu, GeluConfig
-from bertforge.rtl.payload import pack_beats, unpack_beats
+from bertforge.rtl.payload import pack_beats, unpack, unpack_beats
 from bertforge.sim.gelu_cycles import gelu_cycles
 from bertforge.sim.gelu_golden import gelu_float, gelu_golden
+from bertforge.sim.funcov_tb import StreamCoverage
 from bertforge.sim.stream_tb import finish, StreamDriver, StreamMonitor, StreamTB
 
 
@@ -53,7 +55,13 @@ async def gelu_rows(dut):
     monitor = StreamMonitor(dut, "y", tb.rng, spec.get("y_stall", 0.0))
     model = gelu_cycles(config, len(beats))
     start = time.perf_counter()
-    first, last = await tb.run([driver], [monitor], [len(beats)], timeout=20 * model + 1000)
+    layouts = Gelu(config).x.payload.shape(), Gelu(config).y.payload.shape()
+    cover = StreamCoverage("gelu", {"x": (driver, lambda v: unpack(layouts[0], v)["last"])},
+                           {"y": (monitor, lambda v: unpack(layouts[1], v)["last"])})
+    cover.values("x", x, config.in_width)
+    cover.values("y", expected, config.out_width)
+    first, last = await tb.run([driver], [monitor], [len(beats)], timeout=20 * model + 1000,
+                               coverage=cover)
     seconds = time.perf_counter() - start
     cycles = last - first + 1
 
@@ -78,5 +86,6 @@ async def gelu_rows(dut):
         "mean_abs_err": float(err.mean()),
         "sim_cycles_per_second": cycles / seconds,
         "outputs": spec["result_path"] + ".npz",
+        "functional_coverage": cover.report(),
     }
     finish(spec, result)

@@ -26,10 +26,11 @@ import cocotb
 import numpy as np
 
 from bertforge.rtl.layernorm import LayerNorm, LayerNormConfig
-from bertforge.rtl.payload import pack_beats, unpack_beats
+from bertforge.rtl.payload import pack_beats, unpack, unpack_beats
 from bertforge.sim.layernorm_cycles import layernorm_cycles
 from bertforge.sim.layernorm_golden import (layernorm_float, layernorm_golden,
                                             layernorm_reference_int8)
+from bertforge.sim.funcov_tb import StreamCoverage
 from bertforge.sim.stream_tb import finish, StreamDriver, StreamMonitor, StreamTB
 
 
@@ -86,7 +87,22 @@ async def layernorm_vectors(dut):
     await tb.run([params], [], [], timeout=4 * len(gamma) + 100, drain=2)
     model = layernorm_cycles(config, lengths)
     start = time.perf_counter()
-    first, last = await tb.run(drivers, [monitor], [total_beats], timeout=20 * model + 1000)
+    design = LayerNorm(config)
+    last_of = {name: (lambda v, shape=getattr(design, name).payload.shape(): unpack(shape, v)["last"])
+               for name in ("x", "y")}
+    inputs = {"x": (drivers[0], last_of["x"])}
+    if config.add_residual:
+        inputs["r"] = (drivers[1], None)
+    cover = StreamCoverage("layernorm", inputs, {"y": (monitor, last_of["y"])})
+    cover.values("x", np.concatenate(xs), config.in_width)
+    if config.add_residual:
+        cover.values("r", np.concatenate(rs), config.in_width)
+    cover.values("gamma", gamma, config.param_width)
+    cover.values("beta", beta, config.param_width)
+    cover.values("y", np.concatenate(expected), config.out_width)
+    cover.bounds("length", lengths, config.lanes, config.h_max)
+    first, last = await tb.run(drivers, [monitor], [total_beats], timeout=20 * model + 1000,
+                               coverage=cover)
     seconds = time.perf_counter() - start
     cycles = last - first + 1
 
@@ -123,5 +139,6 @@ async def layernorm_vectors(dut):
         "max_abs_err_real": float(real_errors.max()),
         "sim_cycles_per_second": cycles / seconds,
         "outputs": spec["result_path"] + ".npz",
+        "functional_coverage": cover.report(),
     }
     finish(spec, result)

@@ -41,6 +41,21 @@ at a random value from seed ``N``, so a design whose results depend on one
 changes with the seed. ``simulator="icarus"`` (or
 ``BERTFORGE_SIMULATOR=icarus``) runs the same testbench in Icarus Verilog
 (``iverilog`` on ``PATH``; four-state: X stays X), for portability checks.
+
+Code coverage. ``BERTFORGE_COVERAGE=DIR`` in the environment builds every
+Verilator model with ``--coverage-line --coverage-toggle`` (its own cache
+entry) and, after each run, moves the ``coverage.dat`` that cocotb's
+Verilator main writes at the end of the simulation (``VerilatedCov::write``
+in the test directory) to ``DIR/<model>/``, with a copy of the model's
+Verilog; :mod:`.coverage` reads and merges them.
+
+Mutants. ``BERTFORGE_MUTANT=DIR`` substitutes ``DIR/mutant.v`` for the
+Verilog whose SHA-256 is in ``DIR/original.sha256`` wherever it is built or
+run (other designs run unchanged): the block's own tests then run against a
+mutant (``bertforge mutate``); a failing run is then not run again for a
+waveform. ``BERTFORGE_RECORD=DIR`` writes the Verilog of every design run
+to ``DIR/<top>-<sha256>.v`` and one line per run to ``DIR/runs.txt`` (which
+designs a block's tests simulate, and how often).
 """
 
 import fcntl
@@ -202,10 +217,72 @@ def _build_key(verilog, toplevel, waves, variant=""):
 
 
 def _variant(simulator, x_seed):
-    """The build variant: ``""`` (Verilator, X as 0), ``"x=unique"``, ``"icarus"``."""
+    """The build variant: ``""`` (Verilator, X as 0), ``"x=unique"``, ``"icarus"``,
+    and ``"cov"`` (joined with ``+``) when coverage is collected."""
     if simulator == "icarus":
         return "icarus"
-    return "x=unique" if x_seed is not None else ""
+    parts = (["x=unique"] if x_seed is not None else []) + (["cov"] if _coverage_dir() else [])
+    return "+".join(parts)
+
+
+def _coverage_dir():
+    """``BERTFORGE_COVERAGE`` (a directory), or None."""
+    value = os.environ.get("BERTFORGE_COVERAGE", "").strip()
+    return Path(value) if value else None
+
+
+#: Verilator flags of a coverage build.
+COVERAGE_ARGS = ["--coverage-line", "--coverage-toggle"]
+
+
+def _substitute(verilog):
+    """The mutant's Verilog if ``BERTFORGE_MUTANT`` names one for ``verilog``
+    (see the module docstring), else ``verilog``."""
+    value = os.environ.get("BERTFORGE_MUTANT", "").strip()
+    if not value:
+        return verilog
+    directory = Path(value)
+    try:
+        original = (directory / "original.sha256").read_text().strip()
+        mutant = (directory / "mutant.v").read_text()
+    except OSError as error:
+        raise SimulationError(f"BERTFORGE_MUTANT={value}: {error}") from None
+    if hashlib.sha256(verilog.encode()).hexdigest() != original:
+        return verilog
+    return mutant
+
+
+def _record(verilog, toplevel):
+    """``BERTFORGE_RECORD``: see the module docstring."""
+    value = os.environ.get("BERTFORGE_RECORD", "").strip()
+    if not value:
+        return
+    directory = Path(value)
+    directory.mkdir(parents=True, exist_ok=True)
+    name = f"{toplevel}-{hashlib.sha256(verilog.encode()).hexdigest()}.v"
+    if not (directory / name).exists():
+        staging = directory / f".{name}.{os.getpid()}"
+        staging.write_text(verilog)
+        staging.rename(directory / name)
+    with open(directory / "runs.txt", "a") as runs:
+        runs.write(name + "\n")
+
+
+def _collect_coverage(work, directory, toplevel):
+    """Move ``work/coverage.dat`` (if the run wrote one) to the coverage
+    directory, under the model's name, beside a copy of its Verilog."""
+    target_root = _coverage_dir()
+    data = work / "coverage.dat"
+    if target_root is None or not data.exists():
+        return None
+    target = target_root / directory.name
+    target.mkdir(parents=True, exist_ok=True)
+    source = target / f"{toplevel}.v"
+    if not source.exists():
+        shutil.copyfile(directory / f"{toplevel}.v", source)
+    destination = Path(tempfile.mkstemp(prefix="run-", suffix=".dat", dir=target)[1])
+    shutil.move(str(data), destination)
+    return destination
 
 
 def _build_dir(verilog, toplevel, waves, variant=""):
@@ -217,6 +294,7 @@ def _build_dir(verilog, toplevel, waves, variant=""):
 
 def is_built(verilog, toplevel, *, waves=False, x_seed=None, simulator=None):
     """True if :func:`build` would reuse a cached build."""
+    verilog = _substitute(verilog)
     variant = _variant(_simulator(simulator), _x_seed(x_seed))
     return _valid(_build_dir(verilog, toplevel, waves, variant), variant)
 
@@ -257,6 +335,7 @@ def build(verilog, toplevel, *, waves=False, quiet=False, x_seed=None, simulator
     seed)."""
     simulator, x_seed = _simulator(simulator), _x_seed(x_seed)
     cache.max_bytes()       # a bad BERTFORGE_CACHE_MAX is an error before a build, not after
+    verilog = _substitute(verilog)
     variant = _variant(simulator, x_seed)
     directory = _build_dir(verilog, toplevel, waves, variant)
     if _valid(directory, variant):
@@ -288,6 +367,8 @@ def build(verilog, toplevel, *, waves=False, quiet=False, x_seed=None, simulator
         control = directory / "public_top.vlt"
         control.write_text(_PUBLIC_TOP_VLT.format(top=toplevel))
         args = _BUILD_ARGS + _X_ARGS[x_seed is not None] + ["--no-public-flat-rw", str(control)]
+        if "cov" in variant.split("+"):
+            args += COVERAGE_ARGS
         if waves:
             args += ["--trace-fst", "--trace-structs"] + _lz4_shim_args(directory)
         log = directory / "build.log"
@@ -461,6 +542,10 @@ def run(verilog, toplevel, test_module, spec, *, waves=False, workdir=None, reru
     waveform).
     """
     simulator, x_seed = _simulator(simulator), _x_seed(x_seed)
+    _record(verilog, toplevel)
+    if os.environ.get("BERTFORGE_MUTANT", "").strip():
+        rerun_with_waves = False
+    verilog = _substitute(verilog)
     if simulator == "icarus":
         waves = rerun_with_waves = False
     options = {"x_seed": x_seed, "simulator": simulator}
@@ -521,8 +606,10 @@ def _run_in(verilog, toplevel, test_module, spec, work, *, waves, quiet, x_seed,
                                 "BERTFORGE_SPEC": str(spec_path)},
                             waves=waves, results_xml=str(results_xml), log_file=log,
                             test_args=["--trace-file", str(work / "dump.fst")] if waves else [])
+            _collect_coverage(work, directory, toplevel)
             break
         except SystemExit:
+            _collect_coverage(work, directory, toplevel)
             break   # under pytest the runner exits on a failed test; the results say which
         except Exception as error:
             # A simulator that dies before writing results (a truncated or

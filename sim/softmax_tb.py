@@ -24,10 +24,11 @@ import numpy as np
 
 from amaranth.lib import data
 
-from bertforge.rtl.payload import pack_beats, unpack_beats
+from bertforge.rtl.payload import pack_beats, unpack, unpack_beats
 from bertforge.rtl.softmax import Softmax, SoftmaxConfig
 from bertforge.sim.softmax_cycles import softmax_beats, softmax_cycles
 from bertforge.sim.softmax_golden import softmax_errors, softmax_golden
+from bertforge.sim.funcov_tb import StreamCoverage
 from bertforge.sim.stream_tb import StreamDriver, StreamMonitor, StreamTB
 from bertforge.rtl.errors import ParameterError
 
@@ -93,9 +94,18 @@ async def softmax_rows(dut):
         model = softmax_cycles(config, lengths)
         driver = StreamDriver(dut, "x", payloads, tb.rng, scenario.get("x_gap", 0.0))
         monitor = StreamMonitor(dut, "y", tb.rng, scenario.get("y_stall", 0.0))
+        design = Softmax(config)
+        shapes = design.x.payload.shape(), design.y.payload.shape()
+        cover = StreamCoverage("softmax", {"x": (driver, lambda v: unpack(shapes[0], v)["last"])},
+                               {"y": (monitor, lambda v: unpack(shapes[1], v)["last"])})
+        valid = np.arange(rows["x"].shape[1])[None, :] < np.array(lengths)[:, None]
+        cover.values("x", rows["x"][valid], config.in_width)
+        step = 1 if config.mask else config.lanes
+        cover.bounds("length", lengths, step, config.l_max - config.l_max % step)
         start = time.perf_counter()
         first, last = await tb.run([driver], [monitor], [len(payloads)],
-                                   timeout=20 * model + 1000, drain=config.b_to_c + 16)
+                                   timeout=20 * model + 1000, drain=config.b_to_c + 16,
+                                   coverage=cover)
         seconds = time.perf_counter() - start
         cycles = last - first + 1
         out, mismatches = check_outputs(config, rows, beats, monitor.received)
@@ -113,7 +123,7 @@ async def softmax_rows(dut):
             "elements_per_cycle": elements / cycles, "match": mismatches == 0,
             "mismatches": mismatches, "stalls": stalls, "max_abs_err": max_err,
             "mean_abs_err": mean_err, "sim_cycles_per_second": cycles / seconds,
-            "outputs": outputs})
+            "outputs": outputs, "functional_coverage": cover.report()})
         if mismatches:
             failures.append(f"scenario {index}: {mismatches} values or last flags differ "
                             "from the golden model")

@@ -101,10 +101,12 @@ class StreamTB:
             await RisingEdge(self.dut.clk)
         self.dut.rst.value = 0
 
-    async def run(self, drivers, monitors, expected, *, timeout, drain=64):
+    async def run(self, drivers, monitors, expected, *, timeout, drain=64, coverage=None):
         """Run until every driver is done and monitor ``i`` has ``expected[i]``
         beats, then ``drain`` more cycles with ``ready`` high: any beat that
         arrives then is an extra (duplicated) one and fails the test.
+        ``coverage`` (a :class:`bertforge.sim.funcov_tb.StreamCoverage`) is
+        sampled every cycle before the drain.
 
         Returns ``(first_input_cycle, last_output_cycle)``.
         """
@@ -124,6 +126,8 @@ class StreamTB:
             for driver in drivers:
                 if driver.sample() and first_in is None:
                     first_in = cycle
+            if coverage is not None:
+                coverage.sample()
             for monitor in monitors:
                 if monitor.sample():
                     last_out = cycle

@@ -25,7 +25,19 @@ import pytest
 _LOG_VARIABLE = "BERTFORGE_TEST_BUILD_LOG"
 
 
+def pytest_addoption(parser):
+    parser.addoption("--bf-coverage", metavar="DIR", default=None,
+                     help="build the Verilator models with line and toggle coverage, collect "
+                          "each run's coverage.dat in DIR and report per model at the end "
+                          "(bertforge coverage DIR prints it again)")
+
+
 def pytest_configure(config):
+    directory = config.getoption("--bf-coverage", None)
+    if directory and not hasattr(config, "workerinput"):
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        os.environ["BERTFORGE_COVERAGE"] = str(Path(directory).resolve())
+        config._bertforge_coverage = (os.environ["BERTFORGE_COVERAGE"], time.perf_counter())
     # The controller (or a run without xdist) makes the log directory; xdist
     # workers inherit the variable.
     if not hasattr(config, "workerinput") and _LOG_VARIABLE not in os.environ:
@@ -64,6 +76,20 @@ def _account_verilator_builds():
 
 
 def pytest_terminal_summary(terminalreporter, config):
+    if getattr(config, "_bertforge_coverage", None):
+        from bertforge.sim.coverage import write_report
+        directory, start = config._bertforge_coverage
+        if any(Path(directory).glob("*/*.dat")):
+            _, text = write_report(directory, elapsed=time.perf_counter() - start)
+            terminalreporter.section("Verilog coverage (line, toggle)")
+            for line in text.splitlines():
+                terminalreporter.write_line(line)
+            terminalreporter.write_line(f"(written to {directory}: coverage.json, coverage.txt, "
+                                        "annotated/)")
+    _build_summary(terminalreporter, config)
+
+
+def _build_summary(terminalreporter, config):
     directory = getattr(config, "_bertforge_build_log", None)
     if not directory or not Path(directory).is_dir():
         return

@@ -19,6 +19,7 @@ from bertforge.generators.bench import ecp5_stats
 from bertforge.generators.softmax_sim import (extreme_softmax_rows, make_rows,
                                               random_softmax_rows, simulate_softmax)
 from bertforge.rtl.softmax import SoftmaxConfig
+from bertforge.sim.coverage import uncovered
 from bertforge.sim.softmax_cycles import softmax_beats, softmax_latency
 from bertforge.sim.softmax_golden import softmax_golden
 
@@ -48,12 +49,16 @@ def mixed_rows(config, rng):
 def test_softmax_rows_in_verilator(config, tmp_path):
     rng = np.random.default_rng(7)
     mixed = mixed_rows(config, rng)
+    # every operand extreme (functional coverage): 0, -1, +1 in a longest row
+    mixed["x"][int(np.argmax(mixed["lengths"])), :3] = [0, -1, 1]
     extremes = extreme_softmax_rows(config, rng)
     scenarios = [
         {"rows": mixed},
         {"rows": extremes},
         {"rows": mixed, "x_gap": 0.3, "y_stall": 0.4},
         {"rows": extremes, "x_gap": 0.5, "y_stall": 0.2},
+        # the output stalled long enough to fill every queue and refuse input
+        {"rows": mixed, "x_gap": 0.05, "y_stall": 0.9},
     ]
     passed, results = simulate_softmax(config, scenarios, seed=3, workdir=tmp_path)
     assert passed
@@ -70,6 +75,7 @@ def test_softmax_rows_in_verilator(config, tmp_path):
     # One beat per cycle: at most one longest row's latency more than the beats.
     beats = softmax_beats(config, [int(n) for n in mixed["lengths"]])
     assert results[0]["cycles"] <= sum(beats) + softmax_latency(config, config.l_max)
+    assert uncovered(results) == []
 
 
 def test_special_rows_give_the_expected_probabilities(tmp_path):

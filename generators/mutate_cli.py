@@ -1,0 +1,227 @@
+"""``bertforge mutate BLOCK``: mutation testing of a block's emitted Verilog.
+
+    bertforge mutate gelu [--count 50] [--seed 1] [--design NAME] [--depth 20]
+                          [--tests tests/test_gelu_verilator.py ...] [--out DIR]
+
+1. The block's own Verilator tests (``tests/test_<block>_verilator.py`` of
+   the source tree, or ``--tests``) run once on the original, recording the
+   designs they simulate (``BERTFORGE_RECORD``); they must pass. The design
+   mutated is ``--design`` (a top-level name, or its start) or the one they
+   run most often.
+2. yosys ``mutate -list`` samples ``--count`` mutants (``--seed``);
+   mutant 0 is the design rewritten by yosys with no mutation, which must
+   pass (a check of the flow; status ``passed``).
+3. Each mutant is checked against the original by a bounded formal
+   equivalence check (:func:`bertforge.sim.mutate.equivalent`); equivalent
+   ones are dropped.
+4. The tests run again with the mutant substituted for the original
+   (``BERTFORGE_MUTANT``): a failing test kills it, else it survived.
+
+A run into a directory that holds the ``mutate.json`` of an earlier run of
+the same design, seed, count, depth and tests keeps the mutants it decided
+(a run cut short resumes).
+
+Writes ``DIR/mutate.json`` (after every mutant) and ``DIR/mutate.md``: each
+mutant's mode, cell, source lines of the original Verilog, status
+(killed by which test, survived, equivalent) and seconds; the score is
+killed / (killed + survived). Exit code 0.
+
+Not done: the block's proofs are not run against the mutants (they are
+stated on the amaranth component, not on Verilog).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+__all__ = ["add_parser", "run_mutate"]
+
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+def add_parser(commands):
+    from .blocks import BLOCKS
+    sub = commands.add_parser("mutate", help="mutation testing: do the block's own tests kill "
+                                             "mutants of its Verilog (yosys mutate, SymbiYosys)?")
+    sub.add_argument("block", choices=sorted(BLOCKS), metavar="BLOCK", help="the block")
+    sub.add_argument("--count", type=int, default=50, help="mutants to sample (default 50)")
+    sub.add_argument("--seed", type=int, default=1, help="yosys's sampling seed (default 1)")
+    sub.add_argument("--design", help="the design to mutate: a top-level name (or its start) "
+                                      "that the tests simulate (default: the one run most)")
+    sub.add_argument("--depth", type=int, default=20,
+                     help="cycles of the bounded equivalence check (default 20)")
+    sub.add_argument("--eq-timeout", type=float, default=120.0,
+                     help="seconds for one equivalence check; past them the mutant is "
+                          "'unknown' and tested (default 120; 0 skips the check)")
+    sub.add_argument("--tests", nargs="+", metavar="FILE",
+                     help="test files (default: tests/test_BLOCK_verilator.py)")
+    sub.add_argument("--out", default=None, help="result directory (default mutate-BLOCK)")
+
+
+def _pytest(tests, env_extra, timeout):
+    env = dict(os.environ, **env_extra)
+    env.pop("PYTEST_ADDOPTS", None)
+    start = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-rf", "-p", "no:xdist", "-p", "no:cacheprovider",
+         *map(str, tests)], cwd=_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+        code = process.returncode
+    except subprocess.TimeoutExpired:
+        import signal
+        os.killpg(process.pid, signal.SIGKILL)
+        output, code = process.communicate()[0] + "\nTIMEOUT", "timeout"
+    failed = [line.split(" - ")[0].replace("FAILED ", "") for line in output.splitlines()
+              if line.startswith("FAILED ")]
+    return code, failed, time.monotonic() - start, output
+
+
+def _table(document):
+    rows = ["| # | mode | cell | Verilog lines | status | killed by | s |", "|---|---|---|---|---|---|---|"]
+    for m in document["mutants"]:
+        rows.append(f"| {m['index']} | {m['mode']} | `{m['cell']}` {m.get('port', '')}"
+                    f"{'[' + m['portbit'] + ']' if m.get('portbit') else ''} | "
+                    f"{','.join(map(str, m['lines']))} | {m['status']} | "
+                    f"{m.get('killed_by', '')} | {m['seconds']:.0f} |")
+    s = document["summary"]
+    return "\n".join([
+        f"{document['block']} ({document['design']}): {s['mutants']} mutants, {s['killed']} killed, "
+        f"{s['survived']} survived, {s['equivalent']} equivalent; score {s['score']}; "
+        f"{s['seconds']:.0f} s ({s['seconds_per_mutant']:.0f} s per mutant)", "", *rows])
+
+
+def _summary(mutants):
+    """Counts, score and the seconds spent on the mutants (their own sum, so
+    that a resumed run counts the mutants of the earlier one too)."""
+    counts = Counter(m["status"] for m in mutants if m["index"] > 0)
+    seconds = sum(m["seconds"] for m in mutants if m["index"] > 0)
+    killed, survived = counts["killed"], counts["survived"]
+    done = sum(counts.values())
+    return {"mutants": done, "killed": killed, "survived": survived,
+            "equivalent": counts["equivalent"],
+            "score": round(killed / (killed + survived), 3) if killed + survived else None,
+            "seconds": round(seconds, 1), "seconds_per_mutant": round(seconds / max(done, 1), 1)}
+
+
+def _previous(path, document):
+    """The mutants (by command) of an earlier run into the same directory
+    with the same design, seed, count, depth and tests: a run cut short
+    resumes where it stopped."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    same = all(old.get(key) == document[key] for key in ("design", "seed", "count", "depth", "tests"))
+    return {m["command"]: m for m in old.get("mutants", []) if m["index"] > 0} if same else {}
+
+
+def run_mutate(args):
+    from .cli_common import CliError
+    from bertforge.sim import cache, mutate, runner
+    from bertforge.sim.formal import FormalError
+    if args.count < 1:
+        raise CliError(f"--count must be at least 1, not {args.count}")
+    if args.depth < 1:
+        raise CliError(f"--depth must be at least 1, not {args.depth}")
+    tests = [Path(t) for t in args.tests] if args.tests else [
+        _ROOT / "tests" / f"test_{args.block}_verilator.py"]
+    for test in tests:
+        if not (test if test.is_absolute() else _ROOT / test).exists():
+            raise CliError(f"no test file {test} (mutate runs from a source tree)")
+    tests = [(t if t.is_absolute() else _ROOT / t).resolve() for t in tests]
+    out = Path(args.out or f"mutate-{args.block}").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    record = out / "designs"
+    shutil.rmtree(record, ignore_errors=True)
+    say = lambda text: print(f"bertforge: {text}", file=sys.stderr, flush=True)  # noqa: E731
+    say(f"running {', '.join(t.name for t in tests)} on the original design...")
+    code, failed, base_seconds, output = _pytest(tests, {"BERTFORGE_RECORD": str(record)}, None)
+    if code != 0:
+        (out / "baseline.log").write_text(output)
+        raise CliError(f"the tests fail on the original design ({', '.join(failed) or code}); "
+                       f"log: {out / 'baseline.log'}")
+    runs = Counter((record / "runs.txt").read_text().split()) if (record / "runs.txt").exists() else {}
+    if not runs:
+        raise CliError(f"the tests {', '.join(t.name for t in tests)} simulate no design")
+    names = [name for name, _ in runs.most_common()
+             if not args.design or name.startswith(args.design)]
+    if not names:
+        raise CliError(f"the tests simulate no design named {args.design!r} (they run: "
+                       f"{', '.join(sorted(name.rsplit('-', 1)[0] for name in runs))})")
+    chosen = names[0]
+    top, digest = chosen[:-2].rsplit("-", 1)
+    original = out / "original.v"
+    shutil.copyfile(record / chosen, original)
+    verilog = original.read_text()
+    say(f"mutating {top} (run {runs[chosen]} times by the tests; tests took {base_seconds:.0f} s)")
+    sampled = [dict(mutate.NONE)] + mutate.mutations(original, top, args.count, args.seed, out / "work")
+    document = {"block": args.block, "design": top, "count": args.count, "seed": args.seed,
+                "depth": args.depth, "tests": [t.name for t in tests],
+                "baseline_seconds": round(base_seconds, 1), "mutants": []}
+    timeout = max(120.0, 10 * base_seconds)
+    done = _previous(out / "mutate.json", document)
+    for index, mutation in enumerate(sampled):
+        if mutation["command"] in done:         # a run cut short is resumed
+            document["mutants"].append(dict(done[mutation["command"]], index=index))
+            continue
+        mark = time.monotonic()
+        work = out / "work" / f"m{index:03d}"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        entry = {"index": index, **{k: mutation.get(k, "") for k in
+                                    ("mode", "module", "cell", "port", "portbit", "wire", "src",
+                                     "command")}, "lines": mutation.get("lines", [])}
+        if index > 0 and args.eq_timeout <= 0:
+            entry["equivalence"] = "skipped"
+        elif index > 0:
+            try:
+                entry["equivalence"], entry["equivalence_seconds"] = mutate.equivalent(
+                    original, top, mutation, work / "eq", depth=args.depth, timeout=args.eq_timeout)
+            except FormalError as error:     # e.g. yosys cannot build the miter: test the mutant
+                entry["equivalence"], entry["equivalence_error"] = "unknown", str(error)
+        if entry.get("equivalence") == "equivalent":
+            entry["status"] = "equivalent"
+        else:
+            mutant = work / "mutant.v"
+            mutate.write_mutant(original, top, mutation, mutant, work)
+            (work / "original.sha256").write_text(digest + "\n")
+            scratch = work / "tmp"      # the failed runs' work directories land here
+            scratch.mkdir()
+            code, failed, _, output = _pytest(tests, {"BERTFORGE_MUTANT": str(work),
+                                                      "TMPDIR": str(scratch)}, timeout)
+            shutil.rmtree(scratch, ignore_errors=True)
+            text = mutant.read_text()
+            for variant in ("", "x=unique"):       # the mutant's models are of no further use
+                directory = runner._build_dir(text, top, False, variant)
+                if directory.exists():
+                    cache.invalidate(directory)
+            if index == 0 and code != 0:
+                (out / "none.log").write_text(output)
+                raise CliError(f"the tests fail on the design rewritten by yosys without a "
+                               f"mutation; log: {out / 'none.log'}")
+            entry["status"] = ("passed" if index == 0 else "survived") if code == 0 else "killed"
+            if code != 0:
+                entry["killed_by"] = failed[0] if failed else str(code)
+            if code == 0 and index > 0:
+                (work / "tests.log").write_text(output)
+        entry["seconds"] = round(time.monotonic() - mark, 1)
+        if index > 0:
+            shutil.rmtree(work / "eq" / "sby", ignore_errors=True)
+        document["mutants"].append(entry)
+        document["summary"] = _summary(document["mutants"])
+        (out / "mutate.json").write_text(json.dumps(document, indent=1) + "\n")
+        say(f"mutant {index}/{len(sampled) - 1} {entry['mode']} {entry['cell']}: {entry['status']} "
+            f"({entry['seconds']:.0f} s)")
+    document["summary"] = _summary(document["mutants"])
+    (out / "mutate.json").write_text(json.dumps(document, indent=1) + "\n")
+    text = _table(document)
+    (out / "mutate.md").write_text(text + "\n")
+    print(text)
+    return 0

@@ -1,0 +1,140 @@
+"""Functional coverage points of the stream testbenches (``cocotb-coverage``).
+
+:class:`StreamCoverage` is handed to :meth:`StreamTB.run
+<bertforge.sim.stream_tb.StreamTB.run>`, which samples it once per cycle
+after the clock edge. For each input stream (a :class:`StreamDriver`) and
+output stream (a :class:`StreamMonitor`) of the block it records, as
+``cocotb_coverage`` cover points named ``<block>.<stream>.<point>``:
+
+- ``refused``: the block held an input beat off (``valid`` and not
+  ``ready``: its queues were full or busy), by run length ``1``, ``2-3``,
+  ``4+`` cycles: backpressure at every depth;
+- ``idle``: the block was ready and the input had no beat (its queues ran
+  empty of input);
+- ``stalled``: an output beat held by the consumer (``valid`` and not
+  ``ready``), by run length ``1``, ``2-3``, ``4+``;
+- ``waiting``: the consumer was ready and the block had nothing to give
+  (its output side ran empty: a bubble);
+- ``full``: an input refused while the output was stalled (the block filled
+  up behind a stalled consumer);
+- ``last``: the ``last`` flag of every beat that moved, ``True`` and
+  ``False`` (given ``last_of``, a function of the payload int);
+- ``first_beat_last``: a row of one beat (``last`` on a row's first beat).
+
+:meth:`StreamCoverage.values` adds operand extremes: the bins ``min``,
+``max``, ``zero``, ``-1`` and ``+1`` of a signed ``width``-bit operand,
+each hit if some element of the array had that value;
+:meth:`StreamCoverage.bounds` adds the smallest and largest accepted value
+of a length or address (bins ``lo`` and ``hi``).
+
+:meth:`StreamCoverage.report` gives ``{point: {bin: hits}}``, which the
+testbench writes into its result as ``functional_coverage``; the tests merge
+the results of a block's runs and assert every bin hit
+(:func:`bertforge.sim.stream_sim.uncovered`).
+"""
+
+import numpy as np
+from cocotb_coverage.coverage import CoverPoint, coverage_db
+
+__all__ = ["StreamCoverage", "RUN_BINS", "EXTREME_BINS"]
+
+RUN_BINS = ["1", "2-3", "4+"]
+EXTREME_BINS = ["min", "max", "zero", "-1", "+1"]
+
+
+def _run_bin(cycles):
+    return "1" if cycles == 1 else "2-3" if cycles <= 3 else "4+"
+
+
+class _Stream:
+    def __init__(self, cover, name, port, last_of, is_input):
+        self.port, self.last_of, self.is_input = port, last_of, is_input
+        self.run = 0
+        self.beat_in_row = 0
+        kind = "refused" if is_input else "stalled"
+        self.held = cover.point(f"{name}.{kind}", RUN_BINS)
+        self.empty = cover.point(f"{name}.{'idle' if is_input else 'waiting'}", [True])
+        self.last = cover.point(f"{name}.last", [True, False]) if last_of else None
+        self.first_last = cover.point(f"{name}.first_beat_last", [True]) if last_of else None
+
+    def ready_now(self):
+        return bool(self.port.ready_now) if not self.is_input else bool(int(self.port.ready.value))
+
+    def sample(self):
+        """One cycle after the edge; True if a beat was held (valid, not ready)."""
+        valid = bool(int(self.port.valid.value))
+        ready = self.ready_now()
+        held = valid and not ready
+        if held:
+            self.run += 1
+        elif self.run:
+            self.held(_run_bin(self.run))
+            self.run = 0
+        if ready and not valid:
+            self.empty(True)
+        if valid and ready and self.last is not None:
+            last = bool(self.last_of(int(self.port.payload.value)))
+            self.last(last)
+            if last and self.beat_in_row == 0:
+                self.first_last(True)
+            self.beat_in_row = 0 if last else self.beat_in_row + 1
+        return held
+
+    def close(self):
+        if self.run:
+            self.held(_run_bin(self.run))
+            self.run = 0
+
+
+class StreamCoverage:
+    """Cover points of one block's streams (see the module docstring).
+
+    ``inputs`` and ``outputs``: ``{name: (driver_or_monitor, last_of)}``,
+    ``last_of`` None for a stream without ``last``.
+    """
+
+    def __init__(self, block, inputs, outputs):
+        self.block = block
+        self.names = []
+        self.inputs = [_Stream(self, f"{block}.{name}", port, last_of, True)
+                       for name, (port, last_of) in inputs.items()]
+        self.outputs = [_Stream(self, f"{block}.{name}", port, last_of, False)
+                        for name, (port, last_of) in outputs.items()]
+        self.full = self.point(f"{block}.full", [True])
+
+    def point(self, name, bins):
+        """A cover point ``name`` with ``bins``: returns its sampling function."""
+        if name in coverage_db:       # one testbench may run twice in one simulator
+            del coverage_db[name]
+        self.names.append(name)
+        return CoverPoint(name, xf=lambda value: value, bins=list(bins))(lambda value: None)
+
+    def sample(self):
+        refused = [stream.sample() for stream in self.inputs]
+        stalled = [stream.sample() for stream in self.outputs]
+        if any(refused) and any(stalled):
+            self.full(True)
+
+    def values(self, name, array, width):
+        """Operand extremes of a signed ``width``-bit ``array``."""
+        sample = self.point(f"{self.block}.{name}.extremes", EXTREME_BINS)
+        present = set(np.unique(np.asarray(array, dtype=np.int64)).tolist())
+        lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
+        for label, value in zip(EXTREME_BINS, (lo, hi, 0, -1, 1)):
+            if value in present:
+                sample(label)
+
+    def bounds(self, name, values, lo, hi):
+        """Values (lengths, addresses) at their exact bounds ``lo`` and ``hi``
+        (the smallest and the largest accepted): bins ``lo`` and ``hi``."""
+        sample = self.point(f"{self.block}.{name}.bounds", ["lo", "hi"])
+        present = {int(v) for v in values}
+        for label, value in (("lo", lo), ("hi", hi)):
+            if value in present:
+                sample(label)
+
+    def report(self):
+        for stream in self.inputs + self.outputs:
+            stream.close()
+        return {name: {str(b): int(hits) for b, hits in coverage_db[name].detailed_coverage.items()}
+                for name in self.names}

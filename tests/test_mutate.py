@@ -1,0 +1,44 @@
+"""Mutants and their bounded equivalence check (sim/mutate.py) on a tiny
+design, and the command's refusals (the whole flow on a block is a
+benchmark: bertforge mutate BLOCK)."""
+
+import pytest
+
+from bertforge.generators.cli import main
+from bertforge.sim import mutate
+
+_TINY = """module tiny(clk, a, b, y);
+  input clk;
+  input [3:0] a;
+  input [3:0] b;
+  output reg [4:0] y = 5'h00;
+  always @(posedge clk)
+    y <= a + b;
+endmodule
+"""
+
+
+def test_mutants_of_a_tiny_design_and_their_equivalence(tmp_path):
+    source = tmp_path / "tiny.v"
+    source.write_text(_TINY)
+    listed = mutate.mutations(source, "tiny", 4, 1, tmp_path / "list")
+    assert len(listed) == 4
+    assert all(m["command"].startswith("mutate -mode ") and m["module"] == "tiny" for m in listed)
+    assert all(set(m["lines"]) & {5, 6, 7} for m in listed)     # the register or the adder
+    # no mutation: equivalent; a register's D bit tied to 0: a different output
+    assert mutate.equivalent(source, "tiny", mutate.NONE, tmp_path / "e0", depth=3)[0] == "equivalent"
+    tied = next(m for m in listed if m["mode"] == "const0" and m["port"] == "D")
+    assert mutate.equivalent(source, "tiny", tied, tmp_path / "e1", depth=3)[0] == "different"
+    mutate.write_mutant(source, "tiny", tied, tmp_path / "mutant.v", tmp_path / "list")
+    text = (tmp_path / "mutant.v").read_text()
+    assert "module tiny(clk, a, b, y);" in text and "1'h0" in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--count", "0"], "--count must be at least 1, not 0"),
+    (["--depth", "0"], "--depth must be at least 1, not 0"),
+    (["--tests", "tests/none.py"], "no test file tests/none.py (mutate runs from a source tree)"),
+])
+def test_mutate_refuses_bad_arguments(args, message, capsys, tmp_path):
+    assert main(["mutate", "gelu", "--out", str(tmp_path), *args]) == 2
+    assert capsys.readouterr().err.strip() == f"bertforge: error: {message}"
