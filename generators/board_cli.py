@@ -64,7 +64,8 @@ def add_parsers(commands):
                             "one longest row, or n_max)")
     build.add_argument("-o", "--out", default=None, metavar="DIR", help="build directory")
     build.add_argument("--json", action="store_true", help="print the report as JSON")
-    add_config_flags(build, *designs)
+    from .blocks import BLOCKS
+    add_config_flags(build, *(BLOCKS[name] for name in designs))
 
     flash = commands.add_parser("flash", help="program a board with openFPGALoader")
     flash.add_argument("--board", required=True)
@@ -110,7 +111,8 @@ def run_build(args):
     for flag in BUILD_FLAGS:
         if flag not in design.build_flags and getattr(args, flag) is not None:
             raise CliError(f"--{flag.replace('_', '-')} is not a flag of design {args.design}")
-    top_config = design.top_config(design.design_id, args, args.clock or target.clock_mhz, target)
+    from .blocks import BLOCKS
+    top_config = design.top_config(BLOCKS[args.design], args, args.clock or target.clock_mhz, target)
     per_cycle = design.per_cycle(top_config)
     out = Path(args.out or f"build-{target.name}-{args.design}")
     report = build_board(target.name, design.top(top_config),

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from bertforge.rtl.errors import BertforgeError
-from bertforge.sim.runner import cache_root
+from bertforge.sim.paths import cache_root
 
 __all__ = ["CheckpointError", "Checkpoint", "KNOWN", "models_dir", "fetch", "resolve",
            "load_checkpoint", "tokenize"]

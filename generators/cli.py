@@ -95,14 +95,15 @@ def _add_config_args(sub, block):
     if block.add_config_args:
         block.add_config_args(sub)
     else:
-        add_config_flags(sub, block.name)
+        add_config_flags(sub, block)
 
 
 def cmd_generate(args):
     from .emit import write_design
     from .simulate import block_config
-    config = block_config(BLOCKS[args.block], args)
-    verilog_path, sidecar_path = write_design(config, args.out)
+    block = BLOCKS[args.block]
+    config = block_config(block, args)
+    verilog_path, sidecar_path = write_design(config, block.component, args.out)
     print(f"wrote {verilog_path}")
     print(f"wrote {sidecar_path}")
     return 0

@@ -544,7 +544,7 @@ def run_sweep(args):
         raise CliError("sweep needs --spec SWEEP.toml (or --report DIR)")
     spec = load_spec(args.spec)
     out = Path(args.out or f"sweep-{Path(args.spec).stem}")
-    from bertforge.sim.runner import cache_root
+    from bertforge.sim.paths import cache_root
     cache = Path(args.cache) if args.cache else cache_root("sweep")
     start = time.monotonic()
     rows = sweep(spec, out, synth=args.synth, pnr=args.pnr, verify=args.verify,

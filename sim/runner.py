@@ -50,6 +50,7 @@ import tempfile
 import time
 from pathlib import Path
 from bertforge.rtl.errors import BertforgeError
+from .paths import cache_root
 
 __all__ = ["SimulationError", "cache_root", "cache_dir", "verilator_environment", "is_built", "build", "run",
            "SIMULATORS"]
@@ -85,13 +86,6 @@ def _simulator(simulator):
 
 class SimulationError(BertforgeError, RuntimeError):
     """The simulator could not be built or did not produce results."""
-
-
-def cache_root(name):
-    """``$BERTFORGE_CACHE/name`` (default ``~/.cache/bertforge/name``): the one
-    place bertforge's caches (Verilator builds, Verilog, model files) live."""
-    root = os.environ.get("BERTFORGE_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "bertforge") / name
 
 
 def cache_dir():
