@@ -1,24 +1,26 @@
 """``bertforge.boards``: FPGA boards. Stands on ``sim`` and ``rtl`` (never
 imports ``generators``); the host-side modules a user runs against a real
-board (``host.py``, ``protocol.py``, ``build.py``, ``targets.py``) never
-import cocotb, only the board testbenches (``*_board_tb.py``,
+board (``host.py`` and the ``*_host.py``, ``protocol.py``, ``build.py``,
+``targets.py``) never import cocotb, only the board testbenches (``*_board_tb.py``,
 ``uart_model.py``) do.
 
 One row per block with a board top (``X_top.py``: the block behind the UART
-host link with block RAMs; ``X_board_tb.py``: cocotb testbench of the whole
-top over a bit-level UART in Verilator):
+host link with block RAMs; ``X_host.py``: the host side, operand packing
+for its memories and ``bertforge run`` over a serial port; ``X_board_tb.py``:
+cocotb testbench of the whole top over a bit-level UART in Verilator):
 
 ==============  ===========================================================
 block           files here
 ==============  ===========================================================
 systolic        ``systolic_top.py`` (also the shared host-link plumbing),
-                ``systolic_board_tb.py``
-gemm            ``gemm_top.py``, ``gemm_board_tb.py`` (also the
-                sparse_engine block's: one top for either engine)
-sparse          ``sparse_top.py``, ``sparse_board_tb.py``
-butterfly       ``butterfly_top.py``, ``butterfly_board_tb.py``
+                ``systolic_host.py``, ``systolic_board_tb.py``
+gemm            ``gemm_top.py``, ``gemm_host.py``, ``gemm_board_tb.py`` (also
+                the sparse_engine block's: one top for either engine)
+sparse          ``sparse_top.py``, ``sparse_host.py``, ``sparse_board_tb.py``
+butterfly       ``butterfly_top.py``, ``butterfly_host.py``,
+                ``butterfly_board_tb.py``
 norm            ``norm_top.py`` (one top for softmax, layernorm or GELU),
-                ``norm_board_tb.py``
+                ``norm_host.py``, ``norm_board_tb.py``
 axi             ``driver.py`` (the host driver of the AXI tops: ``load``,
                 ``run``, ``wait``, ``counters`` over any register/memory
                 backend), ``axi_board_tb.py`` (cocotbext-axi testbench of
@@ -28,6 +30,6 @@ axi             ``driver.py`` (the host driver of the AXI tops: ``load``,
 Shared: ``targets.py`` (supported boards: amaranth-boards platforms, the
 YoWASP toolchain), ``clocking.py`` (PLLs), ``build.py`` (yosys + nextpnr +
 packer, reports, RTLIL hash), ``protocol.py`` (the framed host protocol,
-CRC-8), ``host.py`` (operand packing and runs over a serial port),
+CRC-8), ``host.py`` (what the designs' host sides share),
 ``uart_model.py`` (cocotb UART model for the board testbenches).
 """

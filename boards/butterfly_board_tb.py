@@ -1,7 +1,7 @@
 """cocotb testbench of the butterfly engine's board top-level
 (:mod:`bertforge.boards.butterfly_top`) in Verilator, driven bit by bit
 through its UART pins by the same :class:`~bertforge.boards.protocol.HostLink`
-and :func:`~bertforge.boards.host.run_butterfly` code that
+and :func:`~bertforge.boards.butterfly_host.run_butterfly` code that
 ``bertforge run butterfly`` uses.
 
 Spec: ``config`` (a ButterflyTopConfig as a dict), ``runs`` (``{"mode",
@@ -21,11 +21,11 @@ import cocotb
 import numpy as np
 
 from bertforge.boards.butterfly_top import ButterflyTopConfig, run_is_valid
-from bertforge.boards.host import butterfly_run_args, run_butterfly
+from bertforge.boards.butterfly_host import butterfly_run_args, run_butterfly
 from bertforge.sim.butterfly_cycles import butterfly_cycles, butterfly_groups
 from bertforge.sim.butterfly_golden import board_golden
-from bertforge.boards.uart_model import (bad_argument_rejected, board_link, bridge,
-                                         corrupt_frame_rejected, read_spec, save_report)
+from bertforge.boards.uart_model import (bad_argument_rejected, bridge, corrupt_frame_rejected,
+                                         open_board, save_report)
 
 __all__ = ["board_cycles", "bad_runs"]
 
@@ -66,11 +66,9 @@ def load_runs(path, runs):
 
 @cocotb.test()
 async def butterfly_board_runs(dut):
-    spec = read_spec()
-    config = ButterflyTopConfig.from_dict(spec["config"])
+    spec, config, link = await open_board(dut, ButterflyTopConfig)
     engine = config.engine
     runs = load_runs(spec["data"], spec["runs"])
-    link = await board_link(dut, config.divisor)
     report = {"runs": [], "corrupt_rejected": 0, "bad_runs_rejected": []}
 
     def one_run(mode, re, im, weights, mult, shift):

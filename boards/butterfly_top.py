@@ -41,8 +41,8 @@ from amaranth.hdl import Mux, Signal
 
 from bertforge.rtl.butterfly import MODES, ButterflyConfig, ButterflyEngine, command_is_valid
 from bertforge.rtl.params import check_int
-from .systolic_top import (MAX_BYTES, BoardTop, BoardTopConfig, RunSequencer, _MemoryToStream,
-                           link_memories)
+from .systolic_top import (BoardTop, BoardTopConfig, RunSequencer, _MemoryToStream,
+                           check_addressable, link_memories)
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["ButterflyTopConfig", "ButterflyBoardTop", "RUN_MODES", "SCALE_MEM",
@@ -81,11 +81,7 @@ class ButterflyTopConfig(BoardTopConfig):
         if self.depth < self.engine.n_max:
             raise ParameterError(f"depth must be at least n_max = {self.engine.n_max} (one group "
                              f"of the longest vectors), not {self.depth}")
-        x_bytes = self.word_bytes()[0]
-        if x_bytes * self.depth > MAX_BYTES:
-            raise ParameterError(f"depth must be at most {MAX_BYTES // x_bytes} for this engine "
-                             f"(memory X has {x_bytes}-byte words and the host link addresses "
-                             f"{MAX_BYTES} bytes), not {self.depth}")
+        check_addressable("depth", self.depth, "X", self.word_bytes()[0], "engine")
 
     def word_bits(self):
         """Bits used of a word of X (an ``x`` beat), W (a ``w`` beat), Y (a ``y`` beat's data)."""

@@ -2,7 +2,7 @@
 (:class:`~bertforge.boards.gemm_top.GemmBoardTop`, around the dense GEMM
 engine or the N:M sparse one) in Verilator, driven bit by bit through its
 UART pins by the same host code that ``bertforge run gemm`` and ``run
-sparse_engine`` use (:func:`bertforge.boards.host.run_gemm`).
+sparse_engine`` use (:func:`bertforge.boards.gemm_host.run_gemm`).
 
 Spec: ``config`` (a GemmTopConfig as a dict), ``data`` (an ``.npz`` with
 ``a_0, b_0, ...``; on the sparse engine ``b_i`` is W, N:M sparse along K),
@@ -24,14 +24,15 @@ import cocotb
 import numpy as np
 
 from bertforge.boards.gemm_top import GemmTopConfig, model_read_latency
-from bertforge.boards.host import (gemm_board_layout, gemm_command_bytes, gemm_result_from_bytes,
-                                   run_gemm)
+from bertforge.boards.gemm_host import (gemm_board_layout, gemm_command_bytes,
+                                        gemm_result_from_bytes, run_gemm)
 from bertforge.sim.gemm_cycles import gemm_cycles
 from bertforge.sim.gemm_golden import gemm_golden
 from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles
 from bertforge.sim.sparse_engine_golden import run_sparse_commands
 from bertforge.boards.uart_model import (bad_argument_rejected, board_link, bridge,
-                                         corrupt_frame_rejected, read_spec, save_report)
+                                         corrupt_frame_rejected, save_report)
+from bertforge.sim.stream_tb import read_spec
 
 
 def board_cycles(config, command):

@@ -12,7 +12,7 @@ Host memories (``mem`` of the protocol's WRITE/READ):
   (:attr:`GemmTopConfig.command_layout`: the dense engine's
   :func:`~bertforge.rtl.tile_scheduler.command_layout` or the sparse one's
   :func:`~bertforge.rtl.sparse_engine.sparse_command_layout`, little
-  endian; see :func:`bertforge.boards.host.gemm_command_bytes`), write only.
+  endian; see :func:`bertforge.boards.gemm_host.gemm_command_bytes`), write only.
 
 ``RUN`` (no arguments) hands the command to the engine and replies when its
 completion arrives: ``OK`` with the cycles from start to completion, or

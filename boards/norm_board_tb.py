@@ -2,7 +2,7 @@
 (:class:`~bertforge.boards.norm_top.NormBoardTop`: softmax, layernorm or
 gelu behind the UART host link) in Verilator, driven bit by bit through its
 UART pins by the same host code that ``bertforge run`` uses
-(:func:`bertforge.boards.host.run_softmax` and friends).
+(:func:`bertforge.boards.norm_host.run_softmax` and friends).
 
 Spec: ``config`` (a NormTopConfig as a dict), ``data`` (an ``.npz``),
 ``problems`` (per run: names of its arrays in ``data``: ``x`` and, per
@@ -15,20 +15,18 @@ rejected (``BAD_ARGUMENT``), and the first run must still work after them.
 import cocotb
 import numpy as np
 
-from bertforge.boards.host import run_gelu, run_layernorm, run_softmax
+from bertforge.boards.norm_host import run_gelu, run_layernorm, run_softmax
 from bertforge.boards.norm_top import NormTopConfig
 from bertforge.sim.norm_golden import norm_golden
-from bertforge.boards.uart_model import (bad_argument_rejected, board_link, bridge,
-                                         corrupt_frame_rejected, read_spec, save_report)
+from bertforge.boards.uart_model import (bad_argument_rejected, bridge, corrupt_frame_rejected,
+                                         open_board, save_report)
 
 
 @cocotb.test()
 async def board_stream(dut):
-    spec = read_spec()
-    config = NormTopConfig.from_dict(spec["config"])
+    spec, config, link = await open_board(dut, NormTopConfig, timeout_bytes=4000)
     design = config.design
     arrays = np.load(spec["data"])
-    link = await board_link(dut, config.divisor, timeout_bytes=4000)
     report = {"runs": [], "corrupt_rejected": 0, "bad_rejected": 0}
     held = {}   # LayerNorm: the gamma/beta the unit holds
 

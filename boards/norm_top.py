@@ -39,7 +39,7 @@ from amaranth.lib.wiring import In, Out
 from bertforge.rtl.params import check_int
 from bertforge.rtl.stream import Queue
 from bertforge.rtl.uart import UartConfig
-from .systolic_top import MAX_BYTES, BoardTop, pow2_bytes, status_leds
+from .systolic_top import MAX_BYTES, BoardTop, check_addressable, pow2_bytes, status_leds
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
 __all__ = ["NormTopConfig", "NormBoardTop", "MAX_BYTES"]
@@ -77,11 +77,7 @@ class NormTopConfig:
             raise ParameterError(f"depth must be at least the unit's longest row or vector "
                              f"({beats_max} beats), not {self.depth}")
         for index, (layout, depth) in enumerate(self.memories()):
-            stride = pow2_bytes(layout.size)
-            if stride * depth > MAX_BYTES:
-                raise ParameterError(f"depth must be at most {MAX_BYTES // stride} for this unit "
-                                 f"(memory {index} has {stride}-byte words and the host link "
-                                 f"addresses {MAX_BYTES} bytes), not {depth}")
+            check_addressable("depth", depth, index, pow2_bytes(layout.size), "unit")
 
     @property
     def design(self):

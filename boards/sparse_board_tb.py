@@ -1,7 +1,7 @@
 """cocotb testbench of the N:M sparse board top-level
 (:mod:`bertforge.boards.sparse_top`) in Verilator, driven bit by bit through
 its UART pins by the same :class:`~bertforge.boards.protocol.HostLink` and
-:func:`~bertforge.boards.host.run_sparse` code that ``bertforge run sparse``
+:func:`~bertforge.boards.sparse_host.run_sparse` code that ``bertforge run sparse``
 uses.
 
 Spec: ``config`` (a SparseTopConfig as a dict), ``data`` (an ``.npz`` with
@@ -20,12 +20,12 @@ and the first tile, run again, must still be right.
 import cocotb
 import numpy as np
 
-from bertforge.boards.host import run_sparse, sparse_run_args
+from bertforge.boards.sparse_host import run_sparse, sparse_run_args
 from bertforge.boards.sparse_top import SparseTopConfig
 from bertforge.sim.sparse_cycles import sparse_cycles, nm_tile_beats
 from bertforge.sim.sparse_golden import compress_nm, nm_tile_golden
-from bertforge.boards.uart_model import (bad_argument_rejected, board_link, bridge,
-                                         corrupt_frame_rejected, read_spec, save_report)
+from bertforge.boards.uart_model import (bad_argument_rejected, bridge, corrupt_frame_rejected,
+                                         open_board, save_report)
 
 
 def board_cycles(array, beats):
@@ -45,11 +45,9 @@ def load_tiles(path, patterns):
 
 @cocotb.test()
 async def sparse_board_tiles(dut):
-    spec = read_spec()
-    config = SparseTopConfig.from_dict(spec["config"])
+    spec, config, link = await open_board(dut, SparseTopConfig)
     array = config.array
     tiles = load_tiles(spec["data"], spec["patterns"])
-    link = await board_link(dut, config.divisor, timeout_bytes=200)
     report = {"tiles": [], "corrupt_rejected": 0, "bad_runs_rejected": []}
 
     def expected(a, w, n, m):

@@ -34,8 +34,7 @@ from dataclasses import dataclass
 from bertforge.rtl.sparse import SparseArray, SparseConfig, a_layout, b_layout
 from bertforge.rtl.params import check_int
 from .systolic_top import (MAX_BYTES, BoardTop, BoardTopConfig, RunSequencer, _MemoryToStream,
-                           link_memories)
-from bertforge.rtl.errors import ParameterError
+                           check_addressable, link_memories)
 
 __all__ = ["SparseTopConfig", "SparseBoardTop", "MAX_BYTES"]
 
@@ -53,11 +52,7 @@ class SparseTopConfig(BoardTopConfig):
     def __post_init__(self):
         self.check_link(article="an")
         check_int("k_max", self.k_max, maximum=1 << 15)
-        a_bytes = self.word_bytes()[0]
-        if a_bytes * self.k_max > MAX_BYTES:
-            raise ParameterError(f"k_max must be at most {MAX_BYTES // a_bytes} for this array "
-                             f"(memory A has {a_bytes}-byte words and the host link addresses "
-                             f"{MAX_BYTES} bytes), not {self.k_max}")
+        check_addressable("k_max", self.k_max, "A", self.word_bytes()[0], "array")
 
     def word_bits(self):
         """Bits used of a word of A (R windows), B (one ``b`` beat), C (a row)."""

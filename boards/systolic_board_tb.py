@@ -10,20 +10,18 @@ takes them), ``corrupt`` (send a frame with a bad CRC before each tile).
 import cocotb
 import numpy as np
 
-from bertforge.boards.host import systolic_tile_bytes, systolic_result_from_bytes
+from bertforge.boards.systolic_host import systolic_tile_bytes, systolic_result_from_bytes
 from bertforge.boards.systolic_top import SystolicTopConfig
 from bertforge.sim.systolic_golden import systolic_golden
 from bertforge.sim.systolic_tb import load_tiles
-from bertforge.boards.uart_model import (bad_argument_rejected, board_link, bridge,
-                                         corrupt_frame_rejected, read_spec, save_report)
+from bertforge.boards.uart_model import (bad_argument_rejected, bridge, corrupt_frame_rejected,
+                                         open_board, save_report)
 
 
 @cocotb.test()
 async def board_tiles(dut):
-    spec = read_spec()
-    config = SystolicTopConfig.from_dict(spec["config"])
+    spec, config, link = await open_board(dut, SystolicTopConfig)
     tiles = load_tiles(spec["data"])
-    link = await board_link(dut, config.divisor, timeout_bytes=200)
     report = {"tiles": [], "corrupt_rejected": 0}
 
     def session():

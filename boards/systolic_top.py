@@ -25,14 +25,26 @@ from amaranth.lib.wiring import In, Out
 from bertforge.rtl.host_link import HostLink
 from bertforge.rtl.params import check_instance, check_int
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
+from bertforge.rtl.errors import ParameterError
 from bertforge.rtl.uart import Uart, UartConfig
 
 __all__ = ["SystolicTopConfig", "SystolicBoardTop", "link_memories", "RunSequencer",
-           "BOARD_TOP_PORTS", "uart_host_link", "BoardTopConfig", "BoardTop", "pow2_bytes", "MAX_BYTES", "status_leds"]
+           "BOARD_TOP_PORTS", "uart_host_link", "BoardTopConfig", "BoardTop", "pow2_bytes", "MAX_BYTES", "check_addressable", "status_leds"]
 
 
 #: Bytes the host link addresses in one memory (16-bit addresses).
 MAX_BYTES = 1 << 16
+
+
+def check_addressable(name, value, memory, word_bytes, what):
+    """``value`` words (the field ``name``) of ``word_bytes`` bytes in
+    ``memory`` fit the :data:`MAX_BYTES` the host link addresses, else a
+    ``ParameterError`` naming the most this ``what`` (array, engine, unit)
+    takes."""
+    if word_bytes * value > MAX_BYTES:
+        raise ParameterError(f"{name} must be at most {MAX_BYTES // word_bytes} for this {what} "
+                             f"(memory {memory} has {word_bytes}-byte words and the host link "
+                             f"addresses {MAX_BYTES} bytes), not {value}")
 
 
 def pow2_bytes(bits):

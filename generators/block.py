@@ -8,10 +8,7 @@ read only these fields, so adding a block adds no code anywhere else.
 
 import importlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Mapping
-
-if TYPE_CHECKING:
-    from .board_design import BoardDesign
+from typing import Callable, Mapping
 
 __all__ = ["Block", "lazy"]
 
@@ -41,7 +38,7 @@ class Block:
     Models: ``golden`` and ``cycles`` (the numpy golden and cycle models),
     ``testbench`` (cocotb module name).
 
-    ``bertforge sim BLOCK``: ``make_config`` (args -> config; default: the
+    ``bertforge sim BLOCK``: ``make_config`` ``(block, args)`` -> config (default: the
     preset/TOML/field flags), ``add_sim_args`` (the block's own flags),
     ``user_files`` (argument names that mean "the user's data"),
     ``random_stimulus`` ``(config, args, rng)`` and ``user_stimulus``

@@ -10,6 +10,7 @@ them; the config classes, components and presets are the entries' own."""
 
 from bertforge.rtl.butterfly import ButterflyConfig, ButterflyEngine
 from bertforge.rtl.encoder import EncoderConfig, EncoderTop
+from bertforge.rtl.errors import ParameterTypeError
 from bertforge.rtl.gelu import Gelu, GeluConfig
 from bertforge.rtl.gemm import GemmConfig
 from bertforge.rtl.serial_engine import gemm_engine
@@ -18,10 +19,14 @@ from bertforge.rtl.softmax import Softmax, SoftmaxConfig
 from bertforge.rtl.sparse import SparseArray, SparseConfig
 from bertforge.rtl.sparse_engine import SparseEngine, SparseEngineConfig
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
-from . import board_design
 from .block import Block, lazy
+from .butterfly_board import BUTTERFLY
+from .gemm_board import GEMM, SPARSE_ENGINE
+from .norm_board import GELU, LAYERNORM, SOFTMAX
+from .sparse_board import SPARSE
+from .systolic_board import SYSTOLIC
 
-__all__ = ["BLOCKS", "PRESETS"]
+__all__ = ["BLOCKS", "PRESETS", "block_of", "component_for"]
 
 
 def _sim(path):
@@ -87,7 +92,7 @@ BLOCKS = {block.name: block for block in [
         user_files=("a", "b", "out"),
         summary_keys=_RUN + ("max_abs_err_vs_float64", "max_err_to_bound"),
         bench="bench", bench_help="4x4, 8x8, 16x16, both dataflows, K = 64 and 768",
-        board=board_design.SYSTOLIC, proofs=_sim("formal_specs:systolic_proofs"),
+        board=SYSTOLIC, proofs=_sim("systolic_formal:systolic_proofs"),
     ),
     _simulated(
         "gemm", help="one GEMM command through the engine (harness memory in HDL)",
@@ -98,7 +103,7 @@ BLOCKS = {block.name: block for block in [
                                        "max_rel_error_vs_float64", "error_bound_vs_float64"),
         bench="gemm_bench", bench_help="BERT-base GEMMs (seq 128) on 8x8 and 16x16, both "
                                        "dataflows (--serial: the iCEBreaker's engine)",
-        board=board_design.GEMM, proofs=_sim("formal_specs:gemm_proofs"),
+        board=GEMM, proofs=_sim("gemm_formal:gemm_proofs"),
     ),
     _simulated(
         "sparse", help="an N:M sparse GEMM as tiles on the N:M sparse array, "
@@ -111,7 +116,7 @@ BLOCKS = {block.name: block for block in [
         report_keys=_CYCLES + ("dense_cycles", "speedup_vs_dense"),
         bench="sparse_bench", bench_help="1:4, 2:4, 2:8, 4:8, 1:8 and dense on 8x8 (m_max 8): "
                                          "speedups, and LUTs against the dense array",
-        board=board_design.SPARSE, proofs=_sim("formal_specs:sparse_proofs"),
+        board=SPARSE, proofs=_sim("sparse_formal:sparse_proofs"),
     ),
     Block(
         name="sparse_engine", help="the sparse GEMM engine (simulated by: sim sparse --engine)",
@@ -120,7 +125,7 @@ BLOCKS = {block.name: block for block in [
         presets={"default": SparseEngineConfig()},
         golden=_sim("sparse_engine_golden:run_sparse_commands"),
         cycles=_sim("sparse_engine_cycles:sparse_engine_cycles"),
-        testbench="bertforge.sim.sparse_engine_tb", board=board_design.SPARSE_ENGINE,
+        testbench="bertforge.sim.sparse_engine_tb", board=SPARSE_ENGINE,
     ),
     _simulated(
         "butterfly", help="butterfly linear layers or FFTs on a batch of vectors",
@@ -131,7 +136,7 @@ BLOCKS = {block.name: block for block in [
         user_files=("x", "out", "weights", "x_im"), summary_keys=_RUN + ("sqnr_db",),
         report_keys=_CYCLES + ("sqnr_db",),
         bench_help="n = 64, 256, 1024 on n_max = 1024, lanes 1, 4, 16, linear and fft, batch 128",
-        board=board_design.BUTTERFLY, proofs=_sim("formal_specs:butterfly_proofs"),
+        board=BUTTERFLY, proofs=_sim("butterfly_formal:butterfly_proofs"),
     ),
     _simulated(
         "softmax", help="softmax rows back to back through the softmax unit",
@@ -140,7 +145,7 @@ BLOCKS = {block.name: block for block in [
                  "int16": dict(in_width=16, out_width=16), "seq512": dict(lanes=16, l_max=512)},
         user_files=("x", "out", "x_mask", "scale"), summary_keys=_STREAM, report_keys=_ERRORS,
         bench_help="BERT-base softmax rows (128) at 1, 4 and 16 lanes",
-        board=board_design.SOFTMAX, proofs=_sim("formal_specs:softmax_proofs"),
+        board=SOFTMAX, proofs=_sim("softmax_formal:softmax_proofs"),
     ),
     _simulated(
         "layernorm", help="LayerNorm(x + r) over vectors back to back",
@@ -151,7 +156,7 @@ BLOCKS = {block.name: block for block in [
         functions=("make_config",), user_files=("x", "out", "residual_file", "gamma", "beta"),
         summary_keys=_STREAM + ("max_abs_err_real",), report_keys=_ERRORS,
         bench_help="LayerNorm over BERT-base 128 x 768, lanes 1, 4, 16",
-        board=board_design.LAYERNORM, proofs=_sim("formal_specs:layernorm_proofs"),
+        board=LAYERNORM, proofs=_sim("layernorm_formal:layernorm_proofs"),
     ),
     _simulated(
         "gelu", help="elementwise GELU over rows back to back",
@@ -161,7 +166,7 @@ BLOCKS = {block.name: block for block in [
         functions=("make_config",), user_files=("x", "out"),
         summary_keys=_STREAM, report_keys=_ERRORS,
         bench_help="GELU over BERT-base 128 x 3072, lanes 1, 4, 16",
-        board=board_design.GELU, proofs=_sim("formal_specs:gelu_proofs"),
+        board=GELU, proofs=_sim("gelu_formal:gelu_proofs"),
     ),
     _simulated(
         "encoder", help="one BERT encoder layer on GEMM + softmax + layernorm + GELU",
@@ -177,11 +182,11 @@ BLOCKS = {block.name: block for block in [
     ),
     Block(
         name="queue", help="the stream queue every block uses (rtl/stream.py), for prove",
-        proofs=_sim("formal_specs:queue_proofs"),
+        proofs=_sim("queue_formal:queue_proofs"),
     ),
     Block(
         name="host_link", help="the boards' UART host link (rtl/host_link.py), for prove",
-        proofs=_sim("formal_specs:host_link_proofs"),
+        proofs=_sim("host_link_formal:host_link_proofs"),
     ),
     Block(
         name="boards", help="largest systolic array per board; sizes 2x2..16x16 on ULX3S",
@@ -199,3 +204,17 @@ BLOCKS = {block.name: block for block in [
 
 #: Block name -> preset name -> config ("default" first): a view of :data:`BLOCKS`.
 PRESETS = {name: block.presets for name, block in BLOCKS.items() if block.presets}
+
+
+def block_of(config):
+    """The block whose config class ``config`` is (its own class first, then
+    a base class: a ``SparseEngineConfig`` is also a ``GemmConfig``)."""
+    blocks = [b for b in BLOCKS.values() if b.component and isinstance(config, b.config)]
+    for block in sorted(blocks, key=lambda b: type(config) is not b.config):
+        return block
+    raise ParameterTypeError(f"no block takes a config of type {type(config).__name__}")
+
+
+def component_for(config):
+    """The component of the block whose config class ``config`` is."""
+    return block_of(config).component(config)

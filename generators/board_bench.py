@@ -10,7 +10,8 @@ from bertforge.boards.targets import ARRAY_MULTIPLY, board
 from bertforge.rtl.systolic import SystolicConfig
 from .bench import add_bench_out, write_results
 from bertforge.boards.gemm_top import GemmBoardTop
-from .board_design import SYSTOLIC, gemm_top_config
+from .gemm_board import gemm_top_config
+from .systolic_board import SYSTOLIC
 from .cli_common import CliError, int_list
 
 BLOCK = "boards"

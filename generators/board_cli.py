@@ -44,13 +44,13 @@ def _common_run_flags():
 
 def _board_engine_help(build, designs):
     """``build``'s help of the GEMM engine fields that a board build sets
-    per FPGA family (:data:`~bertforge.generators.board_design.GEMM_BOARD_DEFAULTS`,
+    per FPGA family (:data:`~bertforge.generators.gemm_board.GEMM_BOARD_DEFAULTS`,
     sized by ``board_engine_config``): it shows those values, not the
     config class's default, which the board top may refuse."""
     import dataclasses
     from bertforge.boards.gemm_top import board_engine_config
     from .blocks import BLOCKS
-    from .board_design import GEMM_BOARD_DEFAULTS
+    from .gemm_board import GEMM_BOARD_DEFAULTS
     names = {"ice40": "iCE40", "ecp5": "ECP5", None: "other boards"}
     engines = {names[family]: board_engine_config(**fields) for family, fields in GEMM_BOARD_DEFAULTS.items()}
     default = BLOCKS["gemm"].config()
@@ -87,7 +87,8 @@ def add_parsers(commands):
                             "one longest row, or n_max)")
     build.add_argument("-o", "--out", default=None, metavar="DIR", help="build directory")
     build.add_argument("--json", action="store_true", help="print the report as JSON")
-    add_config_flags(build, *designs)
+    from .blocks import BLOCKS
+    add_config_flags(build, *(BLOCKS[name] for name in designs))
     _board_engine_help(build, designs)
 
     flash = commands.add_parser("flash", help="program a board with openFPGALoader")
@@ -134,7 +135,8 @@ def run_build(args):
     for flag in BUILD_FLAGS:
         if flag not in design.build_flags and getattr(args, flag) is not None:
             raise CliError(f"--{flag.replace('_', '-')} is not a flag of design {args.design}")
-    top_config = design.top_config(design.design_id, args, args.clock or target.clock_mhz, target)
+    from .blocks import BLOCKS
+    top_config = design.top_config(BLOCKS[args.design], args, args.clock or target.clock_mhz, target)
     per_cycle = design.per_cycle(top_config)
     out = Path(args.out or f"build-{target.name}-{args.design}")
     from bertforge.sim.longrun import timed

@@ -5,6 +5,7 @@ import sys
 
 import numpy as np
 
+from bertforge.rtl.butterfly import ButterflyEngine
 from .bench import add_bench_out, columns, measured, write_results
 from .cli_common import CliError, bounded_int, load_int_matrix
 from .simulate import make_stimulus, simulate
@@ -54,8 +55,8 @@ def simulate_butterfly(config, jobs, arrays, *, seed=0, cmd_gap=0.0, x_gap=0.0, 
     spec = {"jobs": jobs, "data": data, "seed": seed, "cmd_gap": cmd_gap, "x_gap": x_gap,
             "w_gap": w_gap, "y_stall": y_stall}
     from bertforge.sim.butterfly_cycles import butterfly_queue_cycles
-    return simulate(config, "bertforge.sim.butterfly_tb", spec, waves=waves, workdir=workdir,
-                    quiet=quiet, cycles=butterfly_queue_cycles(config, jobs))
+    return simulate(config, "bertforge.sim.butterfly_tb", spec, design=ButterflyEngine, waves=waves,
+                    workdir=workdir, quiet=quiet, cycles=butterfly_queue_cycles(config, jobs))
 
 
 def _power_of_two_length(config, n):
@@ -87,7 +88,7 @@ def add_bench_args(sub):
                                      "vectors per run"))
 
 
-def _user_jobs(config, args):
+def user_jobs(config, args):
     if not (args.x and args.out):
         raise CliError("--x and --out go together (plus --weights in linear mode)")
     re = load_int_matrix(args.x, "X", config.width)
@@ -118,7 +119,7 @@ def _user_jobs(config, args):
     return jobs, arrays, n
 
 
-def _linear_params(config, args):
+def linear_params(config, args):
     mult, shift = linear_rescale(config)
     mult = mult if args.mult is None else args.mult
     shift = shift if args.shift is None else args.shift
@@ -130,7 +131,7 @@ def _linear_params(config, args):
 
 
 def _linear_jobs(config, args, n, batch, weights, re, im):
-    mult, shift = _linear_params(config, args)
+    mult, shift = linear_params(config, args)
     jobs = [{"mode": "weights", "n": n},
             {"mode": "linear", "n": n, "batch": batch, "mult": mult, "shift": shift}]
     return jobs, {"w_0": weights, "x_re_1": re, "x_im_1": im}
@@ -143,7 +144,7 @@ def _jobs(config, jobs, arrays, n):
 
 
 def user_stimulus(config, args):
-    return _jobs(config, *_user_jobs(config, args))
+    return _jobs(config, *user_jobs(config, args))
 
 
 def random_stimulus(config, args, rng):
@@ -152,7 +153,7 @@ def random_stimulus(config, args, rng):
     n = _power_of_two_length(config, args.n)
     jobs, arrays = random_jobs_data(config, n, args.mode, args.batch or config.lanes, rng)
     if args.mode == "linear":
-        mult, shift = _linear_params(config, args)
+        mult, shift = linear_params(config, args)
         jobs[1].update(mult=mult, shift=shift)
     return _jobs(config, jobs, arrays, n)
 

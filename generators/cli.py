@@ -118,7 +118,7 @@ def _add_config_args(sub, block):
     if block.add_config_args:
         block.add_config_args(sub)
     else:
-        add_config_flags(sub, block.name)
+        add_config_flags(sub, block)
 
 
 def _check_outputs(parser, args):
@@ -148,12 +148,13 @@ def _out_action(parser, args):
 def cmd_generate(args):
     from .emit import write_design
     from .simulate import block_config
-    config = block_config(BLOCKS[args.block], args)
+    block = BLOCKS[args.block]
+    config = block_config(block, args)
     if axi_cli.wants_axi(args):
         for path in axi_cli.write_axi_design(config, axi_cli.bus_of(config, args), args.out):
             print(f"wrote {path}")
         return 0
-    verilog_path, sidecar_path = write_design(config, args.out)
+    verilog_path, sidecar_path = write_design(config, block.component, args.out)
     print(f"wrote {verilog_path}")
     print(f"wrote {sidecar_path}")
     return 0

@@ -12,7 +12,7 @@ import numpy as np
 from .presets import make_config
 from bertforge.rtl.errors import BertforgeError
 
-__all__ = ["CliError", "positive_int", "bounded_int", "int_list", "probability", "add_config_flags", "set_help", "config_from_args", "config_overrides",
+__all__ = ["CliError", "positive_int", "bounded_int", "int_list", "probability", "add_config_flags", "add_operand_files", "set_help", "config_from_args", "config_overrides",
            "add_sim_flags", "positive_float", "load_npy", "load_int_matrix", "save_npy_atomic", "report", "check_result"]
 
 
@@ -72,18 +72,18 @@ def int_list(flag, text, low, high, why):
 
 def add_config_flags(parser, block, *more_blocks):
     """``--preset``, ``--config`` and one flag per config field
-    (``acc_width`` -> ``--acc-width``); with several blocks, the union of
-    their fields (defaults from the first block that has the field)."""
-    from .blocks import PRESETS
+    (``acc_width`` -> ``--acc-width``) of ``block`` (a
+    :class:`~bertforge.generators.block.Block`); with several blocks, the
+    union of their fields (defaults from the first block that has the field)."""
     blocks = (block, *more_blocks)
-    title = f"{' / '.join(blocks)} config (defaults from the preset)"
+    title = f"{' / '.join(b.name for b in blocks)} config (defaults from the preset)"
     group = parser.add_argument_group(title)
     group.add_argument("--preset", help="named preset: " + "; ".join(
-        f"{b}: {', '.join(PRESETS[b])}" if more_blocks else ", ".join(PRESETS[b]) for b in blocks))
+        f"{b.name}: {', '.join(b.presets)}" if more_blocks else ", ".join(b.presets) for b in blocks))
     group.add_argument("--config", metavar="FILE.toml", help="TOML file with config fields")
     seen = set()
-    for name in blocks:
-        defaults = PRESETS[name]["default"]
+    for b in blocks:
+        name, defaults = b.name, b.presets["default"]
         for field in dataclasses.fields(type(defaults)):
             if field.name in seen:
                 continue
@@ -113,19 +113,20 @@ def _boolean(text):
 
 
 def config_overrides(block, args):
-    """The config fields given on the command line for ``block``; a flag
-    that belongs to another block's config is an error."""
-    from .blocks import BLOCKS
-    fields = {field.name for field in dataclasses.fields(BLOCKS[block].config)}
+    """The config fields given on the command line for ``block`` (a
+    :class:`~bertforge.generators.block.Block`); a flag that belongs to
+    another block's config is an error."""
+    fields = {field.name for field in dataclasses.fields(block.config)}
     overrides = {key[4:]: value for key, value in vars(args).items() if key.startswith("cfg_")}
     for key, value in overrides.items():
         if value is not None and key not in fields:
-            raise CliError(f"--{key.replace('_', '-')} is not a {block} config field")
+            raise CliError(f"--{key.replace('_', '-')} is not a {block.name} config field")
     return {key: value for key, value in overrides.items() if key in fields}
 
 
 def config_from_args(block, args, defaults=None):
-    """``block``'s config from ``--preset``/``--config`` and the field flags;
+    """``block``'s config (a :class:`~bertforge.generators.block.Block`'s) from
+    ``--preset``/``--config`` and the field flags;
     ``defaults`` (field values) stand in for the preset when neither is given."""
     overrides = config_overrides(block, args)
     if defaults and not args.preset and not args.config:
@@ -138,6 +139,14 @@ def _seed(text):
     if not 0 <= value < 1 << 63:
         raise argparse.ArgumentTypeError(f"must be an integer in 0..2**63-1, not {value}")
     return value
+
+
+def add_operand_files(parser, a_help, b_help, out_help):
+    """``--a A.npy``, ``--b B.npy`` (the user's operands) and ``--out C.npy``
+    (where to write the result) of a ``sim`` command."""
+    parser.add_argument("--a", metavar="A.npy", help=a_help)
+    parser.add_argument("--b", metavar="B.npy", help=b_help)
+    parser.add_argument("--out", metavar="C.npy", help=out_help)
 
 
 def add_sim_flags(parser):

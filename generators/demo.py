@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from bertforge.rtl.systolic import SystolicConfig
+from bertforge.rtl.systolic import SystolicArray, SystolicConfig
 from .emit import write_design
 from .systolic_sim import random_systolic_tiles, simulate_systolic
 
@@ -13,7 +13,7 @@ def run_demo(out_dir):
     """A 4x4 output-stationary int8 array: emit it, run 4 random tiles of
     K = 64 back to back (then again with random stalls), and report."""
     config = SystolicConfig()
-    verilog_path, sidecar_path = write_design(config, out_dir)
+    verilog_path, sidecar_path = write_design(config, SystolicArray, out_dir)
     print(f"1. generated {verilog_path} (+ {sidecar_path.name})")
     tiles = random_systolic_tiles(config, 64, 4, np.random.default_rng(0))
     clean = simulate_systolic(config, tiles, seed=0, quiet=False)

@@ -225,7 +225,7 @@ def add_config_args(sub):
                      help="hardware config, as for analyze (default generators/configs/tiny.toml)")
 
 
-def make_config(args):
+def make_config(block, args):
     return encoder_config(load_hardware(args.hw), args.hw)
 
 

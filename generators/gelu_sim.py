@@ -6,6 +6,7 @@ import sys
 import numpy as np
 
 from bertforge.rtl.errors import ParameterError
+from bertforge.rtl.gelu import Gelu
 from .bench import (CYCLE_COLUMNS, ECP5_COLUMNS, ECP5_NOTE, PACE_NOTE, add_bench_out,
                     bert_base_gemm_cycles, columns, ecp5_fields, measured, write_results)
 from .cli_common import CliError, config_from_args, load_int_matrix, positive_float, positive_int
@@ -31,7 +32,7 @@ def simulate_gelu(config, x, *, seed=0, x_gap=0.0, y_stall=0.0, workdir=None, qu
                          f"not shape {x.shape}")
     spec = {"data": {"x": x}, "seed": seed, "x_gap": x_gap, "y_stall": y_stall}
     from bertforge.sim.gelu_cycles import gelu_cycles
-    result = simulate(config, "bertforge.sim.gelu_tb", spec, workdir=workdir, quiet=quiet,
+    result = simulate(config, "bertforge.sim.gelu_tb", spec, design=Gelu, workdir=workdir, quiet=quiet,
                       cycles=gelu_cycles(config, x.size // config.lanes))
     result["outputs"] = result["outputs"]["y"]
     return result
@@ -71,8 +72,8 @@ def _scaled_config(config, args):
                                   args.out_scale or config.out_scale)
 
 
-def make_config(args):
-    return _scaled_config(config_from_args("gelu", args), args)
+def make_config(block, args):
+    return _scaled_config(config_from_args(block, args), args)
 
 
 def _input(config, x):
@@ -133,7 +134,7 @@ def bench_gelu(out_dir, *, lanes=(1, 4, 16), rows=128, length=3072, synth=True, 
             gemm = bert_base_gemm_cycles()
             row.update(gemm_layer_cycles=gemm, pace_ratio=result["cycles"] / gemm)
         if synth:
-            row.update(ecp5_fields(config))
+            row.update(ecp5_fields(config, Gelu))
         results.append(row)
     if write:
         write_results(out_dir, "gelu", results, _COLUMNS, "bertforge bench gelu", notes=_NOTES)

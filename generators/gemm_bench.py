@@ -133,7 +133,7 @@ def serial_bench_config():
     """The iCEBreaker build's engine (the serial one) with 12-bit sizes and
     256 KiB of memory, so that BERT-base's shapes fit."""
     from bertforge.boards.targets import board
-    from .board_design import gemm_top_config
+    from .gemm_board import gemm_top_config
     engine = gemm_top_config(board("icebreaker"), 12).engine
     return replace(engine, dim_width=12, addr_width=18)
 

@@ -19,7 +19,8 @@ from bertforge.sim.fixed_golden import channel_scale_words, command_scale, scale
 from bertforge.sim.gemm_golden import matrix_view, operand_dtype, output_dtype
 from bertforge.sim.gemm_harness import MAX_COMMANDS, harness_verilog
 from bertforge.sim.sdram import CHIPS
-from .cli_common import CliError, bounded_int, load_int_matrix, load_npy, positive_int, set_help
+from .cli_common import (CliError, add_operand_files, bounded_int, load_int_matrix, load_npy,
+                         positive_int, set_help)
 from .simulate import make_stimulus, simulate
 from .systolic_sim import load_bf16_matrix
 
@@ -283,11 +284,8 @@ def add_sim_args(sub):
                      help="the accelerator's clock for --sdram's timings (default 100)")
     sub.add_argument("--bf16-out", action="store_true",
                      help="with --arith bf16: write C rounded to bfloat16 (the .npy still float32)")
-    sub.add_argument("--a", metavar="A.npy", help="your A (M x K); floats with --arith bf16 "
-                                                 "(rounded to bf16)")
-    sub.add_argument("--b", metavar="B.npy", help="your B (K x N)")
-    sub.add_argument("--out", metavar="C.npy", help="where to write C (with --a/--b; float32 "
-                                                    "with --arith bf16)")
+    add_operand_files(sub, "your A (M x K); floats with --arith bf16 (rounded to bf16)",
+                      "your B (K x N)", "where to write C (with --a/--b; float32 with --arith bf16)")
 
 
 def _check_knobs(args, config):

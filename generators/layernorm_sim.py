@@ -7,6 +7,7 @@ import sys
 import numpy as np
 
 from bertforge.rtl.errors import ParameterError
+from bertforge.rtl.layernorm import LayerNorm
 from .bench import (CYCLE_COLUMNS, ECP5_COLUMNS, ECP5_NOTE, PACE_NOTE, add_bench_out,
                     bert_base_gemm_cycles, columns, ecp5_fields, measured, write_results)
 from .cli_common import CliError, bounded_int, config_from_args, load_int_matrix, positive_float, positive_int
@@ -53,8 +54,8 @@ def simulate_layernorm(config, xs, rs, gamma, beta, *, seed=0, x_gap=0.0, y_stal
         arrays.update({f"r_{k}": np.asarray(r, dtype=np.int64) for k, r in enumerate(rs)})
     spec = {"data": arrays, "seed": seed, "x_gap": x_gap, "y_stall": y_stall}
     from bertforge.sim.layernorm_cycles import layernorm_cycles
-    result = simulate(config, "bertforge.sim.layernorm_tb", spec, workdir=workdir, quiet=quiet,
-                      cycles=layernorm_cycles(config, [len(x) for x in xs]))
+    result = simulate(config, "bertforge.sim.layernorm_tb", spec, design=LayerNorm, workdir=workdir,
+                      quiet=quiet, cycles=layernorm_cycles(config, [len(x) for x in xs]))
     result["outputs"] = [result["outputs"][f"y_{k}"] for k in range(len(xs))]
     return result
 
@@ -144,9 +145,9 @@ def _user_data(config, args):
     return list(x), (list(r) if r is not None else None), gamma, beta
 
 
-def make_config(args):
+def make_config(block, args):
     from bertforge.sim.layernorm_golden import layernorm_config_for_scale
-    config = config_from_args("layernorm", args)
+    config = config_from_args(block, args)
     if getattr(args, "out_scale", None) is not None:     # a sim flag; generate has none
         config = layernorm_config_for_scale(config, args.out_scale)
     return config
@@ -203,7 +204,7 @@ def bench_layernorm(out_dir, *, lanes=(1, 4, 16), vectors=128, length=768, in_wi
             gemm = bert_base_gemm_cycles()
             row.update(gemm_layer_cycles=gemm, pace_ratio=2 * result["cycles"] / gemm)
         if synth:
-            row.update(ecp5_fields(config, brams=True))
+            row.update(ecp5_fields(config, LayerNorm, brams=True))
         results.append(row)
     if write:
         table = columns("design", "shape", *CYCLE_COLUMNS, "elem/cycle", "latency", "match",

@@ -25,12 +25,12 @@ class ConfigError(ParameterError):
 
 
 def preset(block, name):
-    from .blocks import PRESETS
+    """The preset ``name`` of ``block`` (a :class:`~bertforge.generators.block.Block`)."""
     try:
-        return PRESETS[block][name]
+        return block.presets[name]
     except KeyError:
-        names = ", ".join(sorted(PRESETS.get(block, {})))
-        raise ConfigError(f"no {block} preset named {name!r}; presets: {names}") from None
+        names = ", ".join(sorted(block.presets))
+        raise ConfigError(f"no {block.name} preset named {name!r}; presets: {names}") from None
 
 
 def load_toml(block, path):
@@ -51,15 +51,16 @@ def load_toml(block, path):
 
 
 def make_config(block, *, preset_name=None, toml_path=None, overrides=None):
-    """Config of ``block``: preset (default "default"), then the TOML file's
-    fields, then ``overrides`` (fields set on the command line)."""
+    """Config of ``block`` (a :class:`~bertforge.generators.block.Block`):
+    preset (default "default"), then the TOML file's fields, then
+    ``overrides`` (fields set on the command line)."""
     base = preset(block, preset_name or "default")
     fields = {}
     if toml_path is not None:
-        fields.update(load_toml(block, toml_path))
+        fields.update(load_toml(block.name, toml_path))
     fields.update({k: v for k, v in (overrides or {}).items() if v is not None})
     known = {f.name for f in dataclasses.fields(base)}
     unknown = sorted(set(fields) - known)
     if unknown:
-        raise ConfigError(f"unknown {block} field {unknown[0]!r}; fields: {', '.join(sorted(known))}")
+        raise ConfigError(f"unknown {block.name} field {unknown[0]!r}; fields: {', '.join(sorted(known))}")
     return dataclasses.replace(base, **fields)

@@ -60,9 +60,10 @@ def _load_arrays(value, work):
     return value
 
 
-def simulate(config, testbench, spec, *, harness=None, extra=(), waves=False, workdir=None,
-             quiet=True, cycles=None):
-    """Run the cocotb ``testbench`` on the emitted Verilog of ``config`` (or of
+def simulate(config, testbench, spec, *, design=None, harness=None, extra=(), waves=False,
+             workdir=None, quiet=True, cycles=None):
+    """Run the cocotb ``testbench`` on the emitted Verilog of ``design(config)``
+    (the block's component, e.g. ``SystolicArray``; or of
     ``harness(config, *extra)``, module ``<name>_harness``) in Verilator.
 
     ``spec`` holds the testbench's parameters; its arrays (and dicts of
@@ -84,7 +85,7 @@ def simulate(config, testbench, spec, *, harness=None, extra=(), waves=False, wo
     top = f"{config.name}_harness" if harness else config.name
     if cycles:
         longrun.check(top, cycles)      # before any work
-    verilog = cached_verilog(config, harness, *extra)
+    verilog = cached_verilog(config, harness or design, *extra)
     phases["elaborate"] = time.perf_counter() - start
     runner.build(verilog, top, waves=waves, quiet=quiet)
     phases["build"] = time.perf_counter() - start - phases["elaborate"]
@@ -131,7 +132,7 @@ def make_stimulus(config, summary, what, /, **data):
 
 def block_config(block, args):
     """The config a command line's flags (or the block's own ``make_config``) give."""
-    return block.make_config(args) if block.make_config else config_from_args(block.name, args)
+    return block.make_config(block, args) if block.make_config else config_from_args(block, args)
 
 
 def block_stimulus(block, config, args):

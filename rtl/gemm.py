@@ -15,11 +15,11 @@ from .arith import BF16_NEG_ZERO
 from .params import (Config, check_bool, check_choice, check_instance, check_int, check_operands,
                      check_size)
 from .stream import Queue, delay
-from .systolic import ARITHS, SystolicArray, SystolicConfig
+from .systolic import SystolicArray, SystolicConfig, check_arith
 from .tile_scheduler import TileScheduler, command_layout, completion_layout
 from bertforge.rtl.errors import ParameterError
 
-__all__ = ["GemmConfig", "GemmEngine", "OSFeeder", "WSActivationFeeder", "WSWeightFeeder",
+__all__ = ["GemmConfig", "GemmEngine", "OSFeeder", "WSActivationFeeder", "WSWeightFeeder", "a_job",
            "requantizer_dsps", "schedule"]
 
 
@@ -130,11 +130,7 @@ class GemmConfig(Config):
     def __post_init__(self):
         check_size(self, 64)
         check_choice("dataflow", self.dataflow, ("os", "ws"))
-        check_choice("arith", self.arith, ARITHS)
-        if self.arith != "int":   # frozen: the format sets the width
-            object.__setattr__(self, "width", 8 if self.arith == "int8" else 16)
-        if self.arith in ("int8", "int16"):
-            object.__setattr__(self, "arith", "int")
+        check_arith(self)
         check_operands(self, 32)
         check_int("mem_width", self.mem_width, minimum=32, maximum=4096)
         if self.mem_width & (self.mem_width - 1):
@@ -438,6 +434,15 @@ class WSWeightFeeder(wiring.Component):
         return m
 
 
+def a_job(config):
+    """The loader's A job (dense and sparse engines alike): ``m_len`` rows
+    of ``k_len`` elements from ``a_base``, ``a_stride`` bytes apart, a
+    memory beat per ``lanes`` elements."""
+    return Job("a", when=lambda d: Const(1), base=lambda d: d.a_base,
+               stride=lambda d: d.a_stride, rows=lambda d: d.m_len,
+               beats=lambda d: (d.k_len + config.lanes - 1) >> config.lane_bits)
+
+
 class GemmEngine(StagedEngine):
     """Runs queued GEMM commands on a :class:`SystolicArray` from external memory.
 
@@ -503,9 +508,7 @@ class GemmEngine(StagedEngine):
     def operand_jobs(self):
         cfg = self.config
         return [
-            Job("a", when=lambda d: Const(1), base=lambda d: d.a_base, stride=lambda d: d.a_stride,
-                rows=lambda d: d.m_len,
-                beats=lambda d: (d.k_len + cfg.lanes - 1) >> cfg.lane_bits),
+            a_job(cfg),
             Job("b", when=lambda d: Const(1), base=lambda d: d.b_base, stride=lambda d: d.b_stride,
                 rows=lambda d: d.k_len, beats=lambda d: Const(1)),
         ]

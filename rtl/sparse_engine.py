@@ -10,7 +10,7 @@ from amaranth.lib.memory import Memory
 from .engine import STAGE_QUEUE, operand_queue, outstanding, read_port
 from .loader import Job
 from .staged_engine import StagedEngine
-from .gemm import GemmConfig, OSFeeder
+from .gemm import GemmConfig, OSFeeder, a_job
 from .sparse import SparseArray, SparseConfig
 from .params import check_choice, check_instance
 from .payload import pack
@@ -300,9 +300,7 @@ class SparseEngine(StagedEngine):
     def operand_jobs(self):
         cfg = self.config
         return [
-            Job("a", when=lambda d: Const(1), base=lambda d: d.a_base, stride=lambda d: d.a_stride,
-                rows=lambda d: d.m_len,
-                beats=lambda d: (d.k_len + cfg.lanes - 1) >> cfg.lane_bits),
+            a_job(cfg),
             Job("values", when=lambda d: Const(1), base=lambda d: d.b_base,
                 stride=lambda d: d.b_stride, rows=lambda d: d.kc_len, beats=lambda d: Const(1),
                 resume=True),

@@ -13,12 +13,24 @@ from .stream import Queue, delay, row_layout, stage
 from .systolic_pe import OutputStationaryPE, WeightStationaryPE
 from bertforge.rtl.errors import ParameterError
 
-__all__ = ["SystolicConfig", "SystolicArray", "QUEUE_LATENCY", "ARITHS", "pe_arith", "check_multiply"]
+__all__ = ["SystolicConfig", "SystolicArray", "QUEUE_LATENCY", "ARITHS", "pe_arith", "check_arith",
+           "check_multiply"]
 
 #: Cycles from a row entering the output queue to it being offered on ``c``.
 QUEUE_LATENCY = 2
 #: Number formats of ``SystolicConfig.arith`` (``"int"``: integers of ``width`` bits).
 ARITHS = ("int", "int8", "int16", "bf16")
+
+
+def check_arith(config):
+    """Check ``config.arith`` (one of :data:`ARITHS`) and normalise a frozen
+    ``config``: any format but ``"int"`` sets the width, and ``"int8"`` or
+    ``"int16"`` become ``"int"``."""
+    check_choice("arith", config.arith, ARITHS)
+    if config.arith != "int":   # frozen: the format sets the width
+        object.__setattr__(config, "width", 8 if config.arith == "int8" else 16)
+    if config.arith in ("int8", "int16"):
+        object.__setattr__(config, "arith", "int")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,11 +88,7 @@ class SystolicConfig(Config):
     def __post_init__(self):
         check_size(self, 256)
         check_choice("dataflow", self.dataflow, ("os", "ws"))
-        check_choice("arith", self.arith, ARITHS)
-        if self.arith != "int":   # frozen: the format sets the width
-            object.__setattr__(self, "width", 8 if self.arith == "int8" else 16)
-        if self.arith in ("int8", "int16"):
-            object.__setattr__(self, "arith", "int")
+        check_arith(self)
         check_operands(self, 48)
         if self.arith == "bf16" and self.acc_width != 32:
             raise ParameterError(f"acc_width must be 32 with arith 'bf16' (sums are binary32), "
@@ -178,6 +186,13 @@ def os_readout(m, pes):
         push_last.eq(pes[rows - 1][cols - 1].result_valid),
     ]
     return push_valid, push_last, columns
+
+
+def pass_right(m, pe, right, *more):
+    """A PE's ``a``, ``valid``, ``last`` (and ``more``: names of further
+    ``*_out`` / ``*_in`` pairs) to its right neighbour."""
+    m.d.comb += [getattr(right, f"{name}_in").eq(getattr(pe, f"{name}_out"))
+                 for name in ("a", "valid", "last", *more)]
 
 
 def skew_rows(m, pes, port, data, **flags):
@@ -312,9 +327,7 @@ class SystolicArray(wiring.Component):
             for j in range(cols):
                 pe = pes[i][j]
                 if j + 1 < cols:
-                    right = pes[i][j + 1]
-                    m.d.comb += [right.a_in.eq(pe.a_out), right.valid_in.eq(pe.valid_out),
-                                 right.last_in.eq(pe.last_out)]
+                    pass_right(m, pe, pes[i][j + 1])
                 if i + 1 < rows:
                     m.d.comb += pes[i + 1][j].b_in.eq(pe.b_out)
 
@@ -371,9 +384,7 @@ class SystolicArray(wiring.Component):
             for j in range(cols):
                 pe = pes[i][j]
                 if j + 1 < cols:
-                    right = pes[i][j + 1]
-                    m.d.comb += [right.a_in.eq(pe.a_out), right.valid_in.eq(pe.valid_out),
-                                 right.last_in.eq(pe.last_out), right.swap_in.eq(pe.swap_out)]
+                    pass_right(m, pe, pes[i][j + 1], "swap")
                 if i + 1 < rows:
                     below = pes[i + 1][j]
                     m.d.comb += [below.psum_in.eq(pe.psum_out), pe.w_in.eq(below.w_out)]

@@ -1,6 +1,6 @@
 """Formal properties of the AXI4 master (:class:`~bertforge.rtl.axi.AxiMaster`)
 with the ``prove`` kit (:mod:`bertforge.sim.formal`), run by
-``bertforge prove gemm`` (listed by :func:`~bertforge.sim.formal_specs.gemm_proofs`).
+``bertforge prove gemm`` (listed by :func:`~bertforge.sim.gemm_formal.gemm_proofs`).
 
 The environment: an engine that obeys the stream rules on ``rd_req`` and
 ``wr_req`` and stalls ``rd_data`` at will; an AXI slave that stalls every

@@ -12,7 +12,7 @@ form for one command, or for commands of one length back to back.
 """
 
 from bertforge.rtl.butterfly import MODES, SLOTS, command_is_valid, stage_period
-from .butterfly_golden import log2_length
+from .butterfly_golden import butterfly_groups, log2_length
 
 __all__ = ["PIPELINE_CYCLES", "butterfly_groups", "butterfly_cycles", "butterfly_ideal_cycles",
            "butterfly_timeline", "butterfly_queue_cycles"]
@@ -27,11 +27,6 @@ _DRAIN_AFTER_ISSUE = 4
 
 #: Cycles from a drain read until its ``y`` handshake (read, queue, buffer).
 _OUTPUT_DELAY = 3
-
-
-def butterfly_groups(config, batch):
-    """Groups of ``lanes`` vectors a batch occupies: ``ceil(batch / lanes)``."""
-    return -(-batch // config.lanes)
 
 
 def butterfly_cycles(config, n, batch):

@@ -12,13 +12,13 @@ import numpy as np
 from amaranth.lib import data
 
 from bertforge.rtl.butterfly import FFT_GUARD_BITS, complex_layout, twiddle_table
-from bertforge.rtl.payload import pack_beats, unpack_beats
+from bertforge.sim.payload_np import pack_beats, unpack_beats
 from .fixed_golden import requantize
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["log2_length", "butterfly_linear", "butterfly_dense_factors", "dense_linear",
            "butterfly_fft", "bit_reverse_permutation", "sqnr_db", "board_golden",
-           "vector_layout", "x_beats", "y_vectors"]
+           "vector_layout", "butterfly_groups", "x_beats", "y_vectors"]
 
 
 def log2_length(config, n):
@@ -167,12 +167,16 @@ def vector_layout(config):
     return data.ArrayLayout(complex_layout(config.width), config.lanes)
 
 
+def butterfly_groups(config, batch):
+    """Groups of ``lanes`` vectors a batch occupies: ``ceil(batch / lanes)``."""
+    return -(-batch // config.lanes)
+
+
 def x_beats(config, re, im):
     """Payload ints of the ``x`` stream for vectors ``re``, ``im`` (batch x n):
     beat ``k`` of group ``g`` holds element ``k`` of vectors
     ``gL .. gL+L-1``, ``(re, im)`` per lane; a batch not filling its last
     group is padded with zero vectors."""
-    from .butterfly_cycles import butterfly_groups   # (it imports this module)
     lanes = config.lanes
     batch, n = re.shape
     groups = butterfly_groups(config, batch)

@@ -29,7 +29,6 @@ model when it is one segment) and the outputs to ``result_path + ".npz"``
 """
 
 import json
-import os
 import time
 
 import cocotb
@@ -37,12 +36,13 @@ import numpy as np
 from cocotb.triggers import RisingEdge
 
 from bertforge.rtl.butterfly import MODES, ButterflyConfig, ButterflyEngine, command_is_valid
-from bertforge.rtl.payload import pack, pack_beats
+from bertforge.rtl.payload import pack
+from bertforge.sim.payload_np import pack_beats
 from bertforge.sim.butterfly_cycles import (butterfly_groups, butterfly_ideal_cycles,
                                             butterfly_queue_cycles, butterfly_timeline)
 from bertforge.sim.butterfly_golden import (butterfly_fft, butterfly_linear, sqnr_db, x_beats,
                                             y_vectors)
-from bertforge.sim.stream_tb import StreamDriver, StreamMonitor, StreamTB
+from bertforge.sim.stream_tb import StreamDriver, StreamMonitor, StreamTB, read_spec
 from bertforge.rtl.errors import ParameterError
 
 
@@ -88,8 +88,7 @@ def plan(config, jobs, arrays):
 
 @cocotb.test()
 async def butterfly_jobs(dut):
-    with open(os.environ["BERTFORGE_SPEC"]) as f:
-        spec = json.load(f)
+    spec = read_spec()
     config = ButterflyConfig(**spec["config"])
     jobs = spec["jobs"]
     with np.load(spec["data"]) as saved:

@@ -23,16 +23,16 @@ import os
 
 import cocotb
 import numpy as np
-from amaranth.lib import data
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import RisingEdge
 
 from bertforge.rtl.encoder import EncoderConfig, encoder_command_layout
 from bertforge.rtl.gelu import GeluConfig
 from bertforge.rtl.gemm import GemmConfig
 from bertforge.rtl.layernorm import LayerNormConfig
-from bertforge.rtl.payload import pack, unpack
+from bertforge.rtl.payload import pack
 from bertforge.rtl.softmax import SoftmaxConfig
-from bertforge.sim.gemm_tb import read_memory, start_harness, wait_finished
+from bertforge.sim.gemm_tb import read_memory, run_to_completion, start_harness
+from bertforge.sim.stream_tb import read_spec
 
 KNOBS = ("lat_min", "lat_mask", "p_req", "p_data", "p_wr")
 
@@ -44,8 +44,7 @@ def config_from_dict(spec):
 
 @cocotb.test()
 async def encoder_layers(dut):
-    with open(os.environ["BERTFORGE_SPEC"]) as f:
-        spec = json.load(f)
+    spec = read_spec()
     config = config_from_dict(spec["config"])
     layout = encoder_command_layout(config)
     runs = spec["programs"]
@@ -98,13 +97,7 @@ async def _run_program(dut, layout, commands, timeout):
         await RisingEdge(dut.clk)
     dut.cmd_push.value = 0
     await RisingEdge(dut.clk)
-    dut.go.value = 1
-    _, seconds = await wait_finished(dut, commands, timeout)
-    await ClockCycles(dut.clk, 64)   # nothing may happen after the last completion
-    dut.go.value = 0
-    cycles = int(dut.cycles.value)
-    completions = int(dut.completions.value)
-    errors = [bool(e) for e in unpack(data.ArrayLayout(1, len(commands)), int(dut.errors.value))]
+    _, seconds, cycles, completions, errors = await run_to_completion(dut, commands, timeout)
     starts, ends = [], []
     for index in range(len(commands)):
         dut.stamp_sel.value = index

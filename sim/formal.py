@@ -70,13 +70,16 @@ class Spec(Elaboratable):
 
     Subclasses implement ``build(m, platform)``: instantiate the design in
     ``m``, constrain its inputs with :meth:`assume` and state properties with
-    :meth:`check`. ``only`` names the one property asserted (``None``: all).
+    :meth:`check`. ``make`` (if given) builds the design under proof (a
+    stand-in such as a broken copy in the tests); ``only`` names the one
+    property asserted (``None``: all).
     The ``sync`` domain's clock is the spec's one port; its reset is held
     low, so registers start from their reset values (``init``) in the base
     case and from any state in the induction step.
     """
 
-    def __init__(self, *, only=None):
+    def __init__(self, make=None, *, only=None):
+        self.make = make
         self.only = only
         self.cd = ClockDomain("sync")
         self.checked = []

@@ -15,19 +15,18 @@ the dequantized input. Results go to ``result_path``, outputs to
 (:mod:`bertforge.sim.funcov_tb`) as ``functional_coverage``.
 """
 
-import json
-import os
 import time
 
 import cocotb
 import numpy as np
 
 from bertforge.rtl.gelu import Gelu, GeluConfig
-from bertforge.rtl.payload import pack_beats, unpack, unpack_beats
+from bertforge.rtl.payload import unpack
+from bertforge.sim.payload_np import pack_beats, unpack_beats
 from bertforge.sim.gelu_cycles import gelu_cycles
 from bertforge.sim.gelu_golden import gelu_float, gelu_golden
 from bertforge.sim.funcov_tb import StreamCoverage
-from bertforge.sim.stream_tb import finish, StreamDriver, StreamMonitor, StreamTB
+from bertforge.sim.stream_tb import finish, StreamDriver, StreamMonitor, StreamTB, read_spec
 
 
 def gelu_beats(config, x):
@@ -41,7 +40,7 @@ def gelu_beats(config, x):
 
 @cocotb.test()
 async def gelu_rows(dut):
-    spec = json.loads(open(os.environ["BERTFORGE_SPEC"]).read())
+    spec = read_spec()
     config = GeluConfig(**spec["config"])
     with np.load(spec["data"]) as saved:
         x = saved["x"].astype(np.int64)

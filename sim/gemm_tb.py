@@ -16,7 +16,6 @@ where it is exact (``model_exact``).
 """
 
 import json
-import os
 import time
 
 import cocotb
@@ -31,6 +30,7 @@ from bertforge.rtl.tile_scheduler import pack_command
 from bertforge.sim.gemm_cycles import gemm_cycles, ideal_cycles
 from bertforge.sim.gemm_golden import run_commands
 from bertforge.sim.gemm_harness import MAX_COMMANDS
+from bertforge.sim.stream_tb import read_spec
 
 KNOBS = ("lat_min", "lat_mask", "p_req", "p_data", "p_wr", "p_cmd", "p_done", "bw")
 
@@ -97,10 +97,24 @@ async def wait_finished(dut, commands, timeout):
     return waited, time.perf_counter() - start
 
 
+async def run_to_completion(dut, commands, timeout):
+    """Start the harness's queued ``commands`` (``go``), wait until they have
+    finished and 64 cycles more (nothing may happen after the last
+    completion); returns ``(cycles waited, seconds, cycles, completions,
+    errors)``: the harness's counters and each command's error flag."""
+    dut.go.value = 1
+    waited, seconds = await wait_finished(dut, commands, timeout)
+    await ClockCycles(dut.clk, 64)   # nothing may happen after the last completion
+    dut.go.value = 0
+    cycles = int(dut.cycles.value)
+    completions = int(dut.completions.value)
+    errors = [bool(e) for e in unpack(data.ArrayLayout(1, len(commands)), int(dut.errors.value))]
+    return waited, seconds, cycles, completions, errors
+
+
 @cocotb.test()
 async def gemm_commands(dut):
-    with open(os.environ["BERTFORGE_SPEC"]) as f:
-        spec = json.load(f)
+    spec = read_spec()
     await run_engine(dut, spec, GemmConfig(**spec["config"]), pack=pack_command, golden=run_commands,
                      cycle_model=gemm_cycles, ideal=ideal_cycles)
 
@@ -123,13 +137,7 @@ async def run_engine(dut, spec, config, *, pack, golden, cycle_model, ideal):
     model = cycle_model(config, commands, lat=knobs["lat_min"], bw=knobs["bw"] or spec.get("sdram_bw", 0))
     timeout = int(spec.get("timeout", 0)) or 50 * (model["cycles"] + 2000)
 
-    dut.go.value = 1
-    waited, seconds = await wait_finished(dut, commands, timeout)
-    await ClockCycles(dut.clk, 64)   # nothing may happen after the last completion
-    dut.go.value = 0
-    cycles = int(dut.cycles.value)
-    completions = int(dut.completions.value)
-    errors = [bool(e) for e in unpack(data.ArrayLayout(1, len(commands)), int(dut.errors.value))]
+    waited, seconds, cycles, completions, errors = await run_to_completion(dut, commands, timeout)
     tags = unpack(data.ArrayLayout(8, min(8, len(commands))), int(dut.tags.value))
 
     # Read back only what can have changed: up to the last byte of data or of a C matrix.

@@ -18,20 +18,19 @@ go to ``result_path``, outputs (``y_0, y_1, ...``) to ``result_path`` +
 ``.npz``.
 """
 
-import json
-import os
 import time
 
 import cocotb
 import numpy as np
 
 from bertforge.rtl.layernorm import LayerNorm, LayerNormConfig
-from bertforge.rtl.payload import pack_beats, unpack, unpack_beats
+from bertforge.rtl.payload import unpack
+from bertforge.sim.payload_np import pack_beats, unpack_beats
 from bertforge.sim.layernorm_cycles import layernorm_cycles
 from bertforge.sim.layernorm_golden import (layernorm_float, layernorm_golden,
                                             layernorm_reference_int8)
 from bertforge.sim.funcov_tb import StreamCoverage
-from bertforge.sim.stream_tb import finish, StreamDriver, StreamMonitor, StreamTB
+from bertforge.sim.stream_tb import finish, StreamDriver, StreamMonitor, StreamTB, read_spec
 
 
 def load_vectors(path, residual):
@@ -66,7 +65,7 @@ def param_beats(config, gamma, beta):
 
 @cocotb.test()
 async def layernorm_vectors(dut):
-    spec = json.loads(open(os.environ["BERTFORGE_SPEC"]).read())
+    spec = read_spec()
     config = LayerNormConfig(**spec["config"])
     xs, rs, gamma, beta = load_vectors(spec["data"], config.add_residual)
     expected = [layernorm_golden(config, x, r, gamma, beta) for x, r in zip(xs, rs)]

@@ -12,9 +12,9 @@ __all__ = ["norm_golden"]
 
 def norm_golden(design, unit, x, *, mask=None, scale=1.0, r=None, gamma=None, beta=None):
     """The unit's output for the rows / vectors ``x`` (2-D ints), as
-    :func:`bertforge.boards.host.run_softmax` (``mask``, ``scale``),
-    :func:`~bertforge.boards.host.run_layernorm` (``r``, ``gamma``, ``beta``:
-    the gamma/beta the unit holds) and :func:`~bertforge.boards.host.run_gelu`
+    :func:`bertforge.boards.norm_host.run_softmax` (``mask``, ``scale``),
+    :func:`~bertforge.boards.norm_host.run_layernorm` (``r``, ``gamma``, ``beta``:
+    the gamma/beta the unit holds) and :func:`~bertforge.boards.norm_host.run_gelu`
     return it."""
     x = np.asarray(x, dtype=np.int64)
     if design == "softmax":

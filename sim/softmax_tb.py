@@ -16,7 +16,6 @@ to ``result_path`` (``{"scenarios": [...]}``); outputs to
 """
 
 import json
-import os
 import time
 
 import cocotb
@@ -24,12 +23,13 @@ import numpy as np
 
 from amaranth.lib import data
 
-from bertforge.rtl.payload import pack_beats, unpack, unpack_beats
+from bertforge.rtl.payload import unpack
+from bertforge.sim.payload_np import pack_beats, unpack_beats
 from bertforge.rtl.softmax import Softmax, SoftmaxConfig
 from bertforge.sim.softmax_cycles import softmax_beats, softmax_cycles
 from bertforge.sim.softmax_golden import softmax_errors, softmax_golden
 from bertforge.sim.funcov_tb import StreamCoverage
-from bertforge.sim.stream_tb import StreamDriver, StreamMonitor, StreamTB
+from bertforge.sim.stream_tb import StreamDriver, StreamMonitor, StreamTB, read_spec
 from bertforge.rtl.errors import ParameterError
 
 
@@ -82,7 +82,7 @@ def check_outputs(config, rows, beats, received):
 
 @cocotb.test()
 async def softmax_rows(dut):
-    spec = json.loads(open(os.environ["BERTFORGE_SPEC"]).read())
+    spec = read_spec()
     config = SoftmaxConfig(**spec["config"])
     tb = StreamTB(dut, spec.get("seed", 0))
     await tb.reset()

@@ -11,21 +11,18 @@ stalls the measured cycles must equal
 :func:`~bertforge.sim.sparse_engine_cycles.sparse_engine_cycles` where it is exact.
 """
 
-import json
-import os
-
 import cocotb
 
 from bertforge.rtl.sparse_engine import SparseEngineConfig, pack_sparse_command
 from bertforge.sim.gemm_tb import run_engine
 from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles, sparse_ideal_cycles
 from bertforge.sim.sparse_engine_golden import run_sparse_commands
+from bertforge.sim.stream_tb import read_spec
 
 
 @cocotb.test()
 async def sparse_engine_commands(dut):
-    with open(os.environ["BERTFORGE_SPEC"]) as f:
-        spec = json.load(f)
+    spec = read_spec()
     await run_engine(dut, spec, SparseEngineConfig(**spec["config"]), pack=pack_sparse_command,
                      golden=run_sparse_commands, cycle_model=sparse_engine_cycles,
                      ideal=sparse_ideal_cycles)

@@ -19,7 +19,7 @@ import numpy as np
 
 from .systolic_golden import saturating_matmul
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
-from bertforge.rtl.payload import pack_beats
+from bertforge.sim.payload_np import pack_beats
 from bertforge.rtl.sparse import a_layout, b_layout
 
 __all__ = ["prune_nm", "compress_nm", "decompress_nm", "check_compressed", "check_pattern",

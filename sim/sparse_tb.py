@@ -15,9 +15,6 @@ the measured cycles must equal :func:`~bertforge.sim.sparse_cycles.sparse_cycles
 Results go to ``result_path``, outputs to ``result_path`` + ``.npz``.
 """
 
-import json
-import os
-
 import cocotb
 import numpy as np
 
@@ -25,6 +22,7 @@ from bertforge.rtl.sparse import SparseConfig, c_layout
 from bertforge.sim.sparse_cycles import sparse_cycles
 from bertforge.sim.sparse_golden import nm_tile_golden, sparse_beats
 from bertforge.sim.systolic_tb import run_tiles
+from bertforge.sim.stream_tb import read_spec
 
 
 def load_tiles(path, patterns):
@@ -35,7 +33,7 @@ def load_tiles(path, patterns):
 
 @cocotb.test()
 async def sparse_tiles(dut):
-    spec = json.loads(open(os.environ["BERTFORGE_SPEC"]).read())
+    spec = read_spec()
     config = SparseConfig(**spec["config"])
     tiles = load_tiles(spec["data"], spec["patterns"])
     a_beats, b_beats, beats = sparse_beats(config, tiles)

@@ -12,12 +12,13 @@ handshake the design saw. Payloads are ints, packed and unpacked with
 """
 
 import json
+import os
 import random
 
 from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge
 
-__all__ = ["StreamDriver", "StreamMonitor", "StreamTB", "finish"]
+__all__ = ["StreamDriver", "StreamMonitor", "StreamTB", "read_spec", "finish"]
 
 
 class StreamDriver:
@@ -146,6 +147,13 @@ class StreamTB:
             if len(monitor.received) != n:
                 raise AssertionError(f"expected {n} output beats, got {len(monitor.received)}")
         return first_in, last_out
+
+
+def read_spec():
+    """The JSON spec of this run: the file the Verilator runner
+    (:mod:`bertforge.sim.runner`) names in ``BERTFORGE_SPEC``."""
+    with open(os.environ["BERTFORGE_SPEC"]) as f:
+        return json.load(f)
 
 
 def finish(spec, result):

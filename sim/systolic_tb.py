@@ -14,18 +14,16 @@ against the cycle model. Results (``cycles``, ``model_cycles``, ``match``, ...)
 go to ``result_path``; outputs to ``result_path`` with ``.npz``.
 """
 
-import json
-import os
 import time
 
 import cocotb
 import numpy as np
 
-from bertforge.rtl.payload import pack_beats, unpack_beats
+from bertforge.sim.payload_np import pack_beats, unpack_beats
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
 from bertforge.sim.systolic_cycles import systolic_cycles
 from bertforge.sim.systolic_golden import operands_from_words, result_words, systolic_golden
-from bertforge.sim.stream_tb import finish, StreamDriver, StreamMonitor, StreamTB
+from bertforge.sim.stream_tb import finish, StreamDriver, StreamMonitor, StreamTB, read_spec
 
 
 def load_tiles(path):
@@ -56,7 +54,7 @@ def systolic_beats(config, tiles):
 
 @cocotb.test()
 async def systolic_tiles(dut):
-    spec = json.loads(open(os.environ["BERTFORGE_SPEC"]).read())
+    spec = read_spec()
     config = SystolicConfig(**spec["config"])
     tiles = load_tiles(spec["data"])
     a_beats, b_beats, ks = systolic_beats(config, tiles)

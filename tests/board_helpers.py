@@ -5,6 +5,8 @@ build-plan check on every board, the stand-in serial board behind
 
 import json
 
+import pytest
+
 from amaranth.back import verilog
 
 from bertforge.boards import protocol
@@ -102,3 +104,29 @@ def save_build_report(tmp_path, design, config, board_name="ulx3s-85f"):
     build.mkdir(exist_ok=True)
     raw = config if isinstance(config, dict) else config.to_dict()
     (build / "report.json").write_text(json.dumps({"design": {"name": design, "config": raw}}))
+
+
+def top_config_test(config_class, cases, **fixed):
+    """A test that each of ``cases`` (``(fields, error, message)``) fails
+    when a ``config_class`` board top config is built from ``fixed`` and
+    those fields, with ``message`` (an anchored regex)."""
+    @pytest.mark.parametrize("fields, error, message", cases)
+    def test_top_config_validation(fields, error, message):
+        with pytest.raises(error, match=message):
+            config_class(**fixed, **fields)
+    return test_top_config_validation
+
+
+def run_exit_checked(code, out, err, *, flip, ran, cycles, wrote):
+    """The exit of ``bertforge run`` past a stand-in board on ulx3s-85f:
+    with ``flip`` (the board's result one bit off) exit 1 and the mismatch
+    line; else exit 0, ``"<ran> on ulx3s-85f in <cycles> cycles; wrote
+    <wrote>"`` and the golden model matched. Returns whether the run passed."""
+    if flip:
+        assert code == 1 and ran in out
+        assert err.strip() == "bertforge: error: the board's result differs from the golden model"
+        return False
+    assert code == 0, err
+    assert f"{ran} on ulx3s-85f in {cycles} cycles; wrote {wrote}" in out
+    assert "matches the golden model" in out
+    return True

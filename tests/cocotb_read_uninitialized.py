@@ -3,16 +3,16 @@ power-up value: X in a four-state simulator) and reports it, to test the
 runner's ``x_seed`` option."""
 
 import json
-import os
 
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
+from bertforge.sim.stream_tb import read_spec
 
 
 @cocotb.test()
 async def read_uninitialized(dut):
-    spec = json.loads(open(os.environ["BERTFORGE_SPEC"]).read())
+    spec = read_spec()
     dut.en.value = 0
     dut.d.value = 0
     Clock(dut.clk, 10, unit="ns").start()

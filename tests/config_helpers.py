@@ -49,3 +49,15 @@ def config_tests(config_class, component, bad, *, article="a"):
             component(3)
 
     return test_bad_parameters, test_component_needs_a_config
+
+
+def frozen_config_test(config_class, **fields):
+    """A test that a ``config_class`` (built from ``fields``) is frozen and
+    takes its fields by keyword only."""
+    def test_config_is_frozen_and_keyword_only():
+        config = config_class(**fields)
+        with pytest.raises(Exception):
+            config.rows = 4
+        with pytest.raises(TypeError):
+            config_class(*fields.values())
+    return test_config_is_frozen_and_keyword_only

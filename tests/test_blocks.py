@@ -69,16 +69,16 @@ def test_phases_with_json(capsys):
 
 def test_verilog_cache_elaborates_once(tmp_path, monkeypatch):
     from bertforge.generators import emit
-    from bertforge.rtl.systolic import SystolicConfig
+    from bertforge.rtl.systolic import SystolicArray, SystolicConfig
     monkeypatch.setenv("BERTFORGE_CACHE", str(tmp_path))
     monkeypatch.setattr(emit, "_memory", {})
     config = SystolicConfig(rows=2, cols=3)
-    text = emit.cached_verilog(config)
-    assert text == emit.emit_verilog(config)
+    text = emit.cached_verilog(config, SystolicArray)
+    assert text == emit.emit_verilog(config, SystolicArray(config))
     assert len(list((tmp_path / "verilog").glob("*/*.v"))) == 1
     monkeypatch.setattr(emit, "_memory", {})
     monkeypatch.setattr(emit.verilog, "convert", None)    # a second elaboration would fail
-    assert emit.cached_verilog(config) == text
+    assert emit.cached_verilog(config, SystolicArray) == text
 
 
 @pytest.mark.parametrize("args, message", [

@@ -13,22 +13,25 @@ from amaranth.sim import Simulator
 from bertforge.boards import build as board_build, protocol
 from bertforge.boards.build import connect_uart_top, critical_path_text, parse_report
 from bertforge.boards.clocking import ClockShell, ecp5_pll_params, ice40_pll_params
-from bertforge.boards.host import systolic_result_from_bytes, systolic_tile_bytes, vector_layout
+from bertforge.boards.systolic_host import systolic_result_from_bytes, systolic_tile_bytes
+from bertforge.boards.host import vector_layout
 from bertforge.boards.gemm_top import GemmBoardTop, GemmTopConfig, board_engine_config
-from bertforge.boards.host import gemm_board_layout, gemm_result_from_bytes
+from bertforge.boards.gemm_host import gemm_board_layout, gemm_result_from_bytes
 from bertforge.boards.sparse_top import SparseBoardTop, SparseTopConfig
 from bertforge.boards.systolic_top import SystolicBoardTop, SystolicTopConfig
 from bertforge.boards.targets import BOARDS, board
-from bertforge.generators.board_design import GEMM, SPARSE, SYSTOLIC
+from bertforge.generators.gemm_board import GEMM
+from bertforge.generators.sparse_board import SPARSE
+from bertforge.generators.systolic_board import SYSTOLIC
 from bertforge.generators.board_cli import write_report_table
 from bertforge.generators.cli import main
 from bertforge.rtl.host_link import crc8_step
-from bertforge.rtl.payload import pack_bytes, unpack_bytes
+from bertforge.sim.payload_np import pack_bytes, unpack_bytes
 from bertforge.rtl.sparse import SparseConfig
 from bertforge.rtl.systolic import SystolicConfig
 from bertforge.rtl.uart import Uart, UartConfig
 
-from board_helpers import run_board_top
+from board_helpers import run_board_top, top_config_test
 
 
 def test_crc8_check_value_and_frames():
@@ -92,14 +95,11 @@ def test_uart_loopback_in_amaranth_sim():
     assert got == sent
 
 
-@pytest.mark.parametrize("fields, error, message", [
+test_top_config_validation = top_config_test(SystolicTopConfig, [
     ({"divisor": 3}, ValueError, r"^divisor must be an integer >= 4, not 3$"),
     ({"k_max": 0}, ValueError, r"^k_max must be a positive integer, not 0$"),
     ({"array": {"rows": 2}}, TypeError, r"^array must be a SystolicConfig, not \{'rows': 2\}$"),
-])
-def test_top_config_validation(fields, error, message):
-    with pytest.raises(error, match=message):
-        SystolicTopConfig(design_id=SYSTOLIC.design_id, **fields)
+], design_id=SYSTOLIC.design_id)
 
 
 @pytest.mark.parametrize("dataflow", ["os", "ws"])
@@ -340,7 +340,7 @@ def test_gemm_board_top_over_uart_in_verilator(dataflow, rows, cols, ice40, tmp_
     the iCEBreaker build's engine (its ``GEMM_BOARD_DEFAULTS``: the serial
     engine, no command queue, 24-bit accumulators)."""
     if ice40:
-        from bertforge.generators.board_design import gemm_top_config
+        from bertforge.generators.gemm_board import gemm_top_config
         engine = gemm_top_config(board("icebreaker"), 12.0, k_chunk=8).engine
         assert engine.serial and engine.command_queue == 0 and (engine.rows, engine.cols) == (2, 2)
     else:
@@ -376,7 +376,7 @@ def test_bench_boards_gemm_sweep_stops_at_the_first_size_that_does_not_fit(
     (named in the table with what is over capacity), marks the largest that
     fits and reuses the builds the next time."""
     from bertforge.generators import board_bench
-    from bertforge.generators.board_design import gemm_top_config
+    from bertforge.generators.gemm_board import gemm_top_config
     built = []
 
     def fake_build(name, top, *, macs_per_cycle, clock_mhz, out_dir, quiet=False):
@@ -446,9 +446,13 @@ def test_design_hash_names_the_hardware_not_the_source_lines():
     assert design_sha256("ulx3s-85f", SystolicBoardTop(top), 50.0) != first
 
 
-def _board_designs():
+def _board_blocks():
     from bertforge.generators.blocks import BLOCKS
-    return {block.name: block.board for block in BLOCKS.values() if block.board}
+    return {block.name: block for block in BLOCKS.values() if block.board}
+
+
+def _board_designs():
+    return {name: block.board for name, block in _board_blocks().items()}
 
 
 def test_every_board_design_has_its_own_design_id():
@@ -464,9 +468,10 @@ def test_every_board_design_has_its_own_design_id():
                                   "butterfly", "sparse_engine"])
 def test_board_design_builds_its_top_with_its_design_id(name):
     from bertforge.generators.cli import build_parser
-    design = _board_designs()[name]
+    block = _board_blocks()[name]
+    design = block.board
     args = build_parser().parse_args(["build", "--board", "ulx3s-85f", "--design", name])
-    config = design.top_config(design.design_id, args, 25.0, board("ulx3s-85f"))
+    config = design.top_config(block, args, 25.0, board("ulx3s-85f"))
     assert config.design_id == design.design_id
     assert config.to_dict()["design_id"] == design.design_id
     assert design.per_cycle(config) > 0

@@ -9,25 +9,27 @@ import pytest
 
 from bertforge.boards.butterfly_board_tb import bad_runs, board_cycles
 from bertforge.boards.butterfly_top import SCALE_MEM, ButterflyBoardTop, ButterflyTopConfig, run_is_valid
-from bertforge.boards.host import (butterfly_images, butterfly_result_from_bytes,
-                                   butterfly_run_args, butterfly_scale_bytes, vector_layout)
+from bertforge.boards.butterfly_host import (butterfly_images, butterfly_result_from_bytes,
+                                             butterfly_run_args, butterfly_scale_bytes)
+from bertforge.boards.host import vector_layout
 from bertforge.boards.targets import BOARDS
 from bertforge.generators import board_design
-from bertforge.generators.board_design import BUTTERFLY
+from bertforge.generators.butterfly_board import BUTTERFLY
 from bertforge.generators.cli import main
 from bertforge.rtl.butterfly import MODES, ButterflyConfig, command_is_valid
-from bertforge.rtl.payload import pack_bytes, unpack_bytes
+from bertforge.sim.payload_np import pack_bytes, unpack_bytes
 from bertforge.sim.butterfly_cycles import butterfly_timeline
 from bertforge.sim.butterfly_golden import board_golden
 
-from board_helpers import FakeBoard, check_build_plan, cli_error, run_board_top, save_build_report
+from board_helpers import (FakeBoard, check_build_plan, cli_error, run_board_top, save_build_report,
+                           run_exit_checked, top_config_test)
 
 ENGINE = ButterflyConfig(n_max=16, lanes=2)
 CONFIG = ButterflyTopConfig(design_id=BUTTERFLY.design_id, engine=ENGINE, divisor=8, depth=64)
 INT16X4 = vector_layout(16, 4)          # one 8-byte word of X, W or Y
 
 
-@pytest.mark.parametrize("fields, error, message", [
+test_butterfly_top_config_validation = top_config_test(ButterflyTopConfig, [
     ({"divisor": 3}, ValueError, r"^divisor must be an integer >= 4, not 3$"),
     ({"depth": 0}, ValueError, r"^depth must be a positive integer, not 0$"),
     ({"depth": 16385}, ValueError, r"^depth must be an integer <= 16384, not 16385$"),
@@ -39,10 +41,7 @@ INT16X4 = vector_layout(16, 4)          # one 8-byte word of X, W or Y
     ({"engine": ButterflyConfig(n_max=1024, lanes=16), "depth": 1025}, ValueError,
      r"^depth must be at most 1024 for this engine \(memory X has 64-byte words and the host "
      r"link addresses 65536 bytes\), not 1025$"),
-])
-def test_butterfly_top_config_validation(fields, error, message):
-    with pytest.raises(error, match=message):
-        ButterflyTopConfig(design_id=BUTTERFLY.design_id, **fields)
+], design_id=BUTTERFLY.design_id)
 
 
 def test_butterfly_top_word_sizes_and_round_trip():
@@ -357,7 +356,7 @@ def test_butterfly_run_cli(mode, design_id, flip, capsys, tmp_path, monkeypatch)
     np.save("x.npy", re.astype(np.int16))
     np.save("xi.npy", im.astype(np.int16))
     np.save("w.npy", weights.astype(np.int16))
-    monkeypatch.setattr(board_design, "_open_link",
+    monkeypatch.setattr(board_design, "open_link",
                         lambda port: FakeButterflyBoard(CONFIG, design_id, flip))
     flags = (["--w", "w.npy", "--mult", "3", "--shift", "17"] if mode == "linear"
              else ["--x-im", "xi.npy"])
@@ -369,13 +368,9 @@ def test_butterfly_run_cli(mode, design_id, flip, capsys, tmp_path, monkeypatch)
         assert err.strip() == ("bertforge: error: the board on /dev/fake runs design 6, not the "
                                "butterfly top (7); flash build first")
         return
-    if flip:
-        assert code == 1 and f"ran {mode} on 3 vectors of 8" in out
-        assert err.strip() == "bertforge: error: the board's result differs from the golden model"
+    if not run_exit_checked(code, out, err, flip=flip, ran=f"ran {mode} on 3 vectors of 8",
+                            cycles=4321, wrote="y.npy"):
         return
-    assert code == 0, err
-    assert f"ran {mode} on 3 vectors of 8 on ulx3s-85f in 4321 cycles; wrote y.npy" in out
-    assert "matches the golden model" in out
     y = np.load("y.npy")
     assert y.dtype == np.int16
     if mode == "linear":

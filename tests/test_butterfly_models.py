@@ -227,8 +227,8 @@ def test_queue_timeline_rules():
 
 def test_verilog_is_deterministic_and_has_the_ports():
     config = ButterflyConfig(n_max=8, lanes=2, width=8, weight_width=8)
-    text = emit_verilog(config)
-    assert text == emit_verilog(config)
+    text = emit_verilog(config, ButterflyEngine(config))
+    assert text == emit_verilog(config, ButterflyEngine(config))
     assert f"module {config.name}" in text
     for port in ("cmd__payload", "x__payload", "w__payload", "y__payload", "error"):
         assert port in text

@@ -23,7 +23,7 @@ import pytest
 
 from bertforge.generators.cli import main
 from bertforge.generators.emit import cached_verilog, source_hash
-from bertforge.rtl.systolic import SystolicConfig
+from bertforge.rtl.systolic import SystolicArray, SystolicConfig
 from bertforge.sim import cache, children, runner
 
 CONFIG = SystolicConfig(rows=2, cols=2)
@@ -35,7 +35,7 @@ SIM = ["sim", "systolic", "--rows", "2", "--cols", "2"]
 def seed_cache(tmp_path_factory):
     """A private cache holding the 2 x 2 model (built once in the shared
     cache), its Verilog and the run-time library: a directory to copy."""
-    directory = runner.build(cached_verilog(CONFIG), TOP, quiet=True)
+    directory = runner.build(cached_verilog(CONFIG, SystolicArray), TOP, quiet=True)
     seed = tmp_path_factory.mktemp("seed-cache")
     shutil.copytree(directory, seed / "verilator" / directory.name)
     for store in directory.parent.glob("runtime-*"):
@@ -124,7 +124,7 @@ def test_damaged_model_is_not_trusted(private, monkeypatch, capsys, damage, why)
         (model / "core").write_bytes(b"")
     else:
         manifest.write_text(manifest.read_text().replace("verilator=", "verilator=0.0+"))
-    assert not runner.is_built(cached_verilog(CONFIG), TOP)
+    assert not runner.is_built(cached_verilog(CONFIG, SystolicArray), TOP)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and why in err[0] and err[0].endswith("rebuilding it"), err
     assert not model.exists()

@@ -26,9 +26,14 @@ from bertforge.rtl.softmax import Softmax
 from bertforge.rtl.sparse import SparseArray
 from bertforge.sim.formal import Proof, read_trace, replay, run_proof
 from bertforge.rtl.tile_scheduler import TileScheduler, chunk_layout, command_layout
-from bertforge.sim.formal_specs import (QueueSpec, butterfly_proofs, engine_proofs, gelu_proofs,
-                                        host_link_proofs, queue_proofs, scheduler_proofs,
-                                        softmax_proofs, sparse_proofs, systolic_proofs)
+from bertforge.sim.butterfly_formal import butterfly_proofs
+from bertforge.sim.gelu_formal import gelu_proofs
+from bertforge.sim.gemm_formal import engine_proofs, scheduler_proofs
+from bertforge.sim.host_link_formal import host_link_proofs
+from bertforge.sim.queue_formal import QueueSpec, queue_proofs
+from bertforge.sim.softmax_formal import softmax_proofs
+from bertforge.sim.sparse_formal import sparse_proofs
+from bertforge.sim.systolic_formal import systolic_proofs
 
 pytestmark = pytest.mark.formal
 
@@ -58,6 +63,15 @@ def test_every_listed_block_has_proofs():
             "host_link"} <= set(PROVED)
     gemm = {p.name for p in BLOCKS["gemm"].proofs()}
     assert {"done_valid_held", "rd_req_payload_held", "wr_req_valid_held", "a_in_bounds"} <= gemm
+
+
+def test_each_block_proofs_live_with_its_name():
+    """A block's properties are in ``sim/<block>_formal.py``; the shared
+    kit (``formal_specs.py``) holds none."""
+    for name in PROVED:
+        proofs = BLOCKS[name].proofs
+        assert (proofs.__module__, proofs.__name__) == (f"bertforge.sim.{name}_formal",
+                                                       f"{name}_proofs")
 
 
 @pytest.mark.parametrize("proof", _params([p for name in PROVED for p in BLOCKS[name].proofs()]))

@@ -20,7 +20,7 @@ import pytest
 from bertforge.generators.blocks import PRESETS
 from bertforge.generators.gemm_sim import layout_problems, read_matrix, simulate_gemm
 from bertforge.boards.targets import board
-from bertforge.generators.board_design import gemm_top_config
+from bertforge.generators.gemm_board import gemm_top_config
 from bertforge.rtl.gemm import GemmConfig
 from bertforge.sim.gemm_cycles import gemm_cycles
 

@@ -124,7 +124,79 @@ def test_the_checker_sees_every_form(tmp_path, monkeypatch):
 @pytest.mark.parametrize("module", ["bertforge.boards.host", "bertforge.boards.protocol",
                                     "bertforge.boards.build", "bertforge.generators.cli"])
 def test_host_code_loads_no_cocotb(module):
-    """Talking to a real board (or running the command line) never loads cocotb."""
-    code = f"import {module}, sys; assert 'cocotb' not in sys.modules, sorted(sys.modules)"
+    """Talking to a real board (or running the command line) never loads
+    cocotb (each design's host side, ``boards/*_host.py``, imported too)."""
+    hosts = "".join(f", bertforge.boards.{path.stem}"
+                    for path in sorted((ROOT / "boards").glob("*_host.py")))
+    code = f"import {module}{hosts}, sys; assert 'cocotb' not in sys.modules, sorted(sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _cycles(package):
+    """The import cycles among the modules of ``package`` (each a sorted
+    list of module names; imports at any depth count, as above)."""
+    names = {path.stem for path in (ROOT / package).glob("*.py")}
+    graph = {}
+    for path in sorted((ROOT / package).glob("*.py")):
+        targets = set()
+        for _, name, _ in _imports(path):
+            parts = name.split(".")
+            if parts[:2] == ["bertforge", package] and len(parts) > 2 and parts[2] in names:
+                targets.add(parts[2])
+        graph[path.stem] = sorted(targets - {path.stem})
+    # Tarjan's strongly connected components.
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+@pytest.mark.parametrize("package", FLOORS)
+def test_no_import_cycle_inside_a_package(package):
+    """Inside a package too, imports run one way: the low modules
+    (``generators``' ``cli_common``, ``presets``, ``emit``) are given the
+    block, they never import the registry back."""
+    assert _cycles(package) == []
+
+
+def test_the_cycle_check_bites(tmp_path, monkeypatch):
+    fake = tmp_path / "root"
+    (fake / "generators").mkdir(parents=True)
+    (fake / "generators" / "a.py").write_text("from .b import x\n")
+    (fake / "generators" / "b.py").write_text("def f():\n"
+                                              "    from bertforge.generators.c import y\n")
+    (fake / "generators" / "c.py").write_text("from . import a\n")
+    (fake / "generators" / "d.py").write_text("from .a import x\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", fake)
+    assert _cycles("generators") == [["a", "b", "c"]]
+
+
+def test_rtl_imports_no_numpy():
+    """rtl is hardware only: the payload codec's numpy side is sim/payload_np.py."""
+    found = [f"{path.relative_to(ROOT)}:{line}" for package, path in _modules() if package == "rtl"
+             for line, name, _ in _imports(path) if name.split(".")[0] == "numpy"]
+    assert found == []

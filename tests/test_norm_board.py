@@ -7,17 +7,17 @@ import json
 import numpy as np
 import pytest
 
-from bertforge.boards.host import gelu_phases, layernorm_phases, softmax_phases
+from bertforge.boards.norm_host import gelu_phases, layernorm_phases, softmax_phases
 from bertforge.boards.norm_top import NormBoardTop, NormTopConfig
 from bertforge.boards.targets import BOARDS
 from bertforge.generators.blocks import BLOCKS
 from bertforge.generators.cli import main
 from bertforge.rtl.gelu import GeluConfig
 from bertforge.rtl.layernorm import LayerNormConfig
-from bertforge.rtl.payload import pack_bytes, unpack_bytes
+from bertforge.sim.payload_np import pack_bytes, unpack_bytes
 from bertforge.rtl.softmax import SoftmaxConfig
 
-from board_helpers import check_build_plan, run_board_top, save_build_report
+from board_helpers import check_build_plan, run_board_top, save_build_report, top_config_test
 
 
 def norm_top(unit, **fields):
@@ -80,7 +80,7 @@ def test_norm_board_top_over_uart_in_verilator(design, tmp_path):
     assert all(run["cycles"] > 0 for run in result["runs"])
 
 
-@pytest.mark.parametrize("fields, error, message", [
+test_norm_top_config_validation = top_config_test(NormTopConfig, [
     ({"unit": {"lanes": 2}}, TypeError, r"^config must be a SoftmaxConfig, not \{'lanes': 2\}$"),
     ({"unit": GeluConfig(), "divisor": 2}, ValueError, r"^divisor must be an integer >= 4, not 2$"),
     ({"unit": GeluConfig(), "depth": 0}, ValueError, r"^depth must be a positive integer, not 0$"),
@@ -89,12 +89,7 @@ def test_norm_board_top_over_uart_in_verilator(design, tmp_path):
     ({"unit": SoftmaxConfig(lanes=4), "depth": 4096}, ValueError,
      r"^depth must be at most 2048 for this unit \(memory 0 has 32-byte words and the host link "
      r"addresses 65536 bytes\), not 4096$"),
-])
-def test_norm_top_config_validation(fields, error, message):
-    softmax = BLOCKS["softmax"]
-    with pytest.raises(error, match=message):
-        NormTopConfig(component=softmax.component, design_id=softmax.board.design_id,
-                        **fields)
+], component=BLOCKS["softmax"].component, design_id=BLOCKS["softmax"].board.design_id)
 
 
 def test_norm_top_memories_and_phases():
@@ -346,7 +341,7 @@ def test_stream_run_cli_writes_and_checks(design, wrong, tmp_path, monkeypatch, 
     unit's output type and ``--check`` says whether it matches."""
     import contextlib
 
-    from bertforge.boards import host, protocol
+    from bertforge.boards import norm_host, protocol
     from bertforge.generators import board_design
     from bertforge.sim.norm_golden import norm_golden
     monkeypatch.chdir(tmp_path)
@@ -368,8 +363,8 @@ def test_stream_run_cli_writes_and_checks(design, wrong, tmp_path, monkeypatch, 
         return norm_golden(design, config.unit, x, **inputs) + int(wrong), 77
 
     monkeypatch.setattr(protocol, "HostLink", FakeLink)
-    monkeypatch.setattr(board_design, "_open_link", lambda port: contextlib.nullcontext(port))
-    monkeypatch.setattr(host, f"run_{design}", fake_run)
+    monkeypatch.setattr(board_design, "open_link", lambda port: contextlib.nullcontext(port))
+    monkeypatch.setattr(norm_host, f"run_{design}", fake_run)
     rng = np.random.default_rng(5)
     np.save("x.npy", rng.integers(-100, 100, (3, 6)).astype(np.int16))
     flags = ["--scale", "0.05"] if design == "softmax" else []

@@ -12,8 +12,8 @@ from amaranth.lib import data
 from bertforge.rtl.butterfly import ButterflyConfig, ButterflyEngine
 from bertforge.rtl.encoder import encoder_command_layout
 from bertforge.rtl.gemm import GemmConfig
-from bertforge.rtl.payload import (bytes_to_words, layout_bytes, pack, pack_beats, pack_bytes,
-                                   unpack, unpack_beats, unpack_bytes, words_to_bytes)
+from bertforge.rtl.payload import bytes_to_words, layout_bytes, pack, unpack, words_to_bytes
+from bertforge.sim.payload_np import pack_beats, pack_bytes, unpack_beats, unpack_bytes
 from bertforge.rtl.sparse import SparseConfig
 from bertforge.rtl.sparse_engine import (SparseEngineConfig, pack_sparse_command,
                                          sparse_command_layout)

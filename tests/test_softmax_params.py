@@ -47,8 +47,9 @@ def test_scale_is_a_16_bit_multiplier_within_2_to_minus_16(scale):
 
 def test_emission_is_deterministic():
     config = SoftmaxConfig(lanes=2, l_max=10, mask=False)
-    text = emit_verilog(config)
-    assert text == emit_verilog(SoftmaxConfig(lanes=2, l_max=10, mask=False))
+    text = emit_verilog(config, Softmax(config))
+    again = SoftmaxConfig(lanes=2, l_max=10, mask=False)
+    assert text == emit_verilog(again, Softmax(again))
     assert "module softmax_2x10_i32_o8_nomask(" in text
     for port in ("x__valid", "x__ready", "x__payload", "y__valid", "y__ready", "y__payload"):
         assert port in text

@@ -18,7 +18,7 @@ from bertforge.generators.emit import emit_verilog
 from bertforge.generators.bench import ecp5_stats
 from bertforge.generators.softmax_sim import (extreme_softmax_rows, make_rows,
                                               random_softmax_rows, simulate_softmax)
-from bertforge.rtl.softmax import SoftmaxConfig
+from bertforge.rtl.softmax import Softmax, SoftmaxConfig
 from bertforge.sim.coverage import uncovered
 from bertforge.sim.softmax_cycles import softmax_beats, softmax_latency
 from bertforge.sim.softmax_golden import softmax_golden
@@ -124,6 +124,6 @@ def test_bert_base_rows_at_16_lanes(tmp_path):
 @pytest.mark.slow
 def test_ecp5_synthesis_counts():
     config = SoftmaxConfig(lanes=2, l_max=16)
-    stats = ecp5_stats(emit_verilog(config), config.name)
+    stats = ecp5_stats(emit_verilog(config, Softmax(config)), config.name)
     assert stats["luts"] > 0 and stats["ffs"] > 0 and stats["dsps"] > 0
     assert stats["cells"] >= stats["luts"] + stats["ffs"]

@@ -7,22 +7,24 @@ import json
 import numpy as np
 import pytest
 
-from bertforge.boards.host import (sparse_result_from_bytes, sparse_run_args, sparse_tile_bytes,
-                                   vector_layout)
+from bertforge.boards.sparse_host import (sparse_result_from_bytes, sparse_run_args,
+                                          sparse_tile_bytes)
+from bertforge.boards.host import vector_layout
 from bertforge.boards.sparse_top import SparseBoardTop, SparseTopConfig
 from bertforge.generators import board_design
-from bertforge.generators.board_design import SPARSE
+from bertforge.generators.sparse_board import SPARSE
 from bertforge.generators.cli import main
-from bertforge.rtl.payload import pack_bytes, unpack_bytes
+from bertforge.sim.payload_np import pack_bytes, unpack_bytes
 from bertforge.rtl.sparse import SparseConfig
 from bertforge.sim.sparse_golden import compress_nm, nm_tile_golden, prune_nm
 
-from board_helpers import FakeBoard, cli_error, run_board_top, save_build_report
+from board_helpers import (FakeBoard, cli_error, run_board_top, run_exit_checked, save_build_report,
+                           top_config_test)
 
 ARRAY = SparseConfig(rows=2, cols=3, m_max=8, acc_width=20)
 
 
-@pytest.mark.parametrize("fields, error, message", [
+test_sparse_top_config_validation = top_config_test(SparseTopConfig, [
     ({"divisor": 3}, ValueError, r"^divisor must be an integer >= 4, not 3$"),
     ({"k_max": 0}, ValueError, r"^k_max must be a positive integer, not 0$"),
     ({"array": {"rows": 2}}, TypeError, r"^array must be an SparseConfig, not \{'rows': 2\}$"),
@@ -30,10 +32,7 @@ ARRAY = SparseConfig(rows=2, cols=3, m_max=8, acc_width=20)
     ({"array": SparseConfig(rows=16, cols=16, m_max=16, width=16), "k_max": 129}, ValueError,
      r"^k_max must be at most 128 for this array \(memory A has 512-byte words and the host "
      r"link addresses 65536 bytes\), not 129$"),
-])
-def test_sparse_top_config_validation(fields, error, message):
-    with pytest.raises(error, match=message):
-        SparseTopConfig(design_id=SPARSE.design_id, **fields)
+], design_id=SPARSE.design_id)
 
 
 def test_sparse_top_word_sizes_and_round_trip():
@@ -220,7 +219,7 @@ def test_sparse_board_cli_run(design_id, flip, capsys, tmp_path, monkeypatch):
     w = prune_nm(rng.integers(-128, 128, (13, 3)), 3, 8).astype(np.int8)
     np.save(tmp_path / "a.npy", a)
     np.save(tmp_path / "w.npy", w)
-    monkeypatch.setattr(board_design, "_open_link", lambda port: FakeSparseBoard(config, design_id, flip))
+    monkeypatch.setattr(board_design, "open_link", lambda port: FakeSparseBoard(config, design_id, flip))
     code = main(["run", "--board", "ulx3s-85f", "--port", "/dev/fake", "sparse", "--a", "a.npy",
                  "--b", "w.npy", "--n", "3", "--m", "8", "--out", "c.npy", "--check"])
     out, err = capsys.readouterr()
@@ -229,13 +228,9 @@ def test_sparse_board_cli_run(design_id, flip, capsys, tmp_path, monkeypatch):
         assert err.strip() == ("bertforge: error: the board on /dev/fake runs design 1, not the "
                                "sparse top (6); flash build first")
         return
-    if flip:
-        assert code == 1 and "ran 2x13x3 at 3:8" in out
-        assert err.strip() == "bertforge: error: the board's result differs from the golden model"
+    if not run_exit_checked(code, out, err, flip=flip, ran="ran 2x13x3 at 3:8", cycles=1234,
+                            wrote="c.npy"):
         return
-    assert code == 0, err
-    assert "ran 2x13x3 at 3:8 on ulx3s-85f in 1234 cycles; wrote c.npy" in out
-    assert "matches the golden model" in out
     c = np.load(tmp_path / "c.npy")
     values, indices = compress_nm(w, 3, 8)
     assert c.dtype == np.int32

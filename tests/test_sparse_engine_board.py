@@ -10,10 +10,11 @@ import pytest
 
 from bertforge.boards.gemm_top import (GemmBoardTop, GemmTopConfig, board_engine_config,
                                        engine_config_from_dict)
-from bertforge.boards.host import gemm_board_layout, gemm_command_bytes, gemm_result_from_bytes
+from bertforge.boards.gemm_host import gemm_board_layout, gemm_command_bytes, gemm_result_from_bytes
 from bertforge.boards.targets import board
 from bertforge.generators import board_design
-from bertforge.generators.board_design import GEMM, SPARSE_ENGINE, gemm_top_config
+from bertforge.generators.blocks import BLOCKS
+from bertforge.generators.gemm_board import GEMM, SPARSE_ENGINE, engine_design, gemm_top_config
 from bertforge.generators.cli import build_parser, main
 from bertforge.rtl.gemm import GemmConfig, GemmEngine
 from bertforge.rtl.payload import unpack
@@ -23,7 +24,8 @@ from bertforge.sim.gemm_golden import gemm_golden
 from bertforge.sim.sparse_engine_golden import run_sparse_commands
 from bertforge.sim.sparse_golden import compress_nm, prune_nm
 
-from board_helpers import FakeBoard, check_build_plan, cli_error, run_board_top, save_build_report
+from board_helpers import (FakeBoard, check_build_plan, cli_error, run_board_top, run_exit_checked,
+                           save_build_report)
 
 #: The tested engine: 2x2, groups up to 4, 32-bit memory words, 2 KiB, 8-element K chunks.
 ENGINE = board_engine_config(rows=2, cols=2, mem_kib=2, k_chunk=8, sparse=True, m_max=4)
@@ -122,7 +124,7 @@ def test_build_design_makes_the_sparse_engine_top():
     its build plan holds the engine; a sweep point's sparse engine maps to
     the same design."""
     target = board("ulx3s-85f")
-    config = SPARSE_ENGINE.top_config(SPARSE_ENGINE.design_id,
+    config = SPARSE_ENGINE.top_config(BLOCKS["sparse_engine"],
                                       _build_args("--rows", "4", "--cols", "4", "--m-max", "4"),
                                       100.0, target)
     assert config.design_id == SPARSE_ENGINE.design_id == 8 and config.sparse
@@ -132,10 +134,10 @@ def test_build_design_makes_the_sparse_engine_top():
     assert (config.engine.rows, config.engine.m_max, config.engine.addr_width) == (4, 4, 15)
     assert SPARSE_ENGINE.per_cycle(config) == 16
     assert SPARSE_ENGINE.top(config).config is config
-    assert board_design.engine_design(config) is SPARSE_ENGINE
+    assert engine_design(config) is SPARSE_ENGINE
     assert gemm_top_config(target, 100.0, engine=config.engine) == config
-    assert board_design.engine_design(gemm_top_config(target, 100.0)) is GEMM
-    default = SPARSE_ENGINE.top_config(SPARSE_ENGINE.design_id, _build_args(), 100.0, target)
+    assert engine_design(gemm_top_config(target, 100.0)) is GEMM
+    default = SPARSE_ENGINE.top_config(BLOCKS["sparse_engine"], _build_args(), 100.0, target)
     assert default.engine.m_max == SparseEngineConfig.m_max and default.engine.mem_width == 64
     check_build_plan("ulx3s-85f", GemmBoardTop(_config()), "engine")
 
@@ -196,7 +198,7 @@ def test_sparse_engine_cli_run(design_id, flip, capsys, tmp_path, monkeypatch):
     a, w = _problem(rng, 3, 13, 3, (1, 4))
     np.save("a.npy", a.astype(np.int8))
     np.save("w.npy", w.astype(np.int8))
-    monkeypatch.setattr(board_design, "_open_link",
+    monkeypatch.setattr(board_design, "open_link",
                         lambda port: FakeEngineBoard(config, design_id, flip))
     code = main(["run", "--board", "ulx3s-85f", "--port", "/dev/fake", "sparse_engine",
                  "--a", "a.npy", "--b", "w.npy", "--n", "1", "--m", "4", "--int8",
@@ -207,13 +209,9 @@ def test_sparse_engine_cli_run(design_id, flip, capsys, tmp_path, monkeypatch):
             "bertforge: error: the board on /dev/fake runs design 2, not the sparse_engine top "
             "(8); flash build first")
         return
-    if flip:
-        assert code == 1 and "ran 3x13x3 at 1:4" in out
-        assert err.strip() == "bertforge: error: the board's result differs from the golden model"
+    if not run_exit_checked(code, out, err, flip=flip, ran="ran 3x13x3 at 1:4", cycles=4321,
+                            wrote="c.npy"):
         return
-    assert code == 0, err
-    assert "ran 3x13x3 at 1:4 on ulx3s-85f in 4321 cycles; wrote c.npy" in out
-    assert "matches the golden model" in out
     c = np.load("c.npy")
     assert c.dtype == np.int8
     assert np.array_equal(c, gemm_golden(ENGINE, a, w, int8=True, multiplier=5, shift=7))

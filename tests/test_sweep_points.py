@@ -176,7 +176,7 @@ def test_pnr_builds_the_sparse_engine_top_and_reuses_it(tmp_path, monkeypatch):
     from bertforge.boards import build
     from bertforge.boards.targets import board
     from bertforge.generators import board_bench, sweep_point
-    from bertforge.generators.board_design import SPARSE_ENGINE
+    from bertforge.generators.gemm_board import SPARSE_ENGINE
     built = []
 
     def fake_build(name, top, *, macs_per_cycle, clock_mhz, out_dir, quiet=False):

@@ -15,7 +15,7 @@ import pytest
 
 from bertforge.generators.systolic_sim import (bf16_errors, random_systolic_tiles, simulate_systolic,
                                                systolic_operand_shapes)
-from bertforge.rtl.systolic import SystolicConfig
+from bertforge.rtl.systolic import SystolicArray, SystolicConfig
 from bertforge.sim.systolic_golden import result_words, systolic_golden
 
 DESIGNS = [
@@ -203,7 +203,7 @@ def test_failing_run_is_rerun_with_a_kept_waveform(tmp_path, monkeypatch):
     from bertforge.sim import runner
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     config = SystolicConfig(rows=2, cols=3, dataflow="ws")
-    result = runner.run(cached_verilog(config), config.name, "cocotb_always_fails", {})
+    result = runner.run(cached_verilog(config, SystolicArray), config.name, "cocotb_always_fails", {})
     assert result["passed"] is False
     assert result["waves"].endswith("dump.fst")
     with open(result["waves"], "rb") as f:
@@ -220,6 +220,6 @@ def test_run_directory_removed_after_a_pass_kept_after_a_failure(tmp_path, monke
     passed = simulate_systolic(config, tiles)
     assert passed["passed"] and passed["match"] and "log" not in passed
     assert list(tmp_path.iterdir()) == []
-    failed = simulate(config, "cocotb_always_fails", {})
+    failed = simulate(config, "cocotb_always_fails", {}, design=SystolicArray)
     assert failed["passed"] is False
     assert Path(failed["log"]).parent.parent == tmp_path and Path(failed["log"]).is_file()

@@ -1,0 +1,69 @@
+"""The formal properties of the systolic array (see :mod:`bertforge.sim.formal`).
+
+:class:`SystolicSpec`: the array's :class:`~bertforge.sim.formal_specs.StreamSpec`,
+and its output queue never refuses a row (the credits never let a row in
+flight meet a full queue).
+"""
+
+from amaranth.hdl import Signal
+
+from bertforge.rtl.systolic import SystolicArray, SystolicConfig
+from .formal_specs import StreamSpec, Timing, job_end, last_out, stream_proofs
+
+__all__ = ["SystolicSpec", "systolic_proofs"]
+
+
+class SystolicSpec(StreamSpec):
+    """:class:`StreamSpec` of a systolic array, and ``queue_never_refuses``:
+    nothing pushed into the output queue is refused (the credits never let
+    a row in flight meet a full queue); the cover ``reaches_full_queue``
+    (the output queue fills, then a tile's last row leaves)."""
+
+    PROPERTIES = ("queue_never_refuses", "reaches_full_queue")
+
+    def instantiate(self, m, platform):
+        array = self.make()
+        inner = array.elaborate(platform)      # to reach the output queue
+        array._MustUse__used = True            # elaborated here, by hand
+        m.submodules.dut = inner
+        self.queue = inner.submodules.queue
+        return array
+
+    def build(self, m, platform):
+        super().build(m, platform)
+        array, queue = self.dut, self.queue
+        self.check(m, "queue_never_refuses", ~queue.i.valid | queue.i.ready)
+        was_full = Signal()
+        m.d.sync += was_full.eq(was_full | (queue.level == queue.depth))
+        self.cover(m, "reaches_full_queue",
+                   was_full & array.c.valid & array.c.ready & array.c.payload.last)
+
+
+def systolic_proofs(*, make=None, configs=None):
+    """The proofs of the systolic array, 2x3, both dataflows, 8-bit operands,
+    16-bit accumulators: the stream rules on ``c`` by k-induction; the
+    output queue never refusing a row by bmc over enough cycles to fill the
+    queue (the cover shows a full queue within that depth); ``latency``: a
+    tile's last row within :func:`~bertforge.sim.systolic_cycles.systolic_cycles`
+    of one-beat tiles less 1 (OS; WS: less the ``rows`` cycles of its
+    weight block too) of its last ``a`` beat, and ``c`` valid within as
+    many with ``c.ready`` low."""
+    from .systolic_cycles import systolic_cycles
+    proofs = []
+    for config in configs or [SystolicConfig(rows=2, cols=3, dataflow=d, acc_width=16)
+                              for d in ("os", "ws")]:
+        build = make or SystolicArray
+        depth = config.queue_depth + config.rows + config.cols + 8
+        ws = config.dataflow == "ws"
+        bound = systolic_cycles(config, [1]) - 1 - ws * config.rows
+        # OS: a tile's rows leave one a cycle, its first (rows - 1) before its last
+        timing = Timing(start=job_end("a"), done=last_out("c"), lead=2 + ws * config.rows,
+                        bound=bound, ports={"c": bound - (0 if ws else config.rows - 1)})
+        proofs += stream_proofs(
+            "systolic", f"{config.rows}x{config.cols} {config.dataflow}",
+            lambda config=config, build=build: build(config), timing=timing,
+            first_output=systolic_cycles(config, [1]) + 1, spec=SystolicSpec, induction=16,
+            overrides={"queue_never_refuses": ("bmc", depth),
+                       "reaches_full_queue": ("cover", depth)},
+            quick=() if ws else ("c_valid_held",))
+    return proofs
