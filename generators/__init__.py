@@ -52,5 +52,9 @@ and what the designs' hooks share) and ``board_cli.py``
 (one point of a sweep, in a Ray worker), ``sweep_report.py`` (its results and
 Pareto front), ``sweep_bench.py`` (``bench sweep``), ``demo.py``, ``configs/`` (example TOML files),
 ``cache_cli.py`` (``bertforge cache``), ``userfiles.py`` (files the user
-names, read and checked defensively).
+names, read and checked defensively), ``manual.py`` (``bertforge docs``:
+the Sphinx manual in ``docs/``, its stored bench results), ``lowbit.py``
+(W8A8 / W4A8 calibration and ``bench model --precision``),
+``coverage_cli.py`` (``bertforge coverage``), ``mutate_cli.py``
+(``bertforge mutate``).
 """

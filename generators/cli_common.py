@@ -12,7 +12,7 @@ import numpy as np
 from .presets import make_config
 from bertforge.rtl.errors import BertforgeError
 
-__all__ = ["CliError", "positive_int", "bounded_int", "int_list", "probability", "add_config_flags", "add_operand_files", "set_help", "config_from_args", "config_overrides",
+__all__ = ["CliError", "positive_int", "bounded_int", "int_list", "probability", "add_config_flags", "add_operand_files", "check_given_sizes", "set_help", "config_from_args", "config_overrides",
            "add_sim_flags", "positive_float", "load_npy", "load_int_matrix", "save_npy_atomic", "report", "check_result"]
 
 
@@ -240,3 +240,13 @@ def check_result(result):
         print(f"bertforge: error: the testbench failed; log: {result.get('log')}", file=sys.stderr)
         return 1
     return 0
+
+
+def check_given_sizes(args, a, **sizes):
+    """Refuse size flags that contradict the operands' shapes (``sizes``:
+    flag name -> the size the files give)."""
+    for name, size in sizes.items():
+        given = getattr(args, name, None)
+        if given is not None and given != size:
+            raise CliError(f"--{name} {given} contradicts the files: A is {a.shape[0]} x "
+                           f"{a.shape[1]}, so {name.upper()} is {size}; leave --{name} out")

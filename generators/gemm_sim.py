@@ -19,8 +19,8 @@ from bertforge.sim.fixed_golden import channel_scale_words, command_scale, scale
 from bertforge.sim.gemm_golden import matrix_view, operand_dtype, output_dtype
 from bertforge.sim.gemm_harness import MAX_COMMANDS, harness_verilog
 from bertforge.sim.sdram import CHIPS
-from .cli_common import (CliError, add_operand_files, bounded_int, load_int_matrix, load_npy,
-                         positive_int, set_help)
+from .cli_common import (CliError, add_operand_files, bounded_int, check_given_sizes, load_int_matrix,
+                         load_npy, positive_int, set_help)
 from .simulate import make_stimulus, simulate
 from .systolic_sim import load_bf16_matrix
 
@@ -455,16 +455,6 @@ def check_product_shapes(a, b, args=None):
         raise CliError(f"A is {a.shape[0]} x {a.shape[1]} and B is {b.shape[0]} x {b.shape[1]}; "
                        "A must be M x K and B K x N, all at least 1")
     check_given_sizes(args, a, m=a.shape[0], k=a.shape[1], n=b.shape[1])
-
-
-def check_given_sizes(args, a, **sizes):
-    """Refuse size flags that contradict the operands' shapes (``sizes``:
-    flag name -> the size the files give)."""
-    for name, size in sizes.items():
-        given = getattr(args, name, None)
-        if given is not None and given != size:
-            raise CliError(f"--{name} {given} contradicts the files: A is {a.shape[0]} x "
-                           f"{a.shape[1]}, so {name.upper()} is {size}; leave --{name} out")
 
 
 def random_stimulus(config, args, rng):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bertforge.sim.bert_golden import embed, float_forward, pool
+from bertforge.sim.bert_golden import embed, float_forward, pool, similarity_spearman
 from bertforge.sim.lowbit_golden import OPERANDS, lowbit_forward, lowbit_layer
 
 __all__ = ["Precision", "PRECISIONS", "calibration_stats", "quantize_model", "embeddings",
@@ -116,14 +116,17 @@ def integer_embeddings(model, imodel, sentences):
                      for ids in sentences])
 
 
+#: The bench tables' quality columns (``bench model`` and ``--precision``).
+QUALITY_COLUMNS = (("cos mean", "cosine_mean", "{:.4f}"), ("cos min", "cosine_min", "{:.4f}"),
+                   ("spearman", lambda r: "-" if r["spearman"] is None else f"{r['spearman']:.4f}"))
+
+
 def quality(got, ref):
     """Cosine mean and min of each row against the reference, and the
     Spearman correlation of the pairwise similarities."""
-    from .model_sim import spearman
     cos = np.sum(got * ref, axis=1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(ref, axis=1))
-    upper = np.triu_indices(len(got), 1)
-    rho = spearman((got @ got.T)[upper], (ref @ ref.T)[upper]) if len(got) > 2 else None
-    return {"cosine_mean": float(cos.mean()), "cosine_min": float(cos.min()), "spearman": rho}
+    return {"cosine_mean": float(cos.mean()), "cosine_min": float(cos.min()),
+            "spearman": similarity_spearman(got, ref)}
 
 
 def layer_tensors(model, seq, precision):
@@ -252,8 +255,7 @@ def write_bench_precisions(out, checkpoint, rows):
     """``bench.json``, ``bench.md`` and ``cosine_bytes.png``."""
     from .bench import columns, write_results
     table = columns(("precision", "precision", "{}"), ("texts", "texts", "{}"),
-                    ("cos mean", "cosine_mean", "{:.4f}"), ("cos min", "cosine_min", "{:.4f}"),
-                    ("spearman", lambda r: "-" if r["spearman"] is None else f"{r['spearman']:.4f}"),
+                    *QUALITY_COLUMNS,
                     ("bytes/sentence", "bytes_per_sentence", "{:,.0f}"),
                     ("vs w16a16", "bytes_vs_w16a16", "{:.1%}"),
                     ("sent/s b1", "sentences_per_s_b1", "{:.2f}"),

@@ -24,14 +24,14 @@ Activation scales come from the calibration sentences shipped in
 """
 
 import json
-import math
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from bertforge.sim.bert_golden import QuantizedModel, calibrate_model, float_forward, pool
+from bertforge.sim.bert_golden import (QuantizedModel, calibrate_model, float_forward, pool,
+                                       similarity_spearman, spearman)
 from bertforge.sim.encoder_run import check_shape
 from .analyze import analyze, load_hardware
 from .checkpoint import KNOWN, fetch, load_checkpoint, tokenize
@@ -65,21 +65,6 @@ def read_sentences(path):
     return texts
 
 
-def spearman(a, b):
-    """Spearman rank correlation of two 1-D arrays (ranks by argsort; ties
-    broken by position)."""
-    ra = np.argsort(np.argsort(a)).astype(np.float64)
-    rb = np.argsort(np.argsort(b)).astype(np.float64)
-    ra -= ra.mean()
-    rb -= rb.mean()
-    return float(ra @ rb / math.sqrt((ra @ ra) * (rb @ rb)))
-
-
-def _similarity_spearman(got, ref):
-    if len(got) < 3:
-        return None
-    upper = np.triu_indices(len(got), 1)
-    return spearman((got @ got.T)[upper], (ref @ ref.T)[upper])
 
 
 def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=None, quiet=True,
@@ -183,7 +168,7 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
         "seq": seq, "batch": batch, "layers": len(qmodel.layers), "texts": len(texts),
         "embeddings": got.astype(np.float32), "reference": ref, "sentences": sentences,
         "match": match, "cosine_min": min(cosines), "cosine_mean": float(np.mean(cosines)),
-        "spearman": _similarity_spearman(got, ref),
+        "spearman": similarity_spearman(got, ref),
         "cycles": sum(s["cycles"] for s in sentences),
         "predicted_cycles": sum(s["predicted_cycles"] for s in sentences),
         "classes": classes, "operations": list(per_operation.values()),
@@ -291,6 +276,7 @@ def write_bench_model(out, checkpoint, results):
     """``bench.json``, ``bench.md`` and ``similarity.png`` of :func:`encode`
     results (one per hardware config); 0 if every run was bit-exact."""
     from .bench import columns, write_results
+    from .lowbit import QUALITY_COLUMNS
     rows, pictures = [], []
     for result in results:
         texts = result["texts"]
@@ -307,8 +293,7 @@ def write_bench_model(out, checkpoint, results):
         pictures.append((f"{result['hardware']} ({texts} sentences)", result["embeddings"],
                          result["reference"]))
     table = columns(("hardware", "hardware", "{}"), ("texts", "texts", "{}"), ("seq", "seq", "{}"),
-                    ("cos mean", "cosine_mean", "{:.4f}"), ("cos min", "cosine_min", "{:.4f}"),
-                    ("spearman", lambda r: "-" if r["spearman"] is None else f"{r['spearman']:.4f}"),
+                    *QUALITY_COLUMNS,
                     ("cycles/sentence", "cycles_per_sentence", "{:,.0f}"),
                     ("predicted", "predicted_per_sentence", "{:,.0f}"),
                     ("ms at clock", "latency_ms", "{:.3f}"),

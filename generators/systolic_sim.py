@@ -8,7 +8,8 @@ import numpy as np
 
 from bertforge.sim.systolic_golden import operand_words, result_from_words
 from bertforge.rtl.systolic import SystolicArray
-from .cli_common import CliError, add_operand_files, bounded_int, load_int_matrix, load_npy
+from .cli_common import (CliError, add_operand_files, bounded_int, check_given_sizes, load_int_matrix,
+                         load_npy)
 from .simulate import make_stimulus, simulate
 
 __all__ = ["systolic_operand_shapes", "random_systolic_tiles", "simulate_systolic"]
@@ -111,7 +112,6 @@ def user_tile(config, args):
     if not ok or k < 1:
         raise CliError(f"A is {a.shape[0]} x {a.shape[1]} and B is {b.shape[0]} x {b.shape[1]}; "
                        f"a {config.dataflow.upper()} {rows}x{cols} array takes {need}")
-    from .gemm_sim import check_given_sizes
     check_given_sizes(args, a, k=k)
     for note in notes:
         print(note, file=sys.stderr)

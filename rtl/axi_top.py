@@ -36,7 +36,8 @@ from .axi_regs import AxiLiteRegisters, axi_lite_members
 from .encoder import OP_GELU, OP_GEMM, OP_LAYERNORM, OP_SOFTMAX
 from .engine import read_request_layout
 from .gemm import GemmConfig
-from .params import check_instance
+from .errors import ParameterError
+from .params import check_choice, check_instance
 from .serial_engine import gemm_engine
 from .tile_scheduler import command_layout
 
@@ -282,3 +283,18 @@ class AxiGemmTop(wiring.Component):
                 m.d.sync += counter.eq(counter + step)
             m.d.comb += getattr(regs, f"{name}_count").eq(counter)
         return m
+
+
+def with_bus(config, bus="stream", *, max_dsp=None, **bus_args):
+    """The engine of ``config`` (:func:`~bertforge.rtl.serial_engine.gemm_engine`)
+    with its memory streams (``bus="stream"``, the default), or, with
+    ``bus="axi4"``, inside an :class:`AxiGemmTop` (AXI4 master, AXI4-Lite
+    registers, ``irq``; ``bus_args`` are its AXI parameters)."""
+    check_choice("bus", bus, ("stream", "axi4"))
+    if bus == "axi4":
+        if max_dsp is not None:
+            raise ParameterError("max_dsp is not supported with bus='axi4'")
+        return AxiGemmTop(config, **bus_args)
+    if bus_args:
+        raise ParameterError(f"{sorted(bus_args)[0]} needs bus='axi4'")
+    return gemm_engine(config, max_dsp=max_dsp)

@@ -40,7 +40,7 @@ from amaranth.lib.wiring import In, Out
 
 from .engine import engine_members
 from .gemm import GemmConfig, GemmEngine, schedule
-from .params import check_choice, check_instance
+from .params import check_instance
 from .stream import clamp
 from .systolic import SystolicArray
 from .tile_scheduler import CHANNEL_MULT_BITS, command_layout, completion_layout
@@ -334,19 +334,8 @@ class SerialGemmEngine(wiring.Component):
         return m
 
 
-def gemm_engine(config, *, max_dsp=None, bus="stream", **bus_args):
+def gemm_engine(config, *, max_dsp=None):
     """The engine of ``config``: a :class:`SerialGemmEngine` if
     ``config.serial``, else a :class:`~bertforge.rtl.gemm.GemmEngine`, with
-    its memory streams (``bus="stream"``, the default), or, with
-    ``bus="axi4"``, inside an :class:`~bertforge.rtl.axi_top.AxiGemmTop`
-    (AXI4 master, AXI4-Lite registers, ``irq``; ``bus_args`` are its AXI
-    parameters)."""
-    check_choice("bus", bus, ("stream", "axi4"))
-    if bus == "axi4":
-        if max_dsp is not None:
-            raise ParameterError("max_dsp is not supported with bus='axi4'")
-        from .axi_top import AxiGemmTop
-        return AxiGemmTop(config, **bus_args)
-    if bus_args:
-        raise ParameterError(f"{sorted(bus_args)[0]} needs bus='axi4'")
+    its memory streams (on AXI: :func:`~bertforge.rtl.axi_top.with_bus`)."""
     return (SerialGemmEngine if config.serial else GemmEngine)(config, max_dsp=max_dsp)

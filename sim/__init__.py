@@ -60,6 +60,12 @@ the ``bertforge`` command), ``longrun.py`` (time estimates, limits and
 progress of long simulations), ``sdram.py`` (the
 ``[memory]`` section of a hardware config: ideal, or an SDR SDRAM with its
 timings; the Python schedule and the HDL gate the harness memory uses),
+``lowbit_golden.py`` (the W8A8 / W4A8 numerics: smoothing, group-quantized
+4-bit weights, GPTQ, ``pack_int4``/``unpack_int4``), ``coverage.py`` (the
+reader of Verilator's ``coverage.dat``: line and toggle coverage per
+model), ``funcov_tb.py`` (functional coverage points of the stream
+testbenches, cocotb-coverage), ``mutate.py`` (mutation testing: yosys
+mutants, equivalence checks, the block's tests against each),
 ``models/`` (FPGA
 cell simulation models), ``lz4_shim/`` (what the wheel's FST writer needs).
 """

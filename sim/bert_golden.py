@@ -20,12 +20,15 @@ The float reference is BertModel's forward of the unpadded sentence: biases
 everywhere, exact softmax, erf GELU, LayerNorm with ``eps`` from config.json.
 """
 
+import math
+
 import numpy as np
 
 from .encoder_golden import (EncoderLayer, _layernorm, _q8, calibrate, encoder_float, encoder_golden,
                              quantize)
 
-__all__ = ["embed", "float_forward", "pool", "calibrate_model", "QuantizedModel",
+__all__ = ["embed", "float_forward", "pool", "calibrate_model", "QuantizedModel", "spearman",
+           "similarity_spearman",
            "integer_forward", "STAGES"]
 
 #: Tensors whose largest magnitude calibration records, per layer.
@@ -120,3 +123,22 @@ def integer_forward(qmodel, ids, *, inputs=None):
         out.append(stages)
         x = stages["out"]
     return out
+
+
+def spearman(a, b):
+    """Spearman rank correlation of two 1-D arrays (ranks by argsort; ties
+    broken by position)."""
+    ra = np.argsort(np.argsort(a)).astype(np.float64)
+    rb = np.argsort(np.argsort(b)).astype(np.float64)
+    ra -= ra.mean()
+    rb -= rb.mean()
+    return float(ra @ rb / math.sqrt((ra @ ra) * (rb @ rb)))
+
+
+def similarity_spearman(got, ref):
+    """Spearman correlation of the pairwise similarities of the rows of
+    ``got`` and ``ref`` (None under three rows)."""
+    if len(got) < 3:
+        return None
+    upper = np.triu_indices(len(got), 1)
+    return spearman((got @ got.T)[upper], (ref @ ref.T)[upper])

@@ -158,12 +158,17 @@ def _problem(directory, tools, source):
     return None
 
 
-def check(directory, *, tools, source, what):
+def check(directory, *, tools, source, what, repair=True):
     """True if ``directory`` is a valid entry (its use recorded). A damaged
     one is removed, with one line naming ``what`` and the reason; False
-    then, and when there is none."""
+    then, and when there is none. With ``repair`` false (a look without the
+    entry's build lock), an entry with no manifest yet is left alone: it may
+    be a build another process is making right now (the manifest is
+    written last)."""
     directory = Path(directory)
     if not directory.exists():
+        return False
+    if not repair and not (directory / MANIFEST).exists():
         return False
     if str(directory) in _checked and (directory / MANIFEST).exists():
         touch(directory)

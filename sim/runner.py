@@ -296,14 +296,16 @@ def is_built(verilog, toplevel, *, waves=False, x_seed=None, simulator=None):
     """True if :func:`build` would reuse a cached build."""
     verilog = _substitute(verilog)
     variant = _variant(_simulator(simulator), _x_seed(x_seed))
-    return _valid(_build_dir(verilog, toplevel, waves, variant), variant)
+    return _valid(_build_dir(verilog, toplevel, waves, variant), variant, locked=False)
 
 
-def _valid(directory, variant):
+def _valid(directory, variant, *, locked=True):
     """True if ``directory`` holds a build that checks (see :mod:`.cache`);
-    a damaged one is removed with one line saying so."""
+    a damaged one is removed with one line saying so, but only by a caller
+    that holds its build lock (``locked``): without it, the entry may be a
+    build another process is making right now."""
     return cache.check(directory, tools=_versions(), source=directory.name,
-                       what=f"{'Icarus' if variant == 'icarus' else 'Verilator'} model")
+                       what=f"{'Icarus' if variant == 'icarus' else 'Verilator'} model", repair=locked)
 
 
 #: What a Verilator build directory keeps once the model is built: the
@@ -338,7 +340,7 @@ def build(verilog, toplevel, *, waves=False, quiet=False, x_seed=None, simulator
     verilog = _substitute(verilog)
     variant = _variant(simulator, x_seed)
     directory = _build_dir(verilog, toplevel, waves, variant)
-    if _valid(directory, variant):
+    if _valid(directory, variant, locked=False):
         verilator_environment()
         return directory
     verilator_environment()

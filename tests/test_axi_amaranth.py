@@ -254,18 +254,18 @@ def test_register_file():
 
 
 def test_gemm_engine_bus():
-    from bertforge.rtl.axi_top import AxiGemmTop
+    from bertforge.rtl.axi_top import AxiGemmTop, with_bus
     from bertforge.rtl.gemm import GemmConfig, GemmEngine
     from bertforge.rtl.serial_engine import gemm_engine
     config = GemmConfig(rows=2, cols=2, mem_width=64, k_chunk=32, m_tile=2)
-    top = gemm_engine(config, bus="axi4", max_burst=8, addr_width=64)
+    top = with_bus(config, bus="axi4", max_burst=8, addr_width=64)
     assert isinstance(top, AxiGemmTop)
     assert len(top.m_axi_araddr) == 64 and len(top.m_axi_rdata) == 64
     assert {"s_axi_awaddr", "irq"} <= set(top.signature.members)
-    assert isinstance(gemm_engine(config), GemmEngine)
+    assert isinstance(with_bus(config), GemmEngine) and isinstance(gemm_engine(config), GemmEngine)
     with pytest.raises(ValueError, match=r"^bus must be 'stream' or 'axi4', not 'pci'$"):
-        gemm_engine(config, bus="pci")
+        with_bus(config, bus="pci")
     with pytest.raises(ValueError, match=r"^max_burst needs bus='axi4'$"):
-        gemm_engine(config, max_burst=8)
+        with_bus(config, max_burst=8)
     with pytest.raises(ValueError, match=r"^max_burst must be an integer <= 256, not 512$"):
-        gemm_engine(config, bus="axi4", max_burst=512)
+        with_bus(config, bus="axi4", max_burst=512)

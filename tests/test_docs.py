@@ -222,6 +222,6 @@ def test_no_build_help_shows_a_default_the_board_top_refuses():
                 if family in families and target.family != families[family]:
                     continue
                 args = parser.parse_args(["build", "--board", name, "--design", design, flag, value])
-                designs[design].top_config(designs[design].design_id, args, target.clock_mhz, target)
+                designs[design].top_config(BLOCKS[design], args, target.clock_mhz, target)
                 checked += 1
     assert checked > 100
