@@ -141,7 +141,7 @@ class TileScheduler(wiring.Component):
         # so there is no shifted copy of the stride.
         products = []
         # Packed 4-bit B: ceil(k / 2) rows of n bytes, k_chunk // 2 rows a chunk.
-        packed = getattr(cfg, "weight_bits", 8) == 4
+        packed = cfg.weight_bits == 4
         b_rows_less = (new.k - 1) >> 1 if packed else new.k - 1
         for rows_less, stride in ((new.m - 1, new.a_stride), (b_rows_less, new.b_stride),
                                   (new.m - 1, new.c_stride)):
