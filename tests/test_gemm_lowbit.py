@@ -20,7 +20,7 @@ from bertforge.rtl.errors import ParameterError, ParameterTypeError
 from bertforge.rtl.gemm import GemmConfig, GemmEngine
 from bertforge.rtl.loader import Int4Unpack
 from bertforge.rtl.sparse_engine import SparseEngineConfig
-from bertforge.sim.gemm_cycles import chunks, gemm_cycles, load_beats
+from bertforge.sim.gemm_cycles import b_rows, chunks, gemm_cycles, load_beats
 from bertforge.sim.gemm_golden import gemm_golden, packed_b_view, run_commands
 from bertforge.sim.lowbit_golden import pack_int4, unpack_int4
 
@@ -76,7 +76,9 @@ def test_b_reads_take_half_the_beats():
     packed = dataclasses.replace(config, weight_bits=4)
     cmd = dict(m=2, k=13, n=2)
     dense = [load_beats(config, ch) for ch in chunks(config, cmd)]
-    four = [load_beats(packed, ch, -(-ch["k_len"] // 2)) for ch in chunks(packed, cmd)]
+    assert [b_rows(packed, ch) for ch in chunks(packed, cmd)] == [4, 3]
+    assert [b_rows(config, ch) for ch in chunks(config, cmd)] == [8, 5]
+    four = [load_beats(packed, ch, b_rows(packed, ch)) for ch in chunks(packed, cmd)]
     # A: 2 rows x 2 beats, then 1 x 2; B: 8 and 5 rows -> 4 and 3 beats.
     assert dense == [4 + 8, 4 + 5] and four == [4 + 4, 4 + 3]
     assert gemm_cycles(packed, [cmd])["cycles"] <= gemm_cycles(config, [cmd])["cycles"]
@@ -92,10 +94,11 @@ def engine_problems(config):
             dict(raw=dict(m=2, k=5, n=2, b_addr=(1 << config.addr_width) - 5, b_stride=2))]
 
 
-@pytest.mark.parametrize("dataflow", ["os", "ws"])
-def test_engine_with_packed_weights_in_amaranth(dataflow):
+@pytest.mark.parametrize("dataflow, arith", [("os", "int8"), ("ws", "int8"), ("os", "int16"),
+                                             ("ws", "int16")])
+def test_engine_with_packed_weights_in_amaranth(dataflow, arith):
     config = GemmConfig(rows=2, cols=2, dataflow=dataflow, mem_width=32, addr_width=12,
-                        k_chunk=8, m_tile=4, weight_bits=4)
+                        k_chunk=8, m_tile=4, arith=arith, weight_bits=4)
     problems = engine_problems(config)
     rng = np.random.default_rng(7)
     image, commands = layout_problems(config, problems, rng)
@@ -106,7 +109,8 @@ def test_engine_with_packed_weights_in_amaranth(dataflow):
     assert done == [(c["tag"], int(e)) for c, e in zip(commands, errors)]
     assert np.array_equal(image, expected)
     a, b = random_operands(config, np.random.default_rng(0), 2, 20, 3, extreme=True)
-    assert set(np.unique(b)) == {-8, 7} and set(np.unique(a)) == {-128, 127}
+    top = (1 << (config.width - 1)) - 1
+    assert set(np.unique(b)) == {-8, 7} and set(np.unique(a)) == {-top - 1, top}
 
 
 def test_parameters():
