@@ -18,6 +18,7 @@ from bertforge.rtl.errors import ParameterError
 from bertforge.sim.fixed_golden import channel_scale_words, command_scale, scale_words
 from bertforge.sim.gemm_golden import matrix_view, operand_dtype, output_dtype
 from bertforge.sim.gemm_harness import MAX_COMMANDS, harness_verilog
+from bertforge.sim.lowbit_golden import pack_int4
 from bertforge.sim.sdram import CHIPS
 from .cli_common import (CliError, add_operand_files, bounded_int, check_given_sizes, load_int_matrix,
                          load_npy, positive_int, set_help)
@@ -64,7 +65,16 @@ class MemoryImage:
 
 
 def place_dense(memory, p, b, pad):
-    """B as it is, after A: the command fields ``b_addr``, ``b_stride``."""
+    """B as it is, after A: the command fields ``b_addr``, ``b_stride``.
+    With 4-bit weights (``weight_bits=4``) B is packed two K rows to a
+    byte row (``pack_int4(B.T).T``, a zero row past an odd K)."""
+    if memory.config.weight_bits == 4:
+        b = np.asarray(b)
+        even = np.concatenate([b, np.zeros((b.shape[0] % 2, b.shape[1]), b.dtype)])
+        packed = pack_int4(even.T).T
+        b_addr, b_stride = memory.place(*packed.shape, 1, pad)
+        memory.write(b_addr, b_stride, packed, np.uint8)
+        return {"b_addr": b_addr, "b_stride": b_stride}
     esize = memory.config.width // 8
     b_addr, b_stride = memory.place(*b.shape, esize, pad)
     memory.write(b_addr, b_stride, b, operand_dtype(memory.config))
@@ -88,9 +98,10 @@ def random_operands(config, rng, m, k, n, *, extreme=False):
             return (rng.standard_normal(shape) * scale).astype(ml_dtypes.bfloat16)
         return draw((m, k)), draw((k, n))
     lo, hi = -(1 << (config.width - 1)), (1 << (config.width - 1)) - 1
+    b_lo, b_hi = (-8, 7) if config.weight_bits == 4 else (lo, hi)
     if extreme:
-        return rng.choice([lo, hi], size=(m, k)), rng.choice([lo, hi], size=(k, n))
-    return rng.integers(lo, hi + 1, size=(m, k)), rng.integers(lo, hi + 1, size=(k, n))
+        return rng.choice([lo, hi], size=(m, k)), rng.choice([b_lo, b_hi], size=(k, n))
+    return rng.integers(lo, hi + 1, size=(m, k)), rng.integers(b_lo, b_hi + 1, size=(k, n))
 
 
 def _bf16_epilogue(memory, p, n, rng):
@@ -332,7 +343,8 @@ def problem_bytes(config, m, k, n, int8=False, vectors=0, *, int16=False, bf16_o
     ``vectors`` bias or scale vectors."""
     esize = config.width // 8
     osize = output_dtype({"int8": int8, "int16": int16, "bf16_out": bf16_out}, config).itemsize
-    return ((m * k + k * n) * esize + m * n * osize + (3 + vectors) * 32
+    b_bytes = -(-k // 2) * n if config.weight_bits == 4 else k * n * esize
+    return (m * k * esize + b_bytes + m * n * osize + (3 + vectors) * 32
             + vectors * 4 * n + config.mem_bytes * 2)
 
 
@@ -438,7 +450,8 @@ def user_stimulus(config, args):
         note = f"{note_a}; {note_b[len('note: '):]}"
     else:
         a = load_int_matrix(args.a, "A", config.width)
-        b = load_int_matrix(args.b, "B", config.width)
+        b = load_int_matrix(args.b, "B", config.weight_bits if config.weight_bits == 4
+                            else config.width)
     check_product_shapes(a, b, args)
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
     _check_sizes(config, m, k, n)

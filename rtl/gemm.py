@@ -8,7 +8,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 
 from .engine import STAGE_QUEUE, feeder_members, operand_queue, outstanding, read_port
-from .loader import Job
+from .loader import Job, packed_read
 from .requantizer import Requantizer
 from .staged_engine import StagedEngine
 from .arith import BF16_NEG_ZERO
@@ -104,6 +104,17 @@ class GemmConfig(Config):
         (``stage_queue`` is unused). Same results
         (:func:`~bertforge.sim.gemm_golden.gemm_golden`), its own cycles
         (:func:`~bertforge.sim.gemm_cycles.serial_cycles`).
+    weight_bits : 8 or 4
+        8: B is stored as operands (``width // 8`` bytes each). 4: B holds
+        signed 4-bit weights, packed two K rows to a byte row: byte ``j``
+        of packed row ``p`` has ``B[2p, j]`` in its low nibble and
+        ``B[2p + 1, j]`` in its high nibble (``pack_int4(B.T).T`` of
+        :mod:`bertforge.sim.lowbit_golden`); a command's ``b_stride`` is
+        the bytes between packed rows. The loader reads ``ceil(k_len / 2)``
+        beats of B a chunk instead of ``k_len`` (half B's traffic and B
+        buffer), and the B buffer's reads are sign-extended to ``width``
+        (:class:`~bertforge.rtl.loader.Int4Unpack`): the feeders and PEs
+        are unchanged. Integer, not serial.
     """
 
     rows: int = 4
@@ -123,9 +134,10 @@ class GemmConfig(Config):
     stage_queue: int = STAGE_QUEUE
     compact: bool = False
     serial: bool = False
+    weight_bits: int = 8
 
     LATE_FIELDS = ("multiply_stages", "multiplier_cell", "arith", "command_queue", "stage_queue",
-                   "compact", "serial")
+                   "compact", "serial", "weight_bits")
 
     def __post_init__(self):
         check_size(self, 64)
@@ -154,11 +166,17 @@ class GemmConfig(Config):
             raise ParameterError(f"the serial engine is output stationary and integer: set "
                                  f"dataflow 'os' and arith 'int', not {self.dataflow!r} and "
                                  f"{self.arith!r}")
+        check_choice("weight_bits", self.weight_bits, (8, 4))
+        if self.weight_bits == 4 and (self.bf16 or self.serial):
+            raise ParameterError(f"weight_bits 4 needs arith 'int' and serial False, not "
+                                 f"{self.arith!r} and {self.serial}")
         self.systolic       # checks multiply_stages, multiplier_cell and bf16's acc_width
 
     @property
     def name(self):
         suffix = "_bf16" if self.bf16 else "_serial" if self.serial else ""
+        if self.weight_bits == 4:
+            suffix += "_w4"
         return f"gemm_{self.rows}x{self.cols}_{self.dataflow}{suffix}"
 
     @property
@@ -476,7 +494,9 @@ class GemmEngine(StagedEngine):
     across chunks, blocks and commands;
     :func:`bertforge.sim.gemm_cycles.gemm_cycles` gives the exact count.
     Loads of a chunk take ``A rows x ceil(k_len / L) + k_len`` read beats
-    (plus old C rows, bias and scales at a block's first chunk).
+    (plus old C rows, bias and scales at a block's first chunk);
+    ``ceil(k_len / 2)`` beats of B with packed 4-bit weights
+    (``weight_bits=4``).
 
     Parameters
     ----------
@@ -510,7 +530,8 @@ class GemmEngine(StagedEngine):
         return [
             a_job(cfg),
             Job("b", when=lambda d: Const(1), base=lambda d: d.b_base, stride=lambda d: d.b_stride,
-                rows=lambda d: d.k_len, beats=lambda d: Const(1)),
+                rows=(lambda d: (d.k_len + 1) >> 1) if cfg.weight_bits == 4 else lambda d: d.k_len,
+                beats=lambda d: Const(1)),
         ]
 
     def feeder_fields(self):
@@ -535,11 +556,19 @@ class GemmEngine(StagedEngine):
             bank = (beat.row == i) if len(a_mems) > 1 else Const(1)
             m.d.comb += [wp.data.eq(beat.data), wp.addr.eq(addr),
                          wp.en.eq(beat.valid & (beat.job == a_job) & bank)]
-        b_mem = m.submodules.b_buf = Memory(shape=word, depth=2 * Kc, init=[])
+        # Packed 4-bit B: a word holds two K rows, a slot Kc // 2 words.
+        b_slot = Kc // 2 if cfg.weight_bits == 4 else Kc
+        b_mem = m.submodules.b_buf = Memory(shape=word, depth=2 * b_slot, init=[])
         bw = b_mem.write_port()
-        m.d.comb += [bw.data.eq(beat.data), bw.addr.eq(beat.slot * Kc + beat.row),
+        m.d.comb += [bw.data.eq(beat.data), bw.addr.eq(beat.slot * b_slot + beat.row),
                      bw.en.eq(beat.valid & (beat.job == b_job))]
         return {"a": a_mems, "b": b_mem}
+
+    def _read_b(self, m, port, mem):
+        if self.config.weight_bits == 4:
+            packed_read(m, "b", self.config, port, mem)
+        else:
+            wiring.connect(m, port, mem.read_port())
 
     def feed(self, m, array, buffers, heads, loaded):
         cfg = self.config
@@ -551,7 +580,7 @@ class GemmEngine(StagedEngine):
             wiring.connect(m, heads["feed_act"], act.chunk)
             wiring.connect(m, heads["feed_wgt"], wgt.chunk)
             wiring.connect(m, act.a_rd, buffers["a"][0].read_port())
-            wiring.connect(m, wgt.b_rd, buffers["b"].read_port())
+            self._read_b(m, wgt.b_rd, buffers["b"])
             wiring.connect(m, act.a, array.a)
             wiring.connect(m, wgt.b, array.b)
             feeders = [act, wgt]
@@ -560,7 +589,7 @@ class GemmEngine(StagedEngine):
             wiring.connect(m, heads["feed_os"], os.chunk)
             for port, mem in zip(os.a_rd, buffers["a"]):
                 wiring.connect(m, port, mem.read_port())
-            wiring.connect(m, os.b_rd, buffers["b"].read_port())
+            self._read_b(m, os.b_rd, buffers["b"])
             wiring.connect(m, os.a, array.a)
             wiring.connect(m, os.b, array.b)
             feeders = [os]

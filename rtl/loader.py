@@ -9,9 +9,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .engine import outstanding, read_request_layout
+from .params import check_choice, check_int
 from .stream import Queue
 
-__all__ = ["Job", "loaded_beat_layout", "Loader"]
+__all__ = ["Job", "loaded_beat_layout", "Loader", "Int4Unpack", "packed_read"]
 
 
 def _select(index, values):
@@ -234,3 +235,56 @@ class Loader(wiring.Component):
                         with m.If(r.last):
                             m.d.sync += block_slot.eq(~block_slot)
         return m
+
+
+class Int4Unpack(wiring.Component):
+    """Unpacks one packed word of 4-bit weights into ``lanes`` operands of
+    ``width`` bits (combinational).
+
+    Byte ``j`` of ``i`` holds two signed 4-bit weights of operand lane
+    ``j``: the even K row's in its low nibble, the odd one's in its high
+    nibble (``pack_int4`` of :mod:`bertforge.sim.lowbit_golden`, applied
+    along K). ``o`` is lane ``j``'s nibble of ``high`` (0: low, 1: high),
+    sign-extended to ``width`` bits: the operand word of one K row, as a
+    dense B buffer holds it. Bytes past ``lanes`` are unused.
+
+    Parameters
+    ----------
+    lanes : int
+        Operand lanes (at most ``mem_width // 8``).
+    width : 8 or 16
+        Operand width.
+    mem_width : int
+        Bits of the packed word.
+    """
+
+    def __init__(self, *, lanes, width, mem_width):
+        check_int("mem_width", mem_width, minimum=8)
+        check_choice("width", width, (8, 16))
+        check_int("lanes", lanes, maximum=mem_width // 8)
+        self.lanes, self.width, self.mem_width = lanes, width, mem_width
+        super().__init__({"i": In(mem_width), "high": In(1), "o": Out(lanes * width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        lanes = []
+        for j in range(self.lanes):
+            nibble = Mux(self.high, self.i[8 * j + 4:8 * j + 8], self.i[8 * j:8 * j + 4])
+            lanes.append(Cat(nibble, *[nibble[3]] * (self.width - 4)))     # sign-extended
+        m.d.comb += self.o.eq(Cat(*lanes))
+        return m
+
+
+def packed_read(m, name, config, port, mem):
+    """Connects a feeder's read ``port`` of a dense B buffer (word ``k`` of
+    a slot: K row ``k``) to ``mem``, a B buffer of packed 4-bit words (word
+    ``k // 2`` of a slot: K rows ``k`` and ``k + 1``, slots of ``k_chunk
+    // 2`` words), through an :class:`Int4Unpack`. Same read latency."""
+    rp = mem.read_port()
+    unpack = m.submodules[f"{name}_unpack"] = Int4Unpack(
+        lanes=config.lanes, width=config.width, mem_width=config.mem_width)
+    high = Signal(name=f"{name}_high")     # the odd row: follows the read
+    with m.If(port.en):
+        m.d.sync += high.eq(port.addr[0])
+    m.d.comb += [rp.addr.eq(port.addr >> 1), rp.en.eq(port.en),
+                 unpack.i.eq(rp.data), unpack.high.eq(high), port.data.eq(unpack.o)]

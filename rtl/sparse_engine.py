@@ -43,6 +43,9 @@ class SparseEngineConfig(GemmConfig):
         if self.serial:
             raise ParameterError("serial must be False for the sparse engine (the serial engine "
                                  "is dense)")
+        if self.weight_bits != 8:
+            raise ParameterError(f"weight_bits must be 8 for the sparse engine, not "
+                                 f"{self.weight_bits}")
         check_choice("m_max", self.m_max, (2, 4, 8, 16))
         if self.lanes % self.m_max:
             raise ParameterError(f"m_max must divide mem_width // width = {self.lanes}, not {self.m_max}")

@@ -140,9 +140,13 @@ class TileScheduler(wiring.Component):
         # Horner's rule, the most significant bit first (p = 2p + bit * stride),
         # so there is no shifted copy of the stride.
         products = []
-        for rows, stride in ((new.m, new.a_stride), (new.k, new.b_stride), (new.m, new.c_stride)):
+        # Packed 4-bit B: ceil(k / 2) rows of n bytes, k_chunk // 2 rows a chunk.
+        packed = cfg.weight_bits == 4
+        b_rows_less = (new.k - 1) >> 1 if packed else new.k - 1
+        for rows_less, stride in ((new.m - 1, new.a_stride), (b_rows_less, new.b_stride),
+                                  (new.m - 1, new.c_stride)):
             products.append((Signal(dw), None if cfg.compact else Signal(aw + dw), Signal(aw + dw),
-                             rows - 1, stride))
+                             rows_less, stride))
         step = Signal(range(dw + 1))
         ends = [Signal(aw + dw + 2) for _ in range(5)]
         a_end, b_end, c_end, bias_end, scale_end = ends
@@ -150,7 +154,7 @@ class TileScheduler(wiring.Component):
         # Registered: the check compares them a cycle after the last product step.
         m.d.sync += [
             a_end.eq(cmd.a_addr + a_prod + cmd.k * esize),
-            b_end.eq(cmd.b_addr + b_prod + cmd.n * esize),
+            b_end.eq(cmd.b_addr + b_prod + (cmd.n if packed else cmd.n * esize)),
             c_end.eq(cmd.c_addr + c_prod + (cmd.n << osize_bits)),
             bias_end.eq(cmd.bias_addr + (cmd.n << 2)),
             scale_end.eq(cmd.scale_addr + (cmd.n << 2)),
@@ -202,7 +206,7 @@ class TileScheduler(wiring.Component):
             kblocks = k_len != 0
         m.d.comb += [
             d.a_base.eq(a_row + (k0 << (esize - 1))),
-            d.b_base.eq(b_row + (n0 << (esize - 1))),
+            d.b_base.eq(b_row + (n0 if packed else n0 << (esize - 1))),
             d.c_base.eq(c_row + (n0 << osize_bits)),
             d.a_stride.eq(cmd.a_stride), d.b_stride.eq(cmd.b_stride), d.c_stride.eq(cmd.c_stride),
             d.m_len.eq(Mux(last_m, rows_left, cfg.block_rows)),
@@ -263,7 +267,8 @@ class TileScheduler(wiring.Component):
                         m.next = "IDLE"
                     with m.Elif(~last_k):
                         m.d.sync += [k0.eq(k0 + cfg.k_chunk), *left(*red, red_left - cfg.k_chunk),
-                                     b_row.eq(b_row + cmd.b_stride * cfg.k_chunk)]
+                                     b_row.eq(b_row + cmd.b_stride
+                                              * (cfg.k_chunk // 2 if packed else cfg.k_chunk))]
                     with m.Else():
                         m.d.sync += [k0.eq(0), *left(*red, cmd.k), b_row.eq(cmd.b_addr)]
                         with m.If(~last_n):

@@ -36,6 +36,11 @@ integer one's stage and its writer keeps the requantizer's latency
 (rounding to bf16 instead), and its loads (2-byte A and B, 4-byte old C
 and bias) and writes (float32 as int32, bf16 output as int16) are the
 integer engine's beats.
+
+With 4-bit weights (``GemmConfig(weight_bits=4)``) B is packed two K rows
+to a byte row (:func:`~bertforge.sim.gemm_golden.packed_b_view`): a chunk
+reads ``ceil(k_len / 2)`` beats of B instead of ``k_len``
+(:func:`b_rows`); the rest is unchanged.
 """
 
 import math
@@ -43,7 +48,7 @@ import math
 from bertforge.sim.systolic_cycles import systolic_cycles, systolic_tile_period
 
 __all__ = ["gemm_cycles", "serial_cycles", "scheduler_offsets", "SERIAL_SUM_WAIT", "ideal_cycles", "chunks",
-           "load_beats", "write_cycles", "timeline", "START", "END", "RELEASE",
+           "load_beats", "b_rows", "write_cycles", "timeline", "START", "END", "RELEASE",
            "EXACT_MAX_LATENCY", "start_cycles"]
 
 #: Cycles from the first command handshake to the first read request, plus
@@ -115,6 +120,12 @@ def load_beats(config, chunk, b_rows=None):
     return beats
 
 
+def b_rows(config, chunk):
+    """B's read beats of a dense chunk: ``k_len``, or ``ceil(k_len / 2)``
+    with packed 4-bit weights (two K rows a beat)."""
+    return -(-chunk["k_len"] // 2) if config.weight_bits == 4 else chunk["k_len"]
+
+
 def write_cycles(config, chunk):
     """Cycles the writer takes for a block: ``ceil(n_len / Q)`` per output
     row, ``Q = mem_bytes // 4`` (int32 values per beat; int8 and int16 rows
@@ -148,7 +159,7 @@ def gemm_cycles(config, commands, *, lat=1, bw=0):
     busy = [sum(systolic_tile_period(sysconfig, k) for k in _streams(config, ch))
             for ch in all_chunks]
     ks = [k for ch in all_chunks for k in _streams(config, ch)]
-    return timeline(config, all_chunks, busy, [load_beats(config, ch) for ch in all_chunks],
+    return timeline(config, all_chunks, busy, [load_beats(config, ch, b_rows(config, ch)) for ch in all_chunks],
                     systolic_cycles(sysconfig, ks) - sum(busy), start=start_cycles(config),
                     lat=lat, bw=bw, exact=len(valid) == len(commands), emitted=emitted)
 

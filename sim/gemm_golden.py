@@ -11,7 +11,7 @@ from bertforge.rtl.errors import ParameterError
 
 __all__ = ["gemm_golden", "bf16_gemm_golden", "fp32_add", "command_error", "command_rejected",
            "command_fields", "FIELDS", "reduction_pieces", "run_commands", "write_result",
-           "matrix_view", "output_dtype", "operand_dtype"]
+           "matrix_view", "packed_b_view", "output_dtype", "operand_dtype"]
 
 #: The fields :func:`command_error` checks.
 _CHECKED = ("m", "k", "n", "a_addr", "b_addr", "c_addr", "a_stride", "b_stride", "c_stride",
@@ -159,8 +159,12 @@ def command_error(config, m, k, n, a_addr, b_addr, c_addr, a_stride, b_stride, c
         return True
     osize = output_dtype({"int8": int8, "int16": int16, "bf16_out": bf16_out}, config).itemsize
     esize, limit = config.width // 8, 1 << config.addr_width
+    if config.weight_bits == 4:     # packed B: ceil(k / 2) rows of n bytes
+        b_end = b_addr + (k - 1) // 2 * b_stride + n
+    else:
+        b_end = b_addr + (k - 1) * b_stride + n * esize
     return bool(a_addr + (m - 1) * a_stride + k * esize > limit
-                or b_addr + (k - 1) * b_stride + n * esize > limit
+                or b_end > limit
                 or c_addr + (m - 1) * c_stride + n * osize > limit
                 or (bias and bias_addr + 4 * n > limit)
                 or (per_channel and scale_addr + 4 * n > limit))
@@ -182,6 +186,17 @@ def matrix_view(image, addr, stride, rows, cols, dtype):
     dtype = np.dtype(dtype)
     return np.ndarray((rows, cols), dtype=dtype, buffer=image, offset=addr,
                       strides=(stride, dtype.itemsize))
+
+
+def packed_b_view(image, addr, stride, k, n):
+    """The ``k`` x ``n`` 4-bit weights B (int64) stored packed at byte
+    ``addr``: ``ceil(k / 2)`` rows of ``n`` bytes, ``stride`` bytes apart,
+    byte ``(p, j)`` holding ``B[2p, j]`` in its low nibble and ``B[2p + 1, j]``
+    in its high nibble (zero past K): ``pack_int4(B.T).T``, unpacked by
+    :func:`~bertforge.sim.lowbit_golden.unpack_int4`."""
+    from .lowbit_golden import unpack_int4      # (lowbit_golden imports this module)
+    packed = matrix_view(image, addr, stride, -(-k // 2), n, np.uint8)
+    return unpack_int4(packed.T).T[:k]
 
 
 def write_result(config, image, c, a, b):
@@ -218,6 +233,9 @@ def run_commands(config, image, commands):
         if bad:
             continue
         a = matrix_view(image, c["a_addr"], c["a_stride"], c["m"], c["k"], operand)
-        b = matrix_view(image, c["b_addr"], c["b_stride"], c["k"], c["n"], operand)
+        if config.weight_bits == 4:
+            b = packed_b_view(image, c["b_addr"], c["b_stride"], c["k"], c["n"])
+        else:
+            b = matrix_view(image, c["b_addr"], c["b_stride"], c["k"], c["n"], operand)
         write_result(config, image, c, a, b)
     return errors
