@@ -52,7 +52,8 @@ design, cached by the Verilog's hash, runs a cocotb module), ``stream_tb.py``
 ``read_spec`` and ``finish``: a testbench's spec in and result out),
 ``stream_sim.py`` (``stream_put``/``stream_get`` for amaranth.sim tests),
 ``fixed_golden.py`` (numpy twins of ``rtl/fixed.py``), ``payload_np.py``
-(the payload codec's numpy side: many beats column-wise), ``cache.py`` (the
+(the payload codec's numpy side: many beats column-wise; the 4-bit weight
+format, ``pack_int4``/``unpack_int4``), ``cache.py`` (the
 on-disk caches: self-checking entries, LRU eviction past
 ``BERTFORGE_CACHE_MAX``, leases; ``cache_root``: where every cache lives),
 ``children.py`` (child processes die with
@@ -61,7 +62,7 @@ progress of long simulations), ``sdram.py`` (the
 ``[memory]`` section of a hardware config: ideal, or an SDR SDRAM with its
 timings; the Python schedule and the HDL gate the harness memory uses),
 ``lowbit_golden.py`` (the W8A8 / W4A8 numerics: smoothing, group-quantized
-4-bit weights, GPTQ, ``pack_int4``/``unpack_int4``), ``coverage.py`` (the
+4-bit weights, GPTQ), ``coverage.py`` (the
 reader of Verilator's ``coverage.dat``: line and toggle coverage per
 model), ``funcov_tb.py`` (functional coverage points of the stream
 testbenches, cocotb-coverage), ``mutate.py`` (mutation testing: yosys

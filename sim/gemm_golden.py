@@ -193,8 +193,8 @@ def packed_b_view(image, addr, stride, k, n):
     ``addr``: ``ceil(k / 2)`` rows of ``n`` bytes, ``stride`` bytes apart,
     byte ``(p, j)`` holding ``B[2p, j]`` in its low nibble and ``B[2p + 1, j]``
     in its high nibble (zero past K): ``pack_int4(B.T).T``, unpacked by
-    :func:`~bertforge.sim.lowbit_golden.unpack_int4`."""
-    from .lowbit_golden import unpack_int4      # (lowbit_golden imports this module)
+    :func:`~bertforge.sim.payload_np.unpack_int4`."""
+    from .payload_np import unpack_int4
     packed = matrix_view(image, addr, stride, -(-k // 2), n, np.uint8)
     return unpack_int4(packed.T).T[:k]
 

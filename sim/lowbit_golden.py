@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .encoder_golden import _layernorm, _q8
+from .payload_np import pack_int4, unpack_int4     # (re-exported: the 4-bit weight format)
 
 __all__ = ["MULT_BITS", "pack_int4", "unpack_int4", "quantize_weight", "smoothing",
            "LowbitLayer", "lowbit_layer", "lowbit_forward", "OPERANDS", "IntegerLowbit"]
@@ -46,28 +47,6 @@ __all__ = ["MULT_BITS", "pack_int4", "unpack_int4", "quantize_weight", "smoothin
 MULT_BITS = 8
 #: The activation operand of each weight GEMM: the weights it multiplies.
 OPERANDS = {"x": ("q", "k", "v"), "ctx": ("o",), "ln1": ("1",), "g": ("2",)}
-
-
-def pack_int4(q):
-    """Signed 4-bit values (-8 .. 7, any shape with an even last axis) as
-    uint8 bytes, two per byte: element ``2i`` in the low nibble, ``2i + 1``
-    in the high nibble (the order a loader unpacks them in)."""
-    q = np.asarray(q, dtype=np.int64)
-    if q.shape[-1] % 2:
-        raise ValueError(f"the last axis must have an even length, not {q.shape[-1]}")
-    if q.size and (q.min() < -8 or q.max() > 7):
-        raise ValueError("4-bit values must lie in -8 .. 7")
-    nib = (q & 0xF).astype(np.uint8)
-    return nib[..., 0::2] | (nib[..., 1::2] << 4)
-
-
-def unpack_int4(b):
-    """The inverse of :func:`pack_int4`: uint8 bytes -> sign-extended int64
-    values (twice the last axis)."""
-    b = np.asarray(b, dtype=np.uint8)
-    lo, hi = (b & 0xF).astype(np.int64), (b >> 4).astype(np.int64)
-    out = np.stack([lo, hi], axis=-1).reshape(*b.shape[:-1], 2 * b.shape[-1])
-    return out - ((out & 8) << 1)
 
 
 def _group_scales(w, top, group):

@@ -21,7 +21,7 @@ from amaranth.lib import data
 from bertforge.rtl.payload import (bytes_to_words, cast_layout, layout_bytes, layout_width,
                                    words_to_bytes)
 
-__all__ = ["pack_bytes", "unpack_bytes", "pack_beats", "unpack_beats"]
+__all__ = ["pack_bytes", "unpack_bytes", "pack_beats", "unpack_beats", "pack_int4", "unpack_int4"]
 
 
 def _leaves(layout, value, base):
@@ -169,3 +169,25 @@ def unpack_beats(layout, words):
     ignored) -> the column-wise value."""
     stride, mask = layout_bytes(layout), (1 << layout_width(layout)) - 1
     return unpack_bytes(layout, words_to_bytes((int(w) & mask for w in words), stride), stride)
+
+
+def pack_int4(q):
+    """Signed 4-bit values (-8 .. 7, any shape with an even last axis) as
+    uint8 bytes, two per byte: element ``2i`` in the low nibble, ``2i + 1``
+    in the high nibble (the order a loader unpacks them in)."""
+    q = np.asarray(q, dtype=np.int64)
+    if q.shape[-1] % 2:
+        raise ValueError(f"the last axis must have an even length, not {q.shape[-1]}")
+    if q.size and (q.min() < -8 or q.max() > 7):
+        raise ValueError("4-bit values must lie in -8 .. 7")
+    nib = (q & 0xF).astype(np.uint8)
+    return nib[..., 0::2] | (nib[..., 1::2] << 4)
+
+
+def unpack_int4(b):
+    """The inverse of :func:`pack_int4`: uint8 bytes -> sign-extended int64
+    values (twice the last axis)."""
+    b = np.asarray(b, dtype=np.uint8)
+    lo, hi = (b & 0xF).astype(np.int64), (b >> 4).astype(np.int64)
+    out = np.stack([lo, hi], axis=-1).reshape(*b.shape[:-1], 2 * b.shape[-1])
+    return out - ((out & 8) << 1)
