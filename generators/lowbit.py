@@ -267,8 +267,8 @@ def write_bench_precisions(out, checkpoint, rows):
         "float64 model",
         "bytes/sentence: compulsory traffic of one sentence through all layers (each operand "
         "read once, each result written once), weights included",
-        "sent/s: a roofline from the IDEAL-memory model (the memory-aware model is not on this "
-        "branch): compute cycles from analyze (minilm.toml's array, ideal memory) against the "
+        "sent/s: a roofline from the IDEAL-memory model (not yet the memory-aware model of "
+        "a [memory] section): compute cycles from analyze (minilm.toml's array, ideal memory) against the "
         "bytes over the ULX3S's 16-bit SDRAM (2 bytes a cycle at 100 MHz, no refresh or row "
         "misses); at batch 8 the weights are read once for 8 sentences",
         "w8a8 and w4a8: the low-bit integer golden model (sim/lowbit_golden.py, IntegerLowbit: "

@@ -16,7 +16,6 @@ Field kinds in the description: ``const`` (read-only, a fixed value),
 (set by the hardware, cleared by writing 1).
 """
 
-import pprint
 from pathlib import Path
 
 from bertforge.rtl.errors import BertforgeError
@@ -65,7 +64,7 @@ def regmap(path=RDL_FILE):
 
 def regmap_source(path=RDL_FILE):
     """The text of ``rtl/axi_regmap.py`` (deterministic)."""
-    body = pprint.pformat(regmap(path), width=100, sort_dicts=False)
+    body = "(\n" + "".join(f"    {register!r},\n" for register in regmap(path)) + ")"
     return ('"""The register map of the AXI4-Lite register file, compiled from\n'
             '``generators/regs/bertforge.rdl`` by :mod:`bertforge.generators.regs`.\n\n'
             'Generated: do not edit (``python -m bertforge.generators.regs`` rewrites it;\n'

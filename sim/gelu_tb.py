@@ -26,7 +26,7 @@ from bertforge.sim.payload_np import pack_beats, unpack_beats
 from bertforge.sim.gelu_cycles import gelu_cycles
 from bertforge.sim.gelu_golden import gelu_float, gelu_golden
 from bertforge.sim.funcov_tb import StreamCoverage
-from bertforge.sim.stream_tb import finish, StreamDriver, StreamMonitor, StreamTB, read_spec
+from bertforge.sim.stream_tb import finish, StreamDriver, StreamMonitor, StreamTB, read_spec, unit_result
 
 
 def gelu_beats(config, x):
@@ -72,19 +72,7 @@ async def gelu_rows(dut):
     err = np.abs(got * config.out_scale - gelu_float(x * config.in_scale))
     np.savez(spec["result_path"] + ".npz", y=got)
     stalls = bool(spec.get("x_gap", 0.0) or spec.get("y_stall", 0.0))
-    result = {
-        "cycles": cycles,
-        "model_cycles": model,
-        "ideal_cycles": len(beats),
-        "utilization": len(beats) / cycles,
-        "elements_per_cycle": x.size / cycles,
-        "match": mismatches == 0,
-        "mismatches": mismatches,
-        "stalls": stalls,
-        "max_abs_err": float(err.max()),
-        "mean_abs_err": float(err.mean()),
-        "sim_cycles_per_second": cycles / seconds,
-        "outputs": spec["result_path"] + ".npz",
-        "functional_coverage": cover.report(),
-    }
+    result = unit_result(spec, cycles=cycles, model=model, ideal=len(beats), elements=x.size,
+                         mismatches=mismatches, stalls=stalls, seconds=seconds, cover=cover,
+                         max_abs_err=float(err.max()), mean_abs_err=float(err.mean()))
     finish(spec, result)

@@ -30,7 +30,7 @@ from bertforge.sim.layernorm_cycles import layernorm_cycles
 from bertforge.sim.layernorm_golden import (layernorm_float, layernorm_golden,
                                             layernorm_reference_int8)
 from bertforge.sim.funcov_tb import StreamCoverage
-from bertforge.sim.stream_tb import finish, StreamDriver, StreamMonitor, StreamTB, read_spec
+from bertforge.sim.stream_tb import finish, StreamDriver, StreamMonitor, StreamTB, read_spec, unit_result
 
 
 def load_vectors(path, residual):
@@ -124,20 +124,8 @@ async def layernorm_vectors(dut):
     real_errors = np.concatenate(real_errors)
     np.savez(spec["result_path"] + ".npz", **{f"y_{k}": y for k, y in enumerate(outputs)})
     stalls = bool(gap or spec.get("y_stall", 0.0))
-    result = {
-        "cycles": cycles,
-        "model_cycles": model,
-        "ideal_cycles": total_beats,
-        "utilization": total_beats / cycles,
-        "elements_per_cycle": sum(lengths) / cycles,
-        "match": mismatches == 0,
-        "mismatches": mismatches,
-        "stalls": stalls,
-        "max_abs_err": int(errors.max()),
-        "mean_abs_err": float(errors.mean()),
-        "max_abs_err_real": float(real_errors.max()),
-        "sim_cycles_per_second": cycles / seconds,
-        "outputs": spec["result_path"] + ".npz",
-        "functional_coverage": cover.report(),
-    }
+    result = unit_result(spec, cycles=cycles, model=model, ideal=total_beats, elements=sum(lengths),
+                         mismatches=mismatches, stalls=stalls, seconds=seconds, cover=cover,
+                         max_abs_err=int(errors.max()), mean_abs_err=float(errors.mean()),
+                         max_abs_err_real=float(real_errors.max()))
     finish(spec, result)

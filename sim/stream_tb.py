@@ -18,7 +18,7 @@ import random
 from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge
 
-__all__ = ["StreamDriver", "StreamMonitor", "StreamTB", "read_spec", "finish"]
+__all__ = ["StreamDriver", "StreamMonitor", "StreamTB", "read_spec", "unit_result", "finish"]
 
 
 class StreamDriver:
@@ -154,6 +154,20 @@ def read_spec():
     (:mod:`bertforge.sim.runner`) names in ``BERTFORGE_SPEC``."""
     with open(os.environ["BERTFORGE_SPEC"]) as f:
         return json.load(f)
+
+
+def unit_result(spec, *, cycles, model, ideal, elements, mismatches, stalls, seconds, cover,
+                **errors):
+    """The result of a unit's run (softmax, layernorm, GELU): measured,
+    modelled and ideal ``cycles``, ``elements`` per cycle, ``mismatches``
+    against the golden model, whether there were ``stalls``, the unit's
+    ``errors`` (``max_abs_err``, ...), the simulator's speed, the outputs'
+    file and the functional coverage ``cover`` reports."""
+    return {"cycles": cycles, "model_cycles": model, "ideal_cycles": ideal,
+            "utilization": ideal / cycles, "elements_per_cycle": elements / cycles,
+            "match": mismatches == 0, "mismatches": mismatches, "stalls": stalls, **errors,
+            "sim_cycles_per_second": cycles / seconds, "outputs": spec["result_path"] + ".npz",
+            "functional_coverage": cover.report()}
 
 
 def finish(spec, result):
