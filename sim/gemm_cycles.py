@@ -128,10 +128,11 @@ def _streams(config, chunk):
     return [k] * (chunk["tiles"] * chunk["kblocks"])
 
 
-def gemm_cycles(config, commands, *, lat=1, bw=0):
+def gemm_cycles(config, commands, *, lat=1, bw=0, memory=None):
     """Predicted cycles for ``commands`` (dicts with ``m, k, n`` and the
     flags) run back to back, read latency ``lat`` and read bandwidth ``bw``
-    bytes per cycle (0: one beat per cycle).
+    bytes per cycle (0: one beat per cycle); ``memory``: another memory
+    (see :func:`timeline`; the staged engine only).
 
     Returns a dict: ``cycles`` (int), ``exact`` (the compute-bound formula
     applies, and the RTL must match it) and ``bound`` ("compute" or "memory").
@@ -149,7 +150,7 @@ def gemm_cycles(config, commands, *, lat=1, bw=0):
     ks = [k for ch in all_chunks for k in _streams(config, ch)]
     return timeline(config, all_chunks, busy, [load_beats(config, ch) for ch in all_chunks],
                     systolic_cycles(sysconfig, ks) - sum(busy), start=start_cycles(config),
-                    lat=lat, bw=bw, exact=len(valid) == len(commands))
+                    lat=lat, bw=bw, exact=len(valid) == len(commands), memory=memory)
 
 
 def _block_jobs(chunk):
@@ -157,7 +158,7 @@ def _block_jobs(chunk):
     return chunk["first"] and (chunk["accumulate"] or chunk["bias"] or chunk["per_channel"])
 
 
-def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact):
+def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact, memory=None):
     """The walk of the module docstring (shared with the sparse engine's
     model) over ``chunks``, chunk ``i`` busy on the array ``busy[i]`` cycles
     after reading ``loads[i]`` beats; ``drain``: cycles from the end of a
@@ -172,6 +173,12 @@ def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact):
     model's dict; ``exact`` only if ``exact`` is given, memory answers a
     beat per cycle after at most :data:`EXACT_MAX_LATENCY` cycles, no chunk
     waited for its data and no block for the writer.
+
+    ``memory``: another memory than the harness's, a callable ``(index,
+    ready) -> end``: chunk ``index``'s reads may be requested from cycle
+    ``ready`` on; its last beat has arrived by ``end`` (exclusive; e.g.
+    :class:`~bertforge.sim.axi_cycles.AxiReads`). ``lat`` is then the
+    engine's own (2).
     """
     beat_time = 1.0 if bw <= 0 or bw >= config.mem_bytes else config.mem_bytes / bw
     exact = exact and beat_time == 1.0 and lat <= EXACT_MAX_LATENCY
@@ -182,12 +189,16 @@ def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact):
     stalled = False
     last_rows = write_cycles(config, chunks[-1])
     for index, chunk in enumerate(chunks):
-        begin = mem_free
+        ready = start
         if index >= 2:   # its buffer slot frees once chunk index-2 is fed
-            begin = max(begin, feed[index - 2][1] + lat + 3)
+            ready = max(ready, feed[index - 2][1] + 3)
         if _block_jobs(chunk) and len(written) >= 2:
-            begin = max(begin, written[-2][1] + lat + RELEASE)
-        end = begin + math.ceil(loads[index] * beat_time)
+            ready = max(ready, written[-2][1] + RELEASE)
+        if memory is None:
+            begin = max(mem_free, ready + lat)
+            end = begin + math.ceil(loads[index] * beat_time)
+        else:
+            end = memory(index, ready)
         mem_free = end
         if index and end > feed[-1][1]:
             stalled = True
