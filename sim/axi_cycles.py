@@ -20,7 +20,7 @@ handshake to its completion; per program :data:`PROGRAM` cycles.
 
 from dataclasses import dataclass
 
-from .gemm_cycles import gemm_cycles
+from .gemm_cycles import chunks, gemm_cycles
 
 __all__ = ["AxiReads", "axi_top_cycles", "chunk_requests", "COMMAND", "PROGRAM"]
 
@@ -37,27 +37,23 @@ def chunk_requests(config, cmd):
     ``(byte address, beats)``."""
     eb = config.width // 8
     out = []
-    for m0 in range(0, cmd["m"], config.block_rows):
-        for n0 in range(0, cmd["n"], config.panel):
-            for k0 in range(0, cmd["k"], config.k_chunk):
-                m_len = min(config.block_rows, cmd["m"] - m0)
-                n_len = min(config.panel, cmd["n"] - n0)
-                k_len = min(config.k_chunk, cmd["k"] - k0)
-                words = -(-n_len * 4 // config.mem_bytes)
-                reqs = []
-                if k0 == 0:
-                    if cmd.get("accumulate"):
-                        reqs += [(cmd["c_addr"] + (m0 + r) * cmd["c_stride"] + n0 * 4, words)
-                                 for r in range(m_len)]
-                    for flag, key in (("bias", "bias_addr"), ("per_channel", "scale_addr")):
-                        if cmd.get(flag):
-                            reqs.append((cmd[key] + n0 * 4, words))
-                a_beats = -(-k_len // config.lanes)
-                reqs += [(cmd["a_addr"] + (m0 + r) * cmd["a_stride"] + k0 * eb, a_beats)
-                         for r in range(m_len)]
-                reqs += [(cmd["b_addr"] + (k0 + r) * cmd["b_stride"] + n0 * eb, 1)
-                         for r in range(k_len)]
-                out.append(reqs)
+    for chunk in chunks(config, cmd):
+        m0, n0, k0 = chunk["m0"], chunk["n0"], chunk["k0"]
+        words = -(-chunk["n_len"] * 4 // config.mem_bytes)
+        reqs = []
+        if chunk["first"]:
+            if cmd.get("accumulate"):
+                reqs += [(cmd["c_addr"] + (m0 + r) * cmd["c_stride"] + n0 * 4, words)
+                         for r in range(chunk["m_len"])]
+            for flag, key in (("bias", "bias_addr"), ("per_channel", "scale_addr")):
+                if cmd.get(flag):
+                    reqs.append((cmd[key] + n0 * 4, words))
+        a_beats = -(-chunk["k_len"] // config.lanes)
+        reqs += [(cmd["a_addr"] + (m0 + r) * cmd["a_stride"] + k0 * eb, a_beats)
+                 for r in range(chunk["m_len"])]
+        reqs += [(cmd["b_addr"] + (k0 + r) * cmd["b_stride"] + n0 * eb, 1)
+                 for r in range(chunk["k_len"])]
+        out.append(reqs)
     return out
 
 

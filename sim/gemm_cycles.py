@@ -80,8 +80,8 @@ def ideal_cycles(config, cmd):
 
 def chunks(config, cmd):
     """The scheduler's chunks of one command: dicts with ``m_len, n_len,
-    k_len, tiles, kblocks, first, last`` and the command's flags
-    ``accumulate, int8, bias, per_channel``."""
+    k_len, tiles, kblocks, first, last``, the chunk's origin ``m0, n0, k0``
+    and the command's flags ``accumulate, int8, bias, per_channel``."""
     out = []
     for m0 in range(0, cmd["m"], config.block_rows):
         for n0 in range(0, cmd["n"], config.panel):
@@ -95,6 +95,7 @@ def chunks(config, cmd):
                 else:
                     kblocks = 1
                 out.append({"m_len": m_len, "n_len": n_len, "k_len": k_len,
+                            "m0": m0, "n0": n0, "k0": k0,
                             "tiles": -(-n_len // config.cols), "kblocks": kblocks,
                             "first": k0 == 0, "last": k0 + config.k_chunk >= cmd["k"],
                             **{flag: bool(cmd.get(flag)) for flag in _FLAGS}})
