@@ -131,12 +131,15 @@ class AxiGemmTop(wiring.Component):
             **axi_lite_members("s_axi", addr_width=8),
             "irq": Out(1),
         })
+        #: A program runs; its program counter (records done).
+        self.busy = Signal(name="busy")
+        self.pc = Signal(16, name="pc")
 
     def elaborate(self, platform):
         m = Module()
         cfg = gemm_config(self.config)
         encoder = cfg is not self.config
-        engine = m.submodules.engine = engine_parts(self.config)[0](self.config)
+        engine = m.submodules.engine = self.make_engine()
         master = m.submodules.master = self._master
         regs = m.submodules.regs = AxiLiteRegisters()
         forward_ports(m, self, master, self.axi_names)
@@ -152,10 +155,10 @@ class AxiGemmTop(wiring.Component):
         ]
 
         # Program state.
-        busy = Signal()
+        busy = self.busy
         done = Signal()
         code = Signal(4)
-        pc = Signal(16)
+        pc = self.pc
         abort = Signal()
         fetching = Signal()
         record = Signal(self.record_bytes * 8)
@@ -229,12 +232,7 @@ class AxiGemmTop(wiring.Component):
                     pass
                 with m.Elif(master.error != 0):
                     finish(master.error)
-                with m.Elif(rec.opcode == OP_END):
-                    finish(0)
-                with m.Elif(rec.opcode == OP_RUN):
-                    m.next = "ISSUE"
-                with m.Else():
-                    finish(ERR_BAD_OPCODE)
+                self.decode(m, rec.opcode, finish)
             with m.State("ISSUE"):
                 m.d.comb += engine.cmd.valid.eq(1)
                 with m.If(engine.cmd.ready):
@@ -251,7 +249,7 @@ class AxiGemmTop(wiring.Component):
                     with m.Else():
                         m.next = "DRAIN"
             with m.State("DRAIN"):
-                with m.If(master.idle):
+                with m.If(self.drained(master)):
                     with m.If(master.error != 0):
                         finish(master.error)
                     with m.Else():
@@ -282,3 +280,23 @@ class AxiGemmTop(wiring.Component):
                 m.d.sync += counter.eq(counter + step)
             m.d.comb += getattr(regs, f"{name}_count").eq(counter)
         return m
+
+    def make_engine(self):
+        """The engine (``engine_parts``); a stand-in in the formal proofs."""
+        return engine_parts(self.config)[0](self.config)
+
+    def decode(self, m, opcode, finish):
+        """In the ``DECODE`` state, continuing its ``If`` chain: the record's
+        ``opcode`` ends the program (``finish(code)``) or runs its command
+        (``ISSUE``)."""
+        with m.Elif(opcode == OP_END):
+            finish(0)
+        with m.Elif(opcode == OP_RUN):
+            m.next = "ISSUE"
+        with m.Else():
+            finish(ERR_BAD_OPCODE)
+
+    @staticmethod
+    def drained(master):
+        """A command's reads and writes are all answered (``DRAIN`` ends)."""
+        return master.idle
