@@ -194,6 +194,12 @@ BLOCKS = {block.name: block for block in [
         add_bench_args=_gen("board_bench:add_bench_args"), bench=_gen("board_bench:run_bench"),
     ),
     Block(
+        name="axi", help="the AXI tops on the ULX3S 85F out of context, against the stream engines",
+        bench_help="the AXI tops (GEMM 4x4, 8x8, encoder 8x8) on the ULX3S 85F out of context at "
+                   "100 MHz, against the stream engines",
+        add_bench_args=_gen("axi_bench:add_bench_args"), bench=_gen("axi_bench:run_bench"),
+    ),
+    Block(
         name="sweep", help="bertforge sweep on Ray: synthesis points per hour on 1 and 2 CPUs, "
                            "Ray's overhead on 1,000 model-only points",
         bench_help="bertforge sweep on Ray: synthesis points per hour on 1 and 2 CPUs, Ray's "

@@ -213,20 +213,24 @@ class AxiMaster(wiring.Component):
         req = self.rd_req.payload
         off = req.addr[:mbb] if mbb else Const(0, 1)
         take_req = Signal()
+        # ``left == 0``, registered: keeps the burst arithmetic off the
+        # engine's ``rd_req.ready`` (a 100 MHz critical path on ECP5).
+        left_zero = Signal(init=1)
         m.d.comb += [
-            take_req.eq((left == 0) & meta.i.ready),
+            take_req.eq(left_zero & meta.i.ready),
             self.rd_req.ready.eq(take_req),
             meta.i.payload.off.eq(off), meta.i.payload.beats.eq(req.beats),
             meta.i.valid.eq(self.rd_req.valid & take_req & (req.beats != 0)),
         ]
         with m.If(self.rd_req.valid & take_req):
             m.d.sync += [cur.eq(req.addr >> mbb),
-                         left.eq(Mux(req.beats == 0, 0, req.beats + (off != 0)))]
+                         left.eq(Mux(req.beats == 0, 0, req.beats + (off != 0))),
+                         left_zero.eq(req.beats == 0)]
         arm_r = (left != 0) & ~ar_valid & (r_out < self.max_reads)
         burst = burst_of(cur, left)
         with m.If(arm_r):
             m.d.sync += [ar_valid.eq(1), ar_addr.eq(cur << mbb), ar_len.eq(burst - 1),
-                         cur.eq(cur + burst), left.eq(left - burst)]
+                         cur.eq(cur + burst), left.eq(left - burst), left_zero.eq(left == burst)]
         with m.Elif(self.m_axi_arready):
             m.d.sync += ar_valid.eq(0)
         m.d.comb += [self.m_axi_arvalid.eq(ar_valid), self.m_axi_araddr.eq(ar_addr),

@@ -41,7 +41,7 @@ from .params import check_choice, check_instance
 from .serial_engine import gemm_engine
 from .tile_scheduler import command_layout
 
-__all__ = ["AxiGemmTop", "engine_parts", "record_layout", "record_bytes", "OP_RUN", "OP_END", "ERROR_CODES",
+__all__ = ["AxiGemmTop", "with_bus", "engine_parts", "record_layout", "record_bytes", "OP_RUN", "OP_END", "ERROR_CODES",
            "ERR_BAD_OPCODE", "ERR_REJECTED", "ERR_ABORTED"]
 
 #: The ``busy_*`` counters by the encoder's unit code (its commands' ``op``).
@@ -132,12 +132,15 @@ class AxiGemmTop(wiring.Component):
             **axi_lite_members("s_axi", addr_width=8),
             "irq": Out(1),
         })
+        #: A program runs; its program counter (records done).
+        self.busy = Signal(name="busy")
+        self.pc = Signal(16, name="pc")
 
     def elaborate(self, platform):
         m = Module()
         cfg = gemm_config(self.config)
         encoder = cfg is not self.config
-        engine = m.submodules.engine = engine_parts(self.config)[0](self.config)
+        engine = m.submodules.engine = self.make_engine()
         master = m.submodules.master = self._master
         regs = m.submodules.regs = AxiLiteRegisters()
         forward_ports(m, self, master, self.axi_names)
@@ -153,10 +156,10 @@ class AxiGemmTop(wiring.Component):
         ]
 
         # Program state.
-        busy = Signal()
+        busy = self.busy
         done = Signal()
         code = Signal(4)
-        pc = Signal(16)
+        pc = self.pc
         abort = Signal()
         fetching = Signal()
         record = Signal(self.record_bytes * 8)
@@ -230,12 +233,7 @@ class AxiGemmTop(wiring.Component):
                     pass
                 with m.Elif(master.error != 0):
                     finish(master.error)
-                with m.Elif(rec.opcode == OP_END):
-                    finish(0)
-                with m.Elif(rec.opcode == OP_RUN):
-                    m.next = "ISSUE"
-                with m.Else():
-                    finish(ERR_BAD_OPCODE)
+                self.decode(m, rec.opcode, finish)
             with m.State("ISSUE"):
                 m.d.comb += engine.cmd.valid.eq(1)
                 with m.If(engine.cmd.ready):
@@ -252,7 +250,7 @@ class AxiGemmTop(wiring.Component):
                     with m.Else():
                         m.next = "DRAIN"
             with m.State("DRAIN"):
-                with m.If(master.idle):
+                with m.If(self.drained(master)):
                     with m.If(master.error != 0):
                         finish(master.error)
                     with m.Else():
@@ -283,6 +281,26 @@ class AxiGemmTop(wiring.Component):
                 m.d.sync += counter.eq(counter + step)
             m.d.comb += getattr(regs, f"{name}_count").eq(counter)
         return m
+
+    def make_engine(self):
+        """The engine (``engine_parts``); a stand-in in the formal proofs."""
+        return engine_parts(self.config)[0](self.config)
+
+    def decode(self, m, opcode, finish):
+        """In the ``DECODE`` state, continuing its ``If`` chain: the record's
+        ``opcode`` ends the program (``finish(code)``) or runs its command
+        (``ISSUE``)."""
+        with m.Elif(opcode == OP_END):
+            finish(0)
+        with m.Elif(opcode == OP_RUN):
+            m.next = "ISSUE"
+        with m.Else():
+            finish(ERR_BAD_OPCODE)
+
+    @staticmethod
+    def drained(master):
+        """A command's reads and writes are all answered (``DRAIN`` ends)."""
+        return master.idle
 
 
 def with_bus(config, bus="stream", *, max_dsp=None, **bus_args):

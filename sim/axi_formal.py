@@ -24,7 +24,7 @@ burst whose address was taken), with any response code. Properties:
   through stalls (the assumptions leave something to prove).
 """
 
-from amaranth.hdl import Module, Signal, Value
+from amaranth.hdl import Module, Mux, Signal, Value
 from amaranth.lib import wiring
 
 from bertforge.rtl.axi import AxiMaster, forward_ports
@@ -64,50 +64,8 @@ class AxiMasterSpec(Spec):
         self.assume_stream_in(m, dut.rd_req, "rd_req")
         self.assume_stream_in(m, dut.wr_req, "wr_req")
         m.d.comb += dut.rd_data.ready.eq(self.any_seq(m, 1, "rd_data_ready"))
-        for name in ("arready", "awready", "wready"):
-            m.d.comb += getattr(dut, f"m_axi_{name}").eq(self.any_seq(m, 1, name))
 
-        ar_take = dut.m_axi_arvalid & dut.m_axi_arready
-        aw_take = dut.m_axi_awvalid & dut.m_axi_awready
-        r_take = dut.m_axi_rvalid & dut.m_axi_rready
-        b_take = dut.m_axi_bvalid & dut.m_axi_bready
-
-        # The slave: R beats of the open bursts (lengths in a 2-entry shadow
-        # queue, so max_reads <= 2), held until taken.
-        lens = [Signal(9, name=f"burst_len_{i}") for i in range(2)]
-        open_n = Signal(range(4))
-        beat = Signal(9)
-        rvalid, rlast = self.any_seq(m, 1, "rvalid"), Signal()
-        rdata, rresp = self.any_seq(m, 32, "rdata"), self.any_seq(m, 2, "rresp")
-        m.d.comb += [dut.m_axi_rvalid.eq(rvalid), dut.m_axi_rdata.eq(rdata),
-                     dut.m_axi_rresp.eq(rresp), dut.m_axi_rlast.eq(rlast),
-                     rlast.eq(beat == lens[0] - 1)]
-        self.assume(m, ~rvalid | (open_n != 0))
-        r_stalled = self.past(m, rvalid & ~dut.m_axi_rready, "r_stalled")
-        r_before = self.past(m, Value.cast(rdata) | (rresp << 32), "r_payload")
-        self.assume(m, ~r_stalled | (rvalid & ((Value.cast(rdata) | (rresp << 32)) == r_before)))
-        popped = r_take & rlast
-        with m.If(r_take):
-            m.d.sync += beat.eq(beat + 1)
-        with m.If(popped):
-            m.d.sync += [beat.eq(0), lens[0].eq(lens[1])]
-        m.d.sync += open_n.eq(open_n + ar_take - popped)
-        with m.If(ar_take):
-            with m.If((open_n == 0) | ((open_n == 1) & popped)):
-                m.d.sync += lens[0].eq(dut.m_axi_arlen + 1)
-            with m.Else():
-                m.d.sync += lens[1].eq(dut.m_axi_arlen + 1)
-        self.assume(m, open_n <= 2)
-
-        # B: only for taken write addresses, held until taken.
-        writes_open = Signal(range(8))
-        bvalid, bresp = self.any_seq(m, 1, "bvalid"), self.any_seq(m, 2, "bresp")
-        m.d.comb += [dut.m_axi_bvalid.eq(bvalid), dut.m_axi_bresp.eq(bresp)]
-        self.assume(m, ~bvalid | (writes_open != 0))
-        b_stalled = self.past(m, bvalid & ~dut.m_axi_bready, "b_stalled")
-        b_before = self.past(m, bresp, "b_payload")
-        self.assume(m, ~b_stalled | (bvalid & (bresp == b_before)))
-        m.d.sync += writes_open.eq(writes_open + aw_take - b_take)
+        open_n, writes_open = axi_slave(self, m, dut)
 
         # Handshake rules.
         self.held(m, "ar", dut.m_axi_arvalid, dut.m_axi_arready,
@@ -162,6 +120,76 @@ def axi_proofs(*, make=None, args=None, label=None, check_reads=None):
                   depth=24 if name == "reaches_answered" else depth,
                   slow=name not in fast, cone=True)
             for name in AxiMasterSpec.PROPERTIES]
+
+
+def axi_slave(spec, m, dut, *, stall=None):
+    """The AXI slave around ``dut``'s ``m_axi_*`` port in ``spec``: R beats
+    only for open bursts (their lengths in a 2-entry shadow queue: at most 2
+    open), ``rlast`` on a burst's last, B only for taken write addresses,
+    R and B held with their payloads until taken, any response code; every
+    ready free. ``stall``: at most that many cycles in a row with an AR or
+    AW or W offered and not taken, or a burst or write open and no R or B
+    offered (a slave that answers). Returns ``(open read bursts, write
+    bursts awaiting B)``."""
+    width = len(dut.m_axi_rdata)
+    for name in ("arready", "awready", "wready"):
+        m.d.comb += getattr(dut, f"m_axi_{name}").eq(spec.any_seq(m, 1, name))
+    ar_take = dut.m_axi_arvalid & dut.m_axi_arready
+    aw_take = dut.m_axi_awvalid & dut.m_axi_awready
+    r_take = dut.m_axi_rvalid & dut.m_axi_rready
+    b_take = dut.m_axi_bvalid & dut.m_axi_bready
+
+    # The slave: R beats of the open bursts (lengths in a 2-entry shadow
+    # queue, so max_reads <= 2), held until taken.
+    lens = [Signal(9, name=f"burst_len_{i}") for i in range(2)]
+    open_n = Signal(range(4))
+    beat = Signal(9)
+    rvalid, rlast = spec.any_seq(m, 1, "rvalid"), Signal()
+    rdata, rresp = spec.any_seq(m, width, "rdata"), spec.any_seq(m, 2, "rresp")
+    m.d.comb += [dut.m_axi_rvalid.eq(rvalid), dut.m_axi_rdata.eq(rdata),
+                 dut.m_axi_rresp.eq(rresp), dut.m_axi_rlast.eq(rlast),
+                 rlast.eq(beat == lens[0] - 1)]
+    spec.assume(m, ~rvalid | (open_n != 0))
+    r_stalled = spec.past(m, rvalid & ~dut.m_axi_rready, "r_stalled")
+    r_before = spec.past(m, Value.cast(rdata) | (rresp << width), "r_payload")
+    spec.assume(m, ~r_stalled | (rvalid & ((Value.cast(rdata) | (rresp << width)) == r_before)))
+    popped = r_take & rlast
+    with m.If(r_take):
+        m.d.sync += beat.eq(beat + 1)
+    with m.If(popped):
+        m.d.sync += [beat.eq(0), lens[0].eq(lens[1])]
+    m.d.sync += open_n.eq(open_n + ar_take - popped)
+    with m.If(ar_take):
+        with m.If((open_n == 0) | ((open_n == 1) & popped)):
+            m.d.sync += lens[0].eq(dut.m_axi_arlen + 1)
+        with m.Else():
+            m.d.sync += lens[1].eq(dut.m_axi_arlen + 1)
+    spec.assume(m, open_n <= 2)
+
+    # B: only for taken write addresses, held until taken.
+    writes_open = Signal(range(8))
+    bvalid, bresp = spec.any_seq(m, 1, "bvalid"), spec.any_seq(m, 2, "bresp")
+    m.d.comb += [dut.m_axi_bvalid.eq(bvalid), dut.m_axi_bresp.eq(bresp)]
+    spec.assume(m, ~bvalid | (writes_open != 0))
+    b_stalled = spec.past(m, bvalid & ~dut.m_axi_bready, "b_stalled")
+    b_before = spec.past(m, bresp, "b_payload")
+    spec.assume(m, ~b_stalled | (bvalid & (bresp == b_before)))
+    m.d.sync += writes_open.eq(writes_open + aw_take - b_take)
+    if stall is not None:
+        for name, waiting in (("ar", dut.m_axi_arvalid & ~dut.m_axi_arready),
+                              ("aw", dut.m_axi_awvalid & ~dut.m_axi_awready),
+                              ("w", dut.m_axi_wvalid & ~dut.m_axi_wready),
+                              ("r", (open_n != 0) & ~dut.m_axi_rvalid),
+                              ("b", (writes_open != 0) & ~dut.m_axi_bvalid)):
+            bounded_wait(spec, m, f"{name}_wait", waiting, stall)
+    return open_n, writes_open
+
+
+def bounded_wait(spec, m, name, waiting, limit):
+    """Assume ``waiting`` holds at most ``limit`` cycles in a row."""
+    count = Signal(range(limit + 2), name=name)
+    m.d.sync += count.eq(Mux(waiting, count + 1, 0))
+    spec.assume(m, ~waiting | (count < limit))
 
 
 class BrokenAxiMaster(wiring.Component):

@@ -85,8 +85,8 @@ def ideal_cycles(config, cmd):
 
 def chunks(config, cmd):
     """The scheduler's chunks of one command: dicts with ``m_len, n_len,
-    k_len, tiles, kblocks, first, last`` and the command's flags
-    ``accumulate, int8, bias, per_channel``."""
+    k_len, tiles, kblocks, first, last``, the chunk's origin ``m0, n0, k0``
+    and the command's flags ``accumulate, int8, bias, per_channel``."""
     out = []
     for m0 in range(0, cmd["m"], config.block_rows):
         for n0 in range(0, cmd["n"], config.panel):
@@ -100,6 +100,7 @@ def chunks(config, cmd):
                 else:
                     kblocks = 1
                 out.append({"m_len": m_len, "n_len": n_len, "k_len": k_len,
+                            "m0": m0, "n0": n0, "k0": k0,
                             "tiles": -(-n_len // config.cols), "kblocks": kblocks,
                             "first": k0 == 0, "last": k0 + config.k_chunk >= cmd["k"],
                             **{flag: bool(cmd.get(flag)) for flag in _FLAGS}})
@@ -139,10 +140,11 @@ def _streams(config, chunk):
     return [k] * (chunk["tiles"] * chunk["kblocks"])
 
 
-def gemm_cycles(config, commands, *, lat=1, bw=0):
+def gemm_cycles(config, commands, *, lat=1, bw=0, memory=None):
     """Predicted cycles for ``commands`` (dicts with ``m, k, n`` and the
     flags) run back to back, read latency ``lat`` and read bandwidth ``bw``
-    bytes per cycle (0: one beat per cycle).
+    bytes per cycle (0: one beat per cycle); ``memory``: another memory
+    (see :func:`timeline`; the staged engine only).
 
     Returns a dict: ``cycles`` (int), ``exact`` (the compute-bound formula
     applies, and the RTL must match it) and ``bound`` ("compute" or "memory").
@@ -161,7 +163,7 @@ def gemm_cycles(config, commands, *, lat=1, bw=0):
     ks = [k for ch in all_chunks for k in _streams(config, ch)]
     return timeline(config, all_chunks, busy, [load_beats(config, ch, b_rows(config, ch)) for ch in all_chunks],
                     systolic_cycles(sysconfig, ks) - sum(busy), start=start_cycles(config),
-                    lat=lat, bw=bw, exact=len(valid) == len(commands), emitted=emitted)
+                    lat=lat, bw=bw, exact=len(valid) == len(commands), emitted=emitted, memory=memory)
 
 
 def _block_jobs(chunk):
@@ -201,7 +203,8 @@ SCHEDULER_CHUNK = 2
 SCHEDULER_COMMAND = 5
 
 
-def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact, emitted=None):
+def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact, emitted=None,
+             memory=None):
     # ``emitted``: :func:`scheduler_offsets` of the chunks (None: not applied).
     """The walk of the module docstring (shared with the sparse engine's
     model) over ``chunks``, chunk ``i`` busy on the array ``busy[i]`` cycles
@@ -217,6 +220,12 @@ def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact, emitt
     model's dict; ``exact`` only if ``exact`` is given, memory answers a
     beat per cycle after at most :data:`EXACT_MAX_LATENCY` cycles, no chunk
     waited for its data and no block for the writer.
+
+    ``memory``: another memory than the harness's, a callable ``(index,
+    ready) -> end``: chunk ``index``'s reads may be requested from cycle
+    ``ready`` on; its last beat has arrived by ``end`` (exclusive; e.g.
+    :class:`~bertforge.sim.axi_cycles.AxiReads`). ``lat`` is then the
+    engine's own (2).
     """
     beat_time = 1.0 if bw <= 0 or bw >= config.mem_bytes else config.mem_bytes / bw
     exact = exact and beat_time == 1.0 and lat <= EXACT_MAX_LATENCY
@@ -227,18 +236,22 @@ def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact, emitt
     stalled = False
     last_rows = write_cycles(config, chunks[-1])
     for index, chunk in enumerate(chunks):
-        begin = mem_free
+        ready = start
         if emitted is not None:     # not before the scheduler has emitted it
             emit = start if index == 0 else emit + emitted[index]
             room = index - config.stage_queue - 1     # the stage queues hold stage_queue chunks
             if room >= 0:
                 emit = max(emit, feed[room][1] + SCHEDULER_ROOM)
-            begin = max(begin, emit + lat)
+            ready = max(ready, emit)
         if index >= 2:   # its buffer slot frees once chunk index-2 is fed
-            begin = max(begin, feed[index - 2][1] + lat + 3)
+            ready = max(ready, feed[index - 2][1] + 3)
         if _block_jobs(chunk) and len(written) >= 2:
-            begin = max(begin, written[-2][1] + lat + RELEASE)
-        end = begin + math.ceil(loads[index] * beat_time)
+            ready = max(ready, written[-2][1] + RELEASE)
+        if memory is None:
+            begin = max(mem_free, ready + lat)
+            end = begin + math.ceil(loads[index] * beat_time)
+        else:
+            end = memory(index, ready)
         mem_free = end
         if index and end > feed[-1][1]:
             stalled = True

@@ -235,7 +235,9 @@ def engine_proofs(*, make=None, config=SCHEDULER_CONFIG):
 
 def gemm_proofs():
     """The GEMM block: its tile scheduler's proofs, the engine's, the
-    serial engine's and its AXI master's (:mod:`bertforge.sim.axi_formal`)."""
+    serial engine's, its AXI master's (:mod:`bertforge.sim.axi_formal`) and
+    the AXI top's program fetcher's (:mod:`bertforge.sim.axi_fetch_formal`)."""
+    from .axi_fetch_formal import fetch_proofs
     from .axi_formal import axi_proofs
     return (scheduler_proofs() + engine_proofs() + engine_proofs(config=SERIAL_ENGINE_CONFIG)
-            + axi_proofs())
+            + axi_proofs() + fetch_proofs())

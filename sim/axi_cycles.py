@@ -1,0 +1,128 @@
+"""Cycle model of the GEMM engine's AXI top
+(:class:`~bertforge.rtl.axi_top.AxiGemmTop`): the ``cycles`` counter of a
+program run on a slave that answers a read burst's first beat ``latency``
+cycles after its AR handshake and then one beat a cycle, bursts back to back
+(cocotbext-axi's ``AxiRam`` without pauses), and takes writes at once.
+
+The engine's walk is :func:`~bertforge.sim.gemm_cycles.timeline` with
+:class:`AxiReads` as its memory: the engine's read requests (a chunk's old
+C, bias and scale rows, then its A rows, then its B rows: one request a
+row) pass the master (:class:`~bertforge.rtl.axi.AxiMaster`), which takes a
+request when the previous one is armed, arms its first burst the cycle
+after and a burst every 2 cycles (AR valid for one cycle each), at most
+``max_reads`` bursts in flight and ``max_reads + 1`` requests undelivered;
+a request of ``beats`` beats at a byte offset reads one word more.
+
+A program: per command :data:`COMMAND` cycles plus the fetch of its record
+(a read of the record's words) and the engine's cycles from its command
+handshake to its completion; per program :data:`PROGRAM` cycles.
+"""
+
+from dataclasses import dataclass
+
+from .gemm_cycles import chunks, gemm_cycles
+
+__all__ = ["AxiReads", "axi_top_cycles", "chunk_requests", "COMMAND", "PROGRAM"]
+
+#: Cycles per command besides the record's read (first beat ``latency`` after
+#: the AR) and the engine's own: the fetcher's states around them.
+COMMAND = 5
+#: Cycles per program besides its commands' (the last NEXT state, the end).
+PROGRAM = 1
+
+
+def chunk_requests(config, cmd):
+    """Per chunk of ``cmd`` (the scheduler's order,
+    :func:`~bertforge.sim.gemm_cycles.chunks`), its read requests as
+    ``(byte address, beats)``."""
+    eb = config.width // 8
+    out = []
+    for chunk in chunks(config, cmd):
+        m0, n0, k0 = chunk["m0"], chunk["n0"], chunk["k0"]
+        words = -(-chunk["n_len"] * 4 // config.mem_bytes)
+        reqs = []
+        if chunk["first"]:
+            if cmd.get("accumulate"):
+                reqs += [(cmd["c_addr"] + (m0 + r) * cmd["c_stride"] + n0 * 4, words)
+                         for r in range(chunk["m_len"])]
+            for flag, key in (("bias", "bias_addr"), ("per_channel", "scale_addr")):
+                if cmd.get(flag):
+                    reqs.append((cmd[key] + n0 * 4, words))
+        a_beats = -(-chunk["k_len"] // config.lanes)
+        reqs += [(cmd["a_addr"] + (m0 + r) * cmd["a_stride"] + k0 * eb, a_beats)
+                 for r in range(chunk["m_len"])]
+        reqs += [(cmd["b_addr"] + (k0 + r) * cmd["b_stride"] + n0 * eb, 1)
+                 for r in range(chunk["k_len"])]
+        out.append(reqs)
+    return out
+
+
+@dataclass
+class AxiReads:
+    """The master and the slave as the engine's memory (see the module
+    doc): ``self(index, ready)`` is the cycle after the last beat of chunk
+    ``index``'s requests, offered from cycle ``ready`` on."""
+
+    config: object
+    requests: list          # per chunk: [(addr, beats)]
+    latency: int
+    max_burst: int = 16
+    max_reads: int = 4
+
+    def __post_init__(self):
+        self.take_free = 0      # the master may take a request (left == 0)
+        self.arm_free = 0       # it may arm a burst (AR not valid)
+        self.r_free = 0         # the next R beat's earliest cycle
+        self.done = []          # per burst: its last beat's cycle
+        self.delivered = []     # per request: its last beat's cycle
+        self.offered = 0        # the engine offers its next request
+
+    def _bursts(self, word, words):
+        page = 4096 // self.config.mem_bytes
+        while words:
+            size = min(words, self.max_burst, page - word % page)
+            yield size
+            word += size
+            words -= size
+
+    def __call__(self, index, ready):
+        mb = self.config.mem_bytes
+        last = None
+        for addr, beats in self.requests[index]:
+            depth = self.max_reads + 1
+            take = max(ready, self.offered, self.take_free)
+            if len(self.delivered) >= depth:
+                take = max(take, self.delivered[-depth] + 1)
+            word, off = divmod(addr, mb)
+            arm = take + 1
+            for size in self._bursts(word, beats + (off != 0)):
+                arm = max(arm, self.arm_free)
+                if len(self.done) >= self.max_reads:
+                    arm = max(arm, self.done[-self.max_reads] + 1)
+                first = max(arm + 1 + self.latency, self.r_free)
+                last = first + size - 1
+                self.r_free = last + 1
+                self.done.append(last)
+                self.arm_free = arm + 2
+                arm += 2
+            self.take_free = arm - 1
+            self.offered = take + 1
+            self.delivered.append(last)
+        return last + 1
+
+
+def axi_top_cycles(config, program, *, latency, max_burst=16, max_reads=4, record_words=None):
+    """Predicted ``cycles`` counter of ``program`` (command dicts, all run)
+    on the AXI top of the staged GEMM engine ``config`` with a slave of read
+    ``latency`` (cycles from the AR handshake to the first beat), one beat a
+    cycle. Returns ``{"cycles", "exact", "bound"}``: exact when every
+    command is compute bound."""
+    from bertforge.rtl.axi_top import record_bytes
+    words = record_words or record_bytes(config) // config.mem_bytes
+    total, exact = PROGRAM, True
+    for cmd in program:
+        memory = AxiReads(config, chunk_requests(config, cmd), latency, max_burst, max_reads)
+        engine = gemm_cycles(config, [cmd], lat=2, memory=memory)
+        exact &= engine["exact"]
+        total += COMMAND + latency + words + engine["cycles"]
+    return {"cycles": total, "exact": exact, "bound": "compute" if exact else "memory"}
