@@ -24,7 +24,9 @@ norm            ``norm_top.py`` (one top for softmax, layernorm or GELU),
 axi             ``driver.py`` (the host driver of the AXI tops: ``load``,
                 ``run``, ``wait``, ``counters`` over any register/memory
                 backend), ``axi_board_tb.py`` (cocotbext-axi testbench of
-                the AXI top, through the driver)
+                the AXI top, through the driver), ``ooc_build.py``
+                (out-of-context ECP5 builds of tops with more ports than
+                pins: ``bench axi``)
 ==============  ===========================================================
 
 Shared: ``targets.py`` (supported boards: amaranth-boards platforms, the

@@ -36,7 +36,8 @@ encoder         ``encoder_sim.py`` (one BERT layer in Verilator, bench),
 axi             ``axi_sim.py`` (the AXI top's Verilog and simulation),
                 ``axi_cli.py`` (``--bus axi4``), ``regs.py`` and
                 ``regs/bertforge.rdl`` (the register map), ``program.py``
-                (the program assembler)
+                (the program assembler), ``axi_bench.py`` (``bench axi``:
+                the AXI tops against the stream engines on the ULX3S 85F)
 ==============  ===========================================================
 
 Shared: ``block.py`` (the descriptor), ``blocks.py`` (the registry),

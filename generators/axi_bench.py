@@ -13,7 +13,7 @@ from bertforge.boards.build import BuildError
 from bertforge.boards.ooc_build import build_out_of_context, out_of_context_sha256
 from bertforge.boards.targets import array_multiply, board
 from .bench import add_bench_out, write_results
-from .board_design import gemm_top_config
+from .gemm_board import gemm_top_config
 from .cli_common import CliError
 
 BLOCK = "axi"

@@ -41,7 +41,9 @@ queue           ``queue_formal.py`` (the stream ``Queue`` of ``rtl/stream.py``)
 host_link       ``host_link_formal.py`` (the boards' UART host link)
 axi             ``axi_formal.py`` (the AXI master's formal properties; its
                 testbench is ``boards/axi_board_tb.py``, as it runs the
-                host driver)
+                host driver), ``axi_fetch_formal.py`` (the AXI top's
+                program fetcher's), ``axi_cycles.py`` (the AXI top's cycle
+                model)
 ==============  ===========================================================
 
 Shared: ``formal.py`` (formal proofs with SymbiYosys: ``Proof``, ``Spec``,
