@@ -49,7 +49,7 @@ def encoder_config(hw, path):
 
 def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, p_req=0, p_data=0,
                     p_wr=0, waves=False, quiet=True, workdir=None, check=True, memory=None,
-                    clock_mhz=100.0):
+                    clock_mhz=100.0, cycles=None):
     """Run a stack of ``layers`` (EncoderLayer, one shape, quantized for
     ``config``) on the harness of ``config``, in one Verilator run, once
     per entry of ``runs``: ``(x, valid)``, layer 0's integer input (S x H)
@@ -63,7 +63,9 @@ def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, 
     ``span`` (previous operation's end to this one's)), ``output`` (the
     layer's int output as the hardware wrote it), ``stages`` and, with
     ``check``, ``match``/``mismatches`` (every stage against the integer
-    golden model run on the hardware's own input of that layer)."""
+    golden model run on the hardware's own input of that layer). ``cycles``:
+    the predicted cycles of the whole run, for its time estimate (refused
+    past the limit, progress when long; see :mod:`bertforge.sim.longrun`)."""
     from bertforge.sim.encoder_run import layer_program, model_program
     layers[0].xq = np.asarray(runs[0][0], dtype=np.int64)
     sdram = () if memory is None or memory.ideal else (memory, clock_mhz)
@@ -83,7 +85,8 @@ def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, 
             "p_data": p_data, "p_wr": p_wr, "read_bytes": regions[0]["read_bytes"],
             "timeout": 50_000_000}
     result = simulate(config, "bertforge.sim.encoder_tb", spec, harness=encoder_harness_verilog,
-                      extra=(abits, *sdram), waves=waves, workdir=workdir, quiet=quiet)
+                      extra=(abits, *sdram), waves=waves, workdir=workdir, quiet=quiet,
+                      cycles=cycles)
     out_runs = []
     for (x, valid), measured in zip(runs, result["runs"]):
         got = measured["image"]
@@ -122,7 +125,8 @@ def _operations(stamps, groups):
 
 
 def simulate_encoder(config, layer, *, mem_latency=1, seed=0, lat_mask=0, p_req=0, p_data=0,
-                     p_wr=0, waves=False, quiet=True, workdir=None, memory=None, clock_mhz=100.0):
+                     p_wr=0, waves=False, quiet=True, workdir=None, memory=None, clock_mhz=100.0,
+                     cycles=None):
     """Run ``layer`` on the harness of ``config`` (:func:`simulate_layers`
     with one layer and one run). Returns a dict: ``cycles``, ``ops``,
     ``match`` (every stage equals the golden model), ``mismatches`` (per
@@ -131,7 +135,7 @@ def simulate_encoder(config, layer, *, mem_latency=1, seed=0, lat_mask=0, p_req=
     result = simulate_layers(config, [layer], [(layer.xq, layer.valid)], mem_latency=mem_latency,
                              seed=seed, lat_mask=lat_mask, p_req=p_req, p_data=p_data, p_wr=p_wr,
                              waves=waves, quiet=quiet, workdir=workdir, memory=memory,
-                             clock_mhz=clock_mhz)
+                             clock_mhz=clock_mhz, cycles=cycles)
     run = result["runs"][0][0]
     reference = encoder_float(layer)
     out = run["golden"]["out"] * layer.scales["out"]
@@ -198,7 +202,8 @@ def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, wa
     result = simulate_encoder(config, layer, mem_latency=hw.mem_latency, seed=seed,
                               lat_mask=3 if stalls else 0, p_req=int(stall * 256),
                               p_data=int(gap * 256), p_wr=int(stall * 256), waves=waves, quiet=quiet,
-                              memory=hw.memory, clock_mhz=hw.clock_mhz)
+                              memory=hw.memory, clock_mhz=hw.clock_mhz,
+                              cycles=prediction["total_cycles"])
     operations = compare_operations(result["ops"], prediction)
     classes = compare_classes(operations)
     total, model_total = result["cycles"], prediction["total_cycles"]

@@ -303,6 +303,22 @@ def test_long_simulation_is_refused_up_front(capsys, monkeypatch):
     assert "--depth must be at most 200" in capsys.readouterr().err
 
 
+def test_long_encoder_simulation_is_refused_up_front(tmp_path, capsys, monkeypatch):
+    """The encoder's simulation (one layer, or ``sim model``'s layers) is
+    estimated from analyze's cycles before anything is built."""
+    monkeypatch.setenv("BERTFORGE_CACHE", str(tmp_path))    # cold: the cold-start speed
+    monkeypatch.setenv("BERTFORGE_MAX_MINUTES", "0.01")    # 0.6 s: refused
+    start = time.monotonic()
+    assert main(["sim", "encoder", "--seq", "32"]) == 2
+    assert time.monotonic() - start < 30
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("bertforge: error: simulating encoder_")
+    assert "cycles at 20,000 cycles/s, the cold-start assumption" in err[0]
+    assert "give --max-minutes" in err[0]
+    assert not list(tmp_path.glob("verilator/*"))                  # nothing was built
+
+
 def test_long_work_says_how_long(tmp_path, monkeypatch, capsys):
     """Past a minute: one line with the estimate and its basis before the
     work (none when quiet, i.e. --json); the time taken is stored for the
