@@ -123,9 +123,10 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
         layer.batch = batch
     runs = [(np.concatenate([qmodel.input(tokens) for tokens in group]),
              len(group[0]) if batch == 1 else [len(tokens) for tokens in group]) for group in groups]
+    run_cycles = prediction["total_cycles"] * prediction["totals"]["layers"] * len(runs)
     simulated = simulate_layers(config, qmodel.layers, runs, mem_latency=hardware.mem_latency,
                                 quiet=quiet, memory=hardware.memory, clock_mhz=hardware.clock_mhz,
-                                cycles=prediction["total_cycles"] * prediction["layers"] * len(runs))
+                                cycles=run_cycles)
     build_seconds = simulated["phases"]["build"]
     sentences, embeddings, references, operations = [], [], [], []
     match = True
