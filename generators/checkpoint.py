@@ -15,7 +15,6 @@ one-line :class:`CheckpointError` otherwise; the weights come back as a
 ``in x out`` (``x @ w``).
 """
 
-import json
 import shutil
 import subprocess
 import sys

@@ -8,7 +8,6 @@ text); this module knows no block and no registry."""
 import functools
 import hashlib
 import json
-import os
 from pathlib import Path
 
 from amaranth.back import verilog

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from .cli_common import CliError
+from .userfiles import check_output
 
 __all__ = ["DOCS", "add_parser", "build_manual", "run_docs", "store_bench"]
 
@@ -30,17 +31,15 @@ def add_parser(commands):
 
 
 def _check_out(out):
-    """``out`` may be new, empty, or a previous build (Sphinx's ``.buildinfo``)."""
-    if out.exists() and not out.is_dir():
-        raise CliError(f"--out {out} is a file, not a directory")
+    """``out`` may be new, empty, or a previous build (Sphinx's ``.buildinfo``);
+    its parent must exist (the build is swapped in from beside it)."""
+    check_output(out, "--out", directory=True)
     if out.is_dir() and any(out.iterdir()) and not (out / ".buildinfo").is_file():
         raise CliError(f"--out {out} is a directory that holds other files and no manual; "
                        "give a new or empty directory")
     parent = out.resolve().parent
     if not parent.is_dir():
         raise CliError(f"--out {out}: its parent directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise CliError(f"--out {out}: cannot write in {parent}")
 
 
 def build_manual(out, *, warnings_are_errors=False):

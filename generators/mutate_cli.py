@@ -159,7 +159,6 @@ def run_mutate(args):
     top, digest = chosen[:-2].rsplit("-", 1)
     original = out / "original.v"
     shutil.copyfile(record / chosen, original)
-    verilog = original.read_text()
     say(f"mutating {top} (run {runs[chosen]} times by the tests; tests took {base_seconds:.0f} s)")
     sampled = [dict(mutate.NONE)] + mutate.mutations(original, top, args.count, args.seed, out / "work")
     document = {"block": args.block, "design": top, "count": args.count, "seed": args.seed,

@@ -205,7 +205,6 @@ SCHEDULER_COMMAND = 5
 
 def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact, emitted=None,
              memory=None):
-    # ``emitted``: :func:`scheduler_offsets` of the chunks (None: not applied).
     """The walk of the module docstring (shared with the sparse engine's
     model) over ``chunks``, chunk ``i`` busy on the array ``busy[i]`` cycles
     after reading ``loads[i]`` beats; ``drain``: cycles from the end of a
@@ -220,6 +219,9 @@ def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact, emitt
     model's dict; ``exact`` only if ``exact`` is given, memory answers a
     beat per cycle after at most :data:`EXACT_MAX_LATENCY` cycles, no chunk
     waited for its data and no block for the writer.
+
+    ``emitted``: :func:`scheduler_offsets` of the chunks (None: not
+    applied); a chunk is not requested before the scheduler has emitted it.
 
     ``memory``: another memory than the harness's, a callable ``(index,
     ready) -> end``: chunk ``index``'s reads may be requested from cycle

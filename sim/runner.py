@@ -69,7 +69,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
 from bertforge.rtl.errors import BertforgeError
+from . import cache
+from .cache import cache_root    # re-exported: the one place caches live
 
 __all__ = ["SimulationError", "cache_root", "cache_dir", "verilator_environment", "is_built", "build", "run",
            "SIMULATORS"]
@@ -107,8 +110,6 @@ class SimulationError(BertforgeError, RuntimeError):
     """The simulator could not be built or did not produce results."""
 
 
-from .cache import cache_root  # noqa: E402  (re-exported: the one place caches live)
-from . import cache  # noqa: E402
 
 
 def cache_dir():

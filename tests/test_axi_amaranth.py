@@ -44,16 +44,13 @@ def run_master(dut, memory, reads, writes, *, seed=0, p=0.3, fail=None, max_cycl
             ready = rng.random() > p
             ctx.set(dut.rd_data.ready, ready)
             await ctx.tick()
-            if ready and ctx.get(dut.rd_data.valid):
-                pass
         ctx.set(dut.rd_data.ready, 0)
         finished["sink"] = True
 
     async def slave(ctx):
-        ar_q, aw_q, r_q, b_q = [], [], [], []
+        aw_q, r_q, b_q = [], [], []
         w_beats = []
         held = {}
-        outstanding_w = 0
         while True:
             # sample, decide readies
             ready = {ch: rng.random() > p for ch in ("ar", "aw", "w")}

@@ -7,7 +7,6 @@ import html
 import json
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
