@@ -24,8 +24,8 @@ from bertforge.boards.butterfly_top import ButterflyTopConfig, run_is_valid
 from bertforge.boards.butterfly_host import butterfly_run_args, run_butterfly
 from bertforge.sim.butterfly_cycles import butterfly_cycles, butterfly_groups
 from bertforge.sim.butterfly_golden import board_golden
-from bertforge.boards.uart_model import (bad_argument_rejected, bridge, corrupt_frame_rejected,
-                                         open_board, save_report)
+from bertforge.boards.uart_model import (bad_argument_rejected, bridge, open_board, run_each,
+                                         save_report)
 
 __all__ = ["board_cycles", "bad_runs"]
 
@@ -69,9 +69,10 @@ async def butterfly_board_runs(dut):
     spec, config, link = await open_board(dut, ButterflyTopConfig)
     engine = config.engine
     runs = load_runs(spec["data"], spec["runs"])
-    report = {"runs": [], "corrupt_rejected": 0, "bad_runs_rejected": []}
+    report = {"bad_runs_rejected": []}
 
-    def one_run(mode, re, im, weights, mult, shift):
+    def one_run(run):
+        mode, re, im, weights, mult, shift = run
         (out_re, out_im), cycles = run_butterfly(
             link, config, mode, re, None if mode == "linear" else im, weights, mult, shift)
         want_re, want_im = board_golden(engine, mode, re, im, weights, mult, shift)
@@ -81,23 +82,17 @@ async def butterfly_board_runs(dut):
                 "match": bool(np.array_equal(out_re, want_re) and np.array_equal(out_im, want_im))}
 
     def session():
-        design, version = link.ping()
-        report["design_id"], report["version"] = design, version
-        for run in runs:
-            if spec.get("corrupt"):
-                report["corrupt_rejected"] += corrupt_frame_rejected(link)
-            report["runs"].append(one_run(*run))
+        run_each(link, spec, report, "runs", runs, one_run)
         for mode, n, groups in bad_runs(config):
             assert not run_is_valid(config, mode, n, groups), (mode, n, groups)
             report["bad_runs_rejected"].append(
                 bad_argument_rejected(link, butterfly_run_args(mode, n, groups)))
-        report["works_after_errors"] = one_run(*runs[0])["match"]
+        report["works_after_errors"] = one_run(runs[0])["match"]
 
     await bridge(session)()
     report["leds"] = int(dut.leds.value)
-    report["match"] = all(r["match"] for r in report["runs"]) and len(report["runs"]) == len(runs)
     report["cycles_match"] = all(r["cycles"] == r["model_cycles"] for r in report["runs"])
-    save_report(spec, report, link, config, len(runs))
+    save_report(spec, report, link, config, "runs", len(runs))
     assert report["cycles_match"], report
     assert report["bad_runs_rejected"] == [True] * len(bad_runs(config)), report
     assert report["works_after_errors"], report

@@ -30,8 +30,8 @@ from bertforge.sim.gemm_cycles import gemm_cycles
 from bertforge.sim.gemm_golden import gemm_golden
 from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles
 from bertforge.sim.sparse_engine_golden import run_sparse_commands
-from bertforge.boards.uart_model import (bad_argument_rejected, board_link, bridge,
-                                         corrupt_frame_rejected, save_report)
+from bertforge.boards.uart_model import (bad_argument_rejected, board_link, bridge, run_each,
+                                         save_report)
 from bertforge.sim.stream_tb import read_spec
 
 
@@ -70,35 +70,30 @@ async def board_gemms(dut):
             flags = dict(flags, pattern=tuple(flags["pattern"]))
         problems.append((data[f"a_{i}"], data[f"b_{i}"], flags))
     link = await board_link(dut, config.divisor, timeout_bytes=4000)
-    report = {"problems": [], "corrupt_rejected": 0, "bad_rejected": []}
+    report = {"bad_rejected": []}
 
     def rejected(command):
         link.write(1, 0, gemm_command_bytes(config, command))
         return bad_argument_rejected(link)
 
-    def session():
-        report["design_id"], report["version"] = link.ping()
-        for a, b, flags in problems:
-            if spec.get("corrupt"):
-                report["corrupt_rejected"] += corrupt_frame_rejected(link)
-            result, cycles = run_gemm(link, config, a, b, **flags)
-            model = board_cycles(config, gemm_board_layout(config, a, b, **flags)[1])
-            report["problems"].append({
-                "shape": [int(s) for s in (*a.shape, b.shape[1])], "cycles": cycles,
+    def one(problem):
+        a, b, flags = problem
+        result, cycles = run_gemm(link, config, a, b, **flags)
+        model = board_cycles(config, gemm_board_layout(config, a, b, **flags)[1])
+        return {"shape": [int(s) for s in (*a.shape, b.shape[1])], "cycles": cycles,
                 "model_cycles": model["cycles"], "model_exact": model["exact"],
-                "match": bool(np.array_equal(result, expected_result(config, a, b, flags)))})
+                "match": bool(np.array_equal(result, expected_result(config, a, b, flags)))}
+
+    def session():
+        run_each(link, spec, report, "problems", problems, one)
         a, b, flags = problems[0]
         _, command = gemm_board_layout(config, a, b, **flags)
         for change in spec["bad"]:
             report["bad_rejected"].append(rejected(dict(command, **change)))
-        result, _ = run_gemm(link, config, a, b, **flags)
-        report["works_after_errors"] = bool(
-            np.array_equal(result, expected_result(config, a, b, flags)))
+        report["works_after_errors"] = one(problems[0])["match"]
 
     await bridge(session)()
-    report["match"] = (len(report["problems"]) == len(problems)
-                       and all(p["match"] for p in report["problems"]))
-    save_report(spec, report, link, config, len(problems))
+    save_report(spec, report, link, config, "problems", len(problems))
     assert report["bad_rejected"] == [True] * len(spec["bad"]), report
     assert report["works_after_errors"], report
     if spec.get("cycles"):

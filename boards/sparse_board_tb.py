@@ -24,8 +24,8 @@ from bertforge.boards.sparse_host import run_sparse, sparse_run_args
 from bertforge.boards.sparse_top import SparseTopConfig
 from bertforge.sim.sparse_cycles import sparse_cycles, nm_tile_beats
 from bertforge.sim.sparse_golden import compress_nm, nm_tile_golden
-from bertforge.boards.uart_model import (bad_argument_rejected, bridge, corrupt_frame_rejected,
-                                         open_board, save_report)
+from bertforge.boards.uart_model import (bad_argument_rejected, bridge, open_board, run_each,
+                                         save_report)
 
 
 def board_cycles(array, beats):
@@ -48,24 +48,20 @@ async def sparse_board_tiles(dut):
     spec, config, link = await open_board(dut, SparseTopConfig)
     array = config.array
     tiles = load_tiles(spec["data"], spec["patterns"])
-    report = {"tiles": [], "corrupt_rejected": 0, "bad_runs_rejected": []}
+    report = {"bad_runs_rejected": []}
 
-    def expected(a, w, n, m):
+    def one_tile(tile):
+        a, w, n, m = tile
+        result, cycles = run_sparse(link, config, a, w, n, m)
+        beats = nm_tile_beats(a.shape[1], n, m)
         values, indices = compress_nm(w, n, m)
-        return nm_tile_golden(array, a, values, indices, n, m)
+        expected = nm_tile_golden(array, a, values, indices, n, m)
+        return {"pattern": f"{n}:{m}", "k": int(a.shape[1]), "beats": beats, "cycles": cycles,
+                "model_cycles": board_cycles(array, beats),
+                "match": bool(np.array_equal(result, expected))}
 
     def session():
-        design, version = link.ping()
-        report["design_id"], report["version"] = design, version
-        for a, w, n, m in tiles:
-            if spec.get("corrupt"):
-                report["corrupt_rejected"] += corrupt_frame_rejected(link)
-            result, cycles = run_sparse(link, config, a, w, n, m)
-            beats = nm_tile_beats(a.shape[1], n, m)
-            report["tiles"].append({
-                "pattern": f"{n}:{m}", "k": int(a.shape[1]), "beats": beats, "cycles": cycles,
-                "model_cycles": board_cycles(array, beats),
-                "match": bool(np.array_equal(result, expected(a, w, n, m)))})
+        run_each(link, spec, report, "tiles", tiles, one_tile)
         for groups, beats in ((0, 1), (1, 0), (1, config.k_max + 1), (config.k_max + 1, 1)):
             report["bad_runs_rejected"].append(
                 bad_argument_rejected(link, sparse_run_args(groups, beats)))
@@ -73,14 +69,11 @@ async def sparse_board_tiles(dut):
         # tile ends at B's last beat or A's last group, so the run finishes.
         report["short_b_cycles"] = link.run(sparse_run_args(config.k_max, 1))
         report["long_b_cycles"] = link.run(sparse_run_args(1, config.k_max))
-        a, w, n, m = tiles[0]
-        result, _ = run_sparse(link, config, a, w, n, m)
-        report["works_after_errors"] = bool(np.array_equal(result, expected(a, w, n, m)))
+        report["works_after_errors"] = one_tile(tiles[0])["match"]
 
     await bridge(session)()
-    report["match"] = all(t["match"] for t in report["tiles"]) and len(report["tiles"]) == len(tiles)
     report["cycles_match"] = all(t["cycles"] == t["model_cycles"] for t in report["tiles"])
-    save_report(spec, report, link, config, len(tiles))
+    save_report(spec, report, link, config, "tiles", len(tiles))
     assert report["cycles_match"], report
     assert report["bad_runs_rejected"] == [True] * 4, report
     assert report["short_b_cycles"] == board_cycles(array, 1), report

@@ -14,34 +14,32 @@ from bertforge.boards.systolic_host import systolic_tile_bytes, systolic_result_
 from bertforge.boards.systolic_top import SystolicTopConfig
 from bertforge.sim.systolic_golden import systolic_golden
 from bertforge.sim.systolic_tb import load_tiles
-from bertforge.boards.uart_model import (bad_argument_rejected, bridge, corrupt_frame_rejected,
-                                         open_board, save_report)
+from bertforge.boards.uart_model import (bad_argument_rejected, bridge, open_board, run_each,
+                                         save_report)
 
 
 @cocotb.test()
 async def board_tiles(dut):
     spec, config, link = await open_board(dut, SystolicTopConfig)
     tiles = load_tiles(spec["data"])
-    report = {"tiles": [], "corrupt_rejected": 0}
+    report = {}
+
+    def one_tile(tile):
+        a, b = tile
+        mem_a, mem_b, k = systolic_tile_bytes(config, a, b)
+        link.write(0, 0, mem_a)
+        link.write(1, 0, mem_b)
+        cycles = link.run(k.to_bytes(2, "little"))
+        rows = a.shape[0] if config.array.dataflow == "os" else k
+        nbytes = config.word_bytes()[2] * rows
+        result = systolic_result_from_bytes(config, link.read(2, 0, nbytes), rows)
+        return {"k": k, "cycles": cycles,
+                "match": bool(np.array_equal(result, systolic_golden(config.array, a, b)))}
 
     def session():
-        design, version = link.ping()
-        report["design_id"], report["version"] = design, version
-        for a, b in tiles:
-            if spec.get("corrupt"):
-                report["corrupt_rejected"] += corrupt_frame_rejected(link)
-            mem_a, mem_b, k = systolic_tile_bytes(config, a, b)
-            link.write(0, 0, mem_a)
-            link.write(1, 0, mem_b)
-            cycles = link.run(k.to_bytes(2, "little"))
-            rows = a.shape[0] if config.array.dataflow == "os" else k
-            nbytes = config.word_bytes()[2] * rows
-            result = systolic_result_from_bytes(config, link.read(2, 0, nbytes), rows)
-            report["tiles"].append({"k": k, "cycles": cycles,
-                                    "match": bool(np.array_equal(result, systolic_golden(config.array, a, b)))})
+        run_each(link, spec, report, "tiles", tiles, one_tile)
         report["k0_rejected"] = bad_argument_rejected(link, (0).to_bytes(2, "little"))
 
     await bridge(session)()
-    report["match"] = all(t["match"] for t in report["tiles"]) and len(report["tiles"]) == len(tiles)
-    save_report(spec, report, link, config, len(tiles))
+    save_report(spec, report, link, config, "tiles", len(tiles))
     assert report.get("k0_rejected"), report

@@ -17,7 +17,7 @@ except ImportError:  # pragma: no cover - older 2.x layouts
     from cocotb._bridge import bridge, resume
 
 __all__ = ["UartModel", "SimTransport", "board_link", "corrupt_frame_rejected",
-           "bad_argument_rejected", "open_board", "save_report", "bridge", "resume"]
+           "bad_argument_rejected", "open_board", "run_each", "save_report", "bridge", "resume"]
 
 
 class UartModel:
@@ -133,11 +133,29 @@ def bad_argument_rejected(link, args=b""):
     return False
 
 
-def save_report(spec, report, link, config, runs):
-    """Add the bytes the host sent over ``link`` to ``report``, write it to
-    the spec's ``result_path``, then assert what every board top must do:
-    answer PING with ``config.design_id``, match the golden model on every
-    run and, when the spec corrupts frames, reject one per run (``runs``)."""
+def run_each(link, spec, report, key, items, one):
+    """From a bridged session: PING the board (its ``design_id`` and
+    ``version`` into ``report``), then ``one(item)`` for each of ``items``,
+    its result (a dict with ``match``) appended to the list ``report[key]``,
+    each after a frame with a bad CRC when the spec corrupts frames
+    (``report["corrupt_rejected"]`` counts those the board refused)."""
+    report["design_id"], report["version"] = link.ping()
+    report[key], report["corrupt_rejected"] = [], 0
+    for item in items:
+        if spec.get("corrupt"):
+            report["corrupt_rejected"] += corrupt_frame_rejected(link)
+        report[key].append(one(item))
+
+
+def save_report(spec, report, link, config, key, runs):
+    """Set ``report["match"]`` (``runs`` results under ``key``, as
+    :func:`run_each` lists them, all matching the golden model), add the
+    bytes the host sent over ``link``, write ``report`` to the spec's
+    ``result_path``, then assert what every board top must do: answer PING
+    with ``config.design_id``, match the golden model on every run and, when
+    the spec corrupts frames, reject one per run."""
+    results = report[key]
+    report["match"] = len(results) == runs and all(r["match"] for r in results)
     report["bytes_sent"] = link.transport.sent
     with open(spec["result_path"], "w") as f:
         json.dump(report, f)

@@ -5,6 +5,7 @@ build-plan check on every board, the stand-in serial board behind
 
 import json
 
+import numpy as np
 import pytest
 
 from amaranth.back import verilog
@@ -19,13 +20,16 @@ from bertforge.sim import runner
 __all__ = ["run_board_top", "check_build_plan", "FakeBoard", "cli_error", "save_build_report"]
 
 
-def run_board_top(tmp_path, top, config, testbench, **spec):
+def run_board_top(tmp_path, top, config, testbench, arrays, **spec):
     """Emit ``top`` (its ``config``) and run ``bertforge.boards.<testbench>``
-    on it in Verilator with ``config.to_dict()`` and ``spec``; the run must
+    on it in Verilator with ``config.to_dict()``, ``arrays`` (name -> array,
+    saved as the spec's ``data``, an ``.npz``) and ``spec``; the run must
     pass. Returns the testbench's results."""
+    np.savez(tmp_path / "data.npz", **arrays)
     text = verilog.convert(top, name=config.name, emit_src=False)
     result = runner.run(text, config.name, f"bertforge.boards.{testbench}",
-                        {"config": config.to_dict(), **spec}, workdir=tmp_path / "sim")
+                        {"config": config.to_dict(), "data": str(tmp_path / "data.npz"), **spec},
+                        workdir=tmp_path / "sim")
     assert result["passed"], result["log"]
     return result
 

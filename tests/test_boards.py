@@ -139,9 +139,8 @@ def test_board_top_over_uart_in_verilator(dataflow, stages, cell, tmp_path):
         tiles[f"b_{t}"] = rng.integers(-128, 128, shape_b)
     tiles["a_0"][:] = -128
     tiles["b_0"][:] = -128
-    np.savez(tmp_path / "tiles.npz", **tiles)
-    result = run_board_top(tmp_path, SystolicBoardTop(config), config, "systolic_board_tb",
-                           data=str(tmp_path / "tiles.npz"), corrupt=True)
+    result = run_board_top(tmp_path, SystolicBoardTop(config), config, "systolic_board_tb", tiles,
+                           corrupt=True)
     assert result["match"] and result["corrupt_rejected"] == 3 and result["k0_rejected"]
     assert result["design_id"] == SYSTOLIC.design_id
     assert [t["match"] for t in result["tiles"]] == [True] * 3
@@ -356,9 +355,8 @@ def test_gemm_board_top_over_uart_in_verilator(dataflow, rows, cols, ice40, tmp_
         flags.append(flag)
     arrays["a_2"][0] = 127
     arrays["b_2"][:, 0] = 127   # C[0, 0] saturates the int8 output
-    np.savez(tmp_path / "data.npz", **arrays)
-    result = run_board_top(tmp_path, GemmBoardTop(config), config, "gemm_board_tb",
-                           data=str(tmp_path / "data.npz"), flags=flags, corrupt=True,
+    result = run_board_top(tmp_path, GemmBoardTop(config), config, "gemm_board_tb", arrays,
+                           flags=flags, corrupt=True,
                            bad=[{"m": 0}, {"c_addr": (1 << engine.addr_width) - 4}], cycles=True)
     assert result["design_id"] == GEMM.design_id
     assert [p["match"] for p in result["problems"]] == [True] * 3

@@ -189,9 +189,8 @@ def test_butterfly_board_top_over_uart_in_verilator(tmp_path):
     reply cycles = :func:`board_cycles`; bad RUNs answered BAD_ARGUMENT; then
     a good run; LEDs idle, done, bad frame seen."""
     runs, arrays = _random_runs(np.random.default_rng(11))
-    np.savez(tmp_path / "runs.npz", **arrays)
     result = run_board_top(tmp_path, ButterflyBoardTop(CONFIG), CONFIG, "butterfly_board_tb",
-                           data=str(tmp_path / "runs.npz"), runs=runs, corrupt=True)
+                           arrays, runs=runs, corrupt=True)
     assert result["design_id"] == BUTTERFLY.design_id == 7
     done = result["runs"]
     assert [r["match"] for r in done] == [True] * len(runs)

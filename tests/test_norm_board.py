@@ -70,9 +70,8 @@ def test_norm_board_top_over_uart_in_verilator(design, tmp_path):
     each (rejected, the link goes on), two bad RUNs rejected, then a good one."""
     unit, arrays, problems = CASES[design](np.random.default_rng(11))
     config = norm_top(unit, divisor=4, depth=128)
-    np.savez(tmp_path / "data.npz", **arrays)
-    result = run_board_top(tmp_path, NormBoardTop(config), config, "norm_board_tb",
-                           data=str(tmp_path / "data.npz"), problems=problems, corrupt=True)
+    result = run_board_top(tmp_path, NormBoardTop(config), config, "norm_board_tb", arrays,
+                           problems=problems, corrupt=True)
     assert result["design_id"] == BLOCKS[design].board.design_id
     assert [run["match"] for run in result["runs"]] == [True] * 3, result["runs"]
     assert result["corrupt_rejected"] == 3 and result["bad_rejected"] == 2

@@ -116,9 +116,8 @@ def test_sparse_board_top_over_uart_in_verilator(array, tmp_path):
             a, w = rng.integers(-128, 128, (2, k)), rng.integers(-128, 128, (k, 3))
         arrays[f"a_{t}"], arrays[f"w_{t}"] = a, prune_nm(w, n, m)
         patterns.append([n, m])
-    np.savez(tmp_path / "tiles.npz", **arrays)
-    result = run_board_top(tmp_path, SparseBoardTop(config), config, "sparse_board_tb",
-                           data=str(tmp_path / "tiles.npz"), patterns=patterns, corrupt=True)
+    result = run_board_top(tmp_path, SparseBoardTop(config), config, "sparse_board_tb", arrays,
+                           patterns=patterns, corrupt=True)
     assert result["design_id"] == SPARSE.design_id == 6
     tiles = result["tiles"]
     assert [t["match"] for t in tiles] == [True] * len(cases)

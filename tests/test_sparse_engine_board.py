@@ -241,11 +241,9 @@ def test_sparse_engine_board_top_over_uart_in_verilator(tmp_path):
     arrays["b_2"][:, 0], arrays["b_2"][:, 1] = 127, -128     # C saturates to 127 and -128
     arrays["a_4"][:] = -128
     arrays["b_4"] = prune_nm(np.full((12, 4), -128), 1, 4)
-    np.savez(tmp_path / "data.npz", **arrays)
     bad = [{"pat_m": 3}, {"pat_n": 0}, {"pat_n": 5}, {"idx_addr": (1 << ENGINE.addr_width) - 1}]
-    result = run_board_top(tmp_path, GemmBoardTop(config), config, "gemm_board_tb",
-                           data=str(tmp_path / "data.npz"), flags=flags, corrupt=True, bad=bad,
-                           cycles=True)
+    result = run_board_top(tmp_path, GemmBoardTop(config), config, "gemm_board_tb", arrays,
+                           flags=flags, corrupt=True, bad=bad, cycles=True)
     problems = result["problems"]
     assert result["design_id"] == SPARSE_ENGINE.design_id
     assert [p["match"] for p in problems] == [True] * len(cases)
