@@ -121,6 +121,13 @@ QUALITY_COLUMNS = (("cos mean", "cosine_mean", "{:.4f}"), ("cos min", "cosine_mi
                    ("spearman", lambda r: "-" if r["spearman"] is None else f"{r['spearman']:.4f}"))
 
 
+def quality_note(checkpoint):
+    """The bench tables' note on what the :data:`QUALITY_COLUMNS` measure."""
+    return (f"{Path(str(checkpoint)).name}: evaluation sentences "
+            "(generators/data/evaluation.txt); cosine of each sentence embedding against the "
+            "float64 model; spearman of the pairwise similarities")
+
+
 def quality(got, ref):
     """Cosine mean and min of each row against the reference, and the
     Spearman correlation of the pairwise similarities."""
@@ -262,9 +269,7 @@ def write_bench_precisions(out, checkpoint, rows):
                     ("sent/s b8", "sentences_per_s_b8", "{:.2f}"),
                     ("source", "source", "{}"))
     write_results(out, "model-precision", rows, table, "bertforge bench model --precision", notes=[
-        f"{Path(str(checkpoint)).name}: evaluation sentences (generators/data/evaluation.txt), "
-        "calibration on generators/data/calibration.txt only; cosine and spearman against the "
-        "float64 model",
+        quality_note(checkpoint), "calibration on generators/data/calibration.txt only",
         "bytes/sentence: compulsory traffic of one sentence through all layers (each operand "
         "read once, each result written once), weights included",
         "sent/s: a roofline from the IDEAL-memory model (not yet the memory-aware model of "

@@ -278,7 +278,7 @@ def write_bench_model(out, checkpoint, results):
     """``bench.json``, ``bench.md`` and ``similarity.png`` of :func:`encode`
     results (one per hardware config); 0 if every run was bit-exact."""
     from .bench import columns, write_results
-    from .lowbit import QUALITY_COLUMNS
+    from .lowbit import QUALITY_COLUMNS, quality_note
     rows, pictures = [], []
     for result in results:
         texts = result["texts"]
@@ -303,9 +303,7 @@ def write_bench_model(out, checkpoint, results):
                     ("build s", "build_seconds", "{:.0f}"), ("run s", "sim_seconds", "{:.0f}"),
                     ("total s", "seconds", "{:.0f}"))
     write_results(out, "model", rows, table, "bertforge bench model", notes=[
-        f"{Path(str(checkpoint)).name}: evaluation sentences "
-        "(generators/data/evaluation.txt); cosine of each sentence embedding against the float64 "
-        "model; spearman of the pairwise similarities; match = every layer bit-exact",
+        quality_note(checkpoint), "match = every layer bit-exact",
         "build s = Verilator build (0 when cached), run s = the one Verilator run of every "
         "sentence through all layers, total s = wall time with calibration and golden checks"])
     _plot(Path(out) / "similarity.png", pictures)
