@@ -57,18 +57,13 @@ def bad_runs(config):
             (1, n_max, config.depth // n_max + 1)]
 
 
-def load_runs(path, runs):
-    with np.load(path) as data:
-        return [(run["mode"], data[f"x_re_{t}"], data[f"x_im_{t}"],
-                 data[f"w_{t}"] if run["mode"] == "linear" else None,
-                 run.get("mult", 1), run.get("shift", 0)) for t, run in enumerate(runs)]
-
-
 @cocotb.test()
 async def butterfly_board_runs(dut):
-    spec, config, link = await open_board(dut, ButterflyTopConfig)
+    spec, config, data, link = await open_board(dut, ButterflyTopConfig)
     engine = config.engine
-    runs = load_runs(spec["data"], spec["runs"])
+    runs = [(run["mode"], data[f"x_re_{t}"], data[f"x_im_{t}"],
+             data[f"w_{t}"] if run["mode"] == "linear" else None,
+             run.get("mult", 1), run.get("shift", 0)) for t, run in enumerate(spec["runs"])]
     report = {"bad_runs_rejected": []}
 
     def one_run(run):

@@ -30,9 +30,8 @@ from bertforge.sim.gemm_cycles import gemm_cycles
 from bertforge.sim.gemm_golden import gemm_golden
 from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles
 from bertforge.sim.sparse_engine_golden import run_sparse_commands
-from bertforge.boards.uart_model import (bad_argument_rejected, board_link, bridge, run_each,
+from bertforge.boards.uart_model import (bad_argument_rejected, bridge, open_board, run_each,
                                          save_report)
-from bertforge.sim.stream_tb import read_spec
 
 
 def board_cycles(config, command):
@@ -61,15 +60,12 @@ def expected_result(config, a, b, flags):
 
 @cocotb.test()
 async def board_gemms(dut):
-    spec = read_spec()
-    config = GemmTopConfig.from_dict(spec["config"])
-    data = np.load(spec["data"])
+    spec, config, data, link = await open_board(dut, GemmTopConfig, timeout_bytes=4000)
     problems = []
     for i, flags in enumerate(spec["flags"]):
         if "pattern" in flags:
             flags = dict(flags, pattern=tuple(flags["pattern"]))
         problems.append((data[f"a_{i}"], data[f"b_{i}"], flags))
-    link = await board_link(dut, config.divisor, timeout_bytes=4000)
     report = {"bad_rejected": []}
 
     def rejected(command):

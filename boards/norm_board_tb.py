@@ -24,9 +24,8 @@ from bertforge.boards.uart_model import (bad_argument_rejected, bridge, open_boa
 
 @cocotb.test()
 async def board_stream(dut):
-    spec, config, link = await open_board(dut, NormTopConfig, timeout_bytes=4000)
+    spec, config, arrays, link = await open_board(dut, NormTopConfig, timeout_bytes=4000)
     design = config.design
-    arrays = np.load(spec["data"])
     report = {"bad_rejected": 0}
     held = {}   # LayerNorm: the gamma/beta the unit holds
 

@@ -37,17 +37,12 @@ def board_cycles(array, beats):
     return sparse_cycles(array, [beats]) + 1
 
 
-def load_tiles(path, patterns):
-    with np.load(path) as data:
-        return [(data[f"a_{t}"], data[f"w_{t}"], int(n), int(m))
-                for t, (n, m) in enumerate(patterns)]
-
-
 @cocotb.test()
 async def sparse_board_tiles(dut):
-    spec, config, link = await open_board(dut, SparseTopConfig)
+    spec, config, data, link = await open_board(dut, SparseTopConfig)
     array = config.array
-    tiles = load_tiles(spec["data"], spec["patterns"])
+    tiles = [(data[f"a_{t}"], data[f"w_{t}"], int(n), int(m))
+             for t, (n, m) in enumerate(spec["patterns"])]
     report = {"bad_runs_rejected": []}
 
     def one_tile(tile):

@@ -20,8 +20,8 @@ from bertforge.boards.uart_model import (bad_argument_rejected, bridge, open_boa
 
 @cocotb.test()
 async def board_tiles(dut):
-    spec, config, link = await open_board(dut, SystolicTopConfig)
-    tiles = load_tiles(spec["data"])
+    spec, config, data, link = await open_board(dut, SystolicTopConfig)
+    tiles = load_tiles(data)
     report = {}
 
     def one_tile(tile):

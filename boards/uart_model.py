@@ -5,6 +5,7 @@ a ``bridge``-d thread."""
 import json
 
 import cocotb
+import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
 
@@ -100,13 +101,16 @@ async def board_link(dut, divisor, timeout_bytes=200):
 
 
 async def open_board(dut, config_class, timeout_bytes=200):
-    """``(spec, config, link)``: the run's spec
+    """``(spec, config, data, link)``: the run's spec
     (:func:`~bertforge.sim.stream_tb.read_spec`), its board top config (a
-    ``config_class`` from the spec's dict) and a :func:`board_link` to the
-    top."""
+    ``config_class`` from the spec's dict), the arrays of the spec's
+    ``data`` (an ``.npz``; a dict name -> array) and a :func:`board_link`
+    to the top."""
     spec = read_spec()
     config = config_class.from_dict(spec["config"])
-    return spec, config, await board_link(dut, config.divisor, timeout_bytes)
+    with np.load(spec["data"]) as saved:
+        data = dict(saved)
+    return spec, config, data, await board_link(dut, config.divisor, timeout_bytes)
 
 
 def corrupt_frame_rejected(link):

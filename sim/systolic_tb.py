@@ -26,10 +26,10 @@ from bertforge.sim.systolic_golden import operands_from_words, result_words, sys
 from bertforge.sim.stream_tb import finish, StreamDriver, StreamMonitor, StreamTB, read_spec
 
 
-def load_tiles(path):
-    with np.load(path) as data:
-        count = len([key for key in data.files if key.startswith("a_")])
-        return [(data[f"a_{t}"], data[f"b_{t}"]) for t in range(count)]
+def load_tiles(data):
+    """``(a, b)`` per tile of ``data`` (name -> array: ``a_0, b_0, a_1, ...``)."""
+    count = len([key for key in data if key.startswith("a_")])
+    return [(data[f"a_{t}"], data[f"b_{t}"]) for t in range(count)]
 
 
 def systolic_beats(config, tiles):
@@ -56,7 +56,8 @@ def systolic_beats(config, tiles):
 async def systolic_tiles(dut):
     spec = read_spec()
     config = SystolicConfig(**spec["config"])
-    tiles = load_tiles(spec["data"])
+    with np.load(spec["data"]) as data:
+        tiles = load_tiles(data)
     a_beats, b_beats, ks = systolic_beats(config, tiles)
     expected = [result_words(config, systolic_golden(config, operands_from_words(config, a),
                                                      operands_from_words(config, b)))
