@@ -150,22 +150,10 @@ class SparseOutputStationaryPE(_PE):
         self.result_valid = sig("result_valid", flag=True)
 
     def add_to(self, m):
-        arith = self.arith
-        picked = self._signal("picked", arith.operand_shape)
-        acc = self._signal("acc", arith.acc_shape, flag=True)
-        total = self._signal("total", arith.acc_shape)
+        picked = self._signal("picked", self.arith.operand_shape)
         m.d.comb += picked.eq(self.win_in[self.idx_in])
-        product, product_valid, product_last = self._staged_product(
-            m, picked, self.w_in, self.valid_in, self.valid_in & self.last_in)
-        m.d.sync += [
-            self.win_out.eq(self.win_in),
-            self.w_out.eq(self.w_in),
-            self.idx_out.eq(self.idx_in),
-            self.valid_out.eq(self.valid_in),
-            self.last_out.eq(self.last_in),
-            self.result_valid.eq(product_last),
-        ]
-        self._accumulate(m, acc, total, product, product_valid, product_last)
+        self._output_stationary(m, picked, self.w_in, [
+            (self.win_out, self.win_in), (self.w_out, self.w_in), (self.idx_out, self.idx_in)])
 
 
 class SparseArray(wiring.Component):

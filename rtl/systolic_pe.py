@@ -40,12 +40,24 @@ class _PE:
             valid, last = valid_reg, last_reg
         return product, valid, last
 
-    def _accumulate(self, m, acc, total, product, valid, last):
-        """``total = arith.accumulate(acc, product)`` (a saturating add, or a
-        rounded binary32 add); a ``valid`` product is added to
-        ``acc``, and a ``last`` one moves the sum to ``result`` and restarts
-        ``acc`` at zero."""
-        m.d.comb += total.eq(self.arith.accumulate(m, acc, product))
+    def _output_stationary(self, m, a, b, moving):
+        """The output-stationary PEs' logic: ``a * b`` for each valid beat
+        (:meth:`_staged_product`); ``total = arith.accumulate(acc, product)``
+        (a saturating add, or a rounded binary32 add); a valid product is
+        added to ``acc``, and a ``last`` one moves the sum to ``result``
+        (``result_valid`` pulses) and restarts ``acc`` at zero. The
+        ``moving`` ``(out, in)`` pairs and the valid and last flags are
+        registered one cycle on."""
+        arith = self.arith
+        product, valid, last = self._staged_product(
+            m, a, b, self.valid_in, self.valid_in & self.last_in)
+        acc = self._signal("acc", arith.acc_shape, flag=True)
+        total = self._signal("total", arith.acc_shape)
+        m.d.sync += [*(out.eq(value) for out, value in moving),
+                     self.valid_out.eq(self.valid_in),
+                     self.last_out.eq(self.last_in),
+                     self.result_valid.eq(last)]
+        m.d.comb += total.eq(arith.accumulate(m, acc, product))
         with m.If(valid):
             m.d.sync += acc.eq(Mux(last, 0, total))
         with m.If(last):
@@ -79,19 +91,8 @@ class OutputStationaryPE(_PE):
         self.result_valid = self._signal("result_valid", flag=True)
 
     def add_to(self, m):
-        arith = self.arith
-        product, product_valid, product_last = self._staged_product(
-            m, self.a_in, self.b_in, self.valid_in, self.valid_in & self.last_in)
-        acc = self._signal("acc", arith.acc_shape, flag=True)
-        total = self._signal("total", arith.acc_shape)
-        m.d.sync += [
-            self.a_out.eq(self.a_in),
-            self.b_out.eq(self.b_in),
-            self.valid_out.eq(self.valid_in),
-            self.last_out.eq(self.last_in),
-            self.result_valid.eq(product_last),
-        ]
-        self._accumulate(m, acc, total, product, product_valid, product_last)
+        self._output_stationary(m, self.a_in, self.b_in,
+                                [(self.a_out, self.a_in), (self.b_out, self.b_in)])
 
 
 class WeightStationaryPE(_PE):
