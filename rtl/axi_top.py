@@ -175,8 +175,7 @@ class AxiGemmTop(wiring.Component):
                      regs.status_error.eq(code != 0), regs.status_error_code.eq(code),
                      regs.pc_count.eq(pc),
                      regs.irq_status_done_set.eq(end_ok), regs.irq_status_error_set.eq(end_error),
-                     self.irq.eq((regs.irq_status_done & regs.irq_enable_done)
-                                 | (regs.irq_status_error & regs.irq_enable_error))]
+                     self.irq.eq(regs.irq)]
 
         # Memory: the fetcher's reads while it fetches, else the engine's.
         layout = record_layout(self.config)
