@@ -249,7 +249,7 @@ class AxiGemmTop(wiring.Component):
                     finished, failed = engine.done.valid, engine.done.payload.error
                 with m.If(finished):
                     with m.If(failed):
-                        self.rejected(m, rejected, finish)
+                        self.reject(m, rejected, finish)
                     with m.Else():
                         m.next = "DRAIN"
             with m.State("DRAIN"):
@@ -303,7 +303,7 @@ class AxiGemmTop(wiring.Component):
             finish(ERR_BAD_OPCODE)
 
     @staticmethod
-    def rejected(m, rejected, finish):
+    def reject(m, rejected, finish):
         """In the ``RUN`` state, when the engine rejects its command: drain
         its reads and writes (``DRAIN``), then end with ``ERR_REJECTED``
         (or the bus error that came first)."""

@@ -88,10 +88,10 @@ class FetchTop(AxiGemmTop):
         with m.Elif(opcode == OP_RUN):
             m.next = "ISSUE"
 
-    def rejected(self, m, rejected, finish):
+    def reject(self, m, rejected, finish):
         if self.fault == "reject_no_drain":
             return finish(ERR_REJECTED)
-        return super().rejected(m, rejected, finish)
+        return super().reject(m, rejected, finish)
 
     def drained(self, master):
         return 1 if self.fault == "no_drain" else master.idle
