@@ -23,7 +23,10 @@ norm            ``norm_top.py`` (one top for softmax, layernorm or GELU),
                 ``norm_host.py``, ``norm_board_tb.py``
 axi             ``driver.py`` (the host driver of the AXI tops: ``load``,
                 ``run``, ``wait``, ``counters`` over any register/memory
-                backend), ``axi_board_tb.py`` (cocotbext-axi testbench of
+                backend; ``DevMem``, the ``/dev/mem`` one),
+                ``devmem_fake.py`` (a file and a thread standing in for a
+                board's ``/dev/mem``, for the docs' example),
+                ``axi_board_tb.py`` (cocotbext-axi testbench of
                 the AXI top, through the driver), ``ooc_build.py``
                 (out-of-context ECP5 builds of tops with more ports than
                 pins: ``bench axi``)

@@ -5,7 +5,7 @@ It works over any *backend* with four methods: ``read32(addr)`` and
 ``write32(addr, value)`` on the register file (byte offsets), and
 ``read_block(addr, length)`` / ``write_block(addr, data)`` on the memory
 the accelerator reads and writes. :class:`Driver` calls them as plain
-methods (``/dev/mem`` or PYNQ ``MMIO``, a UART bridge); :class:`AsyncDriver`
+methods (:class:`DevMem` over ``/dev/mem``, PYNQ ``MMIO``, a UART bridge); :class:`AsyncDriver`
 awaits them (the cocotb AXI-Lite master of the testbench,
 :mod:`bertforge.boards.axi_board_tb`). Both run the same steps: each operation is a
 generator that yields the backend calls it needs.
@@ -15,11 +15,15 @@ The register offsets and fields come from the compiled register map
 the bytes that :func:`bertforge.generators.program.assemble` writes.
 """
 
+import mmap
+import os
+import time
+
 from bertforge.rtl.axi_regmap import REGISTERS
 from bertforge.rtl.axi_top import ERROR_CODES
 from bertforge.rtl.errors import BertforgeError
 
-__all__ = ["Driver", "AsyncDriver", "REG", "COUNTERS", "ProgramError", "field"]
+__all__ = ["Driver", "AsyncDriver", "DevMem", "REG", "COUNTERS", "ProgramError", "field"]
 
 #: Register byte offsets by name.
 REG = {reg["name"]: reg["offset"] for reg in REGISTERS}
@@ -69,8 +73,10 @@ def _run(irq):
     yield ("write32", REG["CTRL"], _mask("CTRL", "start"))
 
 
-def _wait(polls):
-    for _ in range(polls):
+def _wait(polls, interval=0):
+    for index in range(polls):
+        if index and interval:
+            yield ("sleep", interval)
         status = yield ("read32", REG["STATUS"])
         if not field("STATUS", "busy", status) and field("STATUS", "done", status):
             code = field("STATUS", "error_code", status)
@@ -118,7 +124,8 @@ class Driver:
         try:
             op = next(steps)
             while True:
-                op = steps.send(getattr(self.backend, op[0])(*op[1:]))
+                call = time.sleep if op[0] == "sleep" else getattr(self.backend, op[0])
+                op = steps.send(call(*op[1:]))
         except StopIteration as stop:
             return stop.value
 
@@ -134,10 +141,11 @@ class Driver:
         """Clear the interrupt status, enable the interrupt (``irq``) and start."""
         return self._drive(_run(irq))
 
-    def wait(self, polls=100_000):
-        """Poll STATUS until the program ends; returns the commands run, or
-        raises :class:`ProgramError` with the error code."""
-        return self._drive(_wait(polls))
+    def wait(self, polls=100_000, interval=0.0):
+        """Poll STATUS until the program ends (at most ``polls`` times,
+        ``interval`` seconds apart); returns the commands run, or raises
+        :class:`ProgramError` with the error code."""
+        return self._drive(_wait(polls, interval))
 
     def counters(self):
         """The performance counters, by lower-case name."""
@@ -169,3 +177,54 @@ class AsyncDriver(Driver):
 
     async def counters(self):
         return await self._drive(_counters())
+
+
+class DevMem:
+    """The driver's backend on a Linux SoC through ``/dev/mem`` (as root):
+    the register page at physical ``regs_base`` and a buffer of
+    ``buf_size`` bytes at physical ``buf_base`` (DRAM kept from Linux, e.g. a
+    ``reserved-memory`` node with ``no-map``), both mapped with ``mmap``;
+    ``O_SYNC`` makes the mappings uncached. Block addresses are physical
+    (the accelerator's own), inside the buffer. Registers are read and
+    written as whole aligned 32-bit words. ``path``: the device (another
+    file in the tests).
+    """
+
+    def __init__(self, regs_base, buf_base, buf_size, *, path="/dev/mem"):
+        self.buf_base, self.buf_size = buf_base, buf_size
+        fd = os.open(path, os.O_RDWR | os.O_SYNC)
+        try:
+            self._regs_map = mmap.mmap(fd, mmap.PAGESIZE, offset=regs_base)
+            self._buf_map = mmap.mmap(fd, buf_size, offset=buf_base)
+        finally:
+            os.close(fd)
+        self.regs = memoryview(self._regs_map).cast("I")
+        #: The buffer as bytes (numpy: ``np.frombuffer(dev.buf, np.uint8)``).
+        self.buf = memoryview(self._buf_map)
+
+    def _offset(self, addr, length):
+        offset = addr - self.buf_base
+        if not 0 <= offset <= self.buf_size - length:
+            raise BertforgeError(f"{length} bytes at {addr:#x} are outside the buffer "
+                                 f"({self.buf_base:#x}, {self.buf_size} bytes)")
+        return offset
+
+    def read32(self, addr):
+        return self.regs[addr >> 2]
+
+    def write32(self, addr, value):
+        self.regs[addr >> 2] = value
+
+    def read_block(self, addr, length):
+        offset = self._offset(addr, length)
+        return bytes(self.buf[offset:offset + length])
+
+    def write_block(self, addr, data):
+        offset = self._offset(addr, len(data))
+        self.buf[offset:offset + len(data)] = data
+
+    def close(self):
+        self.regs.release()
+        self.buf.release()
+        self._regs_map.close()
+        self._buf_map.close()

@@ -189,6 +189,10 @@ BLOCKS = {block.name: block for block in [
         proofs=_sim("host_link_formal:host_link_proofs"),
     ),
     Block(
+        name="axi_regs", help="the AXI4-Lite register file (rtl/axi_regs.py), for prove",
+        proofs=_sim("axi_regs_formal:axi_regs_proofs"),
+    ),
+    Block(
         name="boards", help="largest systolic array per board; sizes 2x2..16x16 on ULX3S",
         bench_help="largest systolic array per board; sizes 2x2..16x16 on ULX3S",
         add_bench_args=_gen("board_bench:add_bench_args"), bench=_gen("board_bench:run_bench"),

@@ -12,6 +12,10 @@ offset and fields with a kind. Each field becomes a port named
 - ``w1c``: ``In(1)`` ``{register}_{field}_set`` sets it, ``Out(1)`` its value;
   writing 1 clears it (a set in the same cycle wins).
 
+With an ``IRQ_STATUS`` and an ``IRQ_ENABLE`` register in the map, ``irq``
+is high while a status field and the enable field of the same name are
+both set.
+
 The slave answers every access OKAY (unmapped addresses read 0, writes to
 them are ignored), honours ``WSTRB`` byte by byte, and takes AW and W
 together: ``awready = wready`` is high for one cycle when both are valid
@@ -69,6 +73,14 @@ class AxiLiteRegisters(wiring.Component):
         self.addr_width = check_int("addr_width", addr_width, minimum=max(need, 3), maximum=64)
         self.axi_names = list(axi_lite_members("s_axi", addr_width=addr_width))
         members = axi_lite_members("s_axi", addr_width=addr_width)
+        by_name = {reg["name"]: reg for reg in registers}
+        #: ``(status port, enable port)`` name pairs that raise ``irq``.
+        self.irq_pairs = [(field_port(by_name["IRQ_STATUS"], f),
+                           field_port(by_name["IRQ_ENABLE"], f))
+                          for f in by_name.get("IRQ_STATUS", {"fields": ()})["fields"]
+                          if "IRQ_ENABLE" in by_name]
+        if self.irq_pairs:
+            members["irq"] = Out(1)
         for reg in registers:
             for f in reg["fields"]:
                 name, kind = field_port(reg, f), f["kind"]
@@ -127,6 +139,9 @@ class AxiLiteRegisters(wiring.Component):
                     setter = getattr(self, field_port(reg, f) + "_set")
                     cleared = port & ~(hit.replicate(f["width"]) & wbits[lo:hi])
                     m.d.sync += port.eq(cleared | setter)
+        if self.irq_pairs:
+            m.d.comb += self.irq.eq(Cat(getattr(self, status) & getattr(self, enable)
+                                        for status, enable in self.irq_pairs).any())
         return m
 
     def _read_value(self, reg):

@@ -24,7 +24,9 @@ running command has finished. It ends with ``STATUS.done``, the error code
 (:data:`ERROR_CODES`; 0 none) and ``IRQ_STATUS.done`` or ``.error``;
 ``irq`` is high while an enabled status bit is set. An error response on
 the bus, a bad opcode or a rejected command never hangs it: the engine
-finishes the command it has (with the bad data), then the program ends.
+finishes the command it has (with the bad data), every read and write it
+asked for is answered (``DRAIN``, a rejected command's too), then the
+program ends, and the next start runs a program from a clean state.
 """
 
 from amaranth.hdl import Cat, Module, Signal
@@ -132,9 +134,10 @@ class AxiGemmTop(wiring.Component):
             **axi_lite_members("s_axi", addr_width=8),
             "irq": Out(1),
         })
-        #: A program runs; its program counter (records done).
+        #: A program runs; its program counter (records done); its error code.
         self.busy = Signal(name="busy")
         self.pc = Signal(16, name="pc")
+        self.code = Signal(4, name="code")
 
     def elaborate(self, platform):
         m = Module()
@@ -158,7 +161,7 @@ class AxiGemmTop(wiring.Component):
         # Program state.
         busy = self.busy
         done = Signal()
-        code = Signal(4)
+        code = self.code
         pc = self.pc
         abort = Signal()
         fetching = Signal()
@@ -167,12 +170,12 @@ class AxiGemmTop(wiring.Component):
         base = Cat(regs.prog_base_lo_addr, regs.prog_base_hi_addr)[:cfg.addr_width]
         end_ok = Signal()
         end_error = Signal()
+        rejected = Signal()     # the engine rejected the running command
         m.d.comb += [regs.status_busy.eq(busy), regs.status_done.eq(done),
                      regs.status_error.eq(code != 0), regs.status_error_code.eq(code),
                      regs.pc_count.eq(pc),
                      regs.irq_status_done_set.eq(end_ok), regs.irq_status_error_set.eq(end_error),
-                     self.irq.eq((regs.irq_status_done & regs.irq_enable_done)
-                                 | (regs.irq_status_error & regs.irq_enable_error))]
+                     self.irq.eq(regs.irq)]
 
         # Memory: the fetcher's reads while it fetches, else the engine's.
         layout = record_layout(self.config)
@@ -206,7 +209,7 @@ class AxiGemmTop(wiring.Component):
             with m.State("IDLE"):
                 with m.If(regs.ctrl_start):
                     m.d.sync += [busy.eq(1), done.eq(0), code.eq(0), pc.eq(0), abort.eq(0),
-                                 fetch_addr.eq(base), master.error_clear.eq(1)]
+                                 rejected.eq(0), fetch_addr.eq(base), master.error_clear.eq(1)]
                     m.next = "NEXT"
             with m.State("NEXT"):
                 with m.If(abort):
@@ -246,13 +249,15 @@ class AxiGemmTop(wiring.Component):
                     finished, failed = engine.done.valid, engine.done.payload.error
                 with m.If(finished):
                     with m.If(failed):
-                        finish(ERR_REJECTED)
+                        self.reject(m, rejected, finish)
                     with m.Else():
                         m.next = "DRAIN"
             with m.State("DRAIN"):
                 with m.If(self.drained(master)):
                     with m.If(master.error != 0):
                         finish(master.error)
+                    with m.Elif(rejected):
+                        finish(ERR_REJECTED)
                     with m.Else():
                         m.d.sync += [pc.eq(pc + 1), fetch_addr.eq(fetch_addr + self.record_bytes)]
                         m.next = "NEXT"
@@ -296,6 +301,14 @@ class AxiGemmTop(wiring.Component):
             m.next = "ISSUE"
         with m.Else():
             finish(ERR_BAD_OPCODE)
+
+    @staticmethod
+    def reject(m, rejected, finish):
+        """In the ``RUN`` state, when the engine rejects its command: drain
+        its reads and writes (``DRAIN``), then end with ``ERR_REJECTED``
+        (or the bus error that came first)."""
+        m.d.sync += rejected.eq(1)
+        m.next = "DRAIN"
 
     @staticmethod
     def drained(master):

@@ -44,6 +44,8 @@ axi             ``axi_formal.py`` (the AXI master's formal properties; its
                 host driver), ``axi_fetch_formal.py`` (the AXI top's
                 program fetcher's), ``axi_cycles.py`` (the AXI top's cycle
                 model)
+axi_regs        ``axi_regs_formal.py`` (the AXI4-Lite register file's
+                formal properties)
 ==============  ===========================================================
 
 Shared: ``formal.py`` (formal proofs with SymbiYosys: ``Proof``, ``Spec``,

@@ -13,16 +13,25 @@ after and a burst every 2 cycles (AR valid for one cycle each), at most
 ``max_reads`` bursts in flight and ``max_reads + 1`` requests undelivered;
 a request of ``beats`` beats at a byte offset reads one word more.
 
+The engine's writes leave its writer a piece a cycle (:func:`block_writes`);
+the master takes one a cycle, but a write whose bytes spill into a second
+word holds it a second cycle (:func:`axi_write_cycles`: the writes behind
+it wait), which is what wider words add (at 32 bits an aligned int32 write
+never spills).
+
 A program: per command :data:`COMMAND` cycles plus the fetch of its record
 (a read of the record's words) and the engine's cycles from its command
-handshake to its completion; per program :data:`PROGRAM` cycles.
+handshake to its completion; per program :data:`PROGRAM` cycles. Exact
+when every command is compute bound, at 32 to 256 bits
+(tests/test_axi_cycles.py).
 """
 
 from dataclasses import dataclass
 
 from .gemm_cycles import chunks, gemm_cycles
 
-__all__ = ["AxiReads", "axi_top_cycles", "chunk_requests", "COMMAND", "PROGRAM"]
+__all__ = ["AxiReads", "axi_top_cycles", "chunk_requests", "block_writes", "axi_write_cycles",
+           "COMMAND", "PROGRAM"]
 
 #: Cycles per command besides the record's read (first beat ``latency`` after
 #: the AR) and the engine's own: the fetcher's states around them.
@@ -111,6 +120,47 @@ class AxiReads:
         return last + 1
 
 
+def block_writes(config, cmd, chunk):
+    """The writer's write requests for the block that ``chunk`` (its last)
+    ends, as ``(piece, byte address, bytes)``: the writer reads a row in
+    pieces of ``Q = mem_bytes // 4`` columns, a piece a cycle (``piece``
+    counts them over the block), and writes an int32 piece as one beat, two
+    int16 pieces as one, an int8 row as one (:class:`~bertforge.rtl.writer.Writer`)."""
+    mb, q = config.mem_bytes, config.mem_bytes // 4
+    size = 1 if cmd.get("int8") else 2 if cmd.get("int16") else 4
+    pieces = -(-chunk["n_len"] // q)
+    out = []
+    for r in range(chunk["m_len"]):
+        base = cmd["c_addr"] + (chunk["m0"] + r) * cmd["c_stride"] + chunk["n0"] * size
+        for p in range(pieces):
+            piece = r * pieces + p
+            last = p == pieces - 1
+            if size == 1:
+                if last:
+                    out.append((piece, base, chunk["n_len"]))
+            elif size == 2:
+                if p % 2 or last:
+                    off = (p >> 1) * mb
+                    out.append((piece, base + off, min(mb, chunk["n_len"] * 2 - off)))
+            else:
+                out.append((piece, base + p * mb, min(mb, chunk["n_len"] * 4 - p * mb)))
+    return out
+
+
+def axi_write_cycles(config, cmd, chunk):
+    """Cycles a block's rows take to leave the writer through the master:
+    a piece a cycle, and a write that spans two words (its bytes past the
+    end of its first word) holds the master's write port for a second
+    cycle, so the writes after it wait for it."""
+    mb = config.mem_bytes
+    pieces = chunk["m_len"] * -(-chunk["n_len"] // (mb // 4))
+    taken, hold = -1, 0
+    for piece, addr, size in block_writes(config, cmd, chunk):
+        taken = max(piece, taken + 1 + hold)
+        hold = int(addr % mb + size > mb)
+    return max(pieces, taken + 1 + hold)
+
+
 def axi_top_cycles(config, program, *, latency, max_burst=16, max_reads=4, record_words=None):
     """Predicted ``cycles`` counter of ``program`` (command dicts, all run)
     on the AXI top of the staged GEMM engine ``config`` with a slave of read
@@ -122,7 +172,8 @@ def axi_top_cycles(config, program, *, latency, max_burst=16, max_reads=4, recor
     total, exact = PROGRAM, True
     for cmd in program:
         memory = AxiReads(config, chunk_requests(config, cmd), latency, max_burst, max_reads)
-        engine = gemm_cycles(config, [cmd], lat=2, memory=memory)
+        engine = gemm_cycles(config, [cmd], lat=2, memory=memory,
+                             writes=lambda chunk, cmd=cmd: axi_write_cycles(config, cmd, chunk))
         exact &= engine["exact"]
         total += COMMAND + latency + words + engine["cycles"]
     return {"cycles": total, "exact": exact, "bound": "compute" if exact else "memory"}

@@ -6,8 +6,9 @@ The top under proof has a stand-in for the engine (:class:`FetchTop`), so
 the solver sees the fetcher, the AXI master and the register file: the
 stand-in takes any command, then asks at most one read (of at most
 one beat) and one write, takes its read data, and completes
-only once its data is all in, with an error (rejected) only if it asked
-for nothing, as the engines' range check rejects a command; it stalls ``cmd.ready``,
+only once its data is all in, with or without an error (rejected), whatever
+it asked before (a rejected command's reads and writes are drained like any
+other's, so no assumption spares it memory); it stalls ``cmd.ready``,
 ``rd_data.ready`` and its completion at most :data:`STALL` cycles in a row.
 The AXI slave (:func:`~bertforge.sim.axi_formal.axi_slave`) answers with
 any response code (SLVERR and DECERR included) and stalls every channel at
@@ -22,19 +23,22 @@ opcodes, ``OP_END``, good ones. Properties:
   every AW its B, and the engine every read beat it asked for: nothing is
   left in flight for the next program;
 - ``reaches_two_records`` (cover): a program runs two records and ends,
-  ``reaches_bad_opcode_end`` (cover): one ends on a bad opcode (the
-  assumptions leave something to prove).
+  ``reaches_bad_opcode_end`` (cover): one ends on a bad opcode,
+  ``reaches_rejected_after_write`` (cover): one ends rejected by the engine
+  after the command wrote (the assumptions leave something to prove).
 
 Broken copies (:class:`FetchTop` with ``fault``) show that the first two
 bite: ``"bad_opcode_waits"`` (a bad opcode leaves the fetcher waiting)
 fails ``fetch_never_hangs``, ``"no_drain"`` (a command ends without
-waiting for its writes' responses) fails ``ends_answered``.
+waiting for its writes' responses) and ``"reject_no_drain"`` (a rejected
+command ends the program at once, the top before its drain) fail
+``ends_answered``.
 """
 
 from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 
-from bertforge.rtl.axi_top import OP_END, OP_RUN, AxiGemmTop
+from bertforge.rtl.axi_top import ERR_REJECTED, OP_END, OP_RUN, AxiGemmTop
 from bertforge.rtl.gemm import GemmConfig
 
 from .axi_formal import axi_slave, bounded_wait
@@ -84,13 +88,18 @@ class FetchTop(AxiGemmTop):
         with m.Elif(opcode == OP_RUN):
             m.next = "ISSUE"
 
+    def reject(self, m, rejected, finish):
+        if self.fault == "reject_no_drain":
+            return finish(ERR_REJECTED)
+        return super().reject(m, rejected, finish)
+
     def drained(self, master):
         return 1 if self.fault == "no_drain" else master.idle
 
 
 class FetchSpec(Spec):
     PROPERTIES = ("fetch_never_hangs", "ends_answered", "reaches_two_records",
-                  "reaches_bad_opcode_end")
+                  "reaches_bad_opcode_end", "reaches_rejected_after_write")
 
     def __init__(self, make, *, only=None):
         super().__init__(only=only)
@@ -123,8 +132,6 @@ class FetchSpec(Spec):
         self.assume(m, ~eng.wr_req.valid | (pending & ~writes))
         can_finish = pending & (asked == given) & ~eng.rd_req.valid & ~eng.wr_req.valid
         self.assume(m, ~eng.done.valid | can_finish)
-        # A rejected command (the engine's range check) touches no memory.
-        self.assume(m, ~(eng.done.valid & eng.done.payload.error) | ~(reads | writes))
         bounded_wait(self, m, "cmd_wait", eng.cmd.valid & ~eng.cmd.ready, STALL)
         bounded_wait(self, m, "rd_data_wait", eng.rd_data.valid & ~eng.rd_data.ready, STALL)
         bounded_wait(self, m, "done_wait", can_finish & ~eng.done.valid, STALL)
@@ -164,6 +171,7 @@ class FetchSpec(Spec):
         self.cover(m, "reaches_bad_opcode_end",
                    ended & (dut.pc == 0) & (opcode != OP_RUN) & (opcode != OP_END)
                    & (opcode != 0))
+        self.cover(m, "reaches_rejected_after_write", ended & (dut.code == ERR_REJECTED) & writes)
 
 def fetch_proofs(*, make=None, label=None):
     """The fetcher's proofs (block ``gemm``), bmc from reset."""

@@ -21,8 +21,8 @@ Each block's own properties live with its name, ``sim/<block>_formal.py``
 :mod:`~bertforge.sim.systolic_formal`, :mod:`~bertforge.sim.gemm_formal`
 (the scheduler's and the engine's), :mod:`~bertforge.sim.sparse_formal`,
 :mod:`~bertforge.sim.softmax_formal`, :mod:`~bertforge.sim.layernorm_formal`,
-:mod:`~bertforge.sim.gelu_formal`, :mod:`~bertforge.sim.butterfly_formal`
-and :mod:`~bertforge.sim.host_link_formal`.
+:mod:`~bertforge.sim.gelu_formal`, :mod:`~bertforge.sim.butterfly_formal`,
+:mod:`~bertforge.sim.host_link_formal` and :mod:`~bertforge.sim.axi_regs_formal`.
 """
 
 from dataclasses import dataclass, field

@@ -140,11 +140,11 @@ def _streams(config, chunk):
     return [k] * (chunk["tiles"] * chunk["kblocks"])
 
 
-def gemm_cycles(config, commands, *, lat=1, bw=0, memory=None):
+def gemm_cycles(config, commands, *, lat=1, bw=0, memory=None, writes=None):
     """Predicted cycles for ``commands`` (dicts with ``m, k, n`` and the
     flags) run back to back, read latency ``lat`` and read bandwidth ``bw``
-    bytes per cycle (0: one beat per cycle); ``memory``: another memory
-    (see :func:`timeline`; the staged engine only).
+    bytes per cycle (0: one beat per cycle); ``memory``, ``writes``: another
+    memory (see :func:`timeline`; the staged engine only).
 
     Returns a dict: ``cycles`` (int), ``exact`` (the compute-bound formula
     applies, and the RTL must match it) and ``bound`` ("compute" or "memory").
@@ -163,7 +163,8 @@ def gemm_cycles(config, commands, *, lat=1, bw=0, memory=None):
     ks = [k for ch in all_chunks for k in _streams(config, ch)]
     return timeline(config, all_chunks, busy, [load_beats(config, ch, b_rows(config, ch)) for ch in all_chunks],
                     systolic_cycles(sysconfig, ks) - sum(busy), start=start_cycles(config),
-                    lat=lat, bw=bw, exact=len(valid) == len(commands), emitted=emitted, memory=memory)
+                    lat=lat, bw=bw, exact=len(valid) == len(commands), emitted=emitted, memory=memory,
+                    writes=writes)
 
 
 def _block_jobs(chunk):
@@ -204,7 +205,7 @@ SCHEDULER_COMMAND = 5
 
 
 def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact, emitted=None,
-             memory=None):
+             memory=None, writes=None):
     """The walk of the module docstring (shared with the sparse engine's
     model) over ``chunks``, chunk ``i`` busy on the array ``busy[i]`` cycles
     after reading ``loads[i]`` beats; ``drain``: cycles from the end of a
@@ -227,8 +228,11 @@ def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact, emitt
     ready) -> end``: chunk ``index``'s reads may be requested from cycle
     ``ready`` on; its last beat has arrived by ``end`` (exclusive; e.g.
     :class:`~bertforge.sim.axi_cycles.AxiReads`). ``lat`` is then the
-    engine's own (2).
+    engine's own (2). ``writes``: the cycles a block's rows take to leave
+    the writer, a callable ``(chunk) -> cycles`` of its last chunk (default
+    :func:`write_cycles`: a piece a cycle, every write taken at once).
     """
+    writes = writes or (lambda chunk: write_cycles(config, chunk))
     beat_time = 1.0 if bw <= 0 or bw >= config.mem_bytes else config.mem_bytes / bw
     exact = exact and beat_time == 1.0 and lat <= EXACT_MAX_LATENCY
     lat = max(lat, 2)   # a request reaches the head of the memory's queue in 2 cycles
@@ -236,7 +240,7 @@ def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact, emitt
     feed = []           # (start, end) of each chunk on the array
     written = []        # per block: (its chunk index, the cycle its last row has left the writer)
     stalled = False
-    last_rows = write_cycles(config, chunks[-1])
+    last_rows = writes(chunks[-1])
     for index, chunk in enumerate(chunks):
         ready = start
         if emitted is not None:     # not before the scheduler has emitted it
@@ -266,7 +270,7 @@ def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact, emitt
             write_begin = ready if not written else max(ready, written[-1][1])
             if write_begin > ready:
                 stalled = True
-            written.append((index, write_begin + write_cycles(config, chunk)))
+            written.append((index, write_begin + writes(chunk)))
     return {"cycles": int(written[-1][1] + END), "exact": exact and not stalled,
             "bound": "memory" if stalled else "compute"}
 

@@ -1,15 +1,16 @@
 """The AXI top's cycle model (sim/axi_cycles.py) against the ``cycles``
 counter of runs on cocotbext-axi's ``AxiRam`` without pauses (first beat 2
 cycles after the AR, a beat a cycle): exact for compute-bound programs,
-within 2% for memory-bound ones, on the 32-bit top. The default run reuses
-the model of test_axi_verilator (built once); more programs are slow."""
+within 2% for memory-bound ones, at data widths 32, 64, 128 and 256 (one
+simulation per width, on the Verilator model test_axi_verilator uses at
+that width; 128 and 256 with -m slow); more programs are slow."""
 
 import numpy as np
 import pytest
-from test_axi_verilator import config_for, place, problems
+from test_axi_verilator import WIDTH_BUS, config_for, place, problems
 
 from bertforge.generators.axi_sim import program_run, simulate_axi
-from bertforge.sim.axi_cycles import AxiReads, axi_top_cycles
+from bertforge.sim.axi_cycles import AxiReads, axi_write_cycles, axi_top_cycles
 
 #: cocotbext-axi AxiRam's read latency in the model's terms.
 RAM_LATENCY = 2
@@ -26,34 +27,60 @@ def programs(config, rng, count, big=True):
     return image, lists
 
 
-def check_cycles(config, seed, count):
+def check_cycles(mem_width, seed, count):
+    """Runs the programs on the top at ``mem_width``; returns per program
+    ``(measured, predicted, bound)``."""
+    config = config_for(mem_width)
+    bus = WIDTH_BUS.get(mem_width, {})
     rng = np.random.default_rng(seed)
     image, lists = programs(config, rng, count)
     base = 0xC000
     runs = [program_run(config, cmds, base=base + 0x200 * i) for i, cmds in enumerate(lists)]
-    result = simulate_axi(config, image, runs, pause=0.0, seed=seed)
+    result = simulate_axi(config, image, runs, pause=0.0, seed=seed, bus=bus)
     assert result["passed"], result.get("log")
-    bounds = set()
+    figures = []
     for cmds, run in zip(lists, result["runs"]):
         assert run["code"] == 0 and run["pc"] == len(cmds)
-        model = axi_top_cycles(config, cmds, latency=RAM_LATENCY)
+        model = axi_top_cycles(config, cmds, latency=RAM_LATENCY,
+                               max_burst=bus.get("max_burst", 16))
         measured = run["counters"]["cycles"]
-        bounds.add(model["bound"])
+        figures.append((measured, model["cycles"], model["bound"]))
         if model["exact"]:
             assert measured == model["cycles"], (cmds, measured, model)
         else:
             assert abs(measured - model["cycles"]) <= 0.02 * measured, (cmds, measured, model)
-    assert bounds == {"compute", "memory"}     # both cases were checked
+    assert {bound for _, _, bound in figures} == {"compute", "memory"}   # both cases checked
+    return figures
 
 
-def test_axi_top_cycles():
-    check_cycles(config_for(32), seed=3, count=4)
+#: 128 and 256 bits build a Verilator model each (about a minute cold): slow.
+WIDTHS = [32, 64] + [pytest.param(w, marks=pytest.mark.slow) for w in (128, 256)]
+
+
+@pytest.mark.parametrize("mem_width", WIDTHS)
+def test_axi_top_cycles(mem_width):
+    figures = check_cycles(mem_width, seed=3, count=4)
+    assert sum(bound == "compute" for _, _, bound in figures) >= 2
 
 
 @pytest.mark.slow
-def test_axi_top_cycles_more():
-    # 64-bit data is not exact yet: see generators/docs/axi.md
-    check_cycles(config_for(32), seed=11, count=10)
+@pytest.mark.parametrize("mem_width", [32, *sorted(WIDTH_BUS)])
+def test_axi_top_cycles_more(mem_width):
+    check_cycles(mem_width, seed=11, count=10)
+
+
+def test_two_word_writes_hold_the_master():
+    """A 64-bit top's int32 writes of two columns (8 bytes) at a row 4 bytes
+    off a word span two words: each holds the master a cycle more."""
+    config = config_for(64)
+    cmd = {"m": 2, "k": 6, "n": 7, "c_addr": 0, "c_stride": 28}
+    chunk = {"m_len": 2, "n_len": 2, "m0": 0, "n0": 0}
+    # row 0 at 0 (aligned), row 1 at 28 (4 bytes into its word): one more cycle
+    assert axi_write_cycles(config, cmd, chunk) == 3
+    assert axi_write_cycles(config, dict(cmd, c_stride=32), chunk) == 2
+    # an int8 row of 2 bytes: spans two words only at the word's last byte
+    assert axi_write_cycles(config, dict(cmd, int8=1, c_stride=7), chunk) == 3
+    assert axi_write_cycles(config, dict(cmd, int8=1, c_stride=6), chunk) == 2
 
 
 def test_reads_one_request_every_two_cycles():

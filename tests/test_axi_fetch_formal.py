@@ -21,6 +21,7 @@ def test_gemm_block_lists_the_fetch_proofs():
 @pytest.mark.parametrize("fault, name", [
     ("bad_opcode_waits", "fetch_never_hangs"),
     ("no_drain", "ends_answered"),
+    ("reject_no_drain", "ends_answered"),
 ])
 def test_broken_fetcher_fails(fault, name, tmp_path):
     (proof,) = [p for p in fetch_proofs(make=lambda: FetchTop(fault=fault),

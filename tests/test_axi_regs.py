@@ -109,3 +109,45 @@ def test_docs_table_follows_the_map():
     rows = dict((name, int(offset, 16)) for offset, name in
                 re.findall(r"^\| (0x[0-9A-F]{2}) \| `(\w+)` \|", text, re.M))
     assert rows == {reg["name"]: reg["offset"] for reg in REGISTERS}
+
+
+def test_devmem_backend_over_the_fake_board(tmp_path):
+    """DevMem (boards/driver.py) over FakeDevMem (a file for /dev/mem, a
+    thread for the accelerator): a good program, a bad opcode, a command
+    reading outside the buffer, a block outside the buffer refused."""
+    import numpy as np
+
+    from bertforge.boards.devmem_fake import FakeDevMem
+    from bertforge.boards.driver import DevMem
+    config = GemmConfig(rows=2, cols=2, mem_width=32, k_chunk=16, m_tile=2, addr_width=32)
+    regs_at, buf, size = 0x20_0000, 0x10_0000, 1 << 16
+    board = FakeDevMem(config, regs_base=regs_at, buf_base=buf, buf_size=size,
+                       path=tmp_path / "mem")
+    dev = DevMem(regs_at, buf, size, path=board.path)
+    try:
+        driver = Driver(dev, record_bytes=record_bytes(config))
+        assert driver.config()["rows"] == 2 and driver.config()["mem_width"] == 32
+        a = np.arange(12, dtype=np.int8).reshape(3, 4)
+        b = np.arange(-10, 10, dtype=np.int8).reshape(4, 5)
+        dev.write_block(buf + 0x100, a.tobytes())
+        dev.write_block(buf + 0x200, b.tobytes())
+        good = dict(m=3, k=4, n=5, a_addr=buf + 0x100, a_stride=4, b_addr=buf + 0x200,
+                    b_stride=5, c_addr=buf + 0x300, c_stride=20)
+        driver.load(buf, assemble(config, [good, {"opcode": "end"}, good]))
+        driver.run()
+        assert driver.wait(interval=0.001) == 1
+        c = np.frombuffer(dev.read_block(buf + 0x300, 60), dtype="<i4").reshape(3, 5)
+        assert np.array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
+        for commands, code in (([good, {"opcode": 0x33}], 5),
+                               ([dict(good, a_addr=buf - 0x100)], 2)):
+            driver.load(buf, assemble(config, commands))
+            driver.run()
+            board.settle()      # the previous program's end no longer shows
+            with pytest.raises(ProgramError) as error:
+                driver.wait(interval=0.001)
+            assert error.value.code == code
+        with pytest.raises(BertforgeError, match=r"^4 bytes at 0xffffc are outside the buffer"):
+            dev.write_block(buf - 4, bytes(4))
+    finally:
+        dev.close()
+        board.close()

@@ -9,7 +9,7 @@ import pytest
 
 from bertforge.generators.axi_sim import program_run, simulate_axi
 from bertforge.generators.gemm_sim import layout_problems
-from bertforge.rtl.axi_top import ERR_ABORTED, ERR_BAD_OPCODE
+from bertforge.rtl.axi_top import ERR_ABORTED, ERR_BAD_OPCODE, ERR_REJECTED
 from bertforge.rtl.gemm import GemmConfig
 
 ADDR_FIELDS = ("a_addr", "b_addr", "c_addr", "bias_addr", "scale_addr")
@@ -50,7 +50,9 @@ def span(cmd, which):
 
 def scenario(config, seed=0):
     """Memory and runs: good programs, a read error, a write error, buffers at
-    unaligned bases straddling 4 KB boundaries, a bad opcode, an END, an abort."""
+    unaligned bases straddling 4 KB boundaries, a bad opcode, an END, an abort,
+    a command the engine rejects (M = 0) in the middle of a program, then a
+    good program."""
     rng = np.random.default_rng(seed)
     image = np.zeros(1 << config.addr_width, dtype=np.uint8)
     good = place(config, image, problems(5, rng), 0x0000, rng)
@@ -71,6 +73,8 @@ def scenario(config, seed=0):
         program_run(config, [more[2], {"opcode": "end"}, more[3]], base=base + 0x2800, expect_pc=1),
         program_run(config, more[2:8], base=base + 0x3000, expect_code=ERR_ABORTED,
                     abort_after=150),
+        program_run(config, [more[4], dict(more[5], m=0), more[6]], base=base + 0x3400,
+                    expect_code=ERR_REJECTED, expect_pc=1),
         program_run(config, faulty[3:], base=base + 0x3800),
     ]
     return image, runs
@@ -86,6 +90,9 @@ def check(result, runs):
         assert counters["bytes_read"] >= len(run["program"]) // 2 * min(1, r["pc"])
     aborted = got[6]
     assert 1 <= aborted["pc"] < 6
+    rejected, after = got[7], got[8]    # memory checked by the testbench
+    assert rejected["pc"] == 1 and after["pc"] == len(runs[8]["commands"])
+    assert rejected["mismatches"] == 0 and after["mismatches"] == 0
     assert got[0]["pc"] == 5 and got[0]["counters"]["bytes_written"] > 0
 
 
@@ -98,14 +105,19 @@ def test_axi_gemm_programs():
     assert result["config"]["magic"] == 0x42464731
 
 
+#: The AXI parameters of the top at each wider data width (one Verilator
+#: model per width, shared with test_axi_cycles).
+WIDTH_BUS = {64: {"addr_width": 32, "id_width": 1, "max_burst": 8},
+             128: {"addr_width": 64, "id_width": 4, "max_burst": 8},
+             256: {"addr_width": 32, "id_width": 2, "max_burst": 8}}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("mem_width, addr_width, id_width", [(64, 32, 1), (128, 64, 4),
-                                                          (256, 32, 2)])
-def test_axi_gemm_widths(mem_width, addr_width, id_width):
+@pytest.mark.parametrize("mem_width", sorted(WIDTH_BUS))
+def test_axi_gemm_widths(mem_width):
     config = config_for(mem_width)
     image, runs = scenario(config, seed=mem_width)
-    result = simulate_axi(config, image, runs, pause=0.3, seed=mem_width,
-                          bus={"addr_width": addr_width, "id_width": id_width, "max_burst": 8})
+    result = simulate_axi(config, image, runs, pause=0.3, seed=mem_width, bus=WIDTH_BUS[mem_width])
     check(result, runs)
 
 
