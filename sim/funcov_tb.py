@@ -24,24 +24,27 @@ output stream (a :class:`StreamMonitor`) of the block it records, as
   makes longer than one beat (an output stationary array's ``R`` result
   rows, ``R > 1``).
 
-:meth:`StreamCoverage.values` adds operand extremes: the bins ``min``,
+:meth:`Coverage.values` adds operand extremes: the bins ``min``,
 ``max``, ``zero``, ``-1`` and ``+1`` of a signed ``width``-bit operand,
 each hit if some element of the array had that value;
-:meth:`StreamCoverage.bounds` adds the smallest and largest accepted value
+:meth:`Coverage.bounds` adds the smallest and largest accepted value
 of a length or address (bins ``lo`` and ``hi``).
 
 :meth:`Coverage.pairs` adds back-to-back commands: the kind of each
 command or tile and of the one after it, a bin per ordered pair of kinds;
-:meth:`Coverage.flags` records cover bits that the design's simulation
-harness keeps in HDL (:func:`bertforge.sim.gemm_harness.stream_cover`:
-the same ``refused``/``stalled`` runs and ``idle``/``waiting`` points for
-the streams of an engine that runs without Python in the cycle loop).
-:class:`Coverage` has these without the per-cycle stream sampling.
+:meth:`Coverage.kinds` a bin per kind present (the reasons a command is
+rejected, address bounds); :meth:`Coverage.flags` records cover bits that
+the design's simulation harness keeps in HDL, and
+:meth:`Coverage.hdl_streams` turns a harness's stream bits
+(:func:`bertforge.sim.gemm_harness.engine_cover`) into the same
+``refused``/``idle``/``stalled``/``waiting``/``full`` points, for an engine
+that runs without Python in the cycle loop. :class:`Coverage` has these
+without the per-cycle stream sampling.
 
 :meth:`StreamCoverage.report` gives ``{point: {bin: hits}}``, which the
 testbench writes into its result as ``functional_coverage``; the tests merge
 the results of a block's runs and assert every bin hit
-(:func:`bertforge.sim.stream_sim.uncovered`).
+(:func:`bertforge.sim.coverage.uncovered`).
 """
 
 import numpy as np
