@@ -28,7 +28,7 @@ model when it is one segment) and the outputs to ``result_path + ".npz"``
 (``y_re_<j>``, ``y_im_<j>``). The run's functional coverage
 (:mod:`bertforge.sim.funcov_tb`, ``functional_coverage``): the four
 streams, the extremes of ``x`` (real and imaginary) and of the weights,
-``n`` at its bounds (2 and ``n_max``), every reason a command is rejected
+``n`` at its bounds (2 and ``n_max``) and every power of two between, every reason a command is rejected
 (:func:`reject_reason`) and back-to-back commands of every pair of kinds
 (the four modes and ``rejected``).
 """
@@ -76,7 +76,9 @@ def job_cover(config, jobs, arrays, cover):
     cover.pairs("job", [job["mode"] if r is None else "rejected" for job, r in zip(jobs, reasons)],
                 JOB_KINDS)
     cover.kinds("rejected", [r for r in reasons if r], REJECT_REASONS)
-    cover.bounds("n", [job["n"] for job, r in zip(jobs, reasons) if r is None], 2, config.n_max)
+    accepted = [job["n"] for job, r in zip(jobs, reasons) if r is None]
+    cover.bounds("n", accepted, 2, config.n_max)
+    cover.kinds("n", [str(n) for n in accepted], [str(1 << i) for i in range(1, config.log_n_max + 1)])
     xs = [arrays[key].ravel() for key in arrays if key.startswith("x_")]
     ws = [arrays[key].ravel() for key in arrays if key.startswith("w_")]
     cover.values("x", np.concatenate(xs) if xs else [], config.width)

@@ -144,6 +144,9 @@ def mixed_jobs(config, seed):
     j.vectors("fft", 4, 1)
     j.weights(4)
     j.vectors("ifft", 4, lanes)
+    # every length the engine takes (n = 16 and 128 are in no job above)
+    j.vectors("linear", 16, lanes)
+    j.vectors("ifft", 128, lanes)
     return j
 
 #: Segments of :func:`mixed_jobs` (each starts at an isolated job).
@@ -183,7 +186,7 @@ def test_mixed_commands_match_golden_and_cycle_model(config, tmp_path):
     assert result["errors_checked"] == len(jobs.jobs)
     # Every compute job and every segment matches the cycle model.
     computes = [job for job in jobs.jobs if job.get("batch")]
-    assert result["model_checked"] == len(result["jobs"]) == len(computes) == 52
+    assert result["model_checked"] == len(result["jobs"]) == len(computes) == 54
     for job in result["jobs"]:
         assert job["cycles"] == job["model_cycles"]
     segments = result["segments"]
