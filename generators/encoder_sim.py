@@ -57,7 +57,7 @@ def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, 
     layer's weights in the simulated memory; layer ``l + 1`` reads layer
     ``l``'s output where the hardware wrote it.
 
-    Returns ``{"runs": [...], "phases", "sim_seconds"}``; per run a list of
+    Returns ``{"runs": [...], "phases", "sim_seconds", "functional_coverage"}``; per run a list of
     per-layer dicts: ``cycles``, ``ops`` (per operation: ``name``,
     ``class``, measured ``busy`` (first unit input to last completion) and
     ``span`` (previous operation's end to this one's)), ``output`` (the
@@ -110,7 +110,7 @@ def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, 
         out_runs.append(per_layer)
     return {"runs": out_runs, "phases": result["phases"],
             "sim_seconds": sum(e["sim_seconds"] for run in out_runs for e in run),
-            "waves": result.get("waves")}
+            "waves": result.get("waves"), "functional_coverage": result.get("functional_coverage", {})}
 
 
 def _operations(stamps, groups):
@@ -147,7 +147,7 @@ def simulate_encoder(config, layer, *, mem_latency=1, seed=0, lat_mask=0, p_req=
         "max_error_golden": float(np.abs(out - reference).max()),
         "cosine": cosine(hw_out, reference), "sim_seconds": result["sim_seconds"],
         "output_lsb": layer.scales["out"], "waves": result.get("waves"), "phases": result["phases"],
-        "output": run["output"],
+        "output": run["output"], "functional_coverage": result["functional_coverage"],
     }
 
 
@@ -219,7 +219,7 @@ def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, wa
         "cosine": result["cosine"], "sim_seconds": result["sim_seconds"],
         "sim_cycles_per_second": total / max(result["sim_seconds"], 1e-9),
         "waves": result.get("waves"), "notes": notes, "config": config.to_dict(),
-        "phases": result["phases"],
+        "phases": result["phases"], "functional_coverage": result["functional_coverage"],
     }
 
 

@@ -1,11 +1,13 @@
 """``bertforge mutate BLOCK``: mutation testing of a block's emitted Verilog.
 
     bertforge mutate gelu [--count 50] [--seed 1] [--design NAME] [--depth 20]
-                          [--tests tests/test_gelu_verilator.py ...] [--out DIR]
+                          [--tests tests/test_gelu_verilator.py ...] [-k EXPR] [--out DIR]
 
 1. The block's own Verilator tests (``tests/test_<block>_verilator.py`` of
    the source tree, or ``--tests``) run once on the original, recording the
-   designs they simulate (``BERTFORGE_RECORD``); they must pass. The design
+   designs they simulate (``BERTFORGE_RECORD``); they must pass. ``-k``
+   selects tests as pytest's ``-k`` does (the tests that simulate the
+   design mutated: the others would only repeat the original's runs). The design
    mutated is ``--design`` (a top-level name, or its start) or the one they
    run most often.
 2. yosys ``mutate -list`` samples ``--count`` mutants (``--seed``);
@@ -60,16 +62,18 @@ def add_parser(commands):
                           "'unknown' and tested (default 120; 0 skips the check)")
     sub.add_argument("--tests", nargs="+", metavar="FILE",
                      help="test files (default: tests/test_BLOCK_verilator.py)")
+    sub.add_argument("-k", dest="select", default=None, metavar="EXPR",
+                     help="only the tests that pytest's -k EXPR selects")
     sub.add_argument("--out", default=None, help="result directory (default mutate-BLOCK)")
 
 
-def _pytest(tests, env_extra, timeout):
+def _pytest(tests, env_extra, timeout, select=None):
     env = dict(os.environ, **env_extra)
     env.pop("PYTEST_ADDOPTS", None)
     start = time.monotonic()
     process = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-x", "-rf", "-p", "no:xdist", "-p", "no:cacheprovider",
-         *map(str, tests)], cwd=_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+         *(["-k", select] if select else []), *map(str, tests)], cwd=_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True)
     try:
         output, _ = process.communicate(timeout=timeout)
@@ -118,7 +122,8 @@ def _previous(path, document):
         old = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-    same = all(old.get(key) == document[key] for key in ("design", "seed", "count", "depth", "tests"))
+    same = all(old.get(key) == document.get(key)
+               for key in ("design", "seed", "count", "depth", "tests", "select"))
     return {m["command"]: m for m in old.get("mutants", []) if m["index"] > 0} if same else {}
 
 
@@ -142,7 +147,8 @@ def run_mutate(args):
     shutil.rmtree(record, ignore_errors=True)
     say = lambda text: print(f"bertforge: {text}", file=sys.stderr, flush=True)  # noqa: E731
     say(f"running {', '.join(t.name for t in tests)} on the original design...")
-    code, failed, base_seconds, output = _pytest(tests, {"BERTFORGE_RECORD": str(record)}, None)
+    code, failed, base_seconds, output = _pytest(tests, {"BERTFORGE_RECORD": str(record)}, None,
+                                                 args.select)
     if code != 0:
         (out / "baseline.log").write_text(output)
         raise CliError(f"the tests fail on the original design ({', '.join(failed) or code}); "
@@ -162,7 +168,7 @@ def run_mutate(args):
     say(f"mutating {top} (run {runs[chosen]} times by the tests; tests took {base_seconds:.0f} s)")
     sampled = [dict(mutate.NONE)] + mutate.mutations(original, top, args.count, args.seed, out / "work")
     document = {"block": args.block, "design": top, "count": args.count, "seed": args.seed,
-                "depth": args.depth, "tests": [t.name for t in tests],
+                "depth": args.depth, "tests": [t.name for t in tests], "select": args.select,
                 "baseline_seconds": round(base_seconds, 1), "mutants": []}
     timeout = max(120.0, 10 * base_seconds)
     done = _previous(out / "mutate.json", document)
@@ -194,7 +200,7 @@ def run_mutate(args):
             scratch = work / "tmp"      # the failed runs' work directories land here
             scratch.mkdir()
             code, failed, _, output = _pytest(tests, {"BERTFORGE_MUTANT": str(work),
-                                                      "TMPDIR": str(scratch)}, timeout)
+                                                      "TMPDIR": str(scratch)}, timeout, args.select)
             shutil.rmtree(scratch, ignore_errors=True)
             text = mutant.read_text()
             for variant in ("", "x=unique"):       # the mutant's models are of no further use

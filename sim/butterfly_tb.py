@@ -25,7 +25,12 @@ segment's cycles (first ``x`` beat to last ``y`` beat) must equal
 :func:`~bertforge.sim.butterfly_cycles.butterfly_queue_cycles`.
 Results go to ``result_path`` (JSON; ``model_cycles`` is the whole run's
 model when it is one segment) and the outputs to ``result_path + ".npz"``
-(``y_re_<j>``, ``y_im_<j>``).
+(``y_re_<j>``, ``y_im_<j>``). The run's functional coverage
+(:mod:`bertforge.sim.funcov_tb`, ``functional_coverage``): the four
+streams, the extremes of ``x`` (real and imaginary) and of the weights,
+``n`` at its bounds (2 and ``n_max``) and every power of two between, every reason a command is rejected
+(:func:`reject_reason`) and back-to-back commands of every pair of kinds
+(the four modes and ``rejected``).
 """
 
 import json
@@ -42,7 +47,42 @@ from bertforge.sim.butterfly_cycles import (butterfly_groups, butterfly_ideal_cy
                                             butterfly_queue_cycles, butterfly_timeline)
 from bertforge.sim.butterfly_golden import (butterfly_fft, butterfly_linear, sqnr_db, x_beats,
                                             y_vectors)
+from bertforge.sim.funcov_tb import StreamCoverage, flag_of
 from bertforge.sim.stream_tb import StreamDriver, StreamMonitor, StreamTB, read_spec
+
+#: Kinds of a command, for back-to-back pairs.
+JOB_KINDS = [*MODES, "rejected"]
+#: Why a command is rejected (:func:`reject_reason`).
+REJECT_REASONS = ["not_pow2", "below_2", "above_n_max", "no_groups"]
+
+
+def reject_reason(config, mode, n, groups):
+    """Why the hardware rejects a command (one of :data:`REJECT_REASONS`),
+    or None if it accepts it."""
+    if command_is_valid(config, MODES[mode], n, groups):
+        return None
+    if n < 2:
+        return "below_2"
+    if n & (n - 1):
+        return "not_pow2"
+    return "above_n_max" if n > config.n_max else "no_groups"
+
+
+def job_cover(config, jobs, arrays, cover):
+    """The cover points of the ``jobs`` themselves (kinds, bounds, operands)."""
+    groups = [job.get("groups", butterfly_groups(config, job.get("batch", 0)) if job.get("batch") else 0)
+              for job in jobs]
+    reasons = [reject_reason(config, job["mode"], job["n"], g) for job, g in zip(jobs, groups)]
+    cover.pairs("job", [job["mode"] if r is None else "rejected" for job, r in zip(jobs, reasons)],
+                JOB_KINDS)
+    cover.kinds("rejected", [r for r in reasons if r], REJECT_REASONS)
+    accepted = [job["n"] for job, r in zip(jobs, reasons) if r is None]
+    cover.bounds("n", accepted, 2, config.n_max)
+    cover.kinds("n", [str(n) for n in accepted], [str(1 << i) for i in range(1, config.log_n_max + 1)])
+    xs = [arrays[key].ravel() for key in arrays if key.startswith("x_")]
+    ws = [arrays[key].ravel() for key in arrays if key.startswith("w_")]
+    cover.values("x", np.concatenate(xs) if xs else [], config.width)
+    cover.values("w", np.concatenate(ws) if ws else [], config.weight_width)
 from bertforge.rtl.errors import ParameterError
 
 
@@ -104,6 +144,10 @@ async def butterfly_jobs(dut):
     xdrv = StreamDriver(dut, "x", x_all, tb.rng, spec.get("x_gap", 0.0))
     ymon = StreamMonitor(dut, "y", tb.rng, spec.get("y_stall", 0.0))
     drivers = [cmd, wdrv, xdrv]
+    cover = StreamCoverage("butterfly", {"cmd": (cmd, None), "w": (wdrv, None), "x": (xdrv, None)},
+                           {"y": (ymon, flag_of(ButterflyEngine(config).y.payload.shape()))},
+                           fixed_rows=("y",))    # a job's n * groups >= 2 beats
+    job_cover(config, jobs, arrays, cover)
     ideal = sum(butterfly_ideal_cycles(config, e["n"], e["batch"]) for e in computes)
     starts = [j for j, job in enumerate(jobs) if j == 0 or job.get("isolate")]
     segments = [list(range(a, b)) for a, b in zip(starts, starts[1:] + [len(jobs)])]
@@ -156,6 +200,7 @@ async def butterfly_jobs(dut):
         if xdrv.sample():
             x_cycles.append(cycle)
         wdrv.sample()
+        cover.sample()
         if ymon.sample():
             y_cycles.append(cycle)
         drive_all()
@@ -238,6 +283,7 @@ async def butterfly_jobs(dut):
         "jobs": per_job,
         "sim_cycles_per_second": cycle / seconds,
         "outputs": spec["result_path"] + ".npz",
+        "functional_coverage": cover.report(),
     }
     with open(spec["result_path"], "w") as f:
         json.dump(result, f)

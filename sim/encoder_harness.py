@@ -16,6 +16,9 @@ the first command handshake to the last completion (both included);
 (``stamp_sel = i``), ``stamp_start`` is the value ``cycles`` had when its
 unit took its first input and ``stamp_end`` when it completed; bit ``i``
 of ``errors`` is its error flag (GEMM commands the engine rejected).
+``cover`` holds the functional cover bits of the top's streams
+(:func:`~bertforge.sim.gemm_harness.engine_cover` of
+:data:`COVER_STREAMS`) over every program since reset.
 """
 
 import json
@@ -27,14 +30,18 @@ from amaranth.lib.wiring import In, Out
 
 from bertforge.rtl.encoder import EncoderConfig, EncoderTop, encoder_command_layout
 from bertforge.rtl.stream import Queue
-from bertforge.sim.gemm_harness import SIM_MEMORY_VERILOG, add_sim_memory
+from bertforge.sim.gemm_harness import SIM_MEMORY_VERILOG, add_sim_memory, engine_cover
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 
-__all__ = ["EncoderHarness", "encoder_harness_name", "encoder_harness_verilog", "MAX_COMMANDS"]
+__all__ = ["EncoderHarness", "encoder_harness_name", "encoder_harness_verilog", "MAX_COMMANDS",
+           "COVER_STREAMS"]
 
 #: Commands the harness queue holds (one layer's program: its GEMMs, a
 #: transpose command per token, the elementwise operations).
 MAX_COMMANDS = 192
+
+#: The top's streams that ``cover`` records (``(name, is_input)``).
+COVER_STREAMS = [("cmd", True), ("rd_data", True), ("rd_req", False), ("wr_req", False)]
 
 
 def encoder_harness_name(config):
@@ -77,6 +84,7 @@ class EncoderHarness(wiring.Component):
             "cycles": Out(32), "completions": Out(range(MAX_COMMANDS + 1)), "finished": Out(1),
             "errors": Out(MAX_COMMANDS),
             "stamp_sel": In(range(MAX_COMMANDS)), "stamp_start": Out(32), "stamp_end": Out(32),
+            "cover": Out(4 * len(COVER_STREAMS) + 1),
         })
 
     def elaborate(self, platform):
@@ -119,5 +127,6 @@ class EncoderHarness(wiring.Component):
             m.d.sync += [pushed.eq(0), done_n.eq(0), started_n.eq(0), started.eq(0), finished.eq(0),
                          self.cycles.eq(0), errors.eq(0)]
         m.d.comb += [self.completions.eq(done_n), self.finished.eq(finished), self.errors.eq(errors),
-                     self.stamp_start.eq(starts[self.stamp_sel]), self.stamp_end.eq(ends[self.stamp_sel])]
+                     self.stamp_start.eq(starts[self.stamp_sel]), self.stamp_end.eq(ends[self.stamp_sel]),
+                     self.cover.eq(engine_cover(m, self.go, top, COVER_STREAMS))]
         return m

@@ -15,7 +15,10 @@ end of the run. The results (per run and layer ``cycles``, per command
 ``starts``/``ends`` stamps and ``errors``) go to ``result_path``, each
 run's memory to ``result_path + ".<run>.npy"``. Comparing with the golden
 model is the caller's (:func:`bertforge.generators.encoder_sim.simulate_encoder`,
-:func:`bertforge.generators.model_sim.encode`).
+:func:`bertforge.generators.model_sim.encode`). The functional coverage
+(``functional_coverage``, :mod:`bertforge.sim.funcov_tb`): the top's streams
+(the harness's HDL cover bits), back-to-back commands of every pair of
+operations, and a GEMM after a GEMM with and without a barrier.
 """
 
 import json
@@ -25,16 +28,37 @@ import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge
 
-from bertforge.rtl.encoder import EncoderConfig, encoder_command_layout
+from bertforge.rtl.encoder import (OP_GELU, OP_GEMM, OP_LAYERNORM, OP_SOFTMAX, EncoderConfig,
+                                   encoder_command_layout)
 from bertforge.rtl.gelu import GeluConfig
 from bertforge.rtl.gemm import GemmConfig
 from bertforge.rtl.layernorm import LayerNormConfig
 from bertforge.rtl.payload import pack
 from bertforge.rtl.softmax import SoftmaxConfig
+from bertforge.sim.encoder_harness import COVER_STREAMS
+from bertforge.sim.funcov_tb import Coverage
 from bertforge.sim.gemm_tb import read_memory, run_to_completion, start_harness
 from bertforge.sim.stream_tb import read_spec
 
 KNOBS = ("lat_min", "lat_mask", "p_req", "p_data", "p_wr")
+#: The sequencer's operations by ``op`` code.
+OPS = {OP_GEMM: "gemm", OP_SOFTMAX: "softmax", OP_LAYERNORM: "layernorm", OP_GELU: "gelu"}
+
+
+def encoder_coverage(programs, bits):
+    """The cover points of a run's ``programs`` (lists of command dicts)
+    and the harness's HDL cover ``bits``."""
+    cover = Coverage("encoder")
+    cover.hdl_streams(COVER_STREAMS, bits)
+    for program in programs:
+        ops = [OPS[int(c.get("op", 0))] for c in program]
+        cover.pairs("op", ops, list(OPS.values()))
+        # a GEMM after a GEMM: overlapped with it (no barrier) or waiting (barrier)
+        cover.kinds("gemm_after_gemm", ["barrier" if c.get("barrier") else "overlapped"
+                                        for prev, c in zip(program, program[1:])
+                                        if int(prev.get("op", 0)) == int(c.get("op", 0)) == OP_GEMM],
+                    ["overlapped", "barrier"])
+    return cover
 
 
 def config_from_dict(spec):
@@ -80,9 +104,11 @@ async def encoder_layers(dut):
         path = f"{spec['result_path']}.{run}.npy"
         np.save(path, got[:words * mb])
         results.append({"layers": layers, "image": path})
+        cover = encoder_coverage([p for programs in runs[:run + 1] for p in programs],
+                                 int(dut.cover.value))
         with open(spec["result_path"] + ".tmp", "w") as f:   # after every run: a long run's
-            json.dump({"runs": results}, f)                   # finished part survives a stop
-        os.replace(spec["result_path"] + ".tmp", spec["result_path"])
+            json.dump({"runs": results, "functional_coverage": cover.report()}, f)
+        os.replace(spec["result_path"] + ".tmp", spec["result_path"])   # finished part survives
     assert not failures, failures[0]
 
 

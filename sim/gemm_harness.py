@@ -21,6 +21,10 @@ commands; ``cycles`` counts from the first command handshake to the last
 completion handshake (both included), ``finished`` rises when every queued
 command has completed, and bit ``i`` of ``errors`` is the error flag of
 completion ``i`` (``tags`` keeps their tags, 8 bits each, for the first 8).
+``cover`` holds the functional cover bits of the engine's streams while
+``go`` is high (:func:`stream_cover`, in the order of :data:`COVER_STREAMS`,
+then the ``full`` bit): Python is not in the cycle loop, so the harness
+records them.
 """
 
 import json
@@ -37,7 +41,7 @@ from bertforge.rtl.tile_scheduler import command_layout
 from bertforge.rtl.errors import ParameterTypeError
 
 __all__ = ["GemmHarness", "harness_name", "harness_verilog", "add_sim_memory", "MAX_COMMANDS",
-           "SIM_MEMORY_VERILOG"]
+           "SIM_MEMORY_VERILOG", "stream_cover", "engine_cover", "COVER_STREAMS"]
 
 #: Commands the harness queue holds.
 MAX_COMMANDS = 40
@@ -66,6 +70,50 @@ module bertforge_sim_memory #(parameter WIDTH = 8, parameter ABITS = 4) (
   end
 endmodule
 """
+
+
+#: The engine's streams that ``cover`` records, inputs first, with whether
+#: each is an input of the engine.
+COVER_STREAMS = [("cmd", True), ("rd_data", True), ("rd_req", False), ("wr_req", False),
+                 ("done", False)]
+
+
+def stream_cover(m, go, valid, ready):
+    """Four sticky cover bits of one stream while ``go``: a run of beats
+    held (``valid`` and not ``ready``) of 1, 2-3 and 4+ cycles ended
+    (bits 0-2), and ``ready`` without ``valid`` (bit 3): the points that
+    :meth:`bertforge.sim.funcov_tb.Coverage.hdl_streams` reads."""
+    run = Signal(range(5))
+    bits = Signal(4)
+    with m.If(go):
+        with m.If(valid & ~ready):
+            m.d.sync += run.eq(Mux(run == 4, 4, run + 1))
+        with m.Elif(run != 0):
+            m.d.sync += run.eq(0)
+            with m.If(run == 1):
+                m.d.sync += bits[0].eq(1)
+            with m.Elif(run < 4):
+                m.d.sync += bits[1].eq(1)
+            with m.Else():
+                m.d.sync += bits[2].eq(1)
+        with m.If(ready & ~valid):
+            m.d.sync += bits[3].eq(1)
+    return bits
+
+
+def engine_cover(m, go, unit, streams):
+    """The cover bits of ``unit``'s ``streams`` (``(name, is_input)``
+    pairs, :func:`stream_cover` each) and a last one, ``full``: an input
+    held while an output is held (the unit filled up behind a stalled
+    consumer)."""
+    held = {name: getattr(unit, name).valid & ~getattr(unit, name).ready for name, _ in streams}
+    full = Signal()
+    refused = Cat(held[name] for name, is_input in streams if is_input).any()
+    stalled = Cat(held[name] for name, is_input in streams if not is_input).any()
+    with m.If(go & refused & stalled):
+        m.d.sync += full.eq(1)
+    return Cat(*[stream_cover(m, go, getattr(unit, name).valid, getattr(unit, name).ready)
+                 for name, _ in streams], full)
 
 
 def harness_name(config):
@@ -115,6 +163,7 @@ class GemmHarness(wiring.Component):
             "bw": In(16),
             "cycles": Out(32), "completions": Out(8), "finished": Out(1),
             "errors": Out(MAX_COMMANDS), "tags": Out(64),
+            "cover": Out(4 * len(COVER_STREAMS) + 1),
         })
 
     def elaborate(self, platform):
@@ -158,7 +207,8 @@ class GemmHarness(wiring.Component):
             with m.If(done_n + 1 == pushed):
                 m.d.sync += finished.eq(1)
         m.d.comb += [self.completions.eq(done_n), self.finished.eq(finished),
-                     self.errors.eq(errors), self.tags.eq(tags)]
+                     self.errors.eq(errors), self.tags.eq(tags),
+                     self.cover.eq(engine_cover(m, self.go, engine, COVER_STREAMS))]
         return m
 
 

@@ -12,7 +12,8 @@ every 8192 cycles) and reads memory back; the whole memory image is compared wit
 golden model's (:func:`bertforge.sim.gemm_golden.run_commands`), as are the
 completions' error flags and tags. With a fixed latency and no stalls the
 measured cycles must equal :func:`bertforge.sim.gemm_cycles.gemm_cycles`
-where it is exact (``model_exact``).
+where it is exact (``model_exact``). The run's functional coverage
+(:func:`engine_coverage`) goes into the result as ``functional_coverage``.
 """
 
 import json
@@ -28,9 +29,17 @@ from bertforge.rtl.gemm import GemmConfig
 from bertforge.rtl.payload import unpack
 from bertforge.rtl.tile_scheduler import pack_command
 from bertforge.sim.gemm_cycles import gemm_cycles, ideal_cycles
-from bertforge.sim.gemm_golden import run_commands
-from bertforge.sim.gemm_harness import MAX_COMMANDS
+from bertforge.sim.funcov_tb import Coverage
+from bertforge.sim.gemm_golden import (command_rejected, matrix_view, operand_dtype, output_dtype,
+                                       run_commands)
+from bertforge.sim.gemm_harness import COVER_STREAMS, MAX_COMMANDS
 from bertforge.sim.stream_tb import read_spec
+
+#: Why a command is rejected (:func:`reject_reason`).
+REJECT_REASONS = ["size0", "address", "format"]
+#: Address bounds: A's or C's last byte the memory's last (accepted) or one
+#: past it (rejected).
+ADDRESS_BOUNDS = ["a_at_top", "a_past_top", "c_at_top", "c_past_top"]
 
 KNOBS = ("lat_min", "lat_mask", "p_req", "p_data", "p_wr", "p_cmd", "p_done", "bw")
 
@@ -112,17 +121,77 @@ async def run_to_completion(dut, commands, timeout):
     return waited, seconds, cycles, completions, errors
 
 
+def command_kinds(config):
+    """Kinds of a command, for back-to-back pairs: its output (int32, or a
+    bf16 engine's float32 / bfloat16; int8, int16), accumulate, rejected."""
+    return ["int32", "accumulate", "rejected"] if config.bf16 else [
+        "int32", "accumulate", "int8", "int16", "rejected"]
+
+
+def command_kind(cmd, rejected):
+    if rejected:
+        return "rejected"
+    return next((key for key in ("accumulate", "int8", "int16") if cmd.get(key)), "int32")
+
+
+def reject_reason(config, cmd, reject):
+    """Why ``reject(config, cmd)`` (the golden model's rule) rejects
+    ``cmd``: a size of 0, an operand or result that leaves memory (accepted
+    with every address and stride 0), or a format the engine does not
+    have (the rest: output types, patterns)."""
+    if min(int(cmd.get(key, 0)) for key in "mkn") == 0:
+        return "size0"
+    at_zero = {key: 0 for key in cmd if key.endswith("_addr") or key.endswith("_stride")}
+    return "address" if not reject(config, dict(cmd, **at_zero)) else "format"
+
+
+def engine_coverage(block, config, commands, errors, image, bits, reject):
+    """The functional coverage of an engine's run: the streams (the
+    harness's HDL ``bits``), back-to-back commands of every pair of kinds
+    (:func:`command_kinds`), every reason of rejection
+    (:func:`reject_reason`), A and C at the top of memory and one past it
+    (:data:`ADDRESS_BOUNDS`), and the extremes of A's operands in the
+    ``image`` (integer engines)."""
+    cover = Coverage(block)
+    cover.hdl_streams(COVER_STREAMS, bits)
+    cover.pairs("command", [command_kind(c, e) for c, e in zip(commands, errors)],
+                command_kinds(config))
+    cover.kinds("rejected", [reject_reason(config, c, reject) for c, e in zip(commands, errors) if e],
+                REJECT_REASONS)
+    top, esize, edges = 1 << config.addr_width, operand_dtype(config).itemsize, []
+    for c, e in zip(commands, errors):
+        f = {key: int(c.get(key, 0)) for key in ("m", "k", "n", "a_addr", "a_stride", "c_addr",
+                                                "c_stride")}
+        if min(f["m"], f["k"], f["n"]) == 0:
+            continue
+        ends = {"a": f["a_addr"] + (f["m"] - 1) * f["a_stride"] + f["k"] * esize,
+                "c": f["c_addr"] + (f["m"] - 1) * f["c_stride"]
+                     + f["n"] * output_dtype(c, config).itemsize}
+        edges += [f"{x}_at_top" for x, end in ends.items() if end == top and not e]
+        edges += [f"{x}_past_top" for x, end in ends.items() if end == top + 1 and e]
+    cover.kinds("address", edges, ADDRESS_BOUNDS)
+    if not config.bf16:
+        cover.values("a", np.concatenate(
+            [matrix_view(image, int(c.get("a_addr", 0)), int(c.get("a_stride", 0)), int(c["m"]),
+                         int(c["k"]), operand_dtype(config)).ravel()
+             for c, e in zip(commands, errors) if not e] or [[]]), config.width)
+    return cover
+
+
 @cocotb.test()
 async def gemm_commands(dut):
     spec = read_spec()
     await run_engine(dut, spec, GemmConfig(**spec["config"]), pack=pack_command, golden=run_commands,
-                     cycle_model=gemm_cycles, ideal=ideal_cycles)
+                     cycle_model=gemm_cycles, ideal=ideal_cycles, block="gemm",
+                     reject=command_rejected)
 
 
-async def run_engine(dut, spec, config, *, pack, golden, cycle_model, ideal):
+async def run_engine(dut, spec, config, *, pack, golden, cycle_model, ideal, block, reject):
     """Run ``spec`` on a GEMM-engine harness: ``pack`` packs a command,
     ``golden`` runs the commands on a memory image, ``cycle_model`` and
-    ``ideal`` predict the cycles (as :func:`gemm_cycles`, :func:`ideal_cycles`)."""
+    ``ideal`` predict the cycles (as :func:`gemm_cycles`, :func:`ideal_cycles`);
+    the functional coverage's points are named ``block.*`` and ``reject``
+    is the golden model's rule for a rejected command (a command dict)."""
     commands = spec["commands"]
     assert 1 <= len(commands) <= MAX_COMMANDS
     image = np.load(spec["image"]).astype(np.uint8)
@@ -139,6 +208,8 @@ async def run_engine(dut, spec, config, *, pack, golden, cycle_model, ideal):
 
     waited, seconds, cycles, completions, errors = await run_to_completion(dut, commands, timeout)
     tags = unpack(data.ArrayLayout(8, min(8, len(commands))), int(dut.tags.value))
+    cover = engine_coverage(block, config, commands, expected_errors, image, int(dut.cover.value),
+                            reject)
 
     # Read back only what can have changed: up to the last byte of data or of a C matrix.
     used = max([int(np.flatnonzero(image)[-1]) + 1 if image.any() else 0]
@@ -168,6 +239,7 @@ async def run_engine(dut, spec, config, *, pack, golden, cycle_model, ideal):
         "stalls": stalls,
         "sim_cycles_per_second": waited / seconds if seconds > 0 else 0.0,   # all simulated
         "image": spec["result_path"] + ".npy",
+        "functional_coverage": cover.report(),
     }
     with open(spec["result_path"], "w") as f:
         json.dump(result, f)

@@ -50,3 +50,53 @@ GELU_DEFAULT = GeluConfig()
 
 #: The bound on every softmax output's error against float softmax (2 LSB of uint8).
 SOFTMAX_MAX_ERR = 2 / 256
+
+
+# ---- gemm engines ------------------------------------------------------------
+
+def kind_sequence(kinds):
+    """A sequence of ``kinds`` with every ordered pair (a kind after
+    itself too) back to back: a de Bruijn sequence, ``len(kinds)**2 + 1``
+    long."""
+    k, a, out = len(kinds), [0] * 3, []
+
+    def walk(t, p):
+        if t > 2:
+            if 2 % p == 0:
+                out.extend(a[1:p + 1])
+            return
+        a[t] = a[t - p]
+        walk(t + 1, p)
+        for j in range(a[t - p] + 1, k):
+            a[t] = j
+            walk(t + 1, t)
+    walk(1, 1)
+    return [kinds[i] for i in out + out[:1]]
+
+
+def gemm_pair_problems(config, **fields):
+    """Commands of every kind (``sim.gemm_tb.command_kinds``) after every
+    kind, rejected ones for each reason (size 0, format, address), and A and
+    C ending at the memory's last byte (accepted) and one past it (rejected),
+    for a GEMM engine's harness; ``fields`` go into every command (a sparse
+    engine's pattern, and its compressed weights' addresses for the raw ones:
+    ``b_addr``/``idx_addr`` and strides)."""
+    top, esize = 1 << config.addr_width, config.width // 8
+    pattern = {key: value for key, value in fields.items() if key.startswith("pat_")}
+    size = dict(m=2, k=3, n=2, **pattern)
+    kinds = {"int32": size, "accumulate": dict(size, accumulate=1),
+             "int8": dict(size, int8=1, multiplier=3, shift=4),
+             "int16": dict(size, int16=1, multiplier=3, shift=2)}
+    bad = [dict(raw=dict(m=0, k=2, n=2, **pattern)),
+           dict(raw=dict(m=2, k=2, n=2, int8=1, int16=1, **pattern))]
+    problems = []
+    for kind in kind_sequence([*kinds, "rejected"]):
+        problems.append(kinds[kind] if kind != "rejected" else bad[len(problems) % 2])
+    scratch = top - 4096
+    at_top = dict(dict(m=1, k=2, n=2, b_addr=0, b_stride=2 * esize, c_stride=8), **fields)
+    return problems + [
+        dict(raw=dict(at_top, a_addr=top - 2 * esize, c_addr=scratch)),          # A ends at the top
+        dict(raw=dict(at_top, a_addr=top - 2 * esize + 1, c_addr=scratch)),      # one past it
+        dict(raw=dict(at_top, a_addr=scratch, c_addr=top - 7)),                  # C one past
+        dict(raw=dict(at_top, a_addr=scratch, c_addr=top - 8)),                  # C ends at the top
+    ]

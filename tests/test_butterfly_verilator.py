@@ -21,6 +21,7 @@ from bertforge.generators.cli import main
 from bertforge.rtl.butterfly import ButterflyConfig
 from bertforge.sim.butterfly_cycles import butterfly_cycles, butterfly_groups
 from bertforge.sim.butterfly_golden import butterfly_fft, butterfly_linear
+from bertforge.sim.coverage import uncovered
 
 DESIGNS = [
     ButterflyConfig(n_max=256, lanes=1, width=16, weight_width=8),
@@ -125,6 +126,27 @@ def mixed_jobs(config, seed):
     j.vectors("fft", 4, 1)
     j.vectors("fft", 2, 2 * lanes)
     j.vectors("ifft", 32, lanes + 1)
+    # Back to back, the pairs of command kinds (sim.butterfly_tb.JOB_KINDS)
+    # the jobs above leave out: ifft twice, rejected after each kind and
+    # before each, weights twice (the second load's first beat waits for its
+    # command) and weights at their extremes.
+    lim = 1 << (config.weight_width - 1)
+    j.vectors("ifft", 4, 1)
+    j.add({"mode": "fft", "n": 6, "groups": 1})
+    j.add({"mode": "ifft", "n": 4, "groups": 0})
+    j.vectors("linear", 4, lanes)
+    j.add({"mode": "linear", "n": 1, "groups": 1})
+    j.vectors("ifft", 4, 1)
+    j.weights(4, np.resize([lim - 1, 0, -1, 1, -lim], (2, 2, 4)))
+    j.weights(4)
+    j.add({"mode": "fft", "n": 2 * config.n_max, "groups": 1})
+    j.weights(4)
+    j.vectors("fft", 4, 1)
+    j.weights(4)
+    j.vectors("ifft", 4, lanes)
+    # every length the engine takes (n = 16 and 128 are in no job above)
+    j.vectors("linear", 16, lanes)
+    j.vectors("ifft", 128, lanes)
     return j
 
 #: Segments of :func:`mixed_jobs` (each starts at an isolated job).
@@ -164,7 +186,7 @@ def test_mixed_commands_match_golden_and_cycle_model(config, tmp_path):
     assert result["errors_checked"] == len(jobs.jobs)
     # Every compute job and every segment matches the cycle model.
     computes = [job for job in jobs.jobs if job.get("batch")]
-    assert result["model_checked"] == len(result["jobs"]) == len(computes) == 47
+    assert result["model_checked"] == len(result["jobs"]) == len(computes) == 54
     for job in result["jobs"]:
         assert job["cycles"] == job["model_cycles"]
     segments = result["segments"]
@@ -187,6 +209,8 @@ def test_mixed_commands_match_golden_and_cycle_model(config, tmp_path):
     assert stalled["match"] and stalled["problems"] == []
     assert stalled["cycles"] > result["cycles"]
     assert check_against_golden(config, jobs, stalled) == len(result["jobs"])
+    # every functional cover point (sim/funcov_tb.py) of the two runs
+    assert uncovered([result, stalled]) == []
 
 
 def test_cli_sim_random_and_user_data(tmp_path, capsys):

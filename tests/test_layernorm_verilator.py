@@ -29,6 +29,14 @@ def _small_data(seed):
            np.array([-1, 1, 0, -1])]
     rs += [np.full(64, hi), np.where(idx % 3, lo, hi), np.zeros(64, np.int64), np.full(4, lo),
            np.array([1, -1, 1, 0])]
+    # Impulses (+-1 at each position of 4 and 8): the smallest variances,
+    # where the statistics' low bits and the shift's low bits reach the
+    # output (H * S2 - S1**2 < 64: the normalization shift is 6 to 8 bits).
+    for length in (4, 8):
+        for position in range(length):
+            for sign in (1, -1):
+                xs.append(np.where(np.arange(length) == position, sign, 0))
+                rs.append(np.zeros(length, np.int64))
     _, _, gamma, beta = random_layernorm_data(SMALL, 1, 64, rng)
     gamma[:5] = [-128, 127, 0, -1, 1]
     beta[:5] = [127, -128, 5, 0, -1]
