@@ -89,7 +89,9 @@ class Operation:
     ``sparse_weights`` marks a GEMM whose B operand is a weight matrix, which
     N:M pruning makes sparse along K; ``bias`` one that adds a bias vector
     and ``per_channel`` one that requantizes with one scale per output
-    column (both read from memory by the GEMM engine).
+    column (both read from memory by the GEMM engine); ``transpose_c`` one
+    that stores C transposed (the encoder top's k projection, ``X Wk``
+    written as ``K^T``).
     """
 
     name: str
@@ -107,6 +109,7 @@ class Operation:
     per_channel: bool = False
     element_bytes: int = 1  # other, optimizer: bytes per element per pass
     backward: bool = False  # part of the backward pass
+    transpose_c: bool = False   # gemm: C stored transposed (the engine's transpose_c)
 
     @property
     def macs(self):

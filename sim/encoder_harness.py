@@ -33,7 +33,8 @@ from bertforge.rtl.errors import ParameterError, ParameterTypeError
 __all__ = ["EncoderHarness", "encoder_harness_name", "encoder_harness_verilog", "MAX_COMMANDS"]
 
 #: Commands the harness queue holds (one layer's program: its GEMMs, a
-#: transpose command per token, the elementwise operations).
+#: score and a context command per head and sentence, the elementwise
+#: operations).
 MAX_COMMANDS = 192
 
 

@@ -210,7 +210,8 @@ WRITER_POP = 5
 #: scheduler's output register) take the descriptor of chunk ``i +
 #: stage_queue + 1``: the queues hold ``stage_queue`` chunks each and pop a
 #: chunk once its stage is done with it (measured: commands of many short
-#: chunks, e.g. the encoder's H x 1 x 1 transposes, to a few cycles).
+#: chunks, e.g. H x 1 x 1 commands, to a few cycles; the encoder's program
+#: has none since its k projection stores K^T itself).
 SCHEDULER_ROOM = 29
 #: Cycles between two descriptors of one command (the scheduler's output register).
 SCHEDULER_CHUNK = 2
