@@ -4,10 +4,11 @@ operations of one encoder layer, with shapes and sizes.
 Forward (per layer, as Demystifying BERT profiles it): Q/K/V and output
 projections, per-head attention scores and context GEMMs, softmax with the
 padding mask, two residual + layernorm, the FFN with GELU. The operations
-are listed as a row-major GEMM engine runs them (and as
-:mod:`bertforge.sim.encoder_run` programs :class:`~bertforge.rtl.encoder.EncoderTop`):
-K is produced transposed (``K^T = Wk^T X^T``, an H x H x tokens GEMM) so that
-the score GEMMs read it row-major; every GEMM writes int8 except the
+are listed as a row-major GEMM engine runs them: K is produced transposed
+(``K^T = Wk^T X^T``, an H x H x tokens GEMM) so that the score GEMMs read
+it row-major (:mod:`bertforge.sim.encoder_run` programs
+:class:`~bertforge.rtl.encoder.EncoderTop` with ``X Wk`` stored transposed
+instead, ``analyze(..., transpose=True)``); every GEMM writes int8 except the
 attention scores, which stay int32 for the softmax. With ``bias`` (the
 real layer) the linear layers whose weight is the B operand (q, v and
 output projections, both FFN GEMMs) add their bias and requantize with
