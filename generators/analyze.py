@@ -84,7 +84,7 @@ from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles, sparse_idea
 from bertforge.sim.sparse_golden import check_pattern, parse_pattern
 from bertforge.sim.softmax_cycles import softmax_cycles
 from .presets import ConfigError
-from .workload import MODELS, Operation, encoder_layer
+from .workload import MODELS, encoder_layer
 
 __all__ = ["Hardware", "load_hardware", "hardware_from_table", "analyze", "CLASSES", "format_table", "write_outputs"]
 
@@ -227,9 +227,10 @@ def _gemm(hw, op, engine):
     ideal cycles of the MACs the array must do (compressed ones when sparse)."""
     narrow = op.int8_out and not engine.bf16    # a bf16 engine writes float32
     command = {"m": op.m, "k": op.k, "n": op.n, "int8": int(narrow), "bias": int(op.bias),
-               "per_channel": int(op.per_channel and narrow)}
+               "per_channel": int(op.per_channel and narrow), "transpose_c": int(op.transpose_c)}
     if hw.sparse is None:
-        model, config, ideal = gemm_cycles, engine, ideal_cycles
+        model, ideal = gemm_cycles, ideal_cycles
+        config = dataclasses.replace(engine, transpose_c=True) if op.transpose_c else engine
     else:
         n, m = hw.pattern if op.sparse_weights else (1, 1)
         command.update(pat_n=n, pat_m=m)
@@ -355,8 +356,8 @@ def buffer_report(config):
 def _gemm_bytes(hw, op, engine):
     """``(weights, activations, outputs, traffic)`` bytes of a GEMM
     operation: the distinct bytes of its weight operand (B of the
-    projections and FFN, A of the k projection, with their bias and scale
-    words), of its activation operands, of its results, and ``traffic``:
+    projections and FFN, A of the k projection (B when it is ``X Wk``
+    stored transposed), with their bias and scale words), of its activation operands, of its results, and ``traffic``:
     what the engine reads and writes (its chunks' read beats, A and B read
     again for every panel and block of rows, plus the results)."""
     eb = engine.width // 8
@@ -364,7 +365,7 @@ def _gemm_bytes(hw, op, engine):
     a, b = op.m * op.k * eb, op.k * op.n * eb
     out = op.m * op.n * (eb if narrow else 4)
     extra = 4 * op.n * (int(op.bias) + int(op.per_channel and narrow))
-    if op.sparse_weights:
+    if op.sparse_weights or op.transpose_c:
         weights, acts = b + extra, a
     elif op.name == "k projection":
         weights, acts = a + extra, b
@@ -398,14 +399,19 @@ def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="in
     """Per-operation and per-class cycles of one encoder layer (``bias``:
     the linear layers' biases and per-channel scales; ``precision``,
     ``optimizer``: as :func:`~bertforge.generators.workload.encoder_layer`
-    takes them; ``transpose``: the layer makes the ``X^T`` of its k
-    projection on the GEMM engine, one H x 1 x 1 command per token, as
-    :mod:`bertforge.sim.encoder_run` programs the encoder top)."""
+    takes them; ``transpose``: the layer as
+    :mod:`bertforge.sim.encoder_run` programs the encoder top: the k
+    projection is ``X Wk`` (tokens x H x H) stored transposed
+    (``transpose_c``, :func:`~bertforge.sim.gemm_cycles.write_cycles`),
+    on the dense engine)."""
     ops = encoder_layer(model, seq, batch, training, bias=bias, precision=precision,
                         optimizer=optimizer)
     if transpose:
-        hidden = ops[0].k     # q, v projections: tokens x H x H
-        ops.insert(1, Operation("input transpose", "gemm", batch * seq, m=hidden, k=1, n=1))
+        if hw.sparse is not None:
+            raise ConfigError(f"{hw.name}: the encoder top's program runs the dense engine; "
+                              "take a hardware config without [sparse]")
+        ops = [dataclasses.replace(op, m=op.n, n=op.m, transpose_c=True)
+               if op.name == "k projection" else op for op in ops]
     engine = _precision_engine(hw, precision)
     rows = []
     for op in ops:

@@ -16,7 +16,7 @@ import numpy as np
 
 from bertforge.rtl.errors import ParameterError
 from bertforge.sim.fixed_golden import channel_scale_words, command_scale, scale_words
-from bertforge.sim.gemm_golden import matrix_view, operand_dtype, output_dtype
+from bertforge.sim.gemm_golden import c_view, matrix_view, operand_dtype, output_dtype
 from bertforge.sim.gemm_harness import MAX_COMMANDS, harness_verilog
 from bertforge.sim.lowbit_golden import pack_int4
 from bertforge.sim.sdram import CHIPS
@@ -177,7 +177,8 @@ def layout_problems(config, problems, rng=None, *, extreme=False, b_key="b", pla
     accumulate; random if absent), for a bf16 engine ``bf16_out`` (A, B,
     bias and ``c_old`` are then floats; no requantization),
     ``pad`` (extra bytes per row, to test strides), ``extreme`` (operands
-    only -128 and 127), ``same_c_as`` (index of an
+    only -128 and 127), ``transpose_c`` (C stored transposed: N rows of M
+    elements; an engine with ``transpose_c``), ``same_c_as`` (index of an
     earlier problem whose C this one accumulates into) and ``raw`` (fields
     used as they are: for bad commands). ``place_b(memory, problem, b, pad)``
     writes B (the problem's ``b_key``) and returns its command fields: the
@@ -205,6 +206,9 @@ def layout_problems(config, problems, rng=None, *, extreme=False, b_key="b", pla
         if "same_c_as" in p:
             prior = commands[p["same_c_as"]]
             c_addr, c_stride = prior["c_addr"], prior["c_stride"]
+        elif p.get("transpose_c"):
+            c_addr, c_stride = memory.place(n, m, output_dtype(fields, config).itemsize, pad)
+            fields["transpose_c"] = 1
         else:
             c_addr, c_stride = memory.place(m, n, output_dtype(fields, config).itemsize, pad)
             if p.get("accumulate"):
@@ -224,8 +228,7 @@ def layout_problems(config, problems, rng=None, *, extreme=False, b_key="b", pla
 def read_matrix(config, image, cmd):
     """C of command ``cmd`` from a memory image (int32, int16 or int8 values,
     int64; bf16 engine: float32, or bfloat16 with ``bf16_out``)."""
-    c = matrix_view(image, cmd["c_addr"], cmd["c_stride"], cmd["m"], cmd["n"],
-                    output_dtype(cmd, config))
+    c = c_view(config, image, cmd)
     return c.copy() if config is not None and config.bf16 else c.astype(np.int64)
 
 

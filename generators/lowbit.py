@@ -140,8 +140,8 @@ def layer_tensors(model, seq, precision):
     """The tensors one encoder layer moves for one sentence of ``seq``
     tokens: ``(name, elements, bytes per element, times moved)``, each
     written once and read once per consumer (the encoder program's order:
-    the layer input's operand copy is read by the q and v projections and
-    the input transpose, whose ``X^T`` the k projection reads). With
+    the layer input's operand copy is read by the q, v and k projections;
+    the k projection stores ``K^T`` itself). With
     operands narrower than the residual, each layernorm writes two copies:
     the residual (``residual_bytes``) and the smoothed int8 operand."""
     p = PRECISIONS[precision] if isinstance(precision, str) else precision
@@ -155,7 +155,7 @@ def layer_tensors(model, seq, precision):
         rows.append(("group multipliers", sum(k // p.group * n for k, n in shapes.values()), 1, 1))
     two = a != r
     rows += [("x operand", s * h, a, 4 if two else 5),   # written by the last layernorm; one copy: also the residual
-             ("x^T", s * h, a, 2), ("q", s * h, a, 2), ("k^T", s * h, a, 2), ("v", s * h, a, 2),
+             ("q", s * h, a, 2), ("k^T", s * h, a, 2), ("v", s * h, a, 2),
              ("scores (int32)", heads * s * s, 4, 2), ("p", heads * s * s, a, 2),
              ("ctx", s * h, a, 2), ("attn", s * h, r, 2), ("ln1", s * h, r, 3 if not two else 2),
              ("h1 (GELU input)", s * f, r, 2), ("g", s * f, a, 2), ("f", s * h, r, 2),

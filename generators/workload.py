@@ -4,10 +4,11 @@ operations of one encoder layer, with shapes and sizes.
 Forward (per layer, as Demystifying BERT profiles it): Q/K/V and output
 projections, per-head attention scores and context GEMMs, softmax with the
 padding mask, two residual + layernorm, the FFN with GELU. The operations
-are listed as a row-major GEMM engine runs them (and as
-:mod:`bertforge.sim.encoder_run` programs :class:`~bertforge.rtl.encoder.EncoderTop`):
-K is produced transposed (``K^T = Wk^T X^T``, an H x H x tokens GEMM) so that
-the score GEMMs read it row-major; every GEMM writes int8 except the
+are listed as a row-major GEMM engine runs them: K is produced transposed
+(``K^T = Wk^T X^T``, an H x H x tokens GEMM) so that the score GEMMs read
+it row-major (:mod:`bertforge.sim.encoder_run` programs
+:class:`~bertforge.rtl.encoder.EncoderTop` with ``X Wk`` stored transposed
+instead, ``analyze(..., transpose=True)``); every GEMM writes int8 except the
 attention scores, which stay int32 for the softmax. With ``bias`` (the
 real layer) the linear layers whose weight is the B operand (q, v and
 output projections, both FFN GEMMs) add their bias and requantize with
@@ -89,7 +90,9 @@ class Operation:
     ``sparse_weights`` marks a GEMM whose B operand is a weight matrix, which
     N:M pruning makes sparse along K; ``bias`` one that adds a bias vector
     and ``per_channel`` one that requantizes with one scale per output
-    column (both read from memory by the GEMM engine).
+    column (both read from memory by the GEMM engine); ``transpose_c`` one
+    that stores C transposed (the encoder top's k projection, ``X Wk``
+    written as ``K^T``).
     """
 
     name: str
@@ -107,6 +110,7 @@ class Operation:
     per_channel: bool = False
     element_bytes: int = 1  # other, optimizer: bytes per element per pass
     backward: bool = False  # part of the backward pass
+    transpose_c: bool = False   # gemm: C stored transposed (the engine's transpose_c)
 
     @property
     def macs(self):

@@ -50,7 +50,7 @@ full rate (one beat per cycle) after a fill of a few cycles plus the read
 latency: :mod:`bertforge.sim.encoder_cycles` is the cycle model.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
@@ -83,6 +83,8 @@ class EncoderConfig:
     gemm : GemmConfig
         ``width`` 8 (int8 activations) or 16 (int16 activations); its
         ``mem_width`` and ``addr_width`` are the top's memory interface.
+        The top's engine stores transposed (``transpose_c`` is set: the k
+        projection writes ``K^T`` directly).
     softmax : SoftmaxConfig
         int32 input; output ``out_width`` = 8 with int8 activations, 16 with
         int16; ``lanes * 4`` must divide ``mem_width // 8``.
@@ -110,6 +112,8 @@ class EncoderConfig:
         if self.gemm.bf16:
             raise ParameterError("the encoder top runs integer activations: set [gemm] arith "
                                  "to int8 or int16, not bf16")
+        if not self.gemm.transpose_c:     # the program's k projection stores K^T
+            object.__setattr__(self, "gemm", replace(self.gemm, transpose_c=True))
         mb = self.gemm.mem_bytes
         w, ln = self.gemm.width, self.layernorm     # every width below must be w
         need = {"softmax out_width": self.softmax.out_width,

@@ -115,6 +115,15 @@ class GemmConfig(Config):
         buffer), and the B buffer's reads are sign-extended to ``width``
         (:class:`~bertforge.rtl.loader.Int4Unpack`): the feeders and PEs
         are unchanged. Integer, not serial.
+    transpose_c : bool
+        Commands get a ``transpose_c`` field: store C transposed, element
+        ``(i, j)`` at ``c_addr + j * c_stride + i * size`` (``c_stride``:
+        bytes between C's columns), so a product is written in the layout
+        that a later command reads as its B operand (the encoder's ``K^T``)
+        without a transposing command. The writer then writes one element a
+        cycle (:func:`~bertforge.sim.gemm_cycles.write_cycles`); such a
+        command cannot ``accumulate``. Not serial, not sparse. False: the
+        engine (and its Verilog) as without the field.
     """
 
     rows: int = 4
@@ -135,9 +144,10 @@ class GemmConfig(Config):
     compact: bool = False
     serial: bool = False
     weight_bits: int = 8
+    transpose_c: bool = False
 
     LATE_FIELDS = ("multiply_stages", "multiplier_cell", "arith", "command_queue", "stage_queue",
-                   "compact", "serial", "weight_bits")
+                   "compact", "serial", "weight_bits", "transpose_c")
 
     def __post_init__(self):
         check_size(self, 64)
@@ -170,6 +180,9 @@ class GemmConfig(Config):
         if self.weight_bits == 4 and (self.bf16 or self.serial):
             raise ParameterError(f"weight_bits 4 needs arith 'int' and serial False, not "
                                  f"{self.arith!r} and {self.serial}")
+        check_bool("transpose_c", self.transpose_c)
+        if self.transpose_c and self.serial:
+            raise ParameterError("transpose_c needs the staged engine: set serial to false")
         self.systolic       # checks multiply_stages, multiplier_cell and bf16's acc_width
 
     @property
@@ -177,6 +190,8 @@ class GemmConfig(Config):
         suffix = "_bf16" if self.bf16 else "_serial" if self.serial else ""
         if self.weight_bits == 4:
             suffix += "_w4"
+        if self.transpose_c:
+            suffix += "_tc"
         return f"gemm_{self.rows}x{self.cols}_{self.dataflow}{suffix}"
 
     @property

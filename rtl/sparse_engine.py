@@ -46,6 +46,8 @@ class SparseEngineConfig(GemmConfig):
         if self.weight_bits != 8:
             raise ParameterError(f"weight_bits must be 8 for the sparse engine, not "
                                  f"{self.weight_bits}")
+        if self.transpose_c:
+            raise ParameterError("transpose_c must be false for the sparse engine")
         check_choice("m_max", self.m_max, (2, 4, 8, 16))
         if self.lanes % self.m_max:
             raise ParameterError(f"m_max must divide mem_width // width = {self.lanes}, not {self.m_max}")

@@ -66,12 +66,13 @@ class StagedEngine(wiring.Component):
         # Stage queues, filled by the fan-out of the descriptors.
         loader_fields = sorted({name for name in layout.members} - {"error", "end", "tag",
                                                                    "multiplier", "shift", "int8", "int16",
-                                                                   "tiles", "kblocks"})
+                                                                   "tiles", "kblocks",
+                                                                   "transpose_c"})
         loader = m.submodules.loader = Loader(cfg, project(layout, loader_fields), jobs,
                                               feeders=len(feeders))
         accumulator = m.submodules.accumulator = Accumulator(
             cfg, project(layout, accumulator_fields(cfg)), array.signature.members["c"].signature)
-        writer = m.submodules.writer = Writer(cfg, project(layout, writer_fields()),
+        writer = m.submodules.writer = Writer(cfg, project(layout, writer_fields(cfg)),
                                               self.done.payload.shape())
         heads = {}
         targets = []
@@ -79,7 +80,7 @@ class StagedEngine(wiring.Component):
                 [("loader", loader_fields, ~chunk.payload.error)]
                 + [(f"feed_{n}", f, ~chunk.payload.error) for n, f in feeders.items()]
                 + [("accumulator", accumulator_fields(cfg), ~chunk.payload.error),
-                   ("writer", writer_fields(), chunk.payload.last | chunk.payload.error)]):
+                   ("writer", writer_fields(cfg), chunk.payload.last | chunk.payload.error)]):
             queue = m.submodules[f"{name}_queue"] = Queue(shape=project(layout, fields),
                                                           depth=cfg.stage_queue)
             targets.append((queue.i, needed))

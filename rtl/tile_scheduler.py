@@ -44,10 +44,15 @@ def command_layout(config):
     (:data:`CHANNEL_MULT_BITS`), shift in bits 26-31; ``tag``: echoed on
     the completion. A bf16 engine (``config.arith == "bf16"``) has one more
     field, ``bf16_out``: write C as bfloat16 (2 bytes, rounded to nearest
-    even) instead of float32; its ``bias`` is N binary32 values.
+    even) instead of float32; its ``bias`` is N binary32 values. An engine
+    with ``config.transpose_c`` has one more, ``transpose_c``: store C
+    transposed, element ``(i, j)`` at ``c_addr + j * c_stride + i *
+    size`` (``c_stride``: bytes between C's columns; not with ``accumulate``).
     """
     dim, addr = unsigned(config.dim_width), unsigned(config.addr_width)
     bf16 = {"bf16_out": 1} if config.bf16 else {}
+    if config.transpose_c:
+        bf16["transpose_c"] = 1
     return data.StructLayout({
         "m": dim, "k": dim, "n": dim,
         "a_addr": addr, "b_addr": addr, "c_addr": addr,
@@ -72,8 +77,11 @@ def completion_layout(config):
 def chunk_layout(config):
     """One chunk: operand base addresses (element [m0, k0] of A, [k0, n0] of B,
     [m0, n0] of C, entry n0 of the bias and scale vectors), valid sizes,
-    per-chunk counts and the command's flags."""
+    per-chunk counts and the command's flags (with ``config.transpose_c``
+    also ``transpose_c``; ``c_base`` is then the address of C's element
+    [m0, n0] in the transposed layout)."""
     addr = unsigned(config.addr_width)
+    transposed = {"transpose_c": 1} if config.transpose_c else {}
     return data.StructLayout({
         "a_base": addr, "b_base": addr, "c_base": addr,
         "a_stride": addr, "b_stride": addr, "c_stride": addr,
@@ -86,6 +94,7 @@ def chunk_layout(config):
         "accumulate": 1, "int8": 1,
         "multiplier": unsigned(32), "shift": unsigned(6), "tag": unsigned(8),
         "bias": 1, "per_channel": 1, "bias_base": addr, "scale_base": addr, "int16": 1,
+        **transposed,
     })
 
 
@@ -143,8 +152,13 @@ class TileScheduler(wiring.Component):
         # Packed 4-bit B: ceil(k / 2) rows of n bytes, k_chunk // 2 rows a chunk.
         packed = cfg.weight_bits == 4
         b_rows_less = (new.k - 1) >> 1 if packed else new.k - 1
+        # C transposed: N - 1 strides (columns), M elements.
+        c_rows_less = Mux(new.transpose_c, new.n - 1, new.m - 1) if cfg.transpose_c else new.m - 1
+        c_row_bytes = cmd.n << osize_bits
+        if cfg.transpose_c:
+            c_row_bytes = Mux(cmd.transpose_c, cmd.m << osize_bits, c_row_bytes)
         for rows_less, stride in ((new.m - 1, new.a_stride), (b_rows_less, new.b_stride),
-                                  (new.m - 1, new.c_stride)):
+                                  (c_rows_less, new.c_stride)):
             products.append((Signal(dw), None if cfg.compact else Signal(aw + dw), Signal(aw + dw),
                              rows_less, stride))
         step = Signal(range(dw + 1))
@@ -155,7 +169,7 @@ class TileScheduler(wiring.Component):
         m.d.sync += [
             a_end.eq(cmd.a_addr + a_prod + cmd.k * esize),
             b_end.eq(cmd.b_addr + b_prod + (cmd.n if packed else cmd.n * esize)),
-            c_end.eq(cmd.c_addr + c_prod + (cmd.n << osize_bits)),
+            c_end.eq(cmd.c_addr + c_prod + c_row_bytes),
             bias_end.eq(cmd.bias_addr + (cmd.n << 2)),
             scale_end.eq(cmd.scale_addr + (cmd.n << 2)),
         ]
@@ -166,6 +180,8 @@ class TileScheduler(wiring.Component):
                  | (cmd.per_channel & (~narrow | (scale_end > limit))))
         if cfg.bf16:      # no requantization; old C is float32
             check = check | narrow | (cmd.accumulate & cmd.bf16_out)
+        if cfg.transpose_c:     # old C is read row by row
+            check = check | (cmd.accumulate & cmd.transpose_c)
 
         # What is left of m, n and k from (m0, n0, k0) on, kept in registers,
         # and whether it is the last block, panel or chunk (registers too:
@@ -204,10 +220,16 @@ class TileScheduler(wiring.Component):
             # Always 1; not a constant, since Verilator never runs an
             # `always @*` block whose right-hand side is a constant.
             kblocks = k_len != 0
+        # C transposed: c_row is C's element [m0, 0], c_col adds n0 columns.
+        c_base = c_row + (n0 << osize_bits)
+        if cfg.transpose_c:
+            c_col = Signal(aw)
+            c_base = Mux(cmd.transpose_c, c_row + c_col, c_base)
+            m.d.comb += d.transpose_c.eq(cmd.transpose_c)
         m.d.comb += [
             d.a_base.eq(a_row + (k0 << (esize - 1))),
             d.b_base.eq(b_row + (n0 if packed else n0 << (esize - 1))),
-            d.c_base.eq(c_row + (n0 << osize_bits)),
+            d.c_base.eq(c_base),
             d.a_stride.eq(cmd.a_stride), d.b_stride.eq(cmd.b_stride), d.c_stride.eq(cmd.c_stride),
             d.m_len.eq(Mux(last_m, rows_left, cfg.block_rows)),
             d.n_len.eq(n_len), d.k_len.eq(k_len),
@@ -258,6 +280,8 @@ class TileScheduler(wiring.Component):
                 m.d.sync += [bad.eq(check), m0.eq(0), n0.eq(0), k0.eq(0),
                              *left(*rows, cmd.m), *left(*cols, cmd.n), *left(*red, cmd.k),
                              a_row.eq(cmd.a_addr), b_row.eq(cmd.b_addr), c_row.eq(cmd.c_addr)]
+                if cfg.transpose_c:
+                    m.d.sync += c_col.eq(0)
                 m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += d.error.eq(bad)
@@ -271,12 +295,20 @@ class TileScheduler(wiring.Component):
                                               * (cfg.k_chunk // 2 if packed else cfg.k_chunk))]
                     with m.Else():
                         m.d.sync += [k0.eq(0), *left(*red, cmd.k), b_row.eq(cmd.b_addr)]
+                        c_step = cmd.c_stride * cfg.block_rows
+                        if cfg.transpose_c:
+                            c_step = Mux(cmd.transpose_c, Const(cfg.block_rows) << osize_bits,
+                                         c_step)
                         with m.If(~last_n):
                             m.d.sync += [n0.eq(n0 + cfg.panel), *left(*cols, cols_left - cfg.panel)]
+                            if cfg.transpose_c:
+                                m.d.sync += c_col.eq(c_col + cmd.c_stride * cfg.panel)
                         with m.Else():
                             m.d.sync += [n0.eq(0), *left(*cols, cmd.n),
                                          m0.eq(m0 + cfg.block_rows),
                                          *left(*rows, rows_left - cfg.block_rows),
                                          a_row.eq(a_row + cmd.a_stride * cfg.block_rows),
-                                         c_row.eq(c_row + cmd.c_stride * cfg.block_rows)]
+                                         c_row.eq(c_row + c_step)]
+                            if cfg.transpose_c:
+                                m.d.sync += c_col.eq(0)
         return m

@@ -15,10 +15,12 @@ from .tile_scheduler import CHANNEL_MULT_BITS
 __all__ = ["writer_fields", "Writer"]
 
 
-def writer_fields():
-    """The descriptor fields the :class:`Writer` reads."""
-    return ("error", "end", "c_base", "c_stride", "m_len", "n_len", "int8", "int16",
-            "multiplier", "shift", "tag", "bias", "per_channel")
+def writer_fields(config=None):
+    """The descriptor fields the :class:`Writer` reads (with
+    ``config.transpose_c`` also ``transpose_c``)."""
+    fields = ("error", "end", "c_base", "c_stride", "m_len", "n_len", "int8", "int16",
+              "multiplier", "shift", "tag", "bias", "per_channel")
+    return fields + ("transpose_c",) if config is not None and config.transpose_c else fields
 
 
 class Writer(wiring.Component):
@@ -36,6 +38,11 @@ class Writer(wiring.Component):
     beat per two pieces (and its last piece).
     After the block's last read it pulses ``released``. ``done`` gets one
     completion per command, after its last write beat was taken.
+
+    Transposed (``config.transpose_c`` and the descriptor's
+    ``transpose_c``): the beats are formed as above, then each is written
+    one element a cycle, ``c_stride`` bytes apart, continuing along the row
+    (a column of C in memory): ``n_len`` write cycles per row.
 
     Per-channel scale words hold the multiplier in bits 0-25 and the shift
     in bits 26-31 (:data:`~bertforge.rtl.tile_scheduler.CHANNEL_MULT_BITS`).
@@ -83,11 +90,17 @@ class Writer(wiring.Component):
         return Q, -(-self.config.panel // Q)
 
     def _entry_layout(self):
-        """A write beat: its address, size, data and flags."""
+        """A write beat: its address, size, data and flags (transposed
+        stores: ``transpose``, ``row_start`` (the row's first beat; its
+        ``addr`` is the row's first element, a later beat's continues), the
+        element ``stride`` and ``osize``, log2 of the element's bytes)."""
         cfg = self.config
+        transposed = {"transpose": 1, "row_start": 1, "stride": unsigned(cfg.addr_width),
+                      "osize": unsigned(2)} if cfg.transpose_c else {}
         return data.StructLayout({
             "addr": unsigned(cfg.addr_width), "data": unsigned(cfg.mem_width),
-            "bytes": range(cfg.mem_bytes + 1), "cmd_end": 1, "error": 1, "tag": unsigned(8)})
+            "bytes": range(cfg.mem_bytes + 1), "cmd_end": 1, "error": 1, "tag": unsigned(8),
+            **transposed})
 
     def elaborate(self, platform):
         m = Module()
@@ -101,7 +114,7 @@ class Writer(wiring.Component):
         go, side, inflight, per_piece = self._issue(m, out, depth)
         if cfg.compact:     # in the same order as their data, which follows
             m.d.comb += [*[getattr(entries.i.payload, name).eq(getattr(side.entry, name))
-                           for name in self.HEAD_FIELDS],
+                           for name in self._head_fields()],
                          entries.i.valid.eq(side.valid & side.emit)]
         acc, bias, words, pc2, mult2, shift2 = self._piece_lanes(m, side, *per_piece)
         # Stage 3: acc + bias (int32; bf16: binary32) and the piece's
@@ -129,6 +142,11 @@ class Writer(wiring.Component):
 
     #: The write beat's fields that the compact writer queues apart from its data.
     HEAD_FIELDS = ("addr", "bytes", "cmd_end", "error", "tag")
+    #: ... and those of transposed stores.
+    TRANSPOSE_FIELDS = ("transpose", "row_start", "stride", "osize")
+
+    def _head_fields(self):
+        return self.HEAD_FIELDS + (self.TRANSPOSE_FIELDS if self.config.transpose_c else ())
 
     def _compact_queues(self, m, depth):
         """The compact writer's two queues: ``write_beats`` holds only the
@@ -137,7 +155,7 @@ class Writer(wiring.Component):
         pipeline stage."""
         out = m.submodules.write_beats = Queue(shape=unsigned(self.config.mem_width), depth=depth)
         entries = m.submodules.write_entries = Queue(
-            shape=project(self._entry_layout(), self.HEAD_FIELDS), depth=depth)
+            shape=project(self._entry_layout(), self._head_fields()), depth=depth)
         return out, entries
 
     def _issue(self, m, out, depth):
@@ -182,13 +200,17 @@ class Writer(wiring.Component):
             acc_addr = delay(m, acc_addr, 1, "wr_acc_addr")
         m.d.comb += [self.acc_rd.addr.eq(acc_addr), self.bias_rd.addr.eq(vector_addr),
                      self.scale_rd.addr.eq(vector_addr)]
+        next_row = base + d.c_stride
+        if cfg.transpose_c:     # the next row is the next element of C's columns
+            osize = Mux(d.int8, 0, Mux(d.int16, 1, 2))
+            next_row = Mux(d.transpose_c, base + (Const(1, 3) << osize), next_row)
         with m.If(go):
             m.d.sync += [started.eq(1), row_addr.eq(base), piece.eq(piece + 1)]
             with m.If(d.error):
                 m.d.sync += [piece.eq(0), started.eq(0)]
                 m.d.comb += self.chunk.ready.eq(1)
             with m.Elif(last_piece):
-                m.d.sync += [piece.eq(0), row.eq(row + 1), row_addr.eq(base + d.c_stride)]
+                m.d.sync += [piece.eq(0), row.eq(row + 1), row_addr.eq(next_row)]
                 with m.If(last_row):
                     m.d.sync += [row.eq(0), started.eq(0), slot.eq(~slot)]
                     m.d.comb += [self.chunk.ready.eq(1), block_read.eq(1), self.released.eq(1)]
@@ -219,6 +241,13 @@ class Writer(wiring.Component):
                 bias_on.eq(d.bias), per_channel.eq(d.per_channel),
                 mult.eq(d.multiplier), shift.eq(d.shift),
             ]
+            if cfg.transpose_c:     # a beat per row's start, the others continue it
+                m.d.sync += [
+                    side.entry.addr.eq(Mux(d.transpose_c | d.int8, base, base + offset)),
+                    side.entry.transpose.eq(d.transpose_c & ~d.error),
+                    side.entry.row_start.eq(d.int8 | (offset == 0)),
+                    side.entry.stride.eq(d.c_stride), side.entry.osize.eq(osize),
+                ]
         return go, side, inflight, (bias_on, per_channel, mult, shift)
 
     def _piece_lanes(self, m, side, bias_on, per_channel, mult, shift):
@@ -352,8 +381,34 @@ class Writer(wiring.Component):
             wr.valid.eq(beat_valid & ~head.error & ~hold),
             done.i.payload.tag.eq(head.tag), done.i.payload.error.eq(head.error),
         ]
-        consumed = beat_valid & ~hold & (head.error | wr.ready)
+        written = wr.ready
+        if self.config.transpose_c:     # the beat's last element written
+            written = wr.ready & self._write_elements(m, head, head_data, beat_valid & ~hold)
+        consumed = beat_valid & ~hold & (head.error | written)
         m.d.comb += [out.o.ready.eq(consumed), done.i.valid.eq(consumed & head.cmd_end)]
         if entries is not None:
             m.d.comb += entries.o.ready.eq(consumed)
         wiring.connect(m, done.o, wiring.flipped(self.done))
+
+    def _write_elements(self, m, head, head_data, going):
+        """Transposed beats: one element a write, ``stride`` bytes apart
+        (overriding the write request's address, data and size). Returns
+        "this write is the beat's last"."""
+        cfg = self.config
+        wr = self.wr_req
+        done = Signal(range(cfg.mem_bytes + 1), name="wr_elem_done")   # bytes of the beat written
+        addr = Signal(cfg.addr_width, name="wr_elem_addr")             # the next element's
+        rest = Signal(cfg.mem_width, name="wr_elem_rest")              # the beat from it on
+        first = done == 0
+        data_now = Mux(first, head_data, rest)
+        addr_now = Mux(first & head.row_start, head.addr, addr)
+        size = Mux(head.osize == 0, 1, Mux(head.osize == 1, 2, 4))
+        last = done + size >= head.bytes
+        with m.If(head.transpose):
+            m.d.comb += [wr.payload.addr.eq(addr_now), wr.payload.data.eq(data_now),
+                         wr.payload.bytes.eq(size)]
+        with m.If(going & head.transpose & wr.ready):
+            m.d.sync += [done.eq(Mux(last, 0, done + size)), addr.eq(addr_now + head.stride),
+                         rest.eq(Mux(head.osize == 0, data_now >> 8,
+                                     Mux(head.osize == 1, data_now >> 16, data_now >> 32)))]
+        return ~head.transpose | last

@@ -14,10 +14,11 @@ of ``K^T``). With ``valid`` < S the keys of the padding tokens (columns
 hidden ``H``, ``heads`` heads of ``d = H / heads`` and FFN width ``F``
 (``sx``, ``sq``, ... the real value of one LSB of each tensor):
 
-1. ``Q = rq(X Wq)``, ``V = rq(X Wv)``, ``K^T = rq(Wk^T X^T)`` (``rq`` is
+1. ``Q = rq(X Wq)``, ``V = rq(X Wv)``, ``K^T = rq(X Wk)^T`` (``rq`` is
    the engine's requantization, multiplier/shift from the scale ratio; K is
-   produced transposed because the engine's B operand is row-major; ``X^T``
-   (``xt``) is made on the engine too, see :mod:`bertforge.sim.encoder_run`).
+   stored transposed (the engine's ``transpose_c``) because the score
+   GEMMs read it as their row-major B operand, see
+   :mod:`bertforge.sim.encoder_run`).
 2. Per head ``h``: scores ``Q_h K^T_h`` (int32), softmax with scale
    ``sq sk / sqrt(d)`` (:func:`softmax_golden`), then int8: ``P = min((p +
    1) >> 1, 127)`` of the uint8 ``p`` (scale 1/128: the softmax adapter's
@@ -271,7 +272,7 @@ def encoder_golden(config, layer):
                            multiplier=mult, shift=shift)
     x = layer.xq
     q, v = mm(x, wq["q"], "q"), mm(x, wq["v"], "v")
-    kt = mm(wq["k"].T, x.T, "k")
+    kt = mm(x, wq["k"], "k").T
     heads, sentences = layer.heads, range(layer.batch)
 
     def rows(b):
@@ -294,7 +295,7 @@ def encoder_golden(config, layer):
     f = mm(gl, wq["2"], "2")
     out = np.stack([layernorm_golden(ln, f[t], ln1[t], layer.gamma_q[1], layer.beta_q[1])
                     for t in range(len(x))])
-    return {"xt": x.T, "q": q, "kt": kt, "v": v, "scores": scores, "p": p, "ctx": ctx, "attn": attn,
+    return {"q": q, "kt": kt, "v": v, "scores": scores, "p": p, "ctx": ctx, "attn": attn,
             "ln1": ln1, "h1": h1, "g": gl, "f": f, "out": out}
 
 

@@ -37,7 +37,8 @@ __all__ = ["EncoderHarness", "encoder_harness_name", "encoder_harness_verilog", 
            "COVER_STREAMS"]
 
 #: Commands the harness queue holds (one layer's program: its GEMMs, a
-#: transpose command per token, the elementwise operations).
+#: score and a context command per head and sentence, the elementwise
+#: operations).
 MAX_COMMANDS = 192
 
 #: The top's streams that ``cover`` records (``(name, is_input)``).

@@ -17,27 +17,27 @@ __all__ = ["encoder_program", "model_program", "layer_program", "read_stages", "
            "OPERATIONS", "program_commands"]
 
 #: Operations of the program, in order: (workload name, class); the names are
-#: those of :func:`bertforge.generators.workload.encoder_layer`, and ``input
-#: transpose`` that of ``analyze(..., transpose=True)``.
+#: those of :func:`bertforge.generators.workload.encoder_layer` (costed by
+#: ``analyze(..., transpose=True)``).
 OPERATIONS = [
-    ("q, v projections", "gemm"), ("input transpose", "gemm"), ("k projection", "gemm"),
+    ("q, v projections", "gemm"), ("k projection", "gemm"),
     ("attention scores", "gemm"), ("softmax", "softmax"), ("attention context", "gemm"),
     ("output projection", "gemm"), ("residual + layernorm 1", "layernorm"), ("ffn 1", "gemm"),
     ("gelu", "gelu"), ("ffn 2", "gemm"), ("residual + layernorm 2", "layernorm"),
 ]
 #: Activation tensors of a layer in memory order (layer 0 also has ``x``; a
 #: later layer's ``x`` is the previous layer's ``out``).
-ACTIVATIONS = ("xt", "q", "kt", "v", "scores", "p", "ctx", "attn", "ln1", "h1", "g", "f", "out")
+ACTIVATIONS = ("q", "kt", "v", "scores", "p", "ctx", "attn", "ln1", "h1", "g", "f", "out")
 #: The layernorms' interleaved sources: each tensor and the one read beside it.
 PARTNERS = {"attn": "x", "f": "ln1"}
 
 
 def program_commands(seq, heads, batch=1):
-    """Commands of one layer's program: q and v, one transpose command per
-    token of the batch, k, a score and a context command per head and
-    sentence, a softmax per sentence, six more (output projection,
-    layernorm, FFN 1, GELU, FFN 2, layernorm)."""
-    return 2 + batch * seq + 1 + 2 * heads * batch + batch + 6
+    """Commands of one layer's program: q and v, k (stored transposed), a
+    score and a context command per head and sentence, a softmax per
+    sentence, six more (output projection, layernorm, FFN 1, GELU, FFN 2,
+    layernorm)."""
+    return 2 + 1 + 2 * heads * batch + batch + 6
 
 
 def check_shape(config, seq, hidden, heads, ffn, batch=1):
@@ -77,8 +77,8 @@ def encoder_program(config, layer):
 def model_program(config, layers, *, banks=None):
     """``(image, programs, regions, groups, abits)`` of a stack of layers
     (:class:`~bertforge.sim.encoder_golden.EncoderLayer`, one shape): the
-    memory image (layer 0's input, every layer's weights, the constant 1 the
-    transpose commands multiply by), one command list per layer, per layer
+    memory image (layer 0's input, every layer's weights), one command
+    list per layer, per layer
     the byte address of each tensor, per layer the command indices of each
     of :data:`OPERATIONS`, and the memory's address bits. Activations come
     first (every layer's own, so each can be read back and checked; layer
@@ -94,7 +94,7 @@ def model_program(config, layers, *, banks=None):
     mb, eb = config.gemm.mem_bytes, config.element_bytes
     T = B * S           # rows of the stacked batch
     # bytes (scores int32; the probabilities, as every activation, eb bytes)
-    act = {name: n * eb for name, n in (("x", T * H), ("xt", H * T), ("q", T * H), ("kt", H * T),
+    act = {name: n * eb for name, n in (("x", T * H), ("q", T * H), ("kt", H * T),
                                          ("v", T * H), ("p", B * heads * S * S), ("ctx", T * H),
                                          ("attn", T * H), ("ln1", T * H), ("h1", T * F),
                                          ("g", T * F), ("f", T * H), ("out", T * H))}
@@ -118,10 +118,8 @@ def model_program(config, layers, *, banks=None):
             r[name] = take(act[name])
         regions.append(r)
     read_bytes = cursor
-    one = take(mb)
     for r, layer in zip(regions, layers):
-        r["one"] = one
-        for name, size in (("wq", H * H), ("wkt", H * H), ("wv", H * H), ("wo", H * H),
+        for name, size in (("wq", H * H), ("wk", H * H), ("wv", H * H), ("wo", H * H),
                            ("w1", H * F), ("w2", F * H), ("ln1p", 2 * H), ("ln2p", 2 * H)):
             r[name] = take(size * eb)
         for key in layer.bq or {}:
@@ -137,11 +135,10 @@ def model_program(config, layers, *, banks=None):
         raw = np.asarray(matrix, dtype=np.int64).astype(kind).ravel().view(np.uint8)
         image[at:at + raw.size] = raw
     put(regions[0]["x"], first.xq)
-    put(one, [1])
     programs, groups = [], []
     for r, layer in zip(regions, layers):
         wq = layer.wq
-        put(r["wq"], wq["q"]), put(r["wkt"], wq["k"].T), put(r["wv"], wq["v"]), put(r["wo"], wq["o"])
+        put(r["wq"], wq["q"]), put(r["wk"], wq["k"]), put(r["wv"], wq["v"]), put(r["wo"], wq["o"])
         put(r["w1"], wq["1"]), put(r["w2"], wq["2"])
         put(r["ln1p"], np.concatenate([layer.gamma_q[0], layer.beta_q[0]]))
         put(r["ln2p"], np.concatenate([layer.gamma_q[1], layer.beta_q[1]]))
@@ -168,16 +165,18 @@ def layer_program(config, layer, r):
     bq, words = layer.bq or {}, layer.words or {}
     commands, groups = [], []
 
-    def gemm(a, a_stride, b, b_stride, c, c_stride, m, k, n, key=None):
-        """Strides in elements (scores: int32, the others ``eb`` bytes)."""
+    def gemm(a, a_stride, b, b_stride, c, c_stride, m, k, n, key=None, **extra):
+        """Strides in elements (scores: int32, the others ``eb`` bytes);
+        ``extra``: more command fields (``transpose_c``)."""
         fields = {}
         if key in words:
             fields.update(per_channel=1, scale_addr=r[f"scale_{key}"], multiplier=0, shift=0)
         else:
-            mult, shift = layer.rq[key] if key not in (None, "t") else (1, 0)
+            mult, shift = layer.rq[key] if key is not None else (1, 0)
             fields.update(multiplier=mult, shift=shift)
         if key in bq:
             fields.update(bias=1, bias_addr=r[f"bias_{key}"])
+        fields.update(extra)
         out = narrow if key is not None else {}
         commands.append({"op": OP_GEMM, "gemm": {
             "m": m, "k": k, "n": n, "a_addr": a, "b_addr": b, "c_addr": c, "a_stride": a_stride * eb,
@@ -192,11 +191,9 @@ def layer_program(config, layer, r):
 
     group(lambda: (gemm(r["x"], H, r["wq"], H, r["q"], H, T, H, H, "q"),
                    gemm(r["x"], H, r["wv"], H, r["v"], H, T, H, H, "v")))
-    # X^T on the engine: column t of X^T is row t of X, read as an H x 1
-    # matrix (row stride one element) times the 1 x 1 matrix [1].
-    group(lambda: [gemm(r["x"] + t * H * eb, 1, r["one"], 1, r["xt"] + t * eb, T, H, 1, 1, "t")
-                   for t in range(T)])
-    group(lambda: gemm(r["wkt"], H, r["xt"], T, r["kt"], T, H, H, T, "k"))
+    # K = X Wk stored transposed: K^T (H x T, rows of T elements), which the
+    # score GEMMs read as their B operand.
+    group(lambda: gemm(r["x"], H, r["wk"], H, r["kt"], T, T, H, H, "k", transpose_c=1))
     # attention per sentence b and head h: (b, h) is score matrix b * heads + h
     pairs = [(b, h) for b in range(B) for h in range(heads)]
     group(lambda: [gemm(r["q"] + (b * S * H + h * d) * eb, H, r["kt"] + (h * d * T + b * S) * eb, T,
@@ -239,7 +236,7 @@ def read_stages(image, regions, layer, config=None):
     T, BH = layer.batch * S, layer.batch * heads
     eb = config.element_bytes if config is not None else 1
     act = "<i1" if eb == 1 else "<i2"
-    shapes = {"xt": (H, T), "q": (T, H), "kt": (H, T), "v": (T, H), "scores": (BH, S, S),
+    shapes = {"q": (T, H), "kt": (H, T), "v": (T, H), "scores": (BH, S, S),
               "p": (BH, S, S), "ctx": (T, H), "attn": (T, H), "ln1": (T, H), "h1": (T, F),
               "g": (T, F), "f": (T, H), "out": (T, H)}
     return {key: _read(image, regions[key], shape, "<i4" if key == "scores" else act)

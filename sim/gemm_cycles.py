@@ -25,7 +25,8 @@ most :data:`EXACT_MAX_LATENCY`, no stalls) the count is exact:
              + END + rows(last block) * ceil(n_len(last block) / Q)
 
 where the writer takes ``ceil(n_len / Q)`` cycles per output row, int32,
-int16 or int8, ``Q = mem_bytes // 4`` (:func:`write_cycles`).
+int16 or int8, ``Q = mem_bytes // 4`` (:func:`write_cycles`); a command that
+stores C transposed (``transpose_c``) writes an element a cycle instead.
 
 Otherwise (memory bound) the same walk estimates it.
 
@@ -86,7 +87,12 @@ def ideal_cycles(config, cmd):
 def chunks(config, cmd):
     """The scheduler's chunks of one command: dicts with ``m_len, n_len,
     k_len, tiles, kblocks, first, last``, the chunk's origin ``m0, n0, k0``
-    and the command's flags ``accumulate, int8, bias, per_channel``."""
+    and the command's flags ``accumulate, int8, bias, per_channel``,
+    ``int16`` (int16 or bf16 output) and ``transpose_c`` (on an engine with
+    ``config.transpose_c``)."""
+    flags = {**{flag: bool(cmd.get(flag)) for flag in _FLAGS},
+             "int16": bool(cmd.get("int16") or cmd.get("bf16_out")),
+             "transpose_c": bool(cmd.get("transpose_c") and config.transpose_c)}
     out = []
     for m0 in range(0, cmd["m"], config.block_rows):
         for n0 in range(0, cmd["n"], config.panel):
@@ -103,7 +109,7 @@ def chunks(config, cmd):
                             "m0": m0, "n0": n0, "k0": k0,
                             "tiles": -(-n_len // config.cols), "kblocks": kblocks,
                             "first": k0 == 0, "last": k0 + config.k_chunk >= cmd["k"],
-                            **{flag: bool(cmd.get(flag)) for flag in _FLAGS}})
+                            **flags})
     return out
 
 
@@ -130,8 +136,17 @@ def b_rows(config, chunk):
 def write_cycles(config, chunk):
     """Cycles the writer takes for a block: ``ceil(n_len / Q)`` per output
     row, ``Q = mem_bytes // 4`` (int32 values per beat; int8 and int16 rows
-    take as long, the requantizer has Q lanes)."""
-    return chunk["m_len"] * -(-chunk["n_len"] // (config.mem_bytes // 4))
+    take as long, the requantizer has Q lanes).
+
+    Transposed (``transpose_c``): a write per element, ``m_len * n_len``,
+    after the pieces of the block's first beat (an int8 row's pieces, two
+    of an int16 row's, one int32 piece) less one, which the others overlap:
+    the writer reads a piece a cycle, faster than the elements leave."""
+    pieces = -(-chunk["n_len"] // (config.mem_bytes // 4))
+    if not chunk.get("transpose_c"):
+        return chunk["m_len"] * pieces
+    first = pieces if chunk["int8"] else min(pieces, 2) if chunk.get("int16") else 1
+    return chunk["m_len"] * chunk["n_len"] + first - 1
 
 
 def _streams(config, chunk):
@@ -196,7 +211,8 @@ WRITER_POP = 5
 #: scheduler's output register) take the descriptor of chunk ``i +
 #: stage_queue + 1``: the queues hold ``stage_queue`` chunks each and pop a
 #: chunk once its stage is done with it (measured: commands of many short
-#: chunks, e.g. the encoder's H x 1 x 1 transposes, to a few cycles).
+#: chunks, e.g. H x 1 x 1 commands, to a few cycles; the encoder's program
+#: has none since its k projection stores K^T itself).
 SCHEDULER_ROOM = 29
 #: Cycles between two descriptors of one command (the scheduler's output register).
 SCHEDULER_CHUNK = 2

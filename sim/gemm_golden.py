@@ -11,12 +11,12 @@ from bertforge.rtl.errors import ParameterError
 
 __all__ = ["gemm_golden", "bf16_gemm_golden", "fp32_add", "command_error", "command_rejected",
            "command_fields", "FIELDS", "reduction_pieces", "run_commands", "write_result",
-           "matrix_view", "packed_b_view", "output_dtype", "operand_dtype"]
+           "matrix_view", "c_view", "packed_b_view", "output_dtype", "operand_dtype"]
 
 #: The fields :func:`command_error` checks.
 _CHECKED = ("m", "k", "n", "a_addr", "b_addr", "c_addr", "a_stride", "b_stride", "c_stride",
             "accumulate", "int8", "bias", "per_channel", "bias_addr", "scale_addr", "int16",
-            "bf16_out")
+            "bf16_out", "transpose_c")
 #: Fields of a dense command that the golden and cycle models read (``tag`` aside).
 FIELDS = _CHECKED + ("multiplier", "shift")
 _INT32 = (-(1 << 31), (1 << 31) - 1)
@@ -144,16 +144,22 @@ def operand_dtype(config):
 
 def command_error(config, m, k, n, a_addr, b_addr, c_addr, a_stride, b_stride, c_stride,
                   accumulate=False, int8=False, *, bias=False, per_channel=False, bias_addr=0,
-                  scale_addr=0, int16=False, bf16_out=False):
+                  scale_addr=0, int16=False, bf16_out=False, transpose_c=False):
     """True if the engine rejects this command: a size of 0, a matrix (or,
     when used, the bias vector or the per-channel scale words: N 4-byte
     values each) that leaves the ``2**addr_width`` byte address space,
     accumulate with int8 or int16 output, both int8 and int16, or
     per-channel scales with int32 output. A bf16 engine also rejects int8,
     int16, per-channel scales and accumulate with ``bf16_out`` (old C is
-    float32); an integer engine has no ``bf16_out`` (it is ignored)."""
+    float32); an integer engine has no ``bf16_out`` (it is ignored). With
+    ``transpose_c`` (an engine with ``config.transpose_c``; the others
+    ignore it) C is stored transposed (N rows of M elements, ``c_stride``
+    apart), and accumulate is rejected."""
     narrow = int8 or int16
+    transpose_c = transpose_c and config.transpose_c
     if min(m, k, n) == 0 or (accumulate and narrow) or (int8 and int16) or (per_channel and not narrow):
+        return True
+    if accumulate and transpose_c:
         return True
     if config.bf16 and (narrow or (accumulate and bf16_out)):
         return True
@@ -165,7 +171,8 @@ def command_error(config, m, k, n, a_addr, b_addr, c_addr, a_stride, b_stride, c
         b_end = b_addr + (k - 1) * b_stride + n * esize
     return bool(a_addr + (m - 1) * a_stride + k * esize > limit
                 or b_end > limit
-                or c_addr + (m - 1) * c_stride + n * osize > limit
+                or c_addr + ((n if transpose_c else m) - 1) * c_stride
+                + (m if transpose_c else n) * osize > limit
                 or (bias and bias_addr + 4 * n > limit)
                 or (per_channel and scale_addr + 4 * n > limit))
 
@@ -199,12 +206,22 @@ def packed_b_view(image, addr, stride, k, n):
     return unpack_int4(packed.T).T[:k]
 
 
+def c_view(config, image, c):
+    """Command ``c``'s C in byte ``image`` (a view, M x N): row-major, or
+    transposed with ``transpose_c`` (on an engine that has it; ``config``
+    None: an integer engine without it)."""
+    dtype = output_dtype(c, config)
+    if c.get("transpose_c") and config is not None and config.transpose_c:
+        return matrix_view(image, c["c_addr"], c["c_stride"], c["n"], c["m"], dtype).T
+    return matrix_view(image, c["c_addr"], c["c_stride"], c["m"], c["n"], dtype)
+
+
 def write_result(config, image, c, a, b):
     """Command ``c`` (a dict of :data:`FIELDS`) with operands ``a``, ``b``:
     read its old C, bias and scale words from ``image``, compute C with
     :func:`gemm_golden` and write it into ``image``."""
     n = c["n"]
-    out = matrix_view(image, c["c_addr"], c["c_stride"], c["m"], n, output_dtype(c, config))
+    out = c_view(config, image, c)
     if config.bf16:
         c_old = out.copy() if c["accumulate"] else None
         bias = matrix_view(image, c["bias_addr"], 4, 1, n, "<f4")[0] if c["bias"] else None

@@ -213,8 +213,8 @@ async def run_engine(dut, spec, config, *, pack, golden, cycle_model, ideal, blo
 
     # Read back only what can have changed: up to the last byte of data or of a C matrix.
     used = max([int(np.flatnonzero(image)[-1]) + 1 if image.any() else 0]
-               + [c["c_addr"] + c["m"] * c["c_stride"] for c, e in zip(commands, expected_errors)
-                  if not e])
+               + [c["c_addr"] + (c["n"] if c.get("transpose_c") and config.transpose_c else c["m"])
+                  * c["c_stride"] for c, e in zip(commands, expected_errors) if not e])
     words = min(image.size // config.mem_bytes, -(-used // config.mem_bytes))
     got = image.copy()
     got[:words * config.mem_bytes] = await read_memory(dut, words, config.mem_bytes)

@@ -7,7 +7,7 @@ import pytest
 
 from bertforge.generators.analyze import analyze, load_hardware
 from bertforge.generators.encoder_sim import TINY_HW
-from bertforge.generators.workload import Operation, encoder_layer
+from bertforge.generators.workload import encoder_layer
 from bertforge.sim.encoder_cycles import operation_gap
 from bertforge.sim.encoder_golden import cosine, encoder_float, encoder_golden, random_layer
 from bertforge.sim.encoder_run import OPERATIONS, encoder_program
@@ -21,12 +21,16 @@ def test_program_operations_are_the_workload_operations():
     ops = encoder_layer("tiny", 32)
     rows = analyze("tiny", 32, load_hardware(TINY_HW), transpose=True)["operations"]
     assert [(r["operation"], r["class"]) for r in rows] == OPERATIONS
-    # the transpose (one H x 1 x 1 command per token) comes after the q, v projections
-    assert [(op.name, op.kind) for op in ops] == OPERATIONS[:1] + OPERATIONS[2:]
-    ops.insert(1, Operation("input transpose", "gemm", 32, m=64, k=1, n=1))
+    assert [(op.name, op.kind) for op in ops] == OPERATIONS
+    # the k projection is X Wk (tokens x H x H) stored transposed: no transposing commands
+    k = next(r for r in rows if r["operation"] == "k projection")
+    assert k["shape"] == "32x64x64"
     config = tiny_config()
     layer = random_layer(config, 32)
     _, commands, _, groups, _ = encoder_program(config, layer)
+    assert config.gemm.transpose_c
+    kt = commands[groups[1][0]]["gemm"]
+    assert (kt["m"], kt["k"], kt["n"], kt["transpose_c"], kt["c_stride"]) == (32, 64, 64, 1, 32)
     # one command per GEMM of each operation, one per elementwise operation
     assert [len(g) for g in groups] == [op.count if op.kind == "gemm" else 1 for op in ops]
     assert len(commands) == sum(len(g) for g in groups)

@@ -47,6 +47,9 @@ test_bad_parameters, test_component_needs_a_config = config_tests(GemmConfig, Ge
     ({"serial": True, "arith": "bf16"}, ValueError,
      r"^the serial engine is output stationary and integer: set dataflow 'os' and arith 'int', "
      r"not 'os' and 'bf16'$"),
+    ({"transpose_c": 1}, TypeError, r"^transpose_c must be a bool, not 1$"),
+    ({"transpose_c": True, "serial": True}, ValueError,
+     r"^transpose_c needs the staged engine: set serial to false$"),
 ])
 
 
@@ -492,3 +495,77 @@ def test_block_buffers_wait_for_the_writer(monkeypatch):
     # long K: the chunks in between hide the wait
     long = dict(m=8, k=256, n=8, bias=1)
     assert gemm_cycles(config, [long])["exact"]
+
+
+# ---- transposed stores (transpose_c)
+
+def test_transposed_store_config_golden_and_write_cycles():
+    """``transpose_c`` is a late field (absent from to_dict when off); the
+    golden model writes C^T with ``c_stride`` between C's columns, checks
+    C^T's extent and rejects accumulate; an engine without the field
+    ignores it. The writer's cycles: an element a cycle after the first
+    beat's pieces."""
+    plain = GemmConfig(rows=2, cols=2, mem_width=64, addr_width=10, k_chunk=8)
+    config = GemmConfig(rows=2, cols=2, mem_width=64, addr_width=10, k_chunk=8, transpose_c=True)
+    assert "transpose_c" not in plain.to_dict() and config.to_dict()["transpose_c"] is True
+    assert config.name == plain.name + "_tc"
+    with pytest.raises(ValueError, match="transpose_c must be false for the sparse engine"):
+        SparseEngineConfig(rows=2, cols=2, mem_width=64, k_chunk=8, transpose_c=True)
+    rng = np.random.default_rng(1)
+    a, b = rng.integers(-128, 128, (3, 4)), rng.integers(-128, 128, (4, 5))
+    cmd = dict(m=3, k=4, n=5, a_addr=0, b_addr=16, c_addr=64, a_stride=4, b_stride=5,
+               c_stride=32, transpose_c=1)
+    for cfg, layout in ((config, "transposed"), (plain, "row-major")):
+        image = np.zeros(1024, dtype=np.uint8)
+        image[0:12] = a.astype(np.int8).view(np.uint8).ravel()
+        image[16:36] = b.astype(np.int8).view(np.uint8).ravel()
+        assert run_commands(cfg, image, [cmd]) == [False]
+        rows, cols = (5, 3) if layout == "transposed" else (3, 5)
+        c = np.ndarray((rows, cols), dtype="<i4", buffer=image, offset=64, strides=(32, 4))
+        assert np.array_equal(c.T if layout == "transposed" else c, a @ b)
+    top = 1 << config.addr_width
+    fits = dict(cmd, c_addr=top - 4 * 32 - 12)         # 4 strides, then 3 int32
+    assert not command_rejected(config, fits) and not command_rejected(plain, fits)
+    assert command_rejected(config, dict(fits, c_addr=fits["c_addr"] + 1))
+    assert command_rejected(config, dict(cmd, accumulate=1))
+    assert not command_rejected(plain, dict(cmd, accumulate=1))
+    # write cycles of a 2 x 8 block (Q = 2: 4 pieces a row)
+    block = dict(chunks(config, dict(m=2, k=8, n=8, transpose_c=1))[0])
+    assert block["transpose_c"] and not chunks(plain, dict(m=2, k=8, n=8, transpose_c=1))[0]["transpose_c"]
+    assert write_cycles(config, dict(block, transpose_c=False)) == 2 * 4
+    assert write_cycles(config, block) == 16 + 0                          # int32: a piece a beat
+    assert write_cycles(config, dict(block, int16=True)) == 16 + 1       # two pieces a beat
+    assert write_cycles(config, dict(block, int8=True)) == 16 + 3        # a row a beat
+
+
+def test_scheduler_emits_transposed_c_bases():
+    """With ``transpose_c`` a chunk's C base is element [m0, n0] of C^T:
+    ``c_addr + n0 * c_stride + m0 * size``; other commands keep theirs."""
+    config = GemmConfig(rows=3, cols=5, mem_width=64, addr_width=12, k_chunk=16, transpose_c=True)
+    dut = TileScheduler(config)
+    cmd = dict(m=7, k=20, n=12, a_addr=0, b_addr=400, c_addr=1200, a_stride=20, b_stride=12,
+               c_stride=9, int8=1, transpose_c=1, tag=7)
+    plain = dict(cmd, transpose_c=0, c_stride=12, tag=8)
+    got = []
+
+    async def bench(ctx):
+        ctx.set(dut.chunk.ready, 1)
+        for c in (cmd, plain):
+            await stream_put(ctx, dut.cmd, c)
+        await ctx.tick().repeat(80)
+
+    async def monitor(ctx):
+        async for _, _, valid, payload in ctx.tick().sample(dut.chunk.valid, dut.chunk.payload):
+            if valid and int(payload.first):
+                got.append((int(payload.tag), int(payload.c_base), int(payload.transpose_c)))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.add_testbench(monitor, background=True)
+    sim.run()
+    walk = [(c["tag"], e["m0"], e["n0"]) for c in (cmd, plain) for e in chunks(config, c)
+            if e["first"]]
+    expected = [(tag, 1200 + n0 * 9 + m0, 1) if tag == 7 else (tag, 1200 + m0 * 12 + n0, 0)
+                for tag, m0, n0 in walk]
+    assert got == expected and len(got) == 2 * 3 * 3     # 3 blocks x 3 panels each

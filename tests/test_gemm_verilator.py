@@ -1,10 +1,12 @@
 """GEMM engine on its emitted Verilog (harness with HDL memory) in Verilator.
 
-Five hardware configs by default (each costs a build): 2x2 OS, 3x5 WS,
+Six hardware configs by default (each costs a build): 2x2 OS, 3x5 WS,
 4x4 OS (three multiply stages), the iCEBreaker's engine (the serial one,
-2x2, no command queue) and the staged 2x2 with the small-FPGA knobs (no
-command queue, stage queues of 3, compact buffers and requantizer); 4x4 WS,
-3x5 OS and 8x8 (both dataflows) are marked slow. Per config one run checks
+2x2, no command queue), the staged 2x2 with the small-FPGA knobs (no
+command queue, stage queues of 3, compact buffers and requantizer) and a
+4x4 OS engine that stores C transposed (``transpose_c``); 4x4 WS, 3x5 OS,
+8x8 (both dataflows) and the 3x5 WS and small-FPGA engines with
+``transpose_c`` are marked slow. Per config one run checks
 exact cycles on compute-bound commands back to back (for the serial engine,
 which is never compute bound, on a memory of fixed latency), one run puts
 the issue's shapes, accumulate, int8 saturation and bad commands in one
@@ -41,6 +43,9 @@ OS_4X4 = GemmConfig(rows=4, cols=4, mem_width=64, addr_width=15, k_chunk=16, mul
 # compact buffers and requantizer).
 ICE40 = dataclasses.replace(gemm_top_config(board("icebreaker"), 12).engine, addr_width=15)
 COMPACT = dataclasses.replace(ICE40, serial=False)
+# Transposed stores (the encoder's K^T): a 4x4 OS engine whose int8, int16
+# and int32 rows are one, two and four beats.
+TRANSPOSED = GemmConfig(rows=4, cols=4, mem_width=64, addr_width=15, k_chunk=16, transpose_c=True)
 SLOW = [
     GemmConfig(rows=4, cols=4, dataflow="ws", mem_width=64, addr_width=15, k_chunk=16, m_tile=8),
     # 128-bit memory: with 64 bits the panel is one 5-wide tile and a chunk's
@@ -48,6 +53,8 @@ SLOW = [
     GemmConfig(rows=3, cols=5, mem_width=128, addr_width=15, k_chunk=16),
     GemmConfig(rows=8, cols=8, mem_width=128, addr_width=16, k_chunk=32, m_tile=16),
     GemmConfig(rows=8, cols=8, dataflow="ws", mem_width=128, addr_width=16, k_chunk=32, m_tile=16),
+    dataclasses.replace(WS_3X5, transpose_c=True),
+    dataclasses.replace(COMPACT, transpose_c=True),
 ]
 
 STRESS = dict(lat_min=2, lat_mask=15, p_req=70, p_data=70, p_wr=70, p_cmd=90, p_done=90)
@@ -195,3 +202,43 @@ def test_memory_bound_model_within_two_percent(tmp_path):
     check(result, commands, config)
     assert result["bound"] == "memory" and not result["model_exact"]
     assert abs(result["cycles"] - result["model_cycles"]) <= 0.02 * result["model_cycles"]
+
+
+def transposed(problems):
+    """``problems`` with C stored transposed, but those that accumulate or
+    whose C another accumulates onto (old C is read row by row)."""
+    targets = {p["same_c_as"] for p in problems if "same_c_as" in p}
+    return [p if "raw" in p or p.get("accumulate") or index in targets else dict(p, transpose_c=1)
+            for index, p in enumerate(problems)]
+
+
+def test_engine_stores_c_transposed(tmp_path):
+    """Transposed stores (an element a write) take the model's cycles when
+    compute bound, one by one and back to back; with random latency and
+    stalls the issue's shapes stay bit-exact, accumulating commands after
+    writer-bound transposed ones included (the loader's block count must
+    not wrap), and accumulate with ``transpose_c`` or a C^T that leaves
+    memory is rejected."""
+    config = TRANSPOSED
+    problems = transposed(compute_bound(config))
+    for index, problem in enumerate(problems):
+        image, commands = layout_problems(config, [problem], np.random.default_rng(5))
+        result = simulate_gemm(config, image, commands, seed=5, lat_min=3,
+                               workdir=tmp_path / f"exact{index}")
+        check(result, commands, config)
+        assert result["model_exact"] and result["cycles"] == result["model_cycles"], index
+    image, commands = layout_problems(config, problems, np.random.default_rng(5))
+    result = simulate_gemm(config, image, commands, seed=5, lat_min=3, workdir=tmp_path / "all")
+    check(result, commands, config)
+    assert result["cycles"] == result["model_cycles"]
+    top = 1 << config.addr_width
+    shapes = transposed(issue_shapes(config)) + [
+        dict(raw=dict(m=2, k=2, n=2, transpose_c=1, accumulate=1)),           # not supported
+        dict(raw=dict(m=2, k=2, n=3, transpose_c=1, c_addr=top - 20, c_stride=8)),  # C^T leaves
+        dict(raw=dict(m=2, k=2, n=2, transpose_c=1, c_addr=top - 16, c_stride=8)),  # C^T fits
+    ]
+    image, commands = layout_problems(config, shapes, np.random.default_rng(3))
+    result = simulate_gemm(config, image, commands, seed=3, workdir=tmp_path / "stress", **STRESS)
+    check(result, commands, config)
+    assert result["stalls"] and result["errors"][-3:] == [True, True, False]
+    assert sum("transpose_c" in c for c in commands) >= 20

@@ -118,9 +118,9 @@ def test_bytes_per_sentence_scale_with_the_precision(tiny):
     narrower = dataclasses.replace(PRECISIONS["w8a8"], residual_bytes=1)
     assert bytes_per_sentence(model, 16, narrower)["activations"] < b["w8a8"]["activations"]
     # today's path moves each tensor as the encoder program does: the int16 x is
-    # written once and read by q, v, the transpose and layernorm 1
+    # written once and read by q, v, k and layernorm 1 (no X^T: k stores K^T)
     rows = {name: (n, size, moved) for name, n, size, moved in layer_tensors(model, 16, "w16a16")}
-    assert rows["x operand"] == (16 * h, 2, 5) and rows["out"][2] == 0
+    assert rows["x operand"] == (16 * h, 2, 5) and rows["out"][2] == 0 and "x^T" not in rows
     assert rows["scores (int32)"] == (model.heads * 256, 4, 2)
 
 
