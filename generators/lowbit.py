@@ -191,6 +191,7 @@ def bytes_per_sentence(model, seq, precision):
     weights = sum(n * b * t for name, n, b, t in rows
                   if name in ("weights", "scale words and int32 biases", "group multipliers")) * layers
     total = sum(n * b * t for _, n, b, t in rows) * layers
+    weights, total = int(weights), int(total)         # whole bytes (codes pair up in bytes)
     return {"weights": weights, "activations": total - weights, "total": total}
 
 
@@ -288,10 +289,12 @@ def write_bench_precisions(out, checkpoint, rows):
                     ("source", "source", "{}"))
     write_results(out, "model-precision", rows, table, "bertforge bench model --precision", notes=[
         f"{Path(str(checkpoint)).name}: evaluation sentences (generators/data/evaluation.txt), "
-        "calibration on generators/data/calibration.txt only; cosine and spearman against the "
+        "calibration on generators/data/calibration.txt only (activation scales), plus "
+        "calibration_hessian.txt for w4a8's GPTQ Hessians; cosine and spearman against the "
         "float64 model",
         "bytes/sentence: compulsory traffic of one sentence through all layers (each operand "
-        "read once, each result written once), weights included",
+        "read once, each result written once), weights included; w8a8 and w4a8 with the GELU "
+        "on FFN 1's writer (its int16 input not stored)",
         "sent/s: a roofline from the IDEAL-memory model (not yet the memory-aware model of "
         "a [memory] section): compute cycles from analyze (minilm.toml's array, ideal memory) against the "
         "bytes over the ULX3S's 16-bit SDRAM (2 bytes a cycle at 100 MHz, no refresh or row "
