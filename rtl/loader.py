@@ -155,12 +155,11 @@ class Loader(wiring.Component):
                 needs_block = needs_block | enabled[number]
         start = (~busy & self.chunk.valid & slot_free & handoff.i.ready
                  & (~needs_block | (blocks_in_use <= 1)))
-        if cfg.transpose_c:
-            # Transposed stores keep the writer behind for long: no block
-            # ends while three are in use, so the 2-bit count never wraps
-            # (it would let a later block's old C, bias or scales overwrite
-            # a slot still in use).
-            start = start & ~(d.last & (blocks_in_use == 3))
+        # No block ends while three are in use, so the 2-bit count never
+        # wraps (it would let a later block's old C, bias or scales
+        # overwrite a slot still in use): a writer held back long enough
+        # (write stalls, transposed stores) leaves that many behind.
+        start = start & ~(d.last & (blocks_in_use == 3))
         first = self._first_job(enabled)
         has_next, following = self._next_job(job, enabled)
 
