@@ -31,7 +31,8 @@ from bertforge.rtl.axi_top import AxiGemmTop, gemm_config
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["SocBoard", "SOC_BOARDS", "soc_board", "SDRAM_MODULES", "DEFAULT_BAUD", "MAX_BAUD",
-           "ACCEL_BASE", "ACCEL_SIZE", "MAIN_RAM_BASE", "check_soc", "make_soc", "generate_soc"]
+           "ACCEL_BASE", "ACCEL_SIZE", "MAIN_RAM_BASE", "check_soc", "add_accelerator", "make_soc",
+           "soc_info", "generate_soc"]
 
 #: SDRAM modules LiteDRAM knows that ULX3S boards carry (the first: the default).
 SDRAM_MODULES = ("MT48LC16M16", "AS4C32M16")
@@ -142,6 +143,25 @@ def _accelerator(platform, module, verilog_path, data_width, id_width):
     return Accelerator()
 
 
+def add_accelerator(soc, config, verilog_path, module, bus):
+    """Put the accelerator into the LiteX ``soc`` (which has its ``sdram``):
+    its AXI4 master on a new LiteDRAM crossbar port, its registers on the
+    bus at :data:`ACCEL_BASE`, the CSR ``bertforge_status``. Returns the
+    :class:`~bertforge.rtl.axi_top.AxiGemmTop` it is (for its parameters)."""
+    from litedram.frontend.axi import LiteDRAMAXI2Native
+    from litex.soc.integration.soc import SoCRegion
+    top = AxiGemmTop(config, **bus)           # checks the bus parameters
+    top._MustUse__silence = True
+    data_width = gemm_config(config).mem_width
+    soc.bertforge = accel = _accelerator(soc.platform, module, verilog_path, data_width,
+                                         top.master_args["id_width"])
+    port = soc.sdram.crossbar.get_port(data_width=data_width)
+    soc.accel_axi2native = LiteDRAMAXI2Native(accel.axi, port, base_address=MAIN_RAM_BASE)
+    soc.bus.add_slave("bertforge", accel.axil,
+                      region=SoCRegion(origin=ACCEL_BASE, size=ACCEL_SIZE, cached=False))
+    return top
+
+
 def make_soc(board_name, config, verilog_path, module, *, bus=None,
              sdram_module=SDRAM_MODULES[0], baudrate=DEFAULT_BAUD, sys_clk_mhz=50.0,
              quiet=True):
@@ -153,11 +173,6 @@ def make_soc(board_name, config, verilog_path, module, *, bus=None,
     board = soc_board(board_name)
     bus = dict(bus or {})
     check_soc(config, sdram_module=sdram_module, baudrate=baudrate, sys_clk_mhz=sys_clk_mhz, bus=bus)
-    top = AxiGemmTop(config, **bus)           # checks the bus parameters
-    top._MustUse__silence = True
-    data_width = gemm_config(config).mem_width
-    from litedram.frontend.axi import LiteDRAMAXI2Native
-    from litex.soc.integration.soc import SoCRegion
     target = importlib.import_module(f"litex_boards.targets.{board.target}")
 
     class BertforgeSoC(target.BaseSoC):
@@ -167,24 +182,25 @@ def make_soc(board_name, config, verilog_path, module, *, bus=None,
                              cpu_type=None, integrated_sram_size=0, with_uart=False,
                              with_timer=False, l2_size=0)
             self.add_uartbone(name="uartbone", uart_name="serial", baudrate=baudrate)
-            self.bertforge = accel = _accelerator(self.platform, module, verilog_path,
-                                                  data_width, top.master_args["id_width"])
-            port = self.sdram.crossbar.get_port(data_width=data_width)
-            self.accel_axi2native = LiteDRAMAXI2Native(accel.axi, port,
-                                                       base_address=MAIN_RAM_BASE)
-            self.bus.add_slave("bertforge", accel.axil,
-                               region=SoCRegion(origin=ACCEL_BASE, size=ACCEL_SIZE, cached=False))
+            self.accelerator_top = add_accelerator(self, config, verilog_path, module, bus)
 
     with _quiet(quiet):
         soc = BertforgeSoC()
     if soc.bus.regions["main_ram"].origin != MAIN_RAM_BASE:
         raise ParameterError(f"LiteX put the SDRAM at {soc.bus.regions['main_ram'].origin:#x}, "
                              f"not {MAIN_RAM_BASE:#x}")
-    soc.bertforge_info = {"board": board.name, "device": board.device, "module": module,
-                          "sdram_module": sdram_module, "baudrate": baudrate,
-                          "sys_clk_mhz": sys_clk_mhz, "data_width": data_width,
-                          "record_bytes": top.record_bytes, "bus": top.master_args}
+    soc.bertforge_info = soc_info(soc, board.name, board.device, module, sdram_module,
+                                  baudrate, sys_clk_mhz)
     return soc
+
+
+def soc_info(soc, board, device, module, sdram_module, baudrate, sys_clk_mhz):
+    """What the map and the report say of a SoC made here."""
+    top = soc.accelerator_top
+    return {"board": board, "device": device, "module": module, "sdram_module": sdram_module,
+            "baudrate": baudrate, "sys_clk_mhz": sys_clk_mhz,
+            "data_width": gemm_config(top.config).mem_width, "record_bytes": top.record_bytes,
+            "bus": top.master_args}
 
 
 @contextlib.contextmanager
