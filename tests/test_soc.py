@@ -162,12 +162,12 @@ def test_cli_errors(tmp_path):
 @pytest.mark.slow
 def test_full_build(tmp_path):
     """Synthesis, place and route and the bitstream of the default SoC
-    (a few minutes): it fits and closes its 50 MHz."""
+    (about an hour on two shared cores): it fits and closes its 50 MHz."""
     out = tmp_path / "build"
     result = run_cli("soc", "build", "--board", BOARD, "-o", str(out), "--json")
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(result.stdout)
     assert report["timing_met"] and report["fmax_mhz"] >= 50
     assert 0 < report["resources"]["LUTs"]["used"] < report["resources"]["LUTs"]["available"]
-    assert report["resources"]["DSPs"]["used"] >= 16       # the 4 x 4 array's multipliers
+    assert report["resources"]["DSPs"]["used"] >= 16       # the 4 x 4 array's multipliers at least
     assert Path(report["bitstream"]).stat().st_size > 100_000
