@@ -40,7 +40,9 @@ The SoC (LiteX, LiteDRAM and Migen are imported here only): ``soc.py``
 controller, the accelerator's AXI4 master on its own LiteDRAM port),
 ``soc_map.py`` (its one map: bus regions, CSRs, the accelerator's
 registers, the SDRAM init sequence; JSON, C header, markdown),
-``soc_shims.py`` (LiteX's tool names on the YoWASP tools; relative source
+``soc_sim.py`` (the same SoC for Verilator: LiteDRAM's SDRAM PHY model
+with its DFI timing checker, UARTBone's UART as ports), ``soc_shims.py``
+(LiteX's tool names on the YoWASP tools; relative source
 paths), ``soc_build.py`` (gateware, map, shims, then LiteX's build script;
 the report).
 """

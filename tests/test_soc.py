@@ -159,6 +159,31 @@ def test_cli_errors(tmp_path):
                           "exists and is not a directory")
 
 
+def test_simulation_soc_lints_in_verilator(tmp_path):
+    """The simulation SoC (same controller, UARTBone and accelerator; the
+    SDRAM PHY model with its timing checker) is Verilog that Verilator
+    takes, and its SDRAM holds what was loaded through the back door."""
+    from bertforge.boards.soc_sim import SIM_TOP, make_sim_soc, write_sim_verilog
+    from bertforge.sim.runner import verilator_environment
+    config, bus, verilog, module = soc_accelerator(DEFAULT_HW)
+    (tmp_path / f"{module}.v").write_text(verilog)
+    soc = make_sim_soc(config, tmp_path / f"{module}.v", module, bus=bus,
+                       init=[0x11223344, 0x55667788])
+    path = write_sim_verilog(soc, tmp_path)
+    top = path.read_text()
+    assert re.search(rf"^{module} {module}\(", top, re.MULTILINE)
+    assert "violation" in top                       # the DFI timing checker's messages
+    banks = sorted(tmp_path.glob(f"{SIM_TOP}_mem*.init"))
+    assert len(banks) == 4                          # 4 banks; bank 0 holds the 16-bit words
+    assert banks[0].read_text().split() == ["3344", "1122", "7788", "5566"]
+    root = verilator_environment()
+    done = subprocess.run([str(root / "bin" / "verilator"), "--lint-only", "-Wno-fatal",
+                           "-Wno-lint", "-Wno-style", "-Wno-COMBDLY", "-Wno-UNOPTFLAT",
+                           "--top-module", SIM_TOP, path.name, f"{module}.v"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "%Error" not in done.stderr, done.stderr[-2000:]
+
+
 @pytest.mark.slow
 def test_full_build(tmp_path):
     """Synthesis, place and route and the bitstream of the default SoC
