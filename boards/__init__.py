@@ -37,4 +37,15 @@ YoWASP toolchain), ``clocking.py`` (PLLs), ``build.py`` (yosys + nextpnr +
 packer, reports, RTLIL hash), ``protocol.py`` (the framed host protocol,
 CRC-8), ``host.py`` (what the designs' host sides share),
 ``uart_model.py`` (cocotb UART model for the board testbenches).
+
+The SoC (LiteX, LiteDRAM and Migen are imported here only): ``soc.py``
+(the LiteX SoC around an AXI accelerator: no CPU, UARTBone, LiteDRAM's SDR
+controller, the accelerator's AXI4 master on its own LiteDRAM port),
+``soc_map.py`` (its one map: bus regions, CSRs, the accelerator's
+registers, the SDRAM init sequence; JSON, C header, markdown),
+``soc_sim.py`` (the same SoC for Verilator: LiteDRAM's SDRAM PHY model
+with its DFI timing checker, UARTBone's UART as ports), ``soc_shims.py``
+(LiteX's tool names on the YoWASP tools; relative source
+paths), ``soc_build.py`` (gateware, map, shims, then LiteX's build script;
+the report).
 """

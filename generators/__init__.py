@@ -46,7 +46,8 @@ timings), ``emit.py`` (deterministic Verilog, cached on disk by config and
 source hash), ``presets.py`` (presets and TOML), ``cli.py`` and
 ``cli_common.py`` (the command line), ``board_design.py`` (``BoardDesign``
 and what the designs' hooks share) and ``board_cli.py``
-(``build``/``run``/``flash``), ``board_bench.py``
+(``build``/``run``/``flash``), ``soc_cli.py`` (``soc build``: the LiteX
+SoC around the accelerator), ``board_bench.py``
 (``bench boards``), ``bench.py`` (result tables), ``workload.py``,
 ``analyze.py`` and ``analyze_cli.py`` (where a BERT layer's cycles go),
 ``sweep.py`` (``bertforge sweep``: design-space sweeps on Ray), ``sweep_point.py``

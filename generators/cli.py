@@ -29,7 +29,7 @@ import os
 import sys
 
 from bertforge.rtl.errors import BertforgeError
-from . import analyze_cli, axi_cli, board_cli, cache_cli, coverage_cli, manual, model_sim, mutate_cli, sweep
+from . import analyze_cli, axi_cli, board_cli, cache_cli, coverage_cli, manual, model_sim, mutate_cli, soc_cli, sweep
 from .blocks import BLOCKS, PRESETS
 from .cli_common import CliError, add_config_flags, add_sim_flags
 
@@ -105,6 +105,7 @@ def build_parser():
                        help="work directory: designs, logs, counterexample traces "
                             "(default bertforge-proofs)")
     board_cli.add_parsers(commands)
+    soc_cli.add_parser(commands)
     analyze_cli.add_parser(commands)
     sweep.add_parser(commands)
     manual.add_parser(commands)
@@ -229,6 +230,8 @@ def _main(argv):
             return getattr(simulate, f"run_{args.command}")(BLOCKS[args.block], args)
         if args.command in ("boards", "build", "flash", "run"):
             return getattr(board_cli, f"run_{args.command}")(args)
+        if args.command == "soc":
+            return soc_cli.run_soc(args)
         if args.command == "analyze":
             return analyze_cli.run_analyze(args)
         if args.command == "prove":

@@ -200,3 +200,32 @@ def test_rtl_imports_no_numpy():
     found = [f"{path.relative_to(ROOT)}:{line}" for package, path in _modules() if package == "rtl"
              for line, name, _ in _imports(path) if name.split(".")[0] == "numpy"]
     assert found == []
+
+
+#: Third-party packages only some floors may import: the LiteX SoC's
+#: (Migen and LiteX are board-level dependencies) by package -> floors.
+RESTRICTED = {name: ("boards",) for name in ("migen", "litex", "litedram", "litex_boards")}
+
+
+def _restricted_imports(root):
+    return [f"{path.relative_to(root)}:{line}: imports {name}" for package, path in _modules()
+            for line, name, _ in _imports(path)
+            if package not in RESTRICTED.get(name.split(".")[0], (package,))]
+
+
+def test_litex_and_migen_only_in_boards():
+    """Migen, LiteX, LiteDRAM and litex-boards are imported only by
+    ``boards`` (the SoC); rtl, sim and generators never load them."""
+    assert _restricted_imports(ROOT) == []
+
+
+def test_the_litex_check_bites(tmp_path, monkeypatch):
+    fake = tmp_path / "root"
+    for package in FLOORS:
+        (fake / package).mkdir(parents=True)
+    (fake / "rtl" / "a.py").write_text("from migen import Module\n")
+    (fake / "generators" / "b.py").write_text("def f():\n    import litex.soc.integration\n")
+    (fake / "boards" / "c.py").write_text("from litedram.frontend.axi import LiteDRAMAXI2Native\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", fake)
+    assert _restricted_imports(fake) == ["rtl/a.py:1: imports migen",
+                                         "generators/b.py:2: imports litex.soc.integration"]

