@@ -145,7 +145,7 @@ class Loader(wiring.Component):
         issued_block = Signal()
         in_use = [outstanding(m, f"chunks_in_use{f}", issued, self.freed[f])
                   for f in range(self.feeders)]
-        blocks_in_use = outstanding(m, "blocks_in_use", issued_block, self.released)
+        blocks_in_use = outstanding(m, "blocks_in_use", issued_block, self.released, width=3)
         slot_free = Const(1)
         for count in in_use:
             slot_free = slot_free & (count <= 1)
@@ -155,11 +155,13 @@ class Loader(wiring.Component):
                 needs_block = needs_block | enabled[number]
         start = (~busy & self.chunk.valid & slot_free & handoff.i.ready
                  & (~needs_block | (blocks_in_use <= 1)))
-        # No block ends while three are in use, so the 2-bit count never
-        # wraps (it would let a later block's old C, bias or scales
-        # overwrite a slot still in use): a writer held back long enough
-        # (write stalls, transposed stores) leaves that many behind.
-        start = start & ~(d.last & (blocks_in_use == 3))
+        # Blocks that need no block buffer (no old C, bias or scales) go on
+        # while the writer is held back (write stalls, a slow bus,
+        # transposed stores), so more than three can be in use; a 2-bit
+        # count wrapped there and let a later block's old C, bias or scales
+        # overwrite a slot still in use. The count has 3 bits, and no block
+        # ends while seven are in use, so it never wraps.
+        start = start & ~(d.last & (blocks_in_use == 7))
         first = self._first_job(enabled)
         has_next, following = self._next_job(job, enabled)
 
