@@ -19,7 +19,6 @@ has no previous one).
 """
 
 import mmap
-import os
 import threading
 import time
 
@@ -31,7 +30,7 @@ from bertforge.rtl.axi_top import ERR_BAD_OPCODE, ERR_REJECTED, OP_END, OP_RUN, 
 from bertforge.rtl.payload import unpack
 from bertforge.sim.gemm_golden import run_commands
 
-from .driver import REG
+from .driver import REG, DevMem
 
 __all__ = ["FakeDevMem"]
 
@@ -51,14 +50,10 @@ class FakeDevMem:
         self.buf_base, self.buf_size = buf_base, buf_size
         with open(self.path, "wb") as f:
             f.truncate(max(regs_base + mmap.PAGESIZE, buf_base + buf_size))
-        fd = os.open(self.path, os.O_RDWR)
-        try:
-            self._regs_map = mmap.mmap(fd, mmap.PAGESIZE, offset=regs_base)
-            self._buf_map = mmap.mmap(fd, buf_size, offset=buf_base)
-        finally:
-            os.close(fd)
-        self.regs = memoryview(self._regs_map).cast("I")
-        self.mem = np.frombuffer(self._buf_map, dtype=np.uint8)
+        # The board's side maps the file as the driver does.
+        self._device = DevMem(regs_base, buf_base, buf_size, path=self.path)
+        self.regs = self._device.regs
+        self.mem = np.frombuffer(self._device.buf, dtype=np.uint8)
         values = {"CONFIG0_rows": config.rows, "CONFIG0_cols": config.cols,
                   "CONFIG0_dataflow": config.dataflow == "ws", "CONFIG0_bf16": config.bf16,
                   "CONFIG0_width": config.width, "CONFIG0_acc_width": config.acc_width,
@@ -125,6 +120,4 @@ class FakeDevMem:
         self._stop.set()
         self._thread.join()
         del self.mem
-        self.regs.release()
-        self._regs_map.close()
-        self._buf_map.close()
+        self._device.close()

@@ -182,14 +182,19 @@ class AxiRegsSpec(Spec):
                                              by_name["IRQ_ENABLE"]["fields"][0])))
 
 
+#: Broken copies: the property each fails and the output it changes.
+BROKEN = {
+    "bvalid_drops": ("b_valid_held", "s_axi_bvalid"), "bresp_flips": ("b_payload_held", "s_axi_bresp"),
+    "rvalid_drops": ("r_valid_held", "s_axi_rvalid"), "rdata_flips": ("r_payload_held", "s_axi_rdata"),
+    "extra_b": ("writes_answered", "s_axi_bvalid"), "extra_r": ("reads_answered", "s_axi_rvalid"),
+    "ar_refused": ("requests_taken", "s_axi_arready"), "bresp_slverr": ("bresp_okay", "s_axi_bresp"),
+    "rresp_decerr": ("rresp_okay", "s_axi_rresp"), "rdata_shifted": ("read_data", "s_axi_rdata"),
+    "rw_stuck": ("rw_follows_writes", "irq_enable_done"),
+    "pulse_stuck": ("pulse_follows_writes", "ctrl_start"),
+    "w1c_sticky": ("irq_status_w1c", "irq_status_done"), "irq_ignores_enable": ("irq_matches", "irq"),
+}
 #: Broken copies and the property each fails.
-FAULTS = {"bvalid_drops": "b_valid_held", "bresp_flips": "b_payload_held",
-          "rvalid_drops": "r_valid_held", "rdata_flips": "r_payload_held",
-          "extra_b": "writes_answered", "extra_r": "reads_answered",
-          "ar_refused": "requests_taken", "bresp_slverr": "bresp_okay",
-          "rresp_decerr": "rresp_okay", "rdata_shifted": "read_data",
-          "rw_stuck": "rw_follows_writes", "pulse_stuck": "pulse_follows_writes",
-          "w1c_sticky": "irq_status_w1c", "irq_ignores_enable": "irq_matches"}
+FAULTS = {fault: prop for fault, (prop, _) in BROKEN.items()}
 
 
 class BrokenRegisters(wiring.Component):
@@ -206,13 +211,7 @@ class BrokenRegisters(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         inner = m.submodules.inner = AxiLiteRegisters()
-        changed = {"bvalid_drops": "s_axi_bvalid", "bresp_flips": "s_axi_bresp",
-                   "rvalid_drops": "s_axi_rvalid", "rdata_flips": "s_axi_rdata",
-                   "extra_b": "s_axi_bvalid", "extra_r": "s_axi_rvalid",
-                   "ar_refused": "s_axi_arready", "bresp_slverr": "s_axi_bresp",
-                   "rresp_decerr": "s_axi_rresp", "rdata_shifted": "s_axi_rdata",
-                   "rw_stuck": "irq_enable_done", "pulse_stuck": "ctrl_start",
-                   "w1c_sticky": "irq_status_done", "irq_ignores_enable": "irq"}[self.fault]
+        changed = BROKEN[self.fault][1]
         forward_ports(m, self, inner, [n for n in inner.signature.members if n != changed])
         new, old = getattr(self, changed), getattr(inner, changed)
         toggle = Signal()

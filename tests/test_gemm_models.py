@@ -192,36 +192,47 @@ def test_area_knobs_keep_the_default_config_and_shift_only_the_start():
     assert gemm_cycles(small, cmds)["cycles"] == gemm_cycles(base, cmds)["cycles"] - 2
 
 
-@pytest.mark.parametrize("dataflow", ["os", "ws"])
-def test_scheduler_chunks(dataflow):
-    """The scheduler's descriptors equal the cycle model's chunk walk; a bad
-    command gives one error descriptor."""
-    config = GemmConfig(rows=3, cols=5, dataflow=dataflow, mem_width=64, addr_width=12,
-                        k_chunk=16, m_tile=4)
+def scheduler_descriptors(config, commands, cycles, keep):
+    """Run the tile scheduler of ``config`` on ``commands`` (back to back,
+    its output always ready) for ``cycles`` more cycles; ``keep(payload)``
+    of each descriptor it emits, those it returns None for left out."""
     dut = TileScheduler(config)
-    cmd = dict(m=9, k=35, n=12, a_addr=0, b_addr=400, c_addr=1200, a_stride=40, b_stride=12,
-               c_stride=48, tag=7)
-    bad = dict(cmd, a_addr=4000, tag=8)
     got = []
 
     async def bench(ctx):
         ctx.set(dut.chunk.ready, 1)
-        for c in (cmd, bad):
+        for c in commands:
             await stream_put(ctx, dut.cmd, c)
-        await ctx.tick().repeat(60)
+        await ctx.tick().repeat(cycles)
 
     async def monitor(ctx):
         async for _, _, valid, payload in ctx.tick().sample(dut.chunk.valid, dut.chunk.payload):
             if valid:
-                got.append({name: int(getattr(payload, name)) for name in (
-                    "m_len", "n_len", "k_len", "tiles", "kblocks", "first", "last", "end",
-                    "error", "a_base", "b_base", "c_base", "tag")})
+                kept = keep(payload)
+                if kept is not None:
+                    got.append(kept)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.add_testbench(monitor, background=True)
     sim.run()
+    return got
+
+
+@pytest.mark.parametrize("dataflow", ["os", "ws"])
+def test_scheduler_chunks(dataflow):
+    """The scheduler's descriptors equal the cycle model's chunk walk; a bad
+    command gives one error descriptor."""
+    config = GemmConfig(rows=3, cols=5, dataflow=dataflow, mem_width=64, addr_width=12,
+                        k_chunk=16, m_tile=4)
+    cmd = dict(m=9, k=35, n=12, a_addr=0, b_addr=400, c_addr=1200, a_stride=40, b_stride=12,
+               c_stride=48, tag=7)
+    bad = dict(cmd, a_addr=4000, tag=8)
+    got = scheduler_descriptors(config, (cmd, bad), 60, lambda payload: {
+        name: int(getattr(payload, name)) for name in (
+            "m_len", "n_len", "k_len", "tiles", "kblocks", "first", "last", "end",
+            "error", "a_base", "b_base", "c_base", "tag")})
     expected = chunks(config, cmd)
     assert len(got) == len(expected) + 1
     for index, (g, e) in enumerate(zip(got, expected)):
@@ -542,28 +553,11 @@ def test_scheduler_emits_transposed_c_bases():
     """With ``transpose_c`` a chunk's C base is element [m0, n0] of C^T:
     ``c_addr + n0 * c_stride + m0 * size``; other commands keep theirs."""
     config = GemmConfig(rows=3, cols=5, mem_width=64, addr_width=12, k_chunk=16, transpose_c=True)
-    dut = TileScheduler(config)
     cmd = dict(m=7, k=20, n=12, a_addr=0, b_addr=400, c_addr=1200, a_stride=20, b_stride=12,
                c_stride=9, int8=1, transpose_c=1, tag=7)
     plain = dict(cmd, transpose_c=0, c_stride=12, tag=8)
-    got = []
-
-    async def bench(ctx):
-        ctx.set(dut.chunk.ready, 1)
-        for c in (cmd, plain):
-            await stream_put(ctx, dut.cmd, c)
-        await ctx.tick().repeat(80)
-
-    async def monitor(ctx):
-        async for _, _, valid, payload in ctx.tick().sample(dut.chunk.valid, dut.chunk.payload):
-            if valid and int(payload.first):
-                got.append((int(payload.tag), int(payload.c_base), int(payload.transpose_c)))
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.add_testbench(monitor, background=True)
-    sim.run()
+    got = scheduler_descriptors(config, (cmd, plain), 80, lambda payload: (
+        int(payload.tag), int(payload.c_base), int(payload.transpose_c)) if int(payload.first) else None)
     walk = [(c["tag"], e["m0"], e["n0"]) for c in (cmd, plain) for e in chunks(config, c)
             if e["first"]]
     expected = [(tag, 1200 + n0 * 9 + m0, 1) if tag == 7 else (tag, 1200 + m0 * 12 + n0, 0)
