@@ -31,17 +31,20 @@ from bertforge.rtl.axi_top import AxiGemmTop, gemm_config
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["SocBoard", "SOC_BOARDS", "soc_board", "SDRAM_MODULES", "DEFAULT_BAUD", "MAX_BAUD",
-           "ACCEL_BASE", "ACCEL_SIZE", "MAIN_RAM_BASE", "check_soc", "add_accelerator", "make_soc",
+           "DEFAULT_CLOCK_MHZ", "ACCEL_BASE", "ACCEL_SIZE", "MAIN_RAM_BASE", "check_soc", "add_accelerator", "make_soc",
            "soc_info", "generate_soc"]
 
 #: SDRAM modules LiteDRAM knows that ULX3S boards carry (the first: the default).
 SDRAM_MODULES = ("MT48LC16M16", "AS4C32M16")
-#: UARTBone's baud rate by default: 1 Mbaud (50 system clocks a bit at 50
-#: MHz); the FT231X on the ULX3S is rated to 3 Mbaud (:data:`MAX_BAUD`).
+#: UARTBone's baud rate by default: 1 Mbaud (30 system clocks a bit at the
+#: default 30 MHz); the FT231X on the ULX3S is rated to 3 Mbaud (:data:`MAX_BAUD`).
 DEFAULT_BAUD = 1_000_000
 MAX_BAUD = 3_000_000
 #: Where the accelerator's AXI4-Lite registers sit on the SoC bus.
 ACCEL_BASE = 0x8000_0000
+#: The system clock by default (MHz): the default SoC closes 31 MHz on the
+#: ULX3S 85F, not 50 (its layernorm unit's path; docs/soc.md).
+DEFAULT_CLOCK_MHZ = 30.0
 ACCEL_SIZE = 0x100
 #: Where LiteX puts the SDRAM (``main_ram``) on the bus.
 MAIN_RAM_BASE = 0x4000_0000
@@ -163,7 +166,7 @@ def add_accelerator(soc, config, verilog_path, module, bus):
 
 
 def make_soc(board_name, config, verilog_path, module, *, bus=None,
-             sdram_module=SDRAM_MODULES[0], baudrate=DEFAULT_BAUD, sys_clk_mhz=50.0,
+             sdram_module=SDRAM_MODULES[0], baudrate=DEFAULT_BAUD, sys_clk_mhz=DEFAULT_CLOCK_MHZ,
              quiet=True):
     """The LiteX SoC (not yet built) for ``board_name`` around the
     accelerator of ``config``, whose Verilog (module ``module``, AXI

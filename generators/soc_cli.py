@@ -14,7 +14,7 @@ DEFAULT_HW = Path(__file__).parent / "configs" / "tiny.toml"
 
 
 def add_parser(commands):
-    from bertforge.boards.soc import DEFAULT_BAUD, MAX_BAUD, SDRAM_MODULES, SOC_BOARDS
+    from bertforge.boards.soc import DEFAULT_BAUD, DEFAULT_CLOCK_MHZ, MAX_BAUD, SDRAM_MODULES, SOC_BOARDS
     soc = commands.add_parser("soc", help="a LiteX SoC around the accelerator: SDRAM, UARTBone")
     actions = soc.add_subparsers(dest="soc_command", metavar="ACTION")
     actions.required = True
@@ -33,8 +33,8 @@ def add_parser(commands):
     build.add_argument("--baud", type=int, default=DEFAULT_BAUD,
                        help=f"UARTBone's baud rate (default {DEFAULT_BAUD:,}; at most "
                             f"{MAX_BAUD:,}, the FT231X's)")
-    build.add_argument("--clock", type=float, default=50.0, metavar="MHZ",
-                       help="system clock, SDRAM and accelerator (default 50)")
+    build.add_argument("--clock", type=float, default=DEFAULT_CLOCK_MHZ, metavar="MHZ",
+                       help=f"system clock, SDRAM and accelerator (default {DEFAULT_CLOCK_MHZ:g}: the default SoC closes 31 MHz)")
     build.add_argument("--gateware-only", action="store_true",
                        help="write the gateware, the map and the tool shims; run no tool")
     build.add_argument("--json", action="store_true", help="print the report as JSON")

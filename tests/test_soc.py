@@ -188,12 +188,14 @@ def test_simulation_soc_lints_in_verilator(tmp_path):
 def test_full_build(tmp_path):
     """Synthesis, place and route and the bitstream of the default SoC
     (about an hour on two shared cores): it fits; the exit code says
-    whether it closes its 50 MHz (it did not: 30.2 MHz, the layernorm unit)."""
+    whether it closes the requested clock (the default 30 MHz: 31.1 MHz measured;
+    50 MHz did not close, 30.2 MHz, the layernorm unit)."""
     out = tmp_path / "build"
     result = run_cli("soc", "build", "--board", BOARD, "-o", str(out), "--json")
     report = json.loads(result.stdout)
     assert result.returncode == (0 if report["timing_met"] else 1), result.stderr[-2000:]
-    assert report["timing_met"] == (report["fmax_mhz"] >= 50 * 0.999)
+    assert report["clock_mhz"] == 30
+    assert report["timing_met"] == (report["fmax_mhz"] >= report["clock_mhz"] * 0.999)
     assert report["fmax_by_clock"] and report["fmax_mhz"] > 20
     assert 0 < report["resources"]["LUTs"]["used"] < report["resources"]["LUTs"]["available"]
     assert report["resources"]["DSPs"]["used"] >= 16       # the 4 x 4 array's multipliers at least
