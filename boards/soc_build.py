@@ -6,13 +6,11 @@ through the shims; reports resources and Fmax as
 import json
 import os
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from .build import (ABC9_RETRY, BuildError, _abc9_crashed, _failure_reason, critical_path_text,
-                    parse_report)
+from .build import BuildError, critical_path_text, parse_report, run_step
 from .soc import generate_soc
 from .soc_map import soc_map, write_map
 from .soc_shims import SHIM_TOOLS, write_shims
@@ -69,20 +67,10 @@ def build_soc(soc, out_dir, *, quiet=False):
             log.write(f"$ {shlex.join(command)}\n")
             log.flush()
 
-            def run():
-                return subprocess.run(command, cwd=gateware, stdout=log, stderr=subprocess.STDOUT,
-                                      env=dict(os.environ))
-            result = run()
-            if result.returncode != 0 and tool == "yosys" and _abc9_crashed(gateware / f"{name}.rpt"):
-                script = gateware / f"{name}.ys"
-                script.write_text(script.read_text().replace("synth_ecp5", f"synth_ecp5 {ABC9_RETRY}", 1))
-                synth_retry = ABC9_RETRY
-                result = run()
-            if result.returncode != 0:
-                text = log_path.read_text(errors="replace")
-                reason = _failure_reason(text.splitlines()[-15:], text)
-                raise BuildError(f"{tool} failed{reason}; log: {log_path}",
-                                 does_not_fit=reason.startswith(": the design does not fit"))
+            synth_retry = run_step(command, tool, cwd=gateware, env=dict(os.environ), log=log,
+                                   log_path=log_path, yosys_log=gateware / f"{name}.rpt",
+                                   script=gateware / f"{name}.ys",
+                                   nextpnr_log=log_path) or synth_retry     # nextpnr logs there
     info = soc.bertforge_info
     report_json = gateware / f"{name}.report.json"
     report = parse_report(report_json, "ecp5", info["sys_clk_mhz"])
