@@ -1,7 +1,7 @@
 """``bertforge.boards``: FPGA boards. Stands on ``sim`` and ``rtl`` (never
 imports ``generators``); the host-side modules a user runs against a real
 board (``host.py`` and the ``*_host.py``, ``protocol.py``, ``build.py``,
-``targets.py``) never import cocotb, only the board testbenches (``*_board_tb.py``,
+``targets.py``, ``uartbone.py``, ``soc_host.py``) never import cocotb, only the board testbenches (``*_board_tb.py``,
 ``uart_model.py``) do.
 
 One row per block with a board top (``X_top.py``: the block behind the UART
@@ -44,7 +44,13 @@ controller, the accelerator's AXI4 master on its own LiteDRAM port),
 ``soc_map.py`` (its one map: bus regions, CSRs, the accelerator's
 registers, the SDRAM init sequence; JSON, C header, markdown),
 ``soc_sim.py`` (the same SoC for Verilator: LiteDRAM's SDRAM PHY model
-with its DFI timing checker, UARTBone's UART as ports), ``soc_shims.py``
+with its DFI timing checker, UARTBone's UART as ports; its SDRAM's back
+door), ``soc_board_tb.py`` (its cocotb testbench: the UART pins bit by
+bit, the host code below in a bridged thread), ``uartbone.py`` (LiteX's
+UARTBone frames and a bus over any byte transport: a serial port or the
+testbench's UART; no cocotb), ``soc_host.py`` (the host's side: LiteDRAM's
+SDRAM init as LiteX's BIOS runs it, the driver's backend on the SoC, the
+irq CSR), ``soc_shims.py``
 (LiteX's tool names on the YoWASP tools; relative source
 paths), ``soc_build.py`` (gateware, map, shims, then LiteX's build script;
 the report).

@@ -47,7 +47,8 @@ source hash), ``presets.py`` (presets and TOML), ``cli.py`` and
 ``cli_common.py`` (the command line), ``board_design.py`` (``BoardDesign``
 and what the designs' hooks share) and ``board_cli.py``
 (``build``/``run``/``flash``), ``soc_cli.py`` (``soc build``: the LiteX
-SoC around the accelerator), ``board_bench.py``
+SoC around the accelerator), ``soc_simulate.py`` (the whole SoC in
+Verilator: UARTBone checks, encoder layers from the simulated SDRAM), ``board_bench.py``
 (``bench boards``), ``bench.py`` (result tables), ``workload.py``,
 ``analyze.py`` and ``analyze_cli.py`` (where a BERT layer's cycles go),
 ``sweep.py`` (``bertforge sweep``: design-space sweeps on Ray), ``sweep_point.py``

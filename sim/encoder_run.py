@@ -74,7 +74,7 @@ def encoder_program(config, layer):
     return image, programs[0], regions[0], groups[0], abits
 
 
-def model_program(config, layers, *, banks=None):
+def model_program(config, layers, *, banks=None, origin=0):
     """``(image, programs, regions, groups, abits)`` of a stack of layers
     (:class:`~bertforge.sim.encoder_golden.EncoderLayer`, one shape): the
     memory image (layer 0's input, every layer's weights), one command
@@ -87,7 +87,11 @@ def model_program(config, layers, *, banks=None):
     ``banks`` (``(row bytes, banks)`` of an SDRAM, or None): the two
     sources a layernorm interleaves (``attn`` and ``x``, ``f`` and
     ``ln1``) start half the banks apart, so that their rows never share a
-    bank (each would close the other's row on every access)."""
+    bank (each would close the other's row on every access).
+
+    ``origin``: the address at which the accelerator sees the image's first
+    byte (an SoC's SDRAM base): the commands' addresses are ``origin`` on;
+    the regions stay offsets into the image."""
     first = layers[0]
     S, H, F, heads, B = first.seq, first.hidden, first.ffn, first.heads, first.batch
     check_shape(config, S, H, heads, F, B)
@@ -146,7 +150,8 @@ def model_program(config, layers, *, banks=None):
             put(r[f"bias_{key}"], values, "<i4")
         for key, values in (layer.words or {}).items():
             put(r[f"scale_{key}"], values, "<u4")
-        commands, layer_groups = layer_program(config, layer, r)
+        commands, layer_groups = layer_program(config, layer, {
+            key: value + origin if key != "read_bytes" else value for key, value in r.items()})
         programs.append(commands)
         groups.append(layer_groups)
     return image, programs, regions, groups, abits

@@ -1,0 +1,130 @@
+"""The whole SoC in simulation: the LiteX SoC of ``soc build`` (UARTBone,
+LiteDRAM's SDR controller on its SDRAM PHY model with the DFI timing
+checker, the accelerator on its own LiteDRAM port) built once in Verilator
+through the runner (:mod:`bertforge.sim.runner`), driven over its UART pins
+by the testbench :mod:`bertforge.boards.soc_board_tb`.
+
+:func:`soc_sim_model` makes the simulation SoC of a hardware config (the
+Verilog the runner builds and caches, the map); :func:`simulate_soc` runs
+a list of checks on it, the SDRAM loaded through the back door with a
+memory image; :func:`soc_encoder` runs encoder layers as one program from
+the SDRAM and checks the output against the integer golden model.
+"""
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["PERIOD_NS", "soc_sim_model", "simulate_soc", "dfi_violations", "soc_encoder"]
+
+#: The simulated clock's period (simulation time only: the SoC's clock is
+#: the map's ``sys_clk_hz``, which its SDRAM timings and UART use).
+PERIOD_NS = 10
+_MODELS = {}
+
+
+def soc_sim_model(hw=None):
+    """``(config, sim)`` of the hardware config file ``hw`` (default
+    ``configs/tiny.toml``): the accelerator's config and
+    :func:`bertforge.boards.soc_sim.sim_soc` of it (made once per process)."""
+    from bertforge.boards.soc_sim import sim_soc
+    from .soc_cli import DEFAULT_HW, soc_accelerator
+    hw = str(hw or DEFAULT_HW)
+    if hw not in _MODELS:
+        config, bus, verilog, module = soc_accelerator(hw)
+        _MODELS[hw] = config, sim_soc(config, verilog, module, bus=bus)
+    return _MODELS[hw]
+
+
+def dfi_violations(log_text):
+    """The DFI timing checker's violation lines in a simulation log."""
+    return [line for line in log_text.splitlines() if "violation" in line]
+
+
+def simulate_soc(sim, checks, *, image=None, workdir=None, quiet=True):
+    """Run ``checks`` (see :mod:`bertforge.boards.soc_board_tb`) on the SoC
+    ``sim``, its SDRAM holding ``image`` (bytes from ``main_ram``'s base on;
+    zeros if None) at the start. Returns the testbench's result plus
+    ``passed``, ``violations`` (the DFI timing checker's lines in the
+    log) and ``phases`` (build and simulation seconds)."""
+    from bertforge.boards.soc_sim import SIM_TOP, write_sdram_banks
+    from bertforge.sim import runner
+    phases = {}
+    start = time.perf_counter()
+    runner.build(sim["verilog"], SIM_TOP, quiet=quiet)
+    phases["build"] = time.perf_counter() - start
+    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="bertforge-soc-"))
+    work.mkdir(parents=True, exist_ok=True)
+    write_sdram_banks(np.zeros(4, np.uint8) if image is None else image, sim, work)
+    soc_map = sim["map"]
+    spec = {"map": soc_map, "period_ns": PERIOD_NS, "checks": checks,
+            "divisor": soc_map["sys_clk_hz"] // soc_map["uartbone"]["baudrate"]}
+    mark = time.perf_counter()
+    result = runner.run(sim["verilog"], SIM_TOP, "bertforge.boards.soc_board_tb", spec,
+                        workdir=work, quiet=quiet, rerun_with_waves=False)
+    phases["simulate"] = time.perf_counter() - mark
+    result["violations"] = dfi_violations(Path(result["log"]).read_text())
+    result["phases"] = phases
+    if workdir is None and result["passed"]:
+        shutil.rmtree(work)
+        del result["log"]
+    return result
+
+
+def soc_encoder(layers, *, hw=None, upload=True, quiet=True):
+    """Encoder ``layers`` (:class:`~bertforge.sim.encoder_golden.EncoderLayer`,
+    one shape, quantized for the accelerator of ``hw``) as ONE program run
+    from the simulated SDRAM: the weights and the input loaded through the
+    back door, the program written over UARTBone (``upload``; else through
+    the back door too), LiteDRAM initialized, the program started by one
+    register write, the irq waited for, the last layer's output read back
+    over UARTBone. Returns ``{"match"`` (the output bit for bit the integer
+    golden model's), ``"mismatches"``, ``"program"`` (the check's result:
+    pc, counters, polls), ``"commands"``, ``"violations"``, ``"passed"``,
+    ``"phases"``, ``"cycles"`` (of the whole simulation)}."""
+    from bertforge.boards.soc import MAIN_RAM_BASE
+    from bertforge.sim.encoder_golden import encoder_golden
+    from bertforge.sim.encoder_run import model_program
+    from .program import assemble, record_bytes
+    config, sim = soc_sim_model(hw)
+    stack = list(layers)
+    geometry = sim["geometry"]
+    row_bytes = geometry["cols"] * geometry["word_bytes"]
+    image, programs, regions, _, _ = model_program(config, stack, banks=(row_bytes, geometry["banks"]),
+                                                   origin=MAIN_RAM_BASE)
+    commands = [command for program in programs for command in program]
+    program = assemble(config, commands)
+    base = image.size                # a power of two past every tensor
+    memory = np.concatenate([image, np.frombuffer(program, np.uint8) if not upload
+                             else np.zeros(0, np.uint8)])
+    out_shape = (stack[-1].batch * stack[-1].seq, stack[-1].hidden)
+    out_bytes = int(np.prod(out_shape)) * config.element_bytes
+    out_bytes = -(-out_bytes // 4) * 4
+    checks = [{"kind": "sdram_init"},
+              {"kind": "program", "base": MAIN_RAM_BASE + base, "program": program.hex(),
+               "upload": upload, "outputs": [[MAIN_RAM_BASE + regions[-1]["out"], out_bytes]],
+               "poll_cycles": 20_000, "max_polls": 10_000}]
+    result = simulate_soc(sim, checks, image=memory, quiet=quiet)
+    out = {"passed": result["passed"], "violations": result.get("violations"),
+           "phases": result["phases"], "commands": len(commands), "cycles": result.get("cycles"),
+           "log": result.get("log"), "match": False, "mismatches": None, "program": None,
+           "record_bytes": record_bytes(config)}
+    if not result["passed"] or len(result.get("checks", [])) != 2:
+        return out
+    run = result["checks"][1]
+    out["program"] = {k: v for k, v in run.items() if k != "outputs"}
+    dtype = "<i1" if config.element_bytes == 1 else "<i2"
+    raw = bytes.fromhex(run["outputs"][0])[:int(np.prod(out_shape)) * config.element_bytes]
+    hw_out = np.frombuffer(raw, dtype=dtype).reshape(out_shape).astype(np.int64)
+    # The golden model, layer by layer on its own output (one program: the
+    # hardware's output of layer l is layer l + 1's input).
+    x = stack[0].xq
+    for layer in stack:
+        layer.xq = x
+        x = encoder_golden(config, layer)["out"]
+    out["mismatches"] = int(np.count_nonzero(hw_out != x))
+    out["match"] = (out["mismatches"] == 0 and run["pc"] == len(commands))
+    return out

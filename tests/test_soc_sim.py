@@ -1,0 +1,238 @@
+"""The whole SoC in Verilator (generators/soc_simulate.py): the LiteX SoC
+with LiteDRAM's SDR controller on its SDRAM PHY model (DFI timing checker
+on), reached over UARTBone's UART pins driven bit by bit; one Verilator
+build serves every test. The host code is the board's: UARTBone frames
+(boards/uartbone.py), LiteDRAM's init (boards/soc_host.py), the driver.
+A tiny encoder layer runs from the SDRAM, bit-exact; the full tiny layer
+and UARTBone's 100 ms resynchronization are ``slow``."""
+
+import re
+
+import numpy as np
+import pytest
+
+from bertforge.boards.soc import MAIN_RAM_BASE
+from bertforge.boards.soc_host import DFII_CONTROL_HARDWARE, sdram_init
+from bertforge.boards.uartbone import (MAX_BURST, UartBone, UartBoneError, decode_words,
+                                       read_frame, write_frame)
+from bertforge.generators.soc_simulate import simulate_soc, soc_encoder, soc_sim_model
+from bertforge.rtl.axi_regmap import REGISTERS
+
+BLOCK_ADDR = MAIN_RAM_BASE + 0x1_0000
+#: Where the swallowed read of the corrupted-frame check lands (an SDRAM word).
+TARGET = MAIN_RAM_BASE + 0x804
+
+
+@pytest.fixture(scope="module")
+def model():
+    return soc_sim_model()
+
+
+@pytest.fixture(scope="module")
+def image():
+    """The SDRAM's content at the start (the back door): 8 KiB, across the
+    four banks' first rows (1 KiB a bank row) and into the second rows."""
+    return np.random.default_rng(1).integers(0, 256, 8192, dtype=np.uint8)
+
+
+PROBES = [[MAIN_RAM_BASE, 16], [MAIN_RAM_BASE + 0x3F8, 16],       # bank 0 -> bank 1
+          [MAIN_RAM_BASE + 0xFF8, 16], [MAIN_RAM_BASE + 0x1FF0, 16]]  # bank 3 -> row 1, last
+
+
+@pytest.fixture(scope="module")
+def block():
+    return np.random.default_rng(2).integers(0, 256, 4 * (MAX_BURST + 45), dtype=np.uint8).tobytes()
+
+
+@pytest.fixture(scope="module")
+def run(model, image, block):
+    """One simulation: registers, the SDRAM read before and after its
+    init, a block written and read back, corrupted frames."""
+    _, sim = model
+    checks = [{"kind": "registers"}, {"kind": "probes", "ranges": PROBES},
+              {"kind": "sdram_init"}, {"kind": "probes", "ranges": PROBES},
+              {"kind": "block", "addr": BLOCK_ADDR, "data": block.hex()},
+              {"kind": "corrupt", "target": TARGET}]
+    result = simulate_soc(sim, checks, image=image)
+    assert result["passed"], result.get("log")
+    assert [c["kind"] for c in result["checks"]] == [c["kind"] for c in checks]
+    return result
+
+
+def test_frames_are_litex_remote_clients():
+    """The frames are those LiteX's own host (``CommUART``, behind
+    ``litex_server --uart``) sends."""
+    from litex.tools.remote.comm_uart import CommUART
+    client = CommUART("loop://")
+    client.write(0x4000_0010, [0x11223344, 0xA5A5A5A5, 7])
+    sent = client.port.read(client.port.in_waiting)
+    assert sent == write_frame(0x4000_0010, [0x11223344, 0xA5A5A5A5, 7])
+    assert sent == bytes.fromhex("01 03 10000004 11223344 a5a5a5a5 00000007")
+    assert read_frame(0x804, 2) == bytes.fromhex("02 02 00000201")
+    assert decode_words(bytes.fromhex("12345678 000000ff")) == [0x12345678, 0xFF]
+    with pytest.raises(UartBoneError, match="1 to 255 words, not 256"):
+        write_frame(0, [0] * 256)
+    with pytest.raises(UartBoneError, match="not a multiple of 4"):
+        read_frame(2, 1)
+
+
+class _Loop:
+    """A transport that records frames and answers reads from a dict."""
+
+    def __init__(self, memory, short=False):
+        self.memory, self.frames, self.pending, self.short = memory, [], b"", short
+
+    def write(self, frame):
+        self.frames.append(frame)
+        if frame[0] == 0x02:
+            addr = int.from_bytes(frame[2:6], "big") * 4
+            self.pending = b"".join(self.memory.get(addr + 4 * i, 0).to_bytes(4, "big")
+                                    for i in range(frame[1]))
+
+    def read(self, count):
+        reply, self.pending = self.pending[:count - self.short], b""
+        return reply
+
+
+def test_blocks_split_into_frames_little_endian():
+    loop = _Loop({0x100 + 4 * i: i for i in range(600)})
+    bus = UartBone(loop)
+    data = bus.read_block(0x100, 4 * 600)
+    assert [len(f) for f in loop.frames] == [6, 6, 6] and [f[1] for f in loop.frames] == [255, 255, 90]
+    assert np.array_equal(np.frombuffer(data, "<u4"), np.arange(600))
+    loop.frames.clear()
+    bus.write_block(0x200, bytes([1, 2, 3, 4, 5, 6, 7, 8]))
+    assert loop.frames == [bytes.fromhex("01 02 00000080 04030201 08070605")]
+    with pytest.raises(UartBoneError, match=r"at 0x100: 3 of 4 bytes came back"):
+        UartBone(_Loop({}, short=True)).read32(0x100)
+
+
+def test_sdram_init_is_the_bios_sequence(model, tmp_path):
+    """:func:`sdram_init` writes what LiteX's BIOS runs (``sdram_init`` in
+    liblitedram: software control, LiteDRAM's generated ``init_sequence()``
+    for this chip, hardware control), CSR by CSR, with its delays."""
+    from litedram.init import get_sdram_phy_c_header
+    from bertforge.boards.soc_map import DFII_BITS
+    from bertforge.boards.soc_sim import make_sim_soc
+    from bertforge.generators.soc_cli import DEFAULT_HW, soc_accelerator
+    config, sim = model
+    _, bus_args, verilog, module = soc_accelerator(DEFAULT_HW)
+    (tmp_path / f"{module}.v").write_text(verilog)
+    settings = make_sim_soc(config, tmp_path / f"{module}.v", module, bus=bus_args,
+                            sys_clk_mhz=30.0).sdram.controller.settings
+    header = get_sdram_phy_c_header(settings.phy, settings.timing, settings.geom)
+    body = header[header.index("init_sequence(void)"):]
+    bios = [("sdram_dfii_control", 0x0E)]           # sdram_software_control_on
+    for call, arg in re.findall(r"(\w+)\(([^)]*)\);", body):
+        value = (sum(DFII_BITS[name] for name in arg.split("|")) if arg.startswith("DFII")
+                 else int(arg, 0))
+        if call == "command_p0":
+            bios += [("sdram_dfii_pi0_command", value), ("sdram_dfii_pi0_command_issue", 1)]
+        elif call == "cdelay":
+            bios.append(("sleep", value))
+        else:
+            bios.append((call.removesuffix("_write"), value))
+    bios.append(("sdram_dfii_control", DFII_CONTROL_HARDWARE))    # sdram_software_control_off
+    names = {reg["addr"]: name for name, reg in sim["map"]["csr"].items()}
+    done = []
+
+    class Recorder:
+        def write32(self, addr, value):
+            done.append((names[addr], value))
+
+        def read32(self, addr):
+            return DFII_CONTROL_HARDWARE
+
+    clock = sim["map"]["sys_clk_hz"]
+    assert sdram_init(Recorder(), sim["map"], sleep=lambda s: done.append(
+        ("sleep", round(s * clock)))) == DFII_CONTROL_HARDWARE
+    assert len(bios) > 20 and done == bios
+
+
+def test_registers_over_uartbone(run):
+    registers = run["checks"][0]
+    assert registers["scratch_reset"] == 0x12345678        # LiteX's reset value
+    assert registers["scratch_written"] == 0xCAFEF00D
+    assert registers["status"] == 0                        # no irq before a program
+    config = registers["config"]
+    assert config["magic"] == 0x42464731 == REGISTERS[0]["fields"][0]["reset"]   # "BFG1"
+    assert config["version_major"] == 1
+    assert (config["rows"], config["cols"], config["mem_width"]) == (4, 4, 128)
+
+
+def test_sdram_backdoor_init_and_block(run, image, block):
+    """The back-door image reads back over UARTBone across banks and rows;
+    LiteDRAM's init hands the SDRAM to the controller; a block of 300
+    words (two frames) is written and read back. The PHY model ignores CKE
+    and the mode register: it answers before the init too (a real chip
+    would not)."""
+    before, init, after, written = (run["checks"][i] for i in (1, 2, 3, 4))
+    expected = [image[a - MAIN_RAM_BASE:a - MAIN_RAM_BASE + n].tobytes().hex() for a, n in PROBES]
+    assert after["data"] == expected
+    assert before["data"] == expected
+    assert init["control"] == DFII_CONTROL_HARDWARE
+    assert written["data"] == block.hex()
+    assert run["violations"] == []                        # the DFI timing checker's
+
+
+def test_corrupted_frames(run):
+    """UARTBone has no checksum: a frame with an unknown command is
+    dropped (the next is answered); a truncated frame takes the next
+    frame's bytes as its rest: the host's read gets no reply and its 6
+    bytes complete the truncated write (its address and data)."""
+    corrupt = run["checks"][5]
+    assert corrupt["after_unknown"] == 0x5A5A0001
+    assert corrupt["swallowed_reply"] is None and "0 of 4 bytes" in corrupt["swallowed_error"]
+    frame = bytes.fromhex(corrupt["swallowed_frame"])
+    assert frame[:2] == b"\x01\x01" and len(frame) == 10
+    assert int.from_bytes(frame[2:6], "big") * 4 == TARGET     # the address it completed
+    assert corrupt["target_after"] == int.from_bytes(frame[6:10], "big") != 0xFFFFFFFF
+    assert corrupt["after_swallow"] == 0x5A5A0001
+
+
+def _tiny_layer(config, seq, seed=0):
+    from bertforge.generators.workload import MODELS
+    from bertforge.sim.encoder_golden import random_layer
+    shape = MODELS["tiny"]
+    return random_layer(config, seq, shape.hidden, shape.heads, shape.ffn, seed=seed)
+
+
+def test_encoder_layer_from_sdram(model):
+    """A tiny encoder layer (hidden 64, 2 heads, FFN 256; sequence 8):
+    weights and input in the SDRAM, the program written over UARTBone,
+    started by one CTRL write, the irq seen in ``bertforge_status``, the
+    output read back over UARTBone: bit for bit the integer golden model."""
+    config, _ = model
+    result = soc_encoder([_tiny_layer(config, 8)])
+    assert result["passed"], result["log"]
+    program = result["program"]
+    assert program["irq_status"] == 1 and program["pc"] == result["commands"] == 14
+    assert result["match"] and result["mismatches"] == 0
+    counters = program["counters"]
+    assert all(counters[f"busy_{u}"] > 0 for u in ("gemm", "softmax", "layernorm", "gelu"))
+    assert counters["cycles"] <= program["wall_cycles"]
+    assert result["violations"] == []
+
+
+@pytest.mark.slow
+def test_tiny_layer_from_sdram(model):
+    """The tiny layer at sequence 32 and two stacked layers (one start) from the SDRAM."""
+    config, _ = model
+    result = soc_encoder([_tiny_layer(config, 32)], upload=False)
+    assert result["passed"] and result["match"], result
+    assert result["violations"] == []
+    two = soc_encoder([_tiny_layer(config, 16, seed=s) for s in (4, 5)])
+    assert two["passed"] and two["match"] and two["program"]["pc"] == 28, two
+
+
+@pytest.mark.slow
+def test_truncated_frame_dropped_after_100_ms(model):
+    """A truncated frame, then 100 ms of idle line (3 million clocks):
+    UARTBone drops it and answers the next frame; the truncated write
+    never happened."""
+    _, sim = model
+    result = simulate_soc(sim, [{"kind": "corrupt", "target": TARGET, "resync": True}])
+    assert result["passed"], result.get("log")
+    corrupt = result["checks"][0]
+    assert corrupt["after_resync"] == 0x5A5A0001
+    assert corrupt["target_after_resync"] == corrupt["target_after"]
