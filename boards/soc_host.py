@@ -90,7 +90,8 @@ class SocRegisters:
 
 class RemoteClientBus:
     """LiteX's ``RemoteClient`` (``litex_server`` in between) as a bus:
-    ``read32``/``write32``/``read_block``/``write_block``."""
+    ``read32``/``write32`` and ``read_block``/``write_block`` (reads of at
+    most 255 words, UARTBone's frame)."""
 
     def __init__(self, client):
         self.client = client
@@ -107,7 +108,9 @@ class RemoteClientBus:
                                  for i in range(0, len(data), 4)])
 
     def read_block(self, addr, length):
-        words = self.client.read(addr, length // 4)
+        words = []
+        for at in range(0, length // 4, 255):
+            words += self.client.read(addr + 4 * at, min(255, length // 4 - at))
         return b"".join(w.to_bytes(4, "little") for w in words)
 
 

@@ -107,6 +107,29 @@ def test_blocks_split_into_frames_little_endian():
         UartBone(_Loop({}, short=True)).read32(0x100)
 
 
+def test_remote_client_bus():
+    """LiteX's ``RemoteClient`` (its read/write calls) as the host's bus."""
+    from bertforge.boards.soc_host import RemoteClientBus
+    memory = {}
+
+    class Client:      # RemoteClient's calls: read(addr[, length]), write(addr, value or list)
+        def read(self, addr, length=None):
+            assert length is None or 1 <= length <= 255
+            values = [memory.get(addr + 4 * i, 0) for i in range(length or 1)]
+            return values if length is not None else values[0]
+
+        def write(self, addr, data):
+            for i, value in enumerate(data if isinstance(data, list) else [data]):
+                memory[addr + 4 * i] = value
+    bus = RemoteClientBus(Client())
+    bus.write32(0x804, 0xCAFEF00D)
+    assert bus.read32(0x804) == 0xCAFEF00D
+    data = np.random.default_rng(3).integers(0, 256, 4 * 300, dtype=np.uint8).tobytes()
+    bus.write_block(MAIN_RAM_BASE, data)
+    assert memory[MAIN_RAM_BASE] == int.from_bytes(data[:4], "little")
+    assert bus.read_block(MAIN_RAM_BASE, len(data)) == data
+
+
 def test_sdram_init_is_the_bios_sequence(model, tmp_path):
     """:func:`sdram_init` writes what LiteX's BIOS runs (``sdram_init`` in
     liblitedram: software control, LiteDRAM's generated ``init_sequence()``
