@@ -14,7 +14,6 @@ serves every SDRAM content: :func:`write_sdram_banks` writes a memory image
 into those files (the back door).
 """
 
-import json
 import re
 import tempfile
 from pathlib import Path
@@ -120,10 +119,10 @@ def sim_soc(config, verilog, module, *, bus=None, sdram_module=SDRAM_MODULES[0],
     banks = re.findall(r'\$readmemh\("([^"]+)"', top)
     if len(banks) != 2 ** geom.bankbits:
         raise RuntimeError(f"expected {2 ** geom.bankbits} SDRAM bank files, found {banks}")
-    per_word = phy.nphases * {"SDR": 1}.get(phy.memtype, 2)
-    geometry = {"banks": 2 ** geom.bankbits, "cols": 2 ** geom.colbits // per_word,
-                "word_bytes": phy.dfi_databits * phy.nphases // 8}
-    json.dumps(the_map)     # plain data only
+    if (phy.memtype, phy.nphases) != ("SDR", 1):     # one word a column (burst length 1)
+        raise RuntimeError(f"the back door lays out SDR SDRAM, not {phy.memtype}")
+    geometry = {"banks": 2 ** geom.bankbits, "cols": 2 ** geom.colbits,
+                "word_bytes": phy.dfi_databits // 8}
     return {"verilog": top + "\n" + verilog, "map": the_map, "banks": banks,
             "geometry": geometry}
 

@@ -44,21 +44,6 @@ def block():
     return np.random.default_rng(2).integers(0, 256, 4 * (MAX_BURST + 45), dtype=np.uint8).tobytes()
 
 
-@pytest.fixture(scope="module")
-def run(model, image, block):
-    """One simulation: registers, the SDRAM read before and after its
-    init, a block written and read back, corrupted frames."""
-    _, sim = model
-    checks = [{"kind": "registers"}, {"kind": "probes", "ranges": PROBES},
-              {"kind": "sdram_init"}, {"kind": "probes", "ranges": PROBES},
-              {"kind": "block", "addr": BLOCK_ADDR, "data": block.hex()},
-              {"kind": "corrupt", "target": TARGET}]
-    result = simulate_soc(sim, checks, image=image)
-    assert result["passed"], result.get("log")
-    assert [c["kind"] for c in result["checks"]] == [c["kind"] for c in checks]
-    return result
-
-
 def test_frames_are_litex_remote_clients():
     """The frames are those LiteX's own host (``CommUART``, behind
     ``litex_server --uart``) sends."""
@@ -172,7 +157,24 @@ def test_sdram_init_is_the_bios_sequence(model, tmp_path):
     assert len(bios) > 20 and done == bios
 
 
-def test_registers_over_uartbone(run):
+def test_uartbone_path(model, image, block):
+    """One simulation (the Verilator model shared by every test here):
+    registers, the SDRAM read before and after its init, a block written
+    and read back, corrupted frames."""
+    _, sim = model
+    checks = [{"kind": "registers"}, {"kind": "probes", "ranges": PROBES},
+              {"kind": "sdram_init"}, {"kind": "probes", "ranges": PROBES},
+              {"kind": "block", "addr": BLOCK_ADDR, "data": block.hex()},
+              {"kind": "corrupt", "target": TARGET}]
+    run = simulate_soc(sim, checks, image=image)
+    assert run["passed"], run.get("log")
+    assert [c["kind"] for c in run["checks"]] == [c["kind"] for c in checks]
+    check_registers(run)
+    check_sdram(run, image, block)
+    check_corrupted_frames(run)
+
+
+def check_registers(run):
     registers = run["checks"][0]
     assert registers["scratch_reset"] == 0x12345678        # LiteX's reset value
     assert registers["scratch_written"] == 0xCAFEF00D
@@ -183,7 +185,7 @@ def test_registers_over_uartbone(run):
     assert (config["rows"], config["cols"], config["mem_width"]) == (4, 4, 128)
 
 
-def test_sdram_backdoor_init_and_block(run, image, block):
+def check_sdram(run, image, block):
     """The back-door image reads back over UARTBone across banks and rows;
     LiteDRAM's init hands the SDRAM to the controller; a block of 300
     words (two frames) is written and read back. The PHY model ignores CKE
@@ -198,7 +200,7 @@ def test_sdram_backdoor_init_and_block(run, image, block):
     assert run["violations"] == []                        # the DFI timing checker's
 
 
-def test_corrupted_frames(run):
+def check_corrupted_frames(run):
     """UARTBone has no checksum: a frame with an unknown command is
     dropped (the next is answered); a truncated frame takes the next
     frame's bytes as its rest: the host's read gets no reply and its 6
