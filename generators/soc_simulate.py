@@ -14,11 +14,13 @@ the SDRAM and checks the output against the integer golden model.
 import shutil
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["PERIOD_NS", "soc_sim_model", "simulate_soc", "dfi_violations", "soc_encoder"]
+__all__ = ["PERIOD_NS", "soc_sim_model", "simulate_soc", "dfi_violations", "soc_encoder",
+           "soc_layer_bench", "BENCH_CASES"]
 
 #: The simulated clock's period (simulation time only: the SoC's clock is
 #: the map's ``sys_clk_hz``, which its SDRAM timings and UART use).
@@ -128,3 +130,53 @@ def soc_encoder(layers, *, hw=None, upload=True, quiet=True):
     out["mismatches"] = int(np.count_nonzero(hw_out != x))
     out["match"] = (out["mismatches"] == 0 and run["pc"] == len(commands))
     return out
+
+
+#: The tiny model's layers the bench runs: ``(layers, sequence length)``.
+BENCH_CASES = ((1, 8), (1, 32), (2, 16))
+
+
+def soc_layer_bench(out_dir, cases=BENCH_CASES):
+    """Run the tiny model's layers (:data:`BENCH_CASES`) from the simulated
+    SDRAM (:func:`soc_encoder`, configs/tiny.toml) and write
+    ``out_dir/bench.json`` (what :func:`~bertforge.generators.manual.store_bench`
+    stores): per case the accelerator's cycles and memory wait, the bytes
+    it moved and their share of the SDRAM's peak (16 bits a clock), and
+    ``analyze``'s cycles for the same engine with the board's SDRAM
+    (``[memory] board = "ulx3s"``) at the SoC's clock."""
+    import json
+    from bertforge.boards.soc_sim import SIM_CLOCK_MHZ
+    from bertforge.sim.encoder_golden import random_layer
+    from .analyze import analyze, hardware_from_table
+    from .soc_cli import DEFAULT_HW
+    from .workload import MODELS
+    config, _ = soc_sim_model()
+    shape = MODELS["tiny"]
+    table = tomllib.loads(Path(DEFAULT_HW).read_text())
+    table["hardware"] = {k: v for k, v in table["hardware"].items() if k != "mem_bytes_per_cycle"}
+    table["hardware"]["clock_mhz"] = SIM_CLOCK_MHZ
+    table["memory"] = {"board": "ulx3s"}
+    hw = hardware_from_table(table, DEFAULT_HW, Path(DEFAULT_HW).stem)
+    rows = []
+    for layers, seq in cases:
+        stack = [random_layer(config, seq, shape.hidden, shape.heads, shape.ffn, seed=seed)
+                 for seed in range(layers)]
+        start = time.perf_counter()
+        result = soc_encoder(stack)
+        seconds = time.perf_counter() - start
+        if not result["passed"] or result["program"] is None:
+            raise RuntimeError(f"the SoC simulation of {layers} x seq {seq} failed: {result['log']}")
+        counters = result["program"]["counters"]
+        moved = counters["bytes_read"] + counters["bytes_written"]
+        predicted = layers * analyze("tiny", seq, hw, transpose=True)["total_cycles"]
+        rows.append({"layers": layers, "seq": seq, "match": result["match"],
+                     "mismatches": result["mismatches"], "cycles": counters["cycles"],
+                     "mem_wait": counters["mem_wait"], "bytes": moved,
+                     "bytes_per_cycle": moved / counters["cycles"],
+                     "sdram_share": moved / counters["cycles"] / 2,
+                     "analyze_cycles": predicted, "over_analyze": counters["cycles"] / predicted - 1,
+                     "violations": len(result["violations"]), "seconds": seconds})
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps({"results": rows}, indent=1) + "\n")
+    return rows

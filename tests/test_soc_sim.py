@@ -261,3 +261,16 @@ def test_truncated_frame_dropped_after_100_ms(model):
     corrupt = result["checks"][0]
     assert corrupt["after_resync"] == 0x5A5A0001
     assert corrupt["target_after_resync"] == corrupt["target_after"]
+
+
+@pytest.mark.slow
+def test_layer_bench(tmp_path):
+    """``soc_layer_bench`` (the manual's results/soc_sim.json) on one small case."""
+    import json
+    from bertforge.generators.soc_simulate import soc_layer_bench
+    rows = soc_layer_bench(tmp_path, cases=((1, 8),))
+    assert json.loads((tmp_path / "bench.json").read_text())["results"] == rows
+    row, = rows
+    assert row["match"] and row["mismatches"] == 0 and row["violations"] == 0
+    assert 0 < row["mem_wait"] < row["cycles"] and 0 < row["sdram_share"] <= 1
+    assert row["analyze_cycles"] > 0 and row["bytes"] > 0
