@@ -1,5 +1,5 @@
 """Host driver of an AXI accelerator (:class:`~bertforge.rtl.axi_top.AxiGemmTop`):
-``load``, ``run``, ``wait``, ``counters``.
+``load`` (or ``point`` at a program in memory), ``run``, ``wait``, ``counters``.
 
 It works over any *backend* with four methods: ``read32(addr)`` and
 ``write32(addr, value)`` on the register file (byte offsets), and
@@ -57,13 +57,22 @@ def _load(base, program, record_bytes):
     if len(program) % record_bytes:
         raise BertforgeError(f"a program is whole records of {record_bytes} bytes, "
                              f"not {len(program)} bytes")
+    _check_base(base, record_bytes)
+    yield ("write_block", base, bytes(program))
+    yield from _point(base, len(program) // record_bytes, record_bytes)
+
+
+def _check_base(base, record_bytes):
     if base % record_bytes:
         raise BertforgeError(f"the program base must be a multiple of {record_bytes} bytes, "
                              f"not {base:#x}")
-    yield ("write_block", base, bytes(program))
+
+
+def _point(base, records, record_bytes):
+    _check_base(base, record_bytes)
     yield ("write32", REG["PROG_BASE_LO"], base & 0xFFFFFFFF)
     yield ("write32", REG["PROG_BASE_HI"], base >> 32)
-    yield ("write32", REG["PROG_LEN"], len(program) // record_bytes)
+    yield ("write32", REG["PROG_LEN"], records)
 
 
 def _run(irq):
@@ -137,6 +146,11 @@ class Driver:
         """Write ``program`` (assembled bytes) at byte ``base`` and point the registers at it."""
         return self._drive(_load(base, program, self.record_bytes))
 
+    def point(self, base, records):
+        """Point the registers at a program of ``records`` records already
+        in memory at byte ``base`` (loaded before, or by other means)."""
+        return self._drive(_point(base, records, self.record_bytes))
+
     def run(self, *, irq=True):
         """Clear the interrupt status, enable the interrupt (``irq``) and start."""
         return self._drive(_run(irq))
@@ -168,6 +182,9 @@ class AsyncDriver(Driver):
 
     async def load(self, base, program):
         return await self._drive(_load(base, program, self.record_bytes))
+
+    async def point(self, base, records):
+        return await self._drive(_point(base, records, self.record_bytes))
 
     async def run(self, *, irq=True):
         return await self._drive(_run(irq))

@@ -19,8 +19,9 @@ each a dict with ``kind``:
   image, as read back);
 - ``block``: a block written (``addr``, ``data`` hex) and read back;
 - ``corrupt``: a frame with an unknown command byte, then a truncated frame
-  followed at once by a read (which it swallows), then after UARTBone's
-  100 ms a truncated frame and a read (which is answered);
+  followed at once by a read (which it swallows: ``target``, an SDRAM
+  word, gets the read's bytes); with ``resync``, a truncated frame, 100 ms
+  of idle line (UARTBone drops it) and a read (which is answered);
 - ``program``: ``base``, ``program`` (hex), ``upload`` (write it over
   UARTBone, else it is in the SDRAM already), ``outputs`` (``[addr,
   length]`` ranges read back after), ``poll_cycles``, ``max_polls``.
@@ -36,7 +37,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, Timer
 from cocotb.utils import get_sim_time
 
-from bertforge.boards.driver import REG, Driver
+from bertforge.boards.driver import Driver
 from bertforge.boards.soc_host import SocRegisters, csr_read, csr_write, sdram_init, wait_irq
 from bertforge.boards.uart_model import SimTransport, UartModel, bridge, resume
 from bertforge.boards.uartbone import RESYNC_SECONDS, UartBone, UartBoneError, read_frame, \
@@ -106,9 +107,7 @@ def _program(bus, soc_map, driver, sleep, cycles, check):
     if check["upload"]:
         driver.load(check["base"], program)
     else:
-        driver.backend.write32(REG["PROG_BASE_LO"], check["base"] & 0xFFFFFFFF)
-        driver.backend.write32(REG["PROG_BASE_HI"], check["base"] >> 32)
-        driver.backend.write32(REG["PROG_LEN"], len(program) // driver.record_bytes)
+        driver.point(check["base"], len(program) // driver.record_bytes)
     start = cycles()
     driver.run(irq=True)                     # the start: one CTRL write
     out["polls"] = wait_irq(bus, soc_map, polls=check["max_polls"],

@@ -91,6 +91,11 @@ def test_driver_sync_backend():
     driver = Driver(board, record_bytes=64)
     driver.load(0x400, bytes(128))
     assert board.regs[REG["PROG_BASE_LO"]] == 0x400 and board.regs[REG["PROG_LEN"]] == 2
+    driver.point(0x1_0000_0800, 5)          # a program already in memory
+    assert [board.regs[REG[r]] for r in ("PROG_BASE_LO", "PROG_BASE_HI", "PROG_LEN")] == [
+        0x800, 1, 5]
+    with pytest.raises(BertforgeError, match=r"^the program base must be a multiple of 64 bytes, not 0x20$"):
+        driver.point(0x20, 1)
     driver.run()
     assert field("CTRL", "start", board.regs[REG["CTRL"]]) == 1
     assert driver.wait() == 0
