@@ -31,7 +31,8 @@ from bertforge.rtl.axi_top import AxiGemmTop, gemm_config
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["SocBoard", "SOC_BOARDS", "soc_board", "SDRAM_MODULES", "DEFAULT_BAUD", "MAX_BAUD",
-           "DEFAULT_CLOCK_MHZ", "ACCEL_BASE", "ACCEL_SIZE", "MAIN_RAM_BASE", "check_soc", "add_accelerator", "make_soc",
+           "DEFAULT_CLOCK_MHZ", "ACCEL_BASE", "ACCEL_SIZE", "MAIN_RAM_BASE", "check_soc", "down_converter",
+           "add_accelerator", "make_soc",
            "soc_info", "generate_soc"]
 
 #: SDRAM modules LiteDRAM knows that ULX3S boards carry (the first: the default).
@@ -146,19 +147,113 @@ def _accelerator(platform, module, verilog_path, data_width, id_width):
     return Accelerator()
 
 
+def down_converter(wide, native):
+    """A LiteDRAM native port ``wide`` on the narrower ``native`` port, in
+    place of LiteDRAM's ``LiteDRAMNativePortDownConverter``, which idles a
+    cycle between wide commands (``ratio`` words in ``ratio + 1`` cycles)
+    and writes every native word of a wide one, strobes or not. Here:
+
+    - a wide read is ``ratio`` native reads at consecutive addresses, its
+      words gathered in order;
+    - a wide write is taken together with its data (LiteDRAM's AXI
+      frontend issues a write command only once its data is buffered) and
+      is a native write for each native word with a byte enabled (a
+      narrow write, such as a transposed store's single byte, costs one
+      SDRAM write, not ``ratio``); its data waits in a small FIFO until the
+      controller takes it;
+    - the next wide command is taken with the last native command of the
+      current one: a stream of wide words keeps the controller busy every
+      cycle.
+    """
+    from migen import Array, Cat, If, Module, Mux, Signal
+    from litex.soc.interconnect import stream
+    ratio = wide.data_width // native.data_width
+    width, strobes = native.data_width, native.data_width // 8
+
+    def enabled(we):       # per native word: any byte enabled
+        return Cat(*[we[i * strobes:(i + 1) * strobes] != 0 for i in range(ratio)])
+
+    def lowest(mask, index):   # index: the lowest set bit of mask
+        return [If(mask[i], index.eq(i)) for i in reversed(range(ratio))]
+
+    class DownConverter(Module):
+        def __init__(self):
+            # Commands: the native words left of the current wide command.
+            addr = Signal(len(wide.cmd.addr))
+            we = Signal()
+            left = Signal(ratio)
+            index = Signal(max=ratio)
+            fifo = stream.SyncFIFO([("data", wide.data_width), ("we", wide.data_width // 8)], 4)
+            self.submodules += fifo
+            rest = left & ~(1 << index)
+            done = ~(left != 0) | (native.cmd.ready & (rest == 0))
+            take = wide.cmd.valid & wide.cmd.ready
+            self.comb += lowest(left, index) + [
+                native.cmd.valid.eq(left != 0), native.cmd.we.eq(we),
+                native.cmd.addr.eq(addr * ratio + index),
+                wide.cmd.ready.eq(done & (~wide.cmd.we | (wide.wdata.valid & fifo.sink.ready))),
+                fifo.sink.valid.eq(take & wide.cmd.we), fifo.sink.data.eq(wide.wdata.data),
+                fifo.sink.we.eq(wide.wdata.we), wide.wdata.ready.eq(take & wide.cmd.we),
+            ]
+            self.sync += If(take,
+                            addr.eq(wide.cmd.addr), we.eq(wide.cmd.we),
+                            left.eq(Mux(wide.cmd.we, enabled(wide.wdata.we), 2 ** ratio - 1))
+                            ).Elif(native.cmd.valid & native.cmd.ready, left.eq(rest))
+            # Write data: the enabled native words of the FIFO's head, in order.
+            head = fifo.source
+            fresh = Signal(reset=1)
+            data_left = Signal(ratio)
+            mask = Signal(ratio)
+            chunk = Signal(max=ratio)
+            self.comb += [mask.eq(enabled(head.we)), If(~fresh, mask.eq(data_left))]
+            self.comb += lowest(mask, chunk)
+            words = Array(head.data[i * width:(i + 1) * width] for i in range(ratio))
+            enables = Array(head.we[i * strobes:(i + 1) * strobes] for i in range(ratio))
+            data_rest = mask & ~(1 << chunk)
+            self.comb += [
+                native.wdata.valid.eq(head.valid & (mask != 0)),
+                native.wdata.data.eq(words[chunk]), native.wdata.we.eq(enables[chunk]),
+                head.ready.eq(head.valid & ((mask == 0) | (native.wdata.ready & (data_rest == 0)))),
+            ]
+            self.sync += If(head.valid & head.ready, fresh.eq(1)
+                            ).Elif(native.wdata.valid & native.wdata.ready,
+                                   fresh.eq(0), data_left.eq(data_rest))
+            # Read data: ``ratio`` native words make a wide one.
+            rdata = stream.StrideConverter(native.rdata.description, wide.rdata.description)
+            self.submodules += rdata
+            self.submodules += stream.Pipeline(native.rdata, rdata, wide.rdata)
+
+    return DownConverter()
+
+
 def add_accelerator(soc, config, verilog_path, module, bus):
     """Put the accelerator into the LiteX ``soc`` (which has its ``sdram``):
     its AXI4 master on a new LiteDRAM crossbar port, its registers on the
     bus at :data:`ACCEL_BASE`, the CSR ``bertforge_status``. Returns the
     :class:`~bertforge.rtl.axi_top.AxiGemmTop` it is (for its parameters)."""
+    from litedram.common import LiteDRAMNativePort
     from litedram.frontend.axi import LiteDRAMAXI2Native
+    from migen.fhdl.bitcontainer import log2_int
     from litex.soc.integration.soc import SoCRegion
     top = AxiGemmTop(config, **bus)           # checks the bus parameters
     top._MustUse__silence = True
     data_width = gemm_config(config).mem_width
     soc.bertforge = accel = _accelerator(soc.platform, module, verilog_path, data_width,
                                          top.master_args["id_width"])
-    port = soc.sdram.crossbar.get_port(data_width=data_width)
+    # The crossbar's port at the controller's width and a pipelined
+    # converter to the AXI data width (:func:`down_converter`; the
+    # simulation counts both sides).
+    soc.accel_native = native = soc.sdram.crossbar.get_port()
+    port = native
+    if data_width > native.data_width:
+        port = LiteDRAMNativePort("both", native.address_width
+                                  - log2_int(data_width // native.data_width), data_width,
+                                  id=native.id)
+        soc.accel_converter = down_converter(port, native)
+    elif data_width < native.data_width:
+        raise ParameterError(f"the engine's {data_width}-bit words are narrower than the "
+                             f"SDRAM controller's {native.data_width} bits")
+    soc.accel_port = port
     soc.accel_axi2native = LiteDRAMAXI2Native(accel.axi, port, base_address=MAIN_RAM_BASE)
     soc.bus.add_slave("bertforge", accel.axil,
                       region=SoCRegion(origin=ACCEL_BASE, size=ACCEL_SIZE, cached=False))

@@ -24,7 +24,11 @@ each a dict with ``kind``:
   of idle line (UARTBone drops it) and a read (which is answered);
 - ``program``: ``base``, ``program`` (hex), ``upload`` (write it over
   UARTBone, else it is in the SDRAM already), ``outputs`` (``[addr,
-  length]`` ranges read back after), ``poll_cycles``, ``max_polls``.
+  length]`` ranges read back after), ``poll_cycles``, ``max_polls``,
+  optional ``segments`` (see :func:`_program`). Its result has the
+  accelerator's ``counters`` and, on the simulation SoC, ``perf``: the
+  SoC's performance counters over the run
+  (:data:`~bertforge.boards.soc_sim.PERF_COUNTERS`).
 
 Results (``result_path``): one dict per check under ``checks``; ``cycles``
 (simulated clocks of the whole run) and ``bytes_sent``/``bytes_received``.
@@ -101,14 +105,20 @@ def _corrupt(bus, soc_map, sleep, check):
     return out
 
 
-def _program(bus, soc_map, driver, sleep, cycles, check):
+def _perf(bus, soc_map):
+    """The simulation SoC's performance counters (``{}`` on a SoC without them)."""
+    return {name[len("perf_"):]: csr_read(bus, soc_map, name) for name in soc_map["csr"]
+            if name.startswith("perf_") and name != "perf_enable"}
+
+
+def _run_program(bus, soc_map, driver, sleep, cycles, check):
+    """Start the program the registers point at, wait for the irq: the
+    accelerator's counters and the SoC's (:func:`_perf`, this run's)."""
     out = {}
-    program = bytes.fromhex(check["program"])
-    if check["upload"]:
-        driver.load(check["base"], program)
-    else:
-        driver.point(check["base"], len(program) // driver.record_bytes)
+    before = _perf(bus, soc_map)
     start = cycles()
+    if before:            # counting from here until the irq rises
+        csr_write(bus, soc_map, "perf_enable", 1)
     driver.run(irq=True)                     # the start: one CTRL write
     out["polls"] = wait_irq(bus, soc_map, polls=check["max_polls"],
                             interval=check["poll_cycles"] / soc_map["sys_clk_hz"], sleep=sleep)
@@ -116,6 +126,33 @@ def _program(bus, soc_map, driver, sleep, cycles, check):
     out["irq_status"] = csr_read(bus, soc_map, "bertforge_status")
     out["pc"] = driver.wait(polls=1)
     out["counters"] = driver.counters()
+    if before:
+        csr_write(bus, soc_map, "perf_enable", 0)
+    out["perf"] = {name: (value - before[name]) % 2 ** 32
+                   for name, value in _perf(bus, soc_map).items()}
+    return out
+
+
+def _program(bus, soc_map, driver, sleep, cycles, check):
+    """The ``program`` check; with ``segments`` (``[first, count]`` record
+    ranges, in order) each range runs as its own program, one after
+    another, each with its counters (under ``segments``)."""
+    program = bytes.fromhex(check["program"])
+    records = len(program) // driver.record_bytes
+    if check["upload"]:
+        driver.load(check["base"], program)
+    segments = check.get("segments") or [[0, records]]
+    runs = []
+    for first, count in segments:
+        driver.point(check["base"] + first * driver.record_bytes, count)
+        runs.append(_run_program(bus, soc_map, driver, sleep, cycles, check))
+    out = dict(runs[-1]) if len(runs) == 1 else {"segments": runs}
+    if len(runs) > 1:
+        out["pc"] = sum(run["pc"] for run in runs)
+        out["polls"] = sum(run["polls"] for run in runs)
+        out["counters"] = {name: sum(run["counters"][name] for run in runs)
+                           for name in runs[0]["counters"]}
+        out["perf"] = {name: sum(run["perf"][name] for run in runs) for name in runs[0]["perf"]}
     out["outputs"] = [bus.read_block(addr, length).hex() for addr, length in check["outputs"]]
     return out
 

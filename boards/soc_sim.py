@@ -23,7 +23,7 @@ import numpy as np
 from .soc import (DEFAULT_BAUD, DEFAULT_CLOCK_MHZ, MAX_BAUD, SDRAM_MODULES, _quiet,
                   add_accelerator, check_soc, soc_info)
 
-__all__ = ["make_sim_soc", "write_sim_verilog", "SIM_TOP", "SIM_CLOCK_MHZ", "SIM_BAUD", "sim_soc",
+__all__ = ["PERF_COUNTERS", "make_sim_soc", "write_sim_verilog", "SIM_TOP", "SIM_CLOCK_MHZ", "SIM_BAUD", "sim_soc",
            "write_sdram_banks"]
 
 SIM_TOP = "soc_sim"
@@ -32,6 +32,57 @@ SIM_TOP = "soc_sim"
 SIM_CLOCK_MHZ = DEFAULT_CLOCK_MHZ
 #: UARTBone's baud rate in simulation: the FT231X's fastest, 10 clocks a bit.
 SIM_BAUD = MAX_BAUD
+
+
+#: The simulation SoC's performance counters (CSRs ``perf_<name>``): they
+#: count while the CSR ``perf_enable`` is 1 and the accelerator's irq is low
+#: (a run's figure is the difference of two reads around it):
+#: DFI commands at the PHY model (``activate``, ``read``, ``write``,
+#: ``precharge``, ``refresh``), the accelerator's LiteDRAM port at the
+#: controller's width (``native_cmd``: commands taken, ``native_stall``:
+#: cycles a command waited), its port at the AXI width (``wide_cmd``,
+#: ``wide_stall``), its AXI channels (``ar``, ``r``: beats taken, ``r_stall``:
+#: read data the engine did not take, ``aw``, ``w``) and the clock (``cycles``).
+PERF_COUNTERS = ("cycles", "activate", "read", "write", "precharge", "refresh", "native_cmd",
+                 "native_stall", "wide_cmd", "wide_stall", "ar", "r", "r_stall", "aw", "w")
+
+
+def _perf(soc):
+    """The performance counters (:data:`PERF_COUNTERS`) of the simulation SoC."""
+    from migen import Signal
+    from litex.gen import LiteXModule
+    from litex.soc.interconnect.csr import CSRStatus, CSRStorage
+
+    phase = soc.sdrphy.dfi.phases[0]
+    native, wide, axi = soc.accel_native, soc.accel_port, soc.bertforge.axi
+
+    def command(ras, cas, we):     # a DFI command (active low, chip selected)
+        return ~phase.cs_n & (phase.ras_n == (not ras)) & (phase.cas_n == (not cas)) & \
+            (phase.we_n == (not we))
+
+    events = {
+        "cycles": 1, "activate": command(1, 0, 0), "read": command(0, 1, 0),
+        "write": command(0, 1, 1), "precharge": command(1, 0, 1), "refresh": command(1, 1, 0),
+        "native_cmd": native.cmd.valid & native.cmd.ready,
+        "native_stall": native.cmd.valid & ~native.cmd.ready,
+        "wide_cmd": wide.cmd.valid & wide.cmd.ready, "wide_stall": wide.cmd.valid & ~wide.cmd.ready,
+        "ar": axi.ar.valid & axi.ar.ready, "r": axi.r.valid & axi.r.ready,
+        "r_stall": axi.r.valid & ~axi.r.ready, "aw": axi.aw.valid & axi.aw.ready,
+        "w": axi.w.valid & axi.w.ready,
+    }
+
+    class Perf(LiteXModule):
+        def __init__(self):
+            self.enable = CSRStorage(1, name="enable")
+            counting = self.enable.storage & ~soc.bertforge.irq
+            for name in PERF_COUNTERS:
+                count = Signal(32)
+                self.sync += count.eq(count + (counting & events[name]))
+                csr = CSRStatus(32, name=name)
+                setattr(self, name, csr)
+                self.comb += csr.status.eq(count)
+
+    return Perf()
 
 
 def make_sim_soc(config, verilog_path, module, *, bus=None, sdram_module=SDRAM_MODULES[0],
@@ -69,6 +120,7 @@ def make_sim_soc(config, verilog_path, module, *, bus=None, sdram_module=SDRAM_M
             self.add_sdram("sdram", phy=self.sdrphy, module=chip, l2_cache_size=0)
             self.add_uartbone(name="uartbone", uart_name="serial", baudrate=baudrate)
             self.accelerator_top = add_accelerator(self, config, verilog_path, module, bus)
+            self.perf = _perf(self)
 
     with _quiet(quiet):
         soc = SimSoC()

@@ -76,7 +76,7 @@ def simulate_soc(sim, checks, *, image=None, workdir=None, quiet=True):
     return result
 
 
-def soc_encoder(layers, *, hw=None, upload=True, quiet=True):
+def soc_encoder(layers, *, hw=None, upload=True, quiet=True, per_operation=False):
     """Encoder ``layers`` (:class:`~bertforge.sim.encoder_golden.EncoderLayer`,
     one shape, quantized for the accelerator of ``hw``) as ONE program run
     from the simulated SDRAM: the weights and the input loaded through the
@@ -86,17 +86,30 @@ def soc_encoder(layers, *, hw=None, upload=True, quiet=True):
     over UARTBone. Returns ``{"match"`` (the output bit for bit the integer
     golden model's), ``"mismatches"``, ``"program"`` (the check's result:
     pc, counters, polls), ``"commands"``, ``"violations"``, ``"passed"``,
-    ``"phases"``, ``"cycles"`` (of the whole simulation)}."""
+    ``"phases"``, ``"cycles"`` (of the whole simulation)}.
+
+    ``per_operation``: each operation of each layer (``OPERATIONS`` of
+    :mod:`bertforge.sim.encoder_run`) runs as its own program, one
+    after another (the same commands, the same result); ``"operations"``
+    then lists per operation its ``layer``, ``name``, ``class``, the
+    accelerator's ``counters`` and the SoC's ``perf`` counters."""
     from bertforge.boards.soc import MAIN_RAM_BASE
     from bertforge.sim.encoder_golden import encoder_golden
-    from bertforge.sim.encoder_run import model_program
+    from bertforge.sim.encoder_run import OPERATIONS, model_program
     from .program import assemble, record_bytes
     config, sim = soc_sim_model(hw)
     stack = list(layers)
     geometry = sim["geometry"]
     row_bytes = geometry["cols"] * geometry["word_bytes"]
-    image, programs, regions, _, _ = model_program(config, stack, banks=(row_bytes, geometry["banks"]),
-                                                   origin=MAIN_RAM_BASE)
+    image, programs, regions, groups, _ = model_program(config, stack,
+                                                        banks=(row_bytes, geometry["banks"]),
+                                                        origin=MAIN_RAM_BASE)
+    segments, names, offset = [], [], 0
+    for index, (program, layer_groups) in enumerate(zip(programs, groups)):
+        for (name, kind), members in zip(OPERATIONS, layer_groups):
+            segments.append([offset + members[0], len(members)])
+            names.append({"layer": index, "name": name, "class": kind})
+        offset += len(program)
     commands = [command for program in programs for command in program]
     program = assemble(config, commands)
     base = image.size                # a power of two past every tensor
@@ -108,7 +121,8 @@ def soc_encoder(layers, *, hw=None, upload=True, quiet=True):
     checks = [{"kind": "sdram_init"},
               {"kind": "program", "base": MAIN_RAM_BASE + base, "program": program.hex(),
                "upload": upload, "outputs": [[MAIN_RAM_BASE + regions[-1]["out"], out_bytes]],
-               "poll_cycles": 20_000, "max_polls": 10_000}]
+               "poll_cycles": 20_000, "max_polls": 10_000,
+               "segments": segments if per_operation else None}]
     result = simulate_soc(sim, checks, image=memory, quiet=quiet)
     out = {"passed": result["passed"], "violations": result.get("violations"),
            "phases": result["phases"], "commands": len(commands), "cycles": result.get("cycles"),
@@ -117,7 +131,10 @@ def soc_encoder(layers, *, hw=None, upload=True, quiet=True):
     if not result["passed"] or len(result.get("checks", [])) != 2:
         return out
     run = result["checks"][1]
-    out["program"] = {k: v for k, v in run.items() if k != "outputs"}
+    out["program"] = {k: v for k, v in run.items() if k not in ("outputs", "segments")}
+    if per_operation:
+        out["operations"] = [{**name, "counters": seg["counters"], "perf": seg["perf"]}
+                             for name, seg in zip(names, run["segments"])]
     dtype = "<i1" if config.element_bytes == 1 else "<i2"
     raw = bytes.fromhex(run["outputs"][0])[:int(np.prod(out_shape)) * config.element_bytes]
     hw_out = np.frombuffer(raw, dtype=dtype).reshape(out_shape).astype(np.int64)

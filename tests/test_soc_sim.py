@@ -237,6 +237,19 @@ def test_encoder_layer_from_sdram(model):
     assert all(counters[f"busy_{u}"] > 0 for u in ("gemm", "softmax", "layernorm", "gelu"))
     assert counters["cycles"] <= program["wall_cycles"]
     assert result["violations"] == []
+    # The SoC's counters over the run: each byte the engine read is one
+    # SDRAM read of its 16-bit word (no more), each AXI beat 16 bytes; the
+    # narrow writes (the transposed K's single bytes, the units' 4-byte
+    # results) cost an SDRAM write per 16-bit word written, not 8 a beat
+    # (the last writes reach the SDRAM after the irq: writes are posted).
+    perf = program["perf"]
+    assert counters["cycles"] <= perf["cycles"] <= program["wall_cycles"]
+    assert perf["read"] * 2 == counters["bytes_read"] == perf["r"] * 16
+    assert perf["wide_cmd"] == perf["r"] + perf["w"]
+    written = perf["native_cmd"] - perf["read"]          # native write commands
+    assert counters["bytes_written"] <= 2 * written < 8 * perf["w"]
+    assert written - 128 <= perf["write"] <= written
+    assert perf["refresh"] > 0 and perf["activate"] > 0
 
 
 @pytest.mark.slow
@@ -274,3 +287,93 @@ def test_layer_bench(tmp_path):
     assert row["match"] and row["mismatches"] == 0 and row["violations"] == 0
     assert 0 < row["mem_wait"] < row["cycles"] and 0 < row["sdram_share"] <= 1
     assert row["analyze_cycles"] > 0 and row["bytes"] > 0
+
+
+def _convert(commands, rng):
+    """Run ``commands`` (``(we, addr, data, strobes)``) through the SoC's
+    down-converter (128 to 16 bits) in Migen's simulator; the native side
+    takes commands and data on random cycles (``rng``), or on every cycle
+    (None). Returns the native commands (with their cycles), write data
+    and the wide read data seen."""
+    from migen import run_simulation
+    from litedram.common import LiteDRAMNativePort
+    from bertforge.boards.soc import down_converter
+    wide, native = LiteDRAMNativePort("both", 20, 128), LiteDRAMNativePort("both", 23, 16)
+    seen = {"cmd": [], "cycles": [], "wdata": [], "rdata": []}
+    pending = []
+
+    def host():
+        for we, addr, data, strobe in commands:
+            for signal, value in ((wide.cmd.valid, 1), (wide.cmd.we, we), (wide.cmd.addr, addr),
+                                  (wide.wdata.valid, we), (wide.wdata.data, data),
+                                  (wide.wdata.we, strobe)):
+                yield signal.eq(value)
+            yield
+            while not (yield wide.cmd.ready):
+                yield
+        yield wide.cmd.valid.eq(0)
+        yield wide.wdata.valid.eq(0)
+
+    def controller():
+        yield wide.rdata.ready.eq(1)
+        for cycle in range(1000):
+            ready = 1 if rng is None else int(rng.integers(2))
+            yield native.cmd.ready.eq(ready)
+            yield native.wdata.ready.eq(1 if rng is None else int(rng.integers(2)))
+            yield native.rdata.valid.eq(bool(pending))
+            yield native.rdata.data.eq(_word(pending[0]) if pending else 0)
+            yield
+            if (yield native.cmd.valid) and ready:
+                we, addr = (yield native.cmd.we), (yield native.cmd.addr)
+                seen["cmd"].append((we, addr))
+                seen["cycles"].append(cycle)
+                if not we:
+                    pending.append(addr)
+            if (yield native.wdata.valid) and (yield native.wdata.ready):
+                seen["wdata"].append(((yield native.wdata.data), (yield native.wdata.we)))
+            if (yield native.rdata.valid) and (yield native.rdata.ready):
+                pending.pop(0)
+            if (yield wide.rdata.valid):
+                seen["rdata"].append((yield wide.rdata.data))
+
+    run_simulation(down_converter(wide, native), [host(), controller()])
+    return seen
+
+
+def _word(addr):
+    """What the converter test's "SDRAM" holds at a native address."""
+    return (addr * 2654435761) & 0xFFFF
+
+
+def test_down_converter():
+    """The SoC's down-converter (boards/soc.py), its native side taking
+    commands and data on random cycles: a wide read is 8 native reads at
+    consecutive addresses and comes back gathered in order; a wide write
+    is a native write per 16-bit word with a byte enabled (none for an
+    all-zero strobe), carrying those words' data and strobes. With the
+    native side always ready, reads stream one native command a cycle
+    (LiteDRAM's converter idles a cycle per wide word)."""
+    rng = np.random.default_rng(3)
+    strobes = [0xFFFF, 0x0001, 0x0000, 0x8000, 0x00F0, 0x3C3C] + \
+        [int(s) for s in rng.integers(0, 1 << 16, 6)]
+    commands = [(1, int(rng.integers(1 << 20)), int.from_bytes(rng.bytes(16), "little"), s)
+                for s in strobes]
+    commands += [(0, int(rng.integers(1 << 20)), 0, 0) for _ in range(6)]
+    rng.shuffle(commands)
+    seen = _convert(commands, rng)
+    expected_cmd, expected_wdata, expected_rdata = [], [], []
+    for we, addr, data, strobe in commands:
+        for i in range(8):
+            enable = (strobe >> 2 * i) & 3
+            if not we or enable:
+                expected_cmd.append((we, addr * 8 + i))
+            if we and enable:
+                expected_wdata.append(((data >> 16 * i) & 0xFFFF, enable))
+        if not we:
+            expected_rdata.append(sum(_word(addr * 8 + i) << 16 * i for i in range(8)))
+    assert seen["cmd"] == expected_cmd
+    assert seen["wdata"] == expected_wdata
+    assert seen["rdata"] == expected_rdata
+    steady = _convert([(0, 100 + i, 0, 0) for i in range(4)], None)
+    assert len(steady["cycles"]) == 32 and steady["cycles"][-1] - steady["cycles"][0] == 31
+    assert len(steady["rdata"]) == 4
