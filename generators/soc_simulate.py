@@ -11,6 +11,7 @@ memory image; :func:`soc_encoder` runs encoder layers as one program from
 the SDRAM and checks the output against the integer golden model.
 """
 
+import logging
 import shutil
 import tempfile
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["PERIOD_NS", "soc_sim_model", "simulate_soc", "dfi_violations", "soc_encoder",
-           "soc_layer_bench", "BENCH_CASES"]
+           "soc_hardware", "run_soc_layers", "soc_layer_bench", "BENCH_CASES"]
 
 #: The simulated clock's period (simulation time only: the SoC's clock is
 #: the map's ``sys_clk_hz``, which its SDRAM timings and UART use).
@@ -65,8 +66,13 @@ def simulate_soc(sim, checks, *, image=None, workdir=None, quiet=True):
     spec = {"map": soc_map, "period_ns": PERIOD_NS, "checks": checks,
             "divisor": soc_map["sys_clk_hz"] // soc_map["uartbone"]["baudrate"]}
     mark = time.perf_counter()
-    result = runner.run(sim["verilog"], SIM_TOP, "bertforge.boards.soc_board_tb", spec,
-                        workdir=work, quiet=quiet, rerun_with_waves=False)
+    if quiet:      # LiteX set up logging at INFO: without the runner's INFO lines
+        logging.disable(logging.INFO)
+    try:
+        result = runner.run(sim["verilog"], SIM_TOP, "bertforge.boards.soc_board_tb", spec,
+                            workdir=work, quiet=quiet, rerun_with_waves=False)
+    finally:
+        logging.disable(logging.NOTSET)
     phases["simulate"] = time.perf_counter() - mark
     result["violations"] = dfi_violations(Path(result["log"]).read_text())
     result["phases"] = phases
@@ -149,50 +155,129 @@ def soc_encoder(layers, *, hw=None, upload=True, quiet=True, per_operation=False
     return out
 
 
+def soc_hardware(hw=None):
+    """``analyze``'s hardware of the SoC around the accelerator of the
+    hardware config file ``hw`` (default configs/tiny.toml): its engine at
+    the SoC's clock with the board's SDRAM (``[memory] board = "ulx3s"``)."""
+    from bertforge.boards.soc_sim import SIM_CLOCK_MHZ
+    from .analyze import hardware_from_table
+    from .presets import ConfigError
+    from .soc_cli import DEFAULT_HW
+    path = Path(hw or DEFAULT_HW)
+    try:
+        table = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    table["hardware"] = {k: v for k, v in table.get("hardware", {}).items()
+                         if k != "mem_bytes_per_cycle"}
+    table["hardware"]["clock_mhz"] = SIM_CLOCK_MHZ
+    table["memory"] = {"board": "ulx3s"}
+    return hardware_from_table(table, str(path), path.stem)
+
+
+def run_soc_layers(*, hw=None, model="tiny", layers=1, seq=8, seed=0, per_operation=False,
+                   quiet=True):
+    """Random encoder layers of ``model``'s shape (seeds ``seed`` on) as one
+    program from the simulated SoC's SDRAM (:func:`soc_encoder`), beside
+    ``analyze``'s prediction (:func:`soc_hardware`). Returns ``{"match"``,
+    ``"mismatches"``, ``"cycles"`` (the accelerator's), ``"predicted_cycles"``,
+    ``"difference"``, ``"classes"`` (with ``per_operation``: measured and
+    predicted per operation class), ``"counters"``, ``"perf"`` (the SoC's
+    counters), ``"violations"``, ``"seconds"``, ...}. ``ParameterError`` (one
+    line) when the shape does not fit the accelerator."""
+    from bertforge.sim.encoder_golden import random_layer
+    from bertforge.sim.encoder_run import check_shape
+    from bertforge.rtl.errors import BertforgeError, ParameterError
+    from .analyze import analyze, load_hardware
+    from .encoder_sim import compare_classes
+    from .workload import MODELS
+    from .encoder_sim import encoder_config
+    from .soc_cli import DEFAULT_HW
+    start = time.perf_counter()
+    hw = str(hw or DEFAULT_HW)
+    config = encoder_config(load_hardware(hw), hw)       # checked before the SoC is made
+    shape = MODELS[model]
+    try:
+        check_shape(config, seq, shape.hidden, shape.heads, shape.ffn)
+    except ValueError as error:
+        raise ParameterError(f"{model} at sequence length {seq} does not fit the accelerator "
+                             f"of {hw}: {error}") from None
+    prediction = analyze(model, seq, soc_hardware(hw), transpose=True)
+    config, _ = soc_sim_model(hw)
+    stack = [random_layer(config, seq, shape.hidden, shape.heads, shape.ffn, seed=seed + index)
+             for index in range(layers)]
+    result = soc_encoder(stack, hw=hw, quiet=quiet, per_operation=per_operation)
+    if not result["passed"] or result["program"] is None:
+        raise BertforgeError(f"the SoC simulation failed; its log: {result['log']}")
+    counters = result["program"]["counters"]
+    predicted = layers * prediction["total_cycles"]
+    out = {"model": model, "layers": layers, "seq": seq, "seed": seed, "hardware": hw,
+           "design": config.name, "clock_mhz": soc_hardware(hw).clock_mhz,
+           "memory": "ulx3s " + soc_hardware(hw).memory.chip, "match": result["match"],
+           "mismatches": result["mismatches"], "commands": result["commands"],
+           "cycles": counters["cycles"], "predicted_cycles": predicted,
+           "difference": counters["cycles"] / predicted - 1, "counters": counters,
+           "perf": result["program"]["perf"], "violations": result["violations"],
+           "classes": None, "seconds": time.perf_counter() - start}
+    if per_operation:
+        by_name = {op["operation"]: op["cycles"] for op in prediction["operations"]}
+        out["classes"] = compare_classes([{"class": op["class"], "cycles": op["counters"]["cycles"],
+                                           "predicted": by_name[op["name"]]}
+                                          for op in result["operations"]])
+        out["cycles"] = sum(op["counters"]["cycles"] for op in result["operations"])
+        out["difference"] = out["cycles"] / predicted - 1
+    return out
+
+
 #: The tiny model's layers the bench runs: ``(layers, sequence length)``.
 BENCH_CASES = ((1, 8), (1, 32), (2, 16))
 
 
 def soc_layer_bench(out_dir, cases=BENCH_CASES):
     """Run the tiny model's layers (:data:`BENCH_CASES`) from the simulated
-    SDRAM (:func:`soc_encoder`, configs/tiny.toml) and write
-    ``out_dir/bench.json`` (what :func:`~bertforge.generators.manual.store_bench`
-    stores): per case the accelerator's cycles and memory wait, the bytes
-    it moved and their share of the SDRAM's peak (16 bits a clock), and
-    ``analyze``'s cycles for the same engine with the board's SDRAM
-    (``[memory] board = "ulx3s"``) at the SoC's clock."""
+    SDRAM (:func:`soc_encoder`, configs/tiny.toml), each operation as its
+    own program (``per_operation``), and write ``out_dir/bench.json``
+    (what :func:`~bertforge.generators.manual.store_bench` stores): per case
+    and operation class (then ``all``) the accelerator's cycles, ``analyze``'s
+    for the same engine with the board's SDRAM (``[memory] board = "ulx3s"``)
+    at the SoC's clock, the bytes the engine moved and the SoC's counters
+    (SDRAM reads, writes, activates, refreshes; see
+    :data:`~bertforge.boards.soc_sim.PERF_COUNTERS`). Returns the rows."""
     import json
-    from bertforge.boards.soc_sim import SIM_CLOCK_MHZ
     from bertforge.sim.encoder_golden import random_layer
-    from .analyze import analyze, hardware_from_table
-    from .soc_cli import DEFAULT_HW
+    from .analyze import analyze
     from .workload import MODELS
     config, _ = soc_sim_model()
     shape = MODELS["tiny"]
-    table = tomllib.loads(Path(DEFAULT_HW).read_text())
-    table["hardware"] = {k: v for k, v in table["hardware"].items() if k != "mem_bytes_per_cycle"}
-    table["hardware"]["clock_mhz"] = SIM_CLOCK_MHZ
-    table["memory"] = {"board": "ulx3s"}
-    hw = hardware_from_table(table, DEFAULT_HW, Path(DEFAULT_HW).stem)
+    hw = soc_hardware()
     rows = []
     for layers, seq in cases:
         stack = [random_layer(config, seq, shape.hidden, shape.heads, shape.ffn, seed=seed)
                  for seed in range(layers)]
         start = time.perf_counter()
-        result = soc_encoder(stack)
+        result = soc_encoder(stack, per_operation=True)
         seconds = time.perf_counter() - start
         if not result["passed"] or result["program"] is None:
             raise RuntimeError(f"the SoC simulation of {layers} x seq {seq} failed: {result['log']}")
-        counters = result["program"]["counters"]
-        moved = counters["bytes_read"] + counters["bytes_written"]
-        predicted = layers * analyze("tiny", seq, hw, transpose=True)["total_cycles"]
-        rows.append({"layers": layers, "seq": seq, "match": result["match"],
-                     "mismatches": result["mismatches"], "cycles": counters["cycles"],
-                     "mem_wait": counters["mem_wait"], "bytes": moved,
-                     "bytes_per_cycle": moved / counters["cycles"],
-                     "sdram_share": moved / counters["cycles"] / 2,
-                     "analyze_cycles": predicted, "over_analyze": counters["cycles"] / predicted - 1,
-                     "violations": len(result["violations"]), "seconds": seconds})
+        predicted = {op["operation"]: op["cycles"]
+                     for op in analyze("tiny", seq, hw, transpose=True)["operations"]}
+        operations = result["operations"]
+        classes = list(dict.fromkeys(op["class"] for op in operations)) + ["all"]
+        for kind in classes:
+            ops = [op for op in operations if kind in ("all", op["class"])]
+            total = {name: sum(op["counters"][name] for op in ops) for name in ops[0]["counters"]}
+            perf = {name: sum(op["perf"][name] for op in ops) for name in ops[0]["perf"]}
+            cycles = total["cycles"]
+            model_cycles = sum(predicted[op["name"]] for op in ops)
+            moved = total["bytes_read"] + total["bytes_written"]
+            rows.append({"layers": layers, "seq": seq, "class": kind, "match": result["match"],
+                         "mismatches": result["mismatches"], "cycles": cycles,
+                         "mem_wait": total["mem_wait"], "bytes": moved,
+                         "bytes_per_cycle": moved / cycles, "sdram_reads": perf["read"],
+                         "sdram_writes": perf["write"], "activates": perf["activate"],
+                         "refreshes": perf["refresh"], "analyze_cycles": model_cycles,
+                         "over_analyze": cycles / model_cycles - 1,
+                         "violations": len(result["violations"]), "seconds": seconds})
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps({"results": rows}, indent=1) + "\n")

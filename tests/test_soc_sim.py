@@ -283,10 +283,13 @@ def test_layer_bench(tmp_path):
     from bertforge.generators.soc_simulate import soc_layer_bench
     rows = soc_layer_bench(tmp_path, cases=((1, 8),))
     assert json.loads((tmp_path / "bench.json").read_text())["results"] == rows
-    row, = rows
+    assert [r["class"] for r in rows] == ["gemm", "softmax", "layernorm", "gelu", "all"]
+    *classes, row = rows
+    assert row["cycles"] == sum(r["cycles"] for r in classes)
+    assert row["sdram_reads"] == sum(r["sdram_reads"] for r in classes)
     assert row["match"] and row["mismatches"] == 0 and row["violations"] == 0
-    assert 0 < row["mem_wait"] < row["cycles"] and 0 < row["sdram_share"] <= 1
-    assert row["analyze_cycles"] > 0 and row["bytes"] > 0
+    assert 0 < row["mem_wait"] < row["cycles"] and 0 < row["bytes_per_cycle"] <= 2
+    assert row["analyze_cycles"] > 0 and row["activates"] > 0 and row["refreshes"] > 0
 
 
 def _convert(commands, rng):
@@ -377,3 +380,33 @@ def test_down_converter():
     steady = _convert([(0, 100 + i, 0, 0) for i in range(4)], None)
     assert len(steady["cycles"]) == 32 and steady["cycles"][-1] - steady["cycles"][0] == 31
     assert len(steady["rdata"]) == 4
+
+
+def test_soc_sim_command(tmp_path):
+    """``bertforge soc sim``: a tiny layer from the simulated SoC's SDRAM,
+    bit-exact, its cycles beside analyze's; the report in ``-o DIR``."""
+    import json
+    from cli_helpers import run_cli
+    result = run_cli("soc", "sim", "--seq", "8", "-o", str(tmp_path), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report == json.loads((tmp_path / "report.json").read_text())
+    assert report["match"] and report["mismatches"] == 0 and report["violations"] == []
+    assert report["commands"] == 14 and report["cycles"] == report["counters"]["cycles"] > 0
+    assert report["predicted_cycles"] > 0 and report["perf"]["read"] * 2 == \
+        report["counters"]["bytes_read"]
+    text = (tmp_path / "report.md").read_text()
+    assert f"cycles {report['cycles']:,}, predicted {report['predicted_cycles']:,}" in text
+    assert "match: yes" in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seq", "6"], "sequence length 6 must be a multiple of 4"),
+    (["--model", "minilm-l6-h384"], "hidden 384 exceeds the layernorm unit's h_max = 64"),
+    (["--hw", "/nonexistent.toml"], "/nonexistent.toml does not exist"),
+    (["--layers", "0"], "--layers: must be a positive integer"),
+    (["--seq", "100000"], "at most 512"),
+])
+def test_soc_sim_command_errors(args, message):
+    from cli_helpers import assert_one_line_error, run_cli
+    assert_one_line_error(run_cli("soc", "sim", *args), message)
