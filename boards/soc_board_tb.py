@@ -22,6 +22,8 @@ each a dict with ``kind``:
   followed at once by a read (which it swallows: ``target``, an SDRAM
   word, gets the read's bytes); with ``resync``, a truncated frame, 100 ms
   of idle line (UARTBone drops it) and a read (which is answered);
+- ``upload``: :func:`~bertforge.boards.soc_host.upload` of ``data`` (hex)
+  at ``addr`` (``force``), as ``bertforge soc run`` uploads to a board;
 - ``program``: ``base``, ``program`` (hex), ``upload`` (write it over
   UARTBone, else it is in the SDRAM already), ``outputs`` (``[addr,
   length]`` ranges read back after), ``poll_cycles``, ``max_polls``,
@@ -42,7 +44,8 @@ from cocotb.triggers import ClockCycles, Timer
 from cocotb.utils import get_sim_time
 
 from bertforge.boards.driver import Driver
-from bertforge.boards.soc_host import SocRegisters, csr_read, csr_write, sdram_init, wait_irq
+from bertforge.boards.soc_host import SocRegisters, csr_read, csr_write, run_program, \
+    sdram_init, upload
 from bertforge.boards.uart_model import SimTransport, UartModel, bridge, resume
 from bertforge.boards.uartbone import RESYNC_SECONDS, UartBone, UartBoneError, read_frame, \
     write_frame
@@ -105,31 +108,11 @@ def _corrupt(bus, soc_map, sleep, check):
     return out
 
 
-def _perf(bus, soc_map):
-    """The simulation SoC's performance counters (``{}`` on a SoC without them)."""
-    return {name[len("perf_"):]: csr_read(bus, soc_map, name) for name in soc_map["csr"]
-            if name.startswith("perf_") and name != "perf_enable"}
-
-
 def _run_program(bus, soc_map, driver, sleep, cycles, check):
-    """Start the program the registers point at, wait for the irq: the
-    accelerator's counters and the SoC's (:func:`_perf`, this run's)."""
-    out = {}
-    before = _perf(bus, soc_map)
     start = cycles()
-    if before:            # counting from here until the irq rises
-        csr_write(bus, soc_map, "perf_enable", 1)
-    driver.run(irq=True)                     # the start: one CTRL write
-    out["polls"] = wait_irq(bus, soc_map, polls=check["max_polls"],
-                            interval=check["poll_cycles"] / soc_map["sys_clk_hz"], sleep=sleep)
+    out = run_program(bus, soc_map, driver, polls=check["max_polls"],
+                      interval=check["poll_cycles"] / soc_map["sys_clk_hz"], sleep=sleep)
     out["wall_cycles"] = cycles() - start
-    out["irq_status"] = csr_read(bus, soc_map, "bertforge_status")
-    out["pc"] = driver.wait(polls=1)
-    out["counters"] = driver.counters()
-    if before:
-        csr_write(bus, soc_map, "perf_enable", 0)
-    out["perf"] = {name: (value - before[name]) % 2 ** 32
-                   for name, value in _perf(bus, soc_map).items()}
     return out
 
 
@@ -200,6 +183,9 @@ async def soc(dut):
                 out = {"data": bus.read_block(check["addr"], len(data)).hex()}
             elif kind == "corrupt":
                 out = _corrupt(bus, soc_map, sleep, check)
+            elif kind == "upload":
+                out = upload(bus, soc_map, check["addr"], bytes.fromhex(check["data"]),
+                             force=check.get("force", False))
             elif kind == "program":
                 out = _program(bus, soc_map, driver, sleep, cycles, check)
             else:

@@ -12,15 +12,22 @@ in the SoC's testbench; LiteX's ``RemoteClient`` through
 - :class:`SocRegisters`: the accelerator's registers at their bus
   addresses, as the backend :class:`~bertforge.boards.driver.Driver` takes;
 - :func:`wait_irq`: poll the CSR ``bertforge_status`` until the
-  accelerator's ``irq`` is high.
+  accelerator's ``irq`` is high;
+- :func:`upload`: a memory image into the SDRAM, read back and compared,
+  with a marker (its length and CRC-32) in the SDRAM's last words, so that
+  a board that already holds it is not loaded again;
+- :func:`run_program`: start the program the registers point at, wait for
+  the irq, read the counters.
 """
 
 import time
+import zlib
 
 from bertforge.rtl.errors import BertforgeError
 
 __all__ = ["DFII_CONTROL_SOFTWARE", "DFII_CONTROL_HARDWARE", "csr_write", "csr_read",
-           "sdram_init", "SocRegisters", "RemoteClientBus", "wait_irq"]
+           "sdram_init", "SocRegisters", "RemoteClientBus", "wait_irq", "UPLOAD_MAGIC",
+           "marker_address", "upload", "perf_counters", "run_program"]
 
 #: ``sdram_dfii_control`` values of liblitedram's ``sdram_software_control_on``
 #: (CKE, ODT, RESET_N; SEL 0) and ``_off`` (SEL: the controller drives the SDRAM).
@@ -124,3 +131,71 @@ def wait_irq(bus, soc_map, *, polls, interval, sleep=time.sleep):
         sleep(interval)
     raise BertforgeError(f"the accelerator's irq did not rise in {polls} polls "
                          f"{interval * 1e3:g} ms apart")
+
+
+#: The first word of :func:`upload`'s marker ("BFIM").
+UPLOAD_MAGIC = 0x4246494D
+
+
+def marker_address(soc_map):
+    """Where :func:`upload` keeps its marker: the SDRAM's last 16 bytes."""
+    sdram = soc_map["sdram"]
+    return sdram["base"] + sdram["size"] - 16
+
+
+def upload(bus, soc_map, addr, data, *, force=False):
+    """Write ``data`` (whole words) at bus address ``addr`` in the SDRAM,
+    read it back and compare, then write the marker (magic, address,
+    length, CRC-32) at :func:`marker_address`. If the marker already names
+    this address, length and CRC-32 (a board that holds the image since
+    the last upload; ``force``: upload anyway), nothing is written.
+    Returns ``{"uploaded", "crc32", "bytes"}``; a readback that differs
+    raises :class:`~bertforge.rtl.errors.BertforgeError`."""
+    data = bytes(data)
+    crc = zlib.crc32(data)
+    marker = marker_address(soc_map)
+    sdram = soc_map["sdram"]
+    if not (sdram["base"] <= addr and addr + len(data) <= marker):
+        raise BertforgeError(f"{len(data):,} bytes at {addr:#x} do not fit the SDRAM below its "
+                             f"marker at {marker:#x}")
+    expected = [UPLOAD_MAGIC, addr, len(data), crc]
+    if not force and bus.read_block(marker, 16) == b"".join(
+            w.to_bytes(4, "little") for w in expected):
+        return {"uploaded": False, "crc32": crc, "bytes": len(data)}
+    bus.write32(marker, 0)                       # no valid marker while the image changes
+    bus.write_block(addr, data)
+    back = bus.read_block(addr, len(data))
+    if back != data:
+        at = next(i for i in range(len(data)) if back[i] != data[i])
+        raise BertforgeError(f"the SDRAM read back differs from the upload at {addr + at:#x} "
+                             f"(wrote {data[at]:#04x}, read {back[at]:#04x})")
+    bus.write_block(marker, b"".join(w.to_bytes(4, "little") for w in expected))
+    return {"uploaded": True, "crc32": crc, "bytes": len(data)}
+
+
+def perf_counters(bus, soc_map):
+    """The simulation SoC's performance counters (CSRs ``perf_*``; ``{}`` on
+    a SoC without them, as a board's)."""
+    return {name[len("perf_"):]: csr_read(bus, soc_map, name) for name in soc_map["csr"]
+            if name.startswith("perf_") and name != "perf_enable"}
+
+
+def run_program(bus, soc_map, driver, *, polls, interval, sleep=time.sleep):
+    """Start the program the accelerator's registers point at (``driver``:
+    a :class:`~bertforge.boards.driver.Driver` over :class:`SocRegisters`),
+    wait for its irq (:func:`wait_irq`), and return ``polls``,
+    ``irq_status``, ``pc`` (commands done), ``counters`` (the accelerator's)
+    and ``perf`` (the SoC's, over the run: :func:`perf_counters`)."""
+    before = perf_counters(bus, soc_map)
+    if before:            # counting from here until the irq rises
+        csr_write(bus, soc_map, "perf_enable", 1)
+    driver.run(irq=True)                     # the start: one CTRL write
+    out = {"polls": wait_irq(bus, soc_map, polls=polls, interval=interval, sleep=sleep)}
+    out["irq_status"] = csr_read(bus, soc_map, soc_map["accelerator"]["irq_csr"])
+    out["pc"] = driver.wait(polls=1)
+    out["counters"] = driver.counters()
+    if before:
+        csr_write(bus, soc_map, "perf_enable", 0)
+    out["perf"] = {name: (value - before[name]) % 2 ** 32
+                   for name, value in perf_counters(bus, soc_map).items()}
+    return out

@@ -410,3 +410,65 @@ def test_soc_sim_command(tmp_path):
 def test_soc_sim_command_errors(args, message):
     from cli_helpers import assert_one_line_error, run_cli
     assert_one_line_error(run_cli("soc", "sim", *args), message)
+
+
+def test_upload_once(model):
+    """The board's upload (boards/soc_host.py ``upload``, as ``soc run``
+    calls it) over the simulated UART: written, read back and marked; the
+    same image again is not written (the marker matches); another image
+    is; the SDRAM holds the last one."""
+    _, sim = model
+    rng = np.random.default_rng(5)
+    first, second = (rng.integers(0, 256, 512, dtype=np.uint8).tobytes() for _ in range(2))
+    addr = MAIN_RAM_BASE + 0x2000
+    checks = [{"kind": "upload", "addr": addr, "data": first.hex()},
+              {"kind": "upload", "addr": addr, "data": first.hex()},
+              {"kind": "upload", "addr": addr, "data": second.hex()},
+              {"kind": "probes", "ranges": [[addr, len(second)]]}]
+    run = simulate_soc(sim, checks)
+    assert run["passed"], run.get("log")
+    done = run["checks"]
+    assert [c["uploaded"] for c in done[:3]] == [True, False, True]
+    assert done[0]["crc32"] == done[1]["crc32"] != done[2]["crc32"]
+    assert done[3]["data"] == [second.hex()]
+
+
+class _WordBus:
+    """A bus of 32-bit words in a dict (``flip``: a byte address whose bit 0
+    reads back inverted, a bad SDRAM)."""
+
+    def __init__(self, flip=None):
+        self.words, self.flip, self.writes = {}, flip, 0
+
+    def read32(self, addr):
+        value = self.words.get(addr, 0)
+        if self.flip is not None and addr == self.flip & ~3:
+            value ^= 1 << 8 * (self.flip & 3)
+        return value
+
+    def write32(self, addr, value):
+        self.words[addr] = value
+        self.writes += 1
+
+    def write_block(self, addr, data):
+        for i in range(0, len(data), 4):
+            self.write32(addr + i, int.from_bytes(data[i:i + 4], "little"))
+
+    def read_block(self, addr, length):
+        return b"".join(self.read32(addr + i).to_bytes(4, "little") for i in range(0, length, 4))
+
+
+def test_upload_checks_readback_and_fit(model):
+    from bertforge.boards.soc_host import marker_address, upload
+    from bertforge.rtl.errors import BertforgeError
+    soc_map = model[1]["map"]
+    data = bytes(range(256)) * 4
+    with pytest.raises(BertforgeError, match=r"differs from the upload at 0x40000107"):
+        upload(_WordBus(flip=MAIN_RAM_BASE + 0x107), soc_map, MAIN_RAM_BASE, data)
+    bus = _WordBus()
+    assert upload(bus, soc_map, MAIN_RAM_BASE, data)["uploaded"]
+    writes = bus.writes
+    assert not upload(bus, soc_map, MAIN_RAM_BASE, data)["uploaded"] and bus.writes == writes
+    assert upload(bus, soc_map, MAIN_RAM_BASE, data, force=True)["uploaded"]
+    with pytest.raises(BertforgeError, match="do not fit the SDRAM"):
+        upload(bus, soc_map, marker_address(soc_map) - 8, data)
