@@ -24,6 +24,9 @@ each a dict with ``kind``:
   of idle line (UARTBone drops it) and a read (which is answered);
 - ``upload``: :func:`~bertforge.boards.soc_host.upload` of ``data`` (hex)
   at ``addr`` (``force``), as ``bertforge soc run`` uploads to a board;
+- ``run_image``: :func:`~bertforge.boards.soc_host.run_image` (what
+  ``bertforge soc run`` does on a board) of ``blob`` (hex), ``program``,
+  ``records``, ``output``, polling every ``poll_cycles``;
 - ``program``: ``base``, ``program`` (hex), ``upload`` (write it over
   UARTBone, else it is in the SDRAM already), ``outputs`` (``[addr,
   length]`` ranges read back after), ``poll_cycles``, ``max_polls``,
@@ -44,8 +47,8 @@ from cocotb.triggers import ClockCycles, Timer
 from cocotb.utils import get_sim_time
 
 from bertforge.boards.driver import Driver
-from bertforge.boards.soc_host import SocRegisters, csr_read, csr_write, run_program, \
-    sdram_init, upload
+from bertforge.boards.soc_host import SocRegisters, csr_read, csr_write, run_image, \
+    run_program, sdram_init, upload
 from bertforge.boards.uart_model import SimTransport, UartModel, bridge, resume
 from bertforge.boards.uartbone import RESYNC_SECONDS, UartBone, UartBoneError, read_frame, \
     write_frame
@@ -186,6 +189,12 @@ async def soc(dut):
             elif kind == "upload":
                 out = upload(bus, soc_map, check["addr"], bytes.fromhex(check["data"]),
                              force=check.get("force", False))
+            elif kind == "run_image":
+                out = run_image(bus, soc_map, bytes.fromhex(check["blob"]),
+                                program=check["program"], records=check["records"],
+                                output=check["output"], sleep=sleep,
+                                poll_seconds=check["poll_cycles"] / soc_map["sys_clk_hz"])
+                out["output"] = out["output"].hex()
             elif kind == "program":
                 out = _program(bus, soc_map, driver, sleep, cycles, check)
             else:

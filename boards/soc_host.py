@@ -17,7 +17,9 @@ in the SoC's testbench; LiteX's ``RemoteClient`` through
   with a marker (its length and CRC-32) in the SDRAM's last words, so that
   a board that already holds it is not loaded again;
 - :func:`run_program`: start the program the registers point at, wait for
-  the irq, read the counters.
+  the irq, read the counters;
+- :func:`run_image`: all of it for a memory image holding a program
+  (``bertforge soc run`` on a board, a test on the simulated SoC).
 """
 
 import time
@@ -27,7 +29,7 @@ from bertforge.rtl.errors import BertforgeError
 
 __all__ = ["DFII_CONTROL_SOFTWARE", "DFII_CONTROL_HARDWARE", "csr_write", "csr_read",
            "sdram_init", "SocRegisters", "RemoteClientBus", "wait_irq", "UPLOAD_MAGIC",
-           "marker_address", "upload", "perf_counters", "run_program"]
+           "marker_address", "upload", "perf_counters", "run_program", "run_image"]
 
 #: ``sdram_dfii_control`` values of liblitedram's ``sdram_software_control_on``
 #: (CKE, ODT, RESET_N; SEL 0) and ``_off`` (SEL: the controller drives the SDRAM).
@@ -199,3 +201,28 @@ def run_program(bus, soc_map, driver, *, polls, interval, sleep=time.sleep):
     out["perf"] = {name: (value - before[name]) % 2 ** 32
                    for name, value in perf_counters(bus, soc_map).items()}
     return out
+
+
+def run_image(bus, soc_map, blob, *, program, records, output, force_upload=False,
+              sleep=time.sleep, poll_seconds=0.01, timeout_seconds=600):
+    """On the SoC behind ``bus``: LiteDRAM's init, :func:`upload` of
+    ``blob`` (bytes from the SDRAM's base on) unless the board holds it,
+    the registers pointed at the program of ``records`` records at byte
+    offset ``program`` in it, :func:`run_program`, and the ``output``
+    range (``(offset, bytes)``) read back. Returns ``{"upload", "run",
+    "output"`` (bytes), ``"seconds"`` (upload and run, wall clock)}."""
+    from .driver import Driver
+    base = soc_map["sdram"]["base"]
+    driver = Driver(SocRegisters(bus, soc_map), record_bytes=soc_map["accelerator"]["record_bytes"])
+    seconds = {}
+    mark = time.perf_counter()
+    sdram_init(bus, soc_map, sleep)
+    uploaded = upload(bus, soc_map, base, blob, force=force_upload)
+    seconds["upload"] = time.perf_counter() - mark
+    driver.point(base + program, records)
+    mark = time.perf_counter()
+    run = run_program(bus, soc_map, driver, polls=max(1, round(timeout_seconds / poll_seconds)),
+                      interval=poll_seconds, sleep=sleep)
+    seconds["run"] = time.perf_counter() - mark
+    return {"upload": uploaded, "run": run, "output": bus.read_block(base + output[0], output[1]),
+            "seconds": seconds}

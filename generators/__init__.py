@@ -48,7 +48,8 @@ source hash), ``presets.py`` (presets and TOML), ``cli.py`` and
 and what the designs' hooks share) and ``board_cli.py``
 (``build``/``run``/``flash``), ``soc_cli.py`` (``soc build``: the LiteX
 SoC around the accelerator), ``soc_simulate.py`` (the whole SoC in
-Verilator: UARTBone checks, encoder layers from the simulated SDRAM), ``board_bench.py``
+Verilator: UARTBone checks, encoder layers from the simulated SDRAM; ``soc sim``),
+``soc_run.py`` (``soc run``: encoder layers on a board's SoC over UARTBone), ``board_bench.py``
 (``bench boards``), ``bench.py`` (result tables), ``workload.py``,
 ``analyze.py`` and ``analyze_cli.py`` (where a BERT layer's cycles go),
 ``sweep.py`` (``bertforge sweep``: design-space sweeps on Ray), ``sweep_point.py``

@@ -94,6 +94,9 @@ def add_parsers(commands):
     flash = commands.add_parser("flash", help="program a board with openFPGALoader")
     flash.add_argument("--board", required=True)
     flash.add_argument("--bitstream", metavar="FILE", help="default: the last build's bitstream")
+    flash.add_argument("--design", default=None,
+                       help="whose build's bitstream to flash: a design of build, or soc "
+                            "(soc build's, in build-soc-BOARD); default: the first build found")
 
     common = _common_run_flags()
     run = commands.add_parser("run", parents=[common], allow_abbrev=False,
@@ -205,6 +208,17 @@ def run_flash(args):
     from bertforge.boards.targets import board
     target = board(args.board)
     bitstream = Path(args.bitstream) if args.bitstream else None
+    design = getattr(args, "design", None)
+    if bitstream is None and design is not None:
+        if design != "soc" and design not in board_designs():
+            raise CliError(f"no design {design!r}; designs: soc, {', '.join(board_designs())}")
+        report = Path(f"build-soc-{target.name}" if design == "soc"
+                      else f"build-{target.name}-{design}") / "report.json"
+        if not report.exists():
+            build = ("soc build" if design == "soc" else f"build --design {design}")
+            raise CliError(f"no --bitstream given and no build in {report.parent}; "
+                           f"run: bertforge {build} --board {target.name}")
+        bitstream = Path(json.loads(report.read_text())["bitstream"])
     if bitstream is None:
         report = next((Path(f"build-{target.name}-{design}") / "report.json"
                        for design in board_designs()

@@ -39,6 +39,31 @@ def add_parser(commands):
                        help="write the gateware, the map and the tool shims; run no tool")
     build.add_argument("--json", action="store_true", help="print the report as JSON")
     _add_sim_parser(actions)
+    _add_run_parser(actions)
+
+
+def _add_run_parser(actions):
+    from .cli_common import bounded_int
+    from .workload import MODELS
+    run = actions.add_parser("run", help="encoder layers on a board's SoC over UARTBone: "
+                                         "upload once (verified), run, read back, compare")
+    run.add_argument("--port", required=True, help="the board's serial port (/dev/ttyUSB0)")
+    run.add_argument("--map", metavar="soc_map.json", default=None,
+                     help="the SoC's map from its build (default "
+                          "build-soc-ulx3s-85f/soc_map.json); its baud rate is UARTBone's")
+    run.add_argument("--hw", metavar="FILE.toml", default=str(DEFAULT_HW),
+                     help="the hardware config the SoC was built with (default "
+                          "generators/configs/tiny.toml)")
+    run.add_argument("--model", default="tiny", choices=sorted(MODELS),
+                     help="layer shape (default tiny)")
+    run.add_argument("--layers", type=bounded_int(12, "layers of one program"), default=1,
+                     metavar="N", help="layers run as one program (default 1)")
+    run.add_argument("--seq", type=bounded_int(512, "a layer's sequence"), default=8, metavar="N",
+                     help="sequence length (default 8)")
+    run.add_argument("--seed", type=int, default=0, help="the random layers' seed (default 0)")
+    run.add_argument("--force-upload", action="store_true",
+                     help="upload even if the board holds the image (its marker matches)")
+    run.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def _add_sim_parser(actions):
@@ -125,6 +150,9 @@ def soc_accelerator(hw):
 def run_soc(args):
     if args.soc_command == "sim":
         return run_soc_sim(args)
+    if args.soc_command == "run":
+        from .soc_run import run_soc_run
+        return run_soc_run(args)
     from bertforge.boards.soc import check_soc, make_soc, soc_board
     from bertforge.boards.soc_build import build_soc, prepare_soc
     from bertforge.rtl.errors import ParameterError

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["PERIOD_NS", "soc_sim_model", "simulate_soc", "dfi_violations", "soc_encoder",
-           "soc_hardware", "run_soc_layers", "soc_layer_bench", "BENCH_CASES"]
+           "layers_program", "output_mismatches", "soc_hardware", "run_soc_layers", "soc_layer_bench", "BENCH_CASES"]
 
 #: The simulated clock's period (simulation time only: the SoC's clock is
 #: the map's ``sys_clk_hz``, which its SDRAM timings and UART use).
@@ -100,38 +100,22 @@ def soc_encoder(layers, *, hw=None, upload=True, quiet=True, per_operation=False
     then lists per operation its ``layer``, ``name``, ``class``, the
     accelerator's ``counters`` and the SoC's ``perf`` counters."""
     from bertforge.boards.soc import MAIN_RAM_BASE
-    from bertforge.sim.encoder_golden import encoder_golden
-    from bertforge.sim.encoder_run import OPERATIONS, model_program
-    from .program import assemble, record_bytes
+    from .program import record_bytes
     config, sim = soc_sim_model(hw)
-    stack = list(layers)
     geometry = sim["geometry"]
-    row_bytes = geometry["cols"] * geometry["word_bytes"]
-    image, programs, regions, groups, _ = model_program(config, stack,
-                                                        banks=(row_bytes, geometry["banks"]),
-                                                        origin=MAIN_RAM_BASE)
-    segments, names, offset = [], [], 0
-    for index, (program, layer_groups) in enumerate(zip(programs, groups)):
-        for (name, kind), members in zip(OPERATIONS, layer_groups):
-            segments.append([offset + members[0], len(members)])
-            names.append({"layer": index, "name": name, "class": kind})
-        offset += len(program)
-    commands = [command for program in programs for command in program]
-    program = assemble(config, commands)
-    base = image.size                # a power of two past every tensor
-    memory = np.concatenate([image, np.frombuffer(program, np.uint8) if not upload
+    plan = layers_program(config, layers, geometry["cols"] * geometry["word_bytes"],
+                          geometry["banks"])
+    program = plan["program"]
+    memory = np.concatenate([plan["image"], np.frombuffer(program, np.uint8) if not upload
                              else np.zeros(0, np.uint8)])
-    out_shape = (stack[-1].batch * stack[-1].seq, stack[-1].hidden)
-    out_bytes = int(np.prod(out_shape)) * config.element_bytes
-    out_bytes = -(-out_bytes // 4) * 4
     checks = [{"kind": "sdram_init"},
-              {"kind": "program", "base": MAIN_RAM_BASE + base, "program": program.hex(),
-               "upload": upload, "outputs": [[MAIN_RAM_BASE + regions[-1]["out"], out_bytes]],
+              {"kind": "program", "base": MAIN_RAM_BASE + plan["base"], "program": program.hex(),
+               "upload": upload, "outputs": [[MAIN_RAM_BASE + plan["out"], plan["out_bytes"]]],
                "poll_cycles": 20_000, "max_polls": 10_000,
-               "segments": segments if per_operation else None}]
+               "segments": plan["segments"] if per_operation else None}]
     result = simulate_soc(sim, checks, image=memory, quiet=quiet)
     out = {"passed": result["passed"], "violations": result.get("violations"),
-           "phases": result["phases"], "commands": len(commands), "cycles": result.get("cycles"),
+           "phases": result["phases"], "commands": plan["commands"], "cycles": result.get("cycles"),
            "log": result.get("log"), "match": False, "mismatches": None, "program": None,
            "record_bytes": record_bytes(config)}
     if not result["passed"] or len(result.get("checks", [])) != 2:
@@ -140,19 +124,56 @@ def soc_encoder(layers, *, hw=None, upload=True, quiet=True, per_operation=False
     out["program"] = {k: v for k, v in run.items() if k not in ("outputs", "segments")}
     if per_operation:
         out["operations"] = [{**name, "counters": seg["counters"], "perf": seg["perf"]}
-                             for name, seg in zip(names, run["segments"])]
+                             for name, seg in zip(plan["names"], run["segments"])]
+    out["mismatches"] = output_mismatches(config, plan, bytes.fromhex(run["outputs"][0]))
+    out["match"] = (out["mismatches"] == 0 and run["pc"] == plan["commands"])
+    return out
+
+
+def layers_program(config, layers, row_bytes, banks):
+    """Encoder ``layers`` (one shape) as ONE program in an SDRAM of
+    ``banks`` banks of ``row_bytes`` rows: ``{"image"`` (the weights and
+    layer 0's input, from the SDRAM's base), ``"program"`` (the assembled
+    records), ``"base"`` (where the program goes: past the image),
+    ``"out"``, ``"out_bytes"`` (the last layer's output: offset, whole
+    words), ``"commands"``, ``"segments"``/``"names"`` (each operation's
+    record range and its layer, name, class), ``"layers"``}; offsets from
+    the SDRAM's base, the commands' addresses the bus's."""
+    from bertforge.boards.soc import MAIN_RAM_BASE
+    from bertforge.sim.encoder_run import OPERATIONS, model_program
+    from .program import assemble
+    stack = list(layers)
+    image, programs, regions, groups, _ = model_program(config, stack, banks=(row_bytes, banks),
+                                                        origin=MAIN_RAM_BASE)
+    segments, names, offset = [], [], 0
+    for index, (program, layer_groups) in enumerate(zip(programs, groups)):
+        for (name, kind), members in zip(OPERATIONS, layer_groups):
+            segments.append([offset + members[0], len(members)])
+            names.append({"layer": index, "name": name, "class": kind})
+        offset += len(program)
+    commands = [command for program in programs for command in program]
+    out_bytes = stack[-1].batch * stack[-1].seq * stack[-1].hidden * config.element_bytes
+    return {"image": image, "program": assemble(config, commands),
+            "base": image.size,             # a power of two past every tensor
+            "out": regions[-1]["out"], "out_bytes": -(-out_bytes // 4) * 4,
+            "commands": len(commands), "segments": segments, "names": names, "layers": stack}
+
+
+def output_mismatches(config, plan, raw):
+    """Elements of the last layer's output ``raw`` (bytes read back) that
+    differ from the integer golden model run layer by layer on its own
+    output (one program: layer l's output is layer l + 1's input)."""
+    from bertforge.sim.encoder_golden import encoder_golden
+    stack = plan["layers"]
+    shape = (stack[-1].batch * stack[-1].seq, stack[-1].hidden)
     dtype = "<i1" if config.element_bytes == 1 else "<i2"
-    raw = bytes.fromhex(run["outputs"][0])[:int(np.prod(out_shape)) * config.element_bytes]
-    hw_out = np.frombuffer(raw, dtype=dtype).reshape(out_shape).astype(np.int64)
-    # The golden model, layer by layer on its own output (one program: the
-    # hardware's output of layer l is layer l + 1's input).
+    raw = bytes(raw)[:int(np.prod(shape)) * config.element_bytes]
+    hw_out = np.frombuffer(raw, dtype=dtype).reshape(shape).astype(np.int64)
     x = stack[0].xq
     for layer in stack:
         layer.xq = x
         x = encoder_golden(config, layer)["out"]
-    out["mismatches"] = int(np.count_nonzero(hw_out != x))
-    out["match"] = (out["mismatches"] == 0 and run["pc"] == len(commands))
-    return out
+    return int(np.count_nonzero(hw_out != x))
 
 
 def soc_hardware(hw=None):

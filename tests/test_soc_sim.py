@@ -7,6 +7,7 @@ A tiny encoder layer runs from the SDRAM, bit-exact; the full tiny layer
 and UARTBone's 100 ms resynchronization are ``slow``."""
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -472,3 +473,70 @@ def test_upload_checks_readback_and_fit(model):
     assert upload(bus, soc_map, MAIN_RAM_BASE, data, force=True)["uploaded"]
     with pytest.raises(BertforgeError, match="do not fit the SDRAM"):
         upload(bus, soc_map, marker_address(soc_map) - 8, data)
+
+
+@pytest.mark.slow
+def test_board_run_on_the_simulated_soc(model):
+    """``soc run``'s host path (generators/soc_run.py ``board_blob``,
+    boards/soc_host.py ``run_image``) with the transport swapped: over the
+    simulated UART, the whole image uploaded bit by bit and read back, the
+    layer run, its output bit-exact; then again, the upload skipped."""
+    from bertforge.generators.soc_run import board_blob
+    from bertforge.generators.soc_simulate import output_mismatches
+    config, sim = model
+    plan, blob = board_blob(config, [_tiny_layer(config, 8)], sim["map"])
+    check = {"kind": "run_image", "blob": blob.hex(), "program": plan["base"],
+             "records": plan["commands"], "output": [plan["out"], plan["out_bytes"]],
+             "poll_cycles": 20_000}
+    run = simulate_soc(sim, [check, check])
+    assert run["passed"], run.get("log")
+    first, second = run["checks"]
+    assert first["upload"]["uploaded"] and not second["upload"]["uploaded"]
+    for done in (first, second):
+        assert done["run"]["pc"] == plan["commands"] == 14
+        assert output_mismatches(config, plan, bytes.fromhex(done["output"])) == 0
+    assert run["bytes_sent"] > 2 * len(blob) // 2
+
+
+@pytest.fixture(scope="module")
+def sim_map(model, tmp_path_factory):
+    """The simulation SoC's map as a file (as ``soc build`` writes a board's)."""
+    import json
+    path = tmp_path_factory.mktemp("socmap") / "soc_map.json"
+    path.write_text(json.dumps(model[1]["map"]))
+    return path
+
+
+def test_soc_run_without_a_board(sim_map, tmp_path):
+    """``bertforge soc run``: one line naming the port when there is no
+    board; the map, the shape and the accelerator are checked first."""
+    from cli_helpers import assert_one_line_error, run_cli
+    port = str(tmp_path / "ttyUSB9")
+    assert_one_line_error(run_cli("soc", "run", "--port", port, "--map", str(sim_map)),
+                          f"cannot open the serial port {port}")
+    assert_one_line_error(run_cli("soc", "run", "--port", port, cwd=tmp_path),
+                          "no SoC map build-soc-ulx3s-85f/soc_map.json")
+    assert_one_line_error(run_cli("soc", "run", "--port", port, "--map", str(sim_map), "--seq", "6"),
+                          "sequence length 6 must be a multiple of 4")
+    other = Path(__file__).parents[1] / "generators" / "configs" / "tiny16.toml"
+    assert_one_line_error(run_cli("soc", "run", "--port", port, "--map", str(sim_map),
+                                  "--hw", str(other)), "not the accelerator of")
+    (tmp_path / "bad.json").write_text("[]")
+    assert_one_line_error(run_cli("soc", "run", "--port", port, "--map", str(tmp_path / "bad.json")),
+                          "is not a SoC map")
+
+
+def test_flash_design_soc(tmp_path):
+    """``bertforge flash --design soc`` takes soc build's bitstream
+    (build-soc-BOARD/report.json)."""
+    import json
+    from cli_helpers import assert_one_line_error, run_cli
+    assert_one_line_error(run_cli("flash", "--board", "ulx3s-85f", "--design", "soc", cwd=tmp_path),
+                          "no build in build-soc-ulx3s-85f; run: bertforge soc build")
+    build = tmp_path / "build-soc-ulx3s-85f"
+    build.mkdir()
+    (build / "report.json").write_text(json.dumps({"bitstream": str(build / "soc.bit")}))
+    assert_one_line_error(run_cli("flash", "--board", "ulx3s-85f", "--design", "soc", cwd=tmp_path),
+                          f"bitstream {build / 'soc.bit'} does not exist")
+    assert_one_line_error(run_cli("flash", "--board", "ulx3s-85f", "--design", "nope", cwd=tmp_path),
+                          "no design 'nope'; designs: soc, gemm")
