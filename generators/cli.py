@@ -230,6 +230,12 @@ def _main(argv):
             return getattr(simulate, f"run_{args.command}")(BLOCKS[args.block], args)
         if args.command in ("boards", "build", "flash", "run"):
             return getattr(board_cli, f"run_{args.command}")(args)
+        if args.command == "soc" and args.soc_command == "sim":
+            from .soc_simulate import run_soc_sim
+            return run_soc_sim(args)
+        if args.command == "soc" and args.soc_command == "run":
+            from .soc_run import run_soc_run
+            return run_soc_run(args)
         if args.command == "soc":
             return soc_cli.run_soc(args)
         if args.command == "analyze":

@@ -1,4 +1,6 @@
-"""``bertforge soc build``: the LiteX SoC (:mod:`bertforge.boards.soc`)
+"""``bertforge soc build`` (and the parsers of ``soc sim``, run by
+:mod:`~bertforge.generators.soc_simulate`, and ``soc run``, by
+:mod:`~bertforge.generators.soc_run`): the LiteX SoC (:mod:`bertforge.boards.soc`)
 around the accelerator of a hardware config, built for a board with the
 YoWASP tools (PyPI) through LiteX's own script."""
 
@@ -8,7 +10,7 @@ from pathlib import Path
 
 from .cli_common import CliError
 
-__all__ = ["add_parser", "run_soc", "run_soc_sim", "sim_report", "soc_accelerator"]
+__all__ = ["add_parser", "run_soc", "soc_accelerator"]
 
 DEFAULT_HW = Path(__file__).parent / "configs" / "tiny.toml"
 
@@ -89,50 +91,6 @@ def _add_sim_parser(actions):
     sim.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
-def run_soc_sim(args):
-    """``bertforge soc sim``: :func:`~bertforge.generators.soc_simulate.run_soc_layers`."""
-    from bertforge.sim.longrun import timed
-    from .soc_simulate import run_soc_layers
-    key = f"soc sim {args.hw} {args.model} {args.layers} {args.seq} {args.per_operation}"
-    with timed(key, "simulating the SoC", 60, quiet=args.json):
-        result = run_soc_layers(hw=args.hw, model=args.model, layers=args.layers, seq=args.seq,
-                                seed=args.seed, per_operation=args.per_operation)
-    text = sim_report(result)
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "report.json").write_text(json.dumps(result, indent=2) + "\n")
-        (out / "report.md").write_text(text)
-    print(json.dumps(result, indent=2) if args.json else text, end="" if not args.json else "\n")
-    if not result["match"]:
-        print("bertforge: error: the SoC's output differs from the integer golden model",
-              file=sys.stderr)
-        return 1
-    return 0
-
-
-def sim_report(result):
-    """The text report of :func:`~bertforge.generators.soc_simulate.run_soc_layers`."""
-    perf, counters = result["perf"], result["counters"]
-    lines = [f"{result['design']} in the SoC: {result['layers']} x {result['model']} layer, "
-             f"sequence {result['seq']}, from the simulated SDRAM ({result['memory']}, "
-             f"{result['clock_mhz']:g} MHz)",
-             f"  cycles {result['cycles']:,}, predicted {result['predicted_cycles']:,} "
-             f"(analyze, ULX3S SDRAM) {result['difference']:+.2%}"]
-    for c in result["classes"] or []:
-        lines.append(f"    {c['class']:<10} {c['cycles']:>12,} measured {c['predicted']:>12,} "
-                     f"predicted {c['difference']:+.2%}")
-    moved = counters["bytes_read"] + counters["bytes_written"]
-    lines += [f"  memory: {counters['bytes_read']:,} bytes read, {counters['bytes_written']:,} "
-              f"written ({moved / result['cycles']:.2f} bytes/cycle); waited "
-              f"{counters['mem_wait']:,} cycles",
-              f"  SDRAM: {perf['read']:,} reads, {perf['write']:,} writes, {perf['activate']:,} "
-              f"activates, {perf['refresh']:,} refreshes; DFI timing violations: "
-              f"{len(result['violations'])}",
-              f"  match: {'yes' if result['match'] else 'NO'} (the last layer's output vs the "
-              f"integer golden model); {result['seconds']:.1f} s"]
-    return "\n".join(lines) + "\n"
-
 def soc_accelerator(hw):
     """``(config, bus, Verilog text, module name)`` of the hardware config
     file ``hw`` (an encoder on ``bus="axi4"``, the default AXI parameters)."""
@@ -148,11 +106,6 @@ def soc_accelerator(hw):
 
 
 def run_soc(args):
-    if args.soc_command == "sim":
-        return run_soc_sim(args)
-    if args.soc_command == "run":
-        from .soc_run import run_soc_run
-        return run_soc_run(args)
     from bertforge.boards.soc import check_soc, make_soc, soc_board
     from bertforge.boards.soc_build import build_soc, prepare_soc
     from bertforge.rtl.errors import ParameterError

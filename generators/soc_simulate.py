@@ -11,8 +11,10 @@ memory image; :func:`soc_encoder` runs encoder layers as one program from
 the SDRAM and checks the output against the integer golden model.
 """
 
+import json
 import logging
 import shutil
+import sys
 import tempfile
 import time
 import tomllib
@@ -21,7 +23,8 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["PERIOD_NS", "soc_sim_model", "simulate_soc", "dfi_violations", "soc_encoder",
-           "layers_program", "output_mismatches", "soc_hardware", "run_soc_layers", "soc_layer_bench", "BENCH_CASES"]
+           "layers_program", "output_mismatches", "soc_hardware", "run_soc_layers", "run_soc_sim",
+           "sim_report", "soc_layer_bench", "BENCH_CASES"]
 
 #: The simulated clock's period (simulation time only: the SoC's clock is
 #: the map's ``sys_clk_hz``, which its SDRAM timings and UART use).
@@ -250,6 +253,49 @@ def run_soc_layers(*, hw=None, model="tiny", layers=1, seq=8, seed=0, per_operat
     return out
 
 
+def run_soc_sim(args):
+    """``bertforge soc sim``: :func:`~bertforge.generators.soc_simulate.run_soc_layers`."""
+    from bertforge.sim.longrun import timed
+    key = f"soc sim {args.hw} {args.model} {args.layers} {args.seq} {args.per_operation}"
+    with timed(key, "simulating the SoC", 60, quiet=args.json):
+        result = run_soc_layers(hw=args.hw, model=args.model, layers=args.layers, seq=args.seq,
+                                seed=args.seed, per_operation=args.per_operation)
+    text = sim_report(result)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.json").write_text(json.dumps(result, indent=2) + "\n")
+        (out / "report.md").write_text(text)
+    print(json.dumps(result, indent=2) if args.json else text, end="" if not args.json else "\n")
+    if not result["match"]:
+        print("bertforge: error: the SoC's output differs from the integer golden model",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def sim_report(result):
+    """The text report of :func:`~bertforge.generators.soc_simulate.run_soc_layers`."""
+    perf, counters = result["perf"], result["counters"]
+    lines = [f"{result['design']} in the SoC: {result['layers']} x {result['model']} layer, "
+             f"sequence {result['seq']}, from the simulated SDRAM ({result['memory']}, "
+             f"{result['clock_mhz']:g} MHz)",
+             f"  cycles {result['cycles']:,}, predicted {result['predicted_cycles']:,} "
+             f"(analyze, ULX3S SDRAM) {result['difference']:+.2%}"]
+    for c in result["classes"] or []:
+        lines.append(f"    {c['class']:<10} {c['cycles']:>12,} measured {c['predicted']:>12,} "
+                     f"predicted {c['difference']:+.2%}")
+    moved = counters["bytes_read"] + counters["bytes_written"]
+    lines += [f"  memory: {counters['bytes_read']:,} bytes read, {counters['bytes_written']:,} "
+              f"written ({moved / result['cycles']:.2f} bytes/cycle); waited "
+              f"{counters['mem_wait']:,} cycles",
+              f"  SDRAM: {perf['read']:,} reads, {perf['write']:,} writes, {perf['activate']:,} "
+              f"activates, {perf['refresh']:,} refreshes; DFI timing violations: "
+              f"{len(result['violations'])}",
+              f"  match: {'yes' if result['match'] else 'NO'} (the last layer's output vs the "
+              f"integer golden model); {result['seconds']:.1f} s"]
+    return "\n".join(lines) + "\n"
+
 #: The tiny model's layers the bench runs: ``(layers, sequence length)``.
 BENCH_CASES = ((1, 8), (1, 32), (2, 16))
 
@@ -264,7 +310,6 @@ def soc_layer_bench(out_dir, cases=BENCH_CASES):
     at the SoC's clock, the bytes the engine moved and the SoC's counters
     (SDRAM reads, writes, activates, refreshes; see
     :data:`~bertforge.boards.soc_sim.PERF_COUNTERS`). Returns the rows."""
-    import json
     from bertforge.sim.encoder_golden import random_layer
     from .analyze import analyze
     from .workload import MODELS
