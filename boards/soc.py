@@ -31,7 +31,8 @@ from bertforge.rtl.axi_top import AxiGemmTop, gemm_config
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["SocBoard", "SOC_BOARDS", "soc_board", "SDRAM_MODULES", "DEFAULT_BAUD", "MAX_BAUD",
-           "DEFAULT_CLOCK_MHZ", "ACCEL_BASE", "ACCEL_SIZE", "MAIN_RAM_BASE", "check_soc", "down_converter",
+           "DEFAULT_CLOCK_MHZ", "ACCEL_BASE", "ACCEL_SIZE", "MAIN_RAM_BASE", "check_soc", "REFRESH_POSTPONING",
+           "controller_settings", "down_converter",
            "add_accelerator", "make_soc",
            "soc_info", "generate_soc"]
 
@@ -145,6 +146,20 @@ def _accelerator(platform, module, verilog_path, data_width, id_width):
             platform.add_source(str(verilog_path))
 
     return Accelerator()
+
+
+#: LiteDRAM's refresher may postpone up to 8 refreshes and issue them
+#: together (an SDR SDRAM takes its 8192 refreshes a 64 ms in bursts or
+#: spread): each refresh precharges every bank, so fewer, bunched
+#: refreshes reopen fewer rows (the tiny layer: 1,781 -> 1,317 activates,
+#: 96,122 -> 94,411 cycles in simulation).
+REFRESH_POSTPONING = 8
+
+
+def controller_settings():
+    """LiteDRAM's controller settings of the SoC (board and simulation)."""
+    from litedram.core.controller import ControllerSettings
+    return ControllerSettings(refresh_postponing=REFRESH_POSTPONING)
 
 
 def down_converter(wide, native):
@@ -281,6 +296,10 @@ def make_soc(board_name, config, verilog_path, module, *, bus=None,
                              with_timer=False, l2_size=0)
             self.add_uartbone(name="uartbone", uart_name="serial", baudrate=baudrate)
             self.accelerator_top = add_accelerator(self, config, verilog_path, module, bus)
+
+        def add_sdram(self, *args, **kwargs):      # the target's call, with our controller
+            kwargs.setdefault("controller_settings", controller_settings())
+            super().add_sdram(*args, **kwargs)
 
     with _quiet(quiet):
         soc = BertforgeSoC()

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .soc import (DEFAULT_BAUD, DEFAULT_CLOCK_MHZ, MAX_BAUD, SDRAM_MODULES, _quiet,
-                  add_accelerator, check_soc, soc_info)
+                  add_accelerator, check_soc, controller_settings, soc_info)
 
 __all__ = ["PERF_COUNTERS", "make_sim_soc", "write_sim_verilog", "SIM_TOP", "SIM_CLOCK_MHZ", "SIM_BAUD", "sim_soc",
            "write_sdram_banks"]
@@ -117,7 +117,8 @@ def make_sim_soc(config, verilog_path, module, *, bus=None, sdram_module=SDRAM_M
             settings = get_sdram_phy_settings(memtype="SDR", data_width=16, clk_freq=clk)
             self.sdrphy = SDRAMPHYModel(chip, settings, clk_freq=clk, init=list(init),
                                         verbosity=SDRAM_VERBOSE_STD)
-            self.add_sdram("sdram", phy=self.sdrphy, module=chip, l2_cache_size=0)
+            self.add_sdram("sdram", phy=self.sdrphy, module=chip, l2_cache_size=0,
+                           controller_settings=controller_settings())
             self.add_uartbone(name="uartbone", uart_name="serial", baudrate=baudrate)
             self.accelerator_top = add_accelerator(self, config, verilog_path, module, bus)
             self.perf = _perf(self)

@@ -60,7 +60,12 @@ def simulate_soc(sim, checks, *, image=None, workdir=None, quiet=True):
     from bertforge.sim import runner
     phases = {}
     start = time.perf_counter()
-    runner.build(sim["verilog"], SIM_TOP, quiet=quiet)
+    if quiet:      # LiteX set up logging at INFO: without the runner's INFO lines
+        logging.disable(logging.INFO)
+    try:
+        runner.build(sim["verilog"], SIM_TOP, quiet=quiet)
+    finally:
+        logging.disable(logging.NOTSET)
     phases["build"] = time.perf_counter() - start
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="bertforge-soc-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -69,7 +74,7 @@ def simulate_soc(sim, checks, *, image=None, workdir=None, quiet=True):
     spec = {"map": soc_map, "period_ns": PERIOD_NS, "checks": checks,
             "divisor": soc_map["sys_clk_hz"] // soc_map["uartbone"]["baudrate"]}
     mark = time.perf_counter()
-    if quiet:      # LiteX set up logging at INFO: without the runner's INFO lines
+    if quiet:
         logging.disable(logging.INFO)
     try:
         result = runner.run(sim["verilog"], SIM_TOP, "bertforge.boards.soc_board_tb", spec,

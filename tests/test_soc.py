@@ -123,6 +123,9 @@ def test_sdram_module_and_parameters(tmp_path):
                    baudrate=3_000_000)
     assert soc.bus.regions["main_ram"].size == 64 << 20
     assert soc.bertforge_info["baudrate"] == 3_000_000
+    # The board's LiteDRAM has the simulation's controller settings and port converter.
+    assert soc.sdram.controller.settings.refresh_postponing == 8
+    assert (soc.accel_native.data_width, soc.accel_port.data_width) == (16, 128)
     with pytest.raises(ParameterError, match=r"^sdram_module must be one of MT48LC16M16, "
                                              r"AS4C32M16, not 'X'$"):
         make_soc(BOARD, config, path, module, bus=bus, sdram_module="X")
