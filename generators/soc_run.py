@@ -71,6 +71,7 @@ def run_soc_run(args):
     from bertforge.sim.encoder_golden import random_layer
     from bertforge.sim.encoder_run import check_shape
     from .analyze import analyze, load_hardware
+    from .axi_sim import axi_name
     from .encoder_sim import encoder_config
     from .soc_simulate import soc_hardware
     from .workload import MODELS
@@ -91,7 +92,6 @@ def run_soc_run(args):
     except ValueError as error:
         raise CliError(f"{args.model} at sequence length {args.seq} does not fit the accelerator "
                        f"of {args.hw}: {error}") from None
-    from .axi_sim import axi_name
     if axi_name(config) != module:
         raise CliError(f"the SoC of {map_path} carries {module}, not the accelerator of "
                        f"{args.hw} ({axi_name(config)}); give the --hw it was built with")
