@@ -1,0 +1,146 @@
+"""The low-bit (W8A8) encoder top (issue 36): int8 operands for every GEMM,
+the int16 residual stream, the layernorm's int8 second output and GELU's
+per-channel int8 output, run as ``sim model --hw tiny_int8.toml`` on the
+small random checkpoint (one Verilator build): bit-exact per layer against
+the W8A8 integer golden model (``IntegerLowbit``), every operation's cycles
+equal to ``analyze``'s; with random memory latency and stalls on every
+stream, still bit-exact. Then the configs the low-bit top refuses. The real
+all-MiniLM-L6-v2 on minilm_int8.toml runs under ``-m slow``."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from bertforge.generators.analyze import load_hardware
+from bertforge.generators.cli import main
+from bertforge.generators.encoder_sim import TINY_HW, TINY_INT8_HW, encoder_config
+from bertforge.rtl.encoder import EncoderConfig, encoder_command_layout
+from bertforge.rtl.errors import ParameterError
+
+from checkpoint_helpers import TEXTS, write_checkpoint
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return write_checkpoint(tmp_path_factory.mktemp("lowbit-top") / "random-bert")
+
+
+def test_sim_model_w8a8_on_a_random_checkpoint(checkpoint, tmp_path, capsys):
+    out = tmp_path / "emb.npy"
+    argv = ["sim", "model", "--checkpoint", str(checkpoint), "--hw", str(TINY_INT8_HW), "--json",
+            "--out", str(out), "--text", TEXTS[0], "--text", "rain falls"]   # 8 and 4 tokens
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["match"] and result["layers"] == 2 and result["seq"] == 8
+    assert result["design"].endswith("_w8a8")
+    # every operation, and so every class and the total, as analyze predicts
+    for op in result["operations"]:
+        assert op["cycles"] == op["predicted"], op
+    assert {c["class"] for c in result["classes"]} == {"gemm", "softmax", "layernorm", "gelu"}
+    assert result["cycles"] == result["predicted_cycles"]
+    assert result["cosine_min"] > 0.99
+    assert np.load(out).shape == (2, 64)
+
+
+def test_w8a8_layers_with_memory_stalls(checkpoint):
+    """Both layers of two sentences in one run behind random memory latency
+    and stalls: every stage bit-exact (q, k, v, ctx, attn, both layernorm
+    outputs, h1, g, f, out), slower than the prediction."""
+    from bertforge.generators.checkpoint import load_checkpoint, tokenize
+    from bertforge.generators.encoder_sim import simulate_lowbit
+    from bertforge.generators.lowbit import calibration_stats, integer_model, quantize_model
+    from bertforge.sim.bert_golden import embed
+    model = load_checkpoint(checkpoint)
+    ids = tokenize(model, TEXTS, 64)
+    stats = calibration_stats(model, ids[2:], hessian=False)
+    config = encoder_config(load_hardware(TINY_INT8_HW), TINY_INT8_HW)
+    imodel = integer_model(model, config, quantize_model(model, stats, "w8a8"), stats)
+    runs = []
+    for tokens in ids[:2]:
+        x = np.zeros((12, model.hidden))
+        x[:len(tokens)] = embed(model, tokens)
+        runs.append((*imodel.input(x), len(tokens)))
+    result = simulate_lowbit(config, imodel, runs, mem_latency=2, lat_mask=7, p_req=0.3,
+                             p_data=0.3, p_wr=0.3, seed=4)
+    clean = simulate_lowbit(config, imodel, runs[:1], mem_latency=2)
+    for run in result["runs"]:
+        assert len(run) == 2
+        for layer in run:
+            assert layer["passed"] and layer["match"], layer["mismatches"]
+            assert set(layer["mismatches"]) >= {"q", "k", "v", "ctx", "attn", "ln1", "ln1_8", "h1",
+                                                "g", "f", "out"}
+            assert layer["cycles"] > clean["runs"][0][0]["cycles"]
+        assert "out8" in run[0]["mismatches"]          # layer 1's int8 input, checked
+        assert np.abs(run[0]["stages"]["ln1_8"]).max() > 64    # int8 operands use their range
+
+
+def _units(path):
+    config = encoder_config(load_hardware(path), path)
+    return {name: getattr(config, name) for name in ("gemm", "softmax", "layernorm", "gelu")}
+
+
+NEEDS = r"^the low-bit encoder top \(layernorm second_output\) needs "
+
+
+@pytest.mark.parametrize("unit, change, message", [
+    ("gemm", dict(width=16), NEEDS + r"gemm width 8, not 16$"),
+    ("softmax", dict(out_width=16), NEEDS + r"softmax out_width 8, not 16$"),
+    ("layernorm", dict(in_width=32), NEEDS + r"layernorm in_width 16, not 32$"),
+    ("layernorm", dict(param_width=8, gamma_frac=6, beta_frac=4),
+     NEEDS + r"layernorm param_width 16, not 8$"),
+    ("layernorm", dict(out_width=8), NEEDS + r"layernorm out_width 16, not 8$"),
+    ("gelu", dict(in_width=8), NEEDS + r"gelu in_width 16, not 8$"),
+    ("gelu", dict(out_width=16), NEEDS + r"gelu out_width 8, not 16$"),
+    ("gelu", dict(channel_scales=False), NEEDS + r"gelu channel_scales True, not False$"),
+    ("gelu", dict(lanes=8, channels_max=256),
+     r"^the low-bit encoder top loads 4 bytes per channel and lane \(layernorm's two gamma/beta "
+     r"pairs, GELU's scale words\): 4 x lanes must divide the 16-byte memory word$"),
+])
+def test_bad_lowbit_config(unit, change, message):
+    units = _units(TINY_INT8_HW)
+    units[unit] = dataclasses.replace(units[unit], **change)
+    with pytest.raises(ParameterError, match=message):
+        EncoderConfig(**units)
+
+
+def test_lowbit_top_and_todays_tops():
+    config = encoder_config(load_hardware(TINY_INT8_HW), TINY_INT8_HW)
+    assert config.lowbit and (config.element_bytes, config.unit_bytes) == (1, 2)
+    assert {"dst2", "dst2_stride"} <= set(encoder_command_layout(config).members)
+    today = encoder_config(load_hardware(TINY_HW), TINY_HW)
+    assert not today.lowbit and today.unit_bytes == 1 and not today.name.endswith("_w8a8")
+    assert "dst2" not in encoder_command_layout(today).members      # today's commands unchanged
+    units = _units(TINY_HW)
+    units["gelu"] = dataclasses.replace(units["gelu"], channel_scales=True, channels_max=256)
+    with pytest.raises(ParameterError, match=r"^gelu channel_scales is for the low-bit encoder "
+                                             r"top: set \[layernorm\] second_output too$"):
+        EncoderConfig(**units)
+
+
+def test_lowbit_program_refuses(checkpoint):
+    from bertforge.sim.encoder_run import lowbit_program
+    today = encoder_config(load_hardware(TINY_HW), TINY_HW)
+    with pytest.raises(ParameterError, match=r"^a low-bit program needs a low-bit encoder top"):
+        lowbit_program(today, None, 8)
+    config = encoder_config(load_hardware(TINY_INT8_HW), TINY_INT8_HW)
+    narrow = dataclasses.replace(config, gelu=dataclasses.replace(config.gelu, channels_max=128))
+    imodel = type("M", (), {"heads": 2, "plan": [{"w": {"1": np.zeros((64, 256))}}]})
+    with pytest.raises(ParameterError, match=r"^ffn 256 exceeds the GELU unit's channels_max = 128$"):
+        lowbit_program(narrow, imodel, 8)
+
+
+@pytest.mark.slow
+def test_all_minilm_l6_v2_w8a8_end_to_end():
+    """The real checkpoint on minilm_int8.toml, the 24 evaluation sentences:
+    bit-exact, every operation's cycles as analyze predicts, and W8A8's
+    targets against the float64 model (cosine min >= 0.99, Spearman >= 0.98)."""
+    from bertforge.generators.model_sim import EVALUATION, MINILM_HW, encode, read_sentences
+    result = encode(read_sentences(EVALUATION), hw=MINILM_HW.with_name("minilm_int8.toml"))
+    assert result["match"]
+    for op in result["operations"]:
+        assert op["cycles"] == op["predicted"], op
+    assert result["cosine_min"] >= 0.99 and result["spearman"] >= 0.98, (
+        f"cosine mean {result['cosine_mean']:.4f}, min {result['cosine_min']:.4f}, "
+        f"spearman {result['spearman']:.4f}")
