@@ -4,7 +4,8 @@ per-channel int8 output, run as ``sim model --hw tiny_int8.toml`` on the
 small random checkpoint (one Verilator build): bit-exact per layer against
 the W8A8 integer golden model (``IntegerLowbit``), every operation's cycles
 equal to ``analyze``'s; with random memory latency and stalls on every
-stream, still bit-exact. Then the configs the low-bit top refuses. The real
+stream, still bit-exact. Then the configs the low-bit top refuses, and the
+top's low-bit layernorm and GELU adapters in amaranth.sim. The real
 all-MiniLM-L6-v2 on minilm_int8.toml runs under ``-m slow``."""
 
 import dataclasses
@@ -144,3 +145,105 @@ def test_all_minilm_l6_v2_w8a8_end_to_end():
     assert result["cosine_min"] >= 0.99 and result["spearman"] >= 0.98, (
         f"cosine mean {result['cosine_mean']:.4f}, min {result['cosine_min']:.4f}, "
         f"spearman {result['spearman']:.4f}")
+
+
+def _run_top(config, image, commands, limit=3000):
+    """Commands on an EncoderTop in amaranth.sim, a memory answering reads
+    two cycles on (its ``ready`` low every third cycle); the memory after."""
+    from collections import deque
+
+    from amaranth.sim import Simulator
+
+    from bertforge.rtl.encoder import EncoderTop
+    dut = EncoderTop(config)
+    mem, mb = bytearray(image), config.gemm.mem_bytes
+    finished = []
+
+    async def memory(ctx):
+        words, cycle = deque(), 0
+        ctx.set(dut.wr_req.ready, 1)
+        while True:
+            cycle += 1
+            ctx.set(dut.rd_req.ready, cycle % 3 != 0)
+            ready_words = [w for w in words if w[0] <= cycle]
+            ctx.set(dut.rd_data.valid, bool(ready_words))
+            if ready_words:
+                ctx.set(dut.rd_data.payload, int.from_bytes(ready_words[0][1], "little"))
+            read = ctx.get(dut.rd_req.valid) and cycle % 3 != 0
+            addr, beats = ctx.get(dut.rd_req.payload.addr), ctx.get(dut.rd_req.payload.beats)
+            taken = bool(ready_words) and ctx.get(dut.rd_data.ready)
+            write = ctx.get(dut.wr_req.valid)
+            waddr, wdata = ctx.get(dut.wr_req.payload.addr), ctx.get(dut.wr_req.payload.data)
+            wbytes = ctx.get(dut.wr_req.payload.bytes)
+            await ctx.tick()
+            if taken:
+                words.remove(ready_words[0])
+            if read:
+                words.extend((cycle + 2, bytes(mem[addr + b * mb:addr + (b + 1) * mb]))
+                             for b in range(beats))
+            if write:
+                mem[waddr:waddr + wbytes] = wdata.to_bytes(mb, "little")[:wbytes]
+
+    async def host(ctx):
+        for command in commands:
+            ctx.set(dut.cmd.payload, command)
+            ctx.set(dut.cmd.valid, 1)
+            await ctx.tick().until(dut.cmd.ready)
+            ctx.set(dut.cmd.valid, 0)
+            for _ in range(limit):
+                await ctx.tick()
+                if ctx.get(dut.finish):
+                    finished.append(command["op"])
+                    break
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(memory, background=True)
+    sim.add_testbench(host)
+    sim.run_until(1e-6 * limit * len(commands))
+    assert len(finished) == len(commands)
+    return mem
+
+
+def test_amaranth_lowbit_layernorm_and_gelu_commands():
+    """The low-bit top's adapters in amaranth.sim: a layernorm command
+    (int16 x and residual, gamma|gamma2 and beta|beta2 beats, the int16
+    output at dst and the int8 second output at dst2) and a GELU command
+    (scale words, then int16 rows, int8 out) against the golden models."""
+    from bertforge.rtl.encoder import OP_GELU, OP_LAYERNORM
+    from bertforge.sim.encoder_run import _interleave
+    from bertforge.sim.fixed_golden import channel_scale_words
+    from bertforge.sim.gelu_golden import gelu_golden
+    from bertforge.sim.layernorm_golden import layernorm_golden, layernorm_second
+    config = encoder_config(load_hardware(TINY_INT8_HW), TINY_INT8_HW)
+    ln, rng = config.layernorm, np.random.default_rng(9)
+    rows, H = 3, 16
+    x = rng.integers(-3000, 3000, (rows, H))
+    r = rng.integers(-3000, 3000, (rows, H))
+    g, b, g2, b2 = (rng.integers(-8000, 8000, H) for _ in range(4))
+    mult2, shift2 = 45678, 35
+    words = channel_scale_words(2.0 ** rng.uniform(-12, -6, H)).astype(np.int64)
+    image = np.zeros(4096, np.uint8)
+
+    def put(at, values, kind):
+        raw = np.asarray(values, dtype=np.int64).astype(kind).ravel().view(np.uint8)
+        image[at:at + raw.size] = raw
+    put(0x000, x, "<i2"), put(0x100, r, "<i2"), put(0x600, x, "<i2"), put(0x500, words, "<u4")
+    put(0x200, np.concatenate([_interleave(g, g2, ln.lanes), _interleave(b, b2, ln.lanes)]), "<i2")
+    layout = encoder_command_layout(config)
+    zero = {name: 0 for name in layout.members if name != "gemm"}
+    commands = [
+        {**zero, "op": OP_LAYERNORM, "src": 0x000, "src_stride": 2 * H, "src2": 0x100,
+         "src2_stride": 2 * H, "params": 0x200, "dst": 0x300, "dst_stride": 2 * H, "dst2": 0x400,
+         "dst2_stride": H, "rows": rows, "length": H, "multiplier": mult2, "shift": shift2},
+        {**zero, "op": OP_GELU, "src": 0x600, "src_stride": 2 * H, "params": 0x500, "dst": 0x700,
+         "dst_stride": H, "rows": rows, "length": H}]
+    mem = np.frombuffer(bytes(_run_top(config, image, commands)), np.uint8)
+    out = mem[0x300:0x300 + 2 * rows * H].view("<i2").reshape(rows, H)
+    out2 = mem[0x400:0x400 + rows * H].view("<i1").reshape(rows, H)
+    gelu = mem[0x700:0x700 + rows * H].view("<i1").reshape(rows, H)
+    for t in range(rows):
+        assert out[t].tolist() == layernorm_golden(ln, x[t], r[t], g, b).tolist()
+        assert out2[t].tolist() == layernorm_second(ln, x[t], r[t], g2, b2, mult2, shift2).tolist()
+    assert gelu.tolist() == gelu_golden(config.gelu, x, words).tolist()
+    assert len(set(out2.ravel().tolist())) > 20 and len(set(gelu.ravel().tolist())) > 5
