@@ -88,6 +88,9 @@ def model_program(config, layers, *, banks=None):
     sources a layernorm interleaves (``attn`` and ``x``, ``f`` and
     ``ln1``) start half the banks apart, so that their rows never share a
     bank (each would close the other's row on every access)."""
+    if config.lowbit:
+        raise ParameterError("a low-bit (W8A8) encoder top runs W8A8 layers: give it a checkpoint "
+                             "(sim model; lowbit_program), not today's int8 or int16 layers")
     first = layers[0]
     S, H, F, heads, B = first.seq, first.hidden, first.ffn, first.heads, first.batch
     check_shape(config, S, H, heads, F, B)

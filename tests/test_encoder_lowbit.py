@@ -120,6 +120,15 @@ def test_lowbit_top_and_todays_tops():
         EncoderConfig(**units)
 
 
+def test_sim_encoder_refuses_a_lowbit_top(capsys):
+    """``sim encoder`` runs today's random int8/int16 layers: a one-line
+    error for a low-bit top, before any build."""
+    assert main(["sim", "encoder", "--hw", str(TINY_INT8_HW)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bertforge: error: a low-bit (W8A8) encoder top runs W8A8 layers")
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_lowbit_program_refuses(checkpoint):
     from bertforge.sim.encoder_run import lowbit_program
     today = encoder_config(load_hardware(TINY_HW), TINY_HW)
