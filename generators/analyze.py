@@ -294,8 +294,10 @@ def _unit(hw, op, model, commands=1):
     if not hw.memory.ideal:     # the SDRAM streams the operands: fill, the reads, the last row's tail
         eb = max(op.element_bytes, hw.gemm.width // 8)
         read = op.elements * {"softmax": 4, "layernorm": 2 * eb, "gelu": eb}[op.kind]
-        if op.kind == "layernorm":
-            read += commands * 2 * op.length * eb        # gamma and beta
+        if op.kind == "layernorm":       # gamma and beta (the low-bit top: two pairs of int16)
+            read += commands * 2 * op.length * (4 if hw.layernorm.second_output else eb)
+        if op.kind == "gelu" and hw.layernorm.second_output:
+            read += commands * 4 * op.length            # the low-bit GELU's scale words
         beats = -(-op.length // cfg.lanes)
         tail = (gelu_cycles(cfg, 1) - 1 if op.kind == "gelu"
                 else model(cfg, [op.length]) - beats)

@@ -120,6 +120,27 @@ def test_lowbit_top_and_todays_tops():
         EncoderConfig(**units)
 
 
+def test_analyze_counts_the_lowbit_bytes():
+    """MiniLM at 16 tokens: int8 operands, the int16 residual stream, the
+    layernorm's two gamma/beta pairs and two outputs, GELU's int16 in,
+    scale words and int8 out; 53.7% of minilm.toml's bytes."""
+    from bertforge.generators.analyze import analyze
+    from bertforge.generators.model_sim import MINILM_HW
+    from bertforge.generators.workload import BertModel
+    shape = BertModel("minilm", 384, 12, 6, 1536)
+    low = analyze(shape, 16, load_hardware(MINILM_HW.with_name("minilm_int8.toml")), bias=True,
+                  transpose=True)
+    today = analyze(shape, 16, load_hardware(MINILM_HW), bias=True, transpose=True)
+    ops = {op["operation"]: op["bytes"] for op in low["operations"]}
+    T, H, F = 16, 384, 1536
+    assert ops["residual + layernorm 1"] == {"weights": 8 * H, "activations": 4 * T * H,
+                                             "outputs": 3 * T * H}
+    assert ops["gelu"] == {"weights": 4 * F, "activations": 2 * T * F, "outputs": T * F}
+    assert ops["ffn 1"]["outputs"] == 2 * T * F and ops["q, v projections"]["outputs"] == 2 * T * H
+    assert low["totals"]["bytes_per_sentence"] == 13_031_424
+    assert today["totals"]["bytes_per_sentence"] == 24_274_944
+
+
 def test_sim_encoder_refuses_a_lowbit_top(capsys):
     """``sim encoder`` runs today's random int8/int16 layers: a one-line
     error for a low-bit top, before any build."""
