@@ -150,6 +150,14 @@ def test_sim_encoder_refuses_a_lowbit_top(capsys):
     assert len(err.strip().splitlines()) == 1
 
 
+def test_sim_model_lowbit_one_sentence_a_run(checkpoint, capsys):
+    assert main(["sim", "model", "--checkpoint", str(checkpoint), "--hw", str(TINY_INT8_HW),
+                 "--batch", "2", "--text", "a", "--text", "b"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (f"bertforge: error: {TINY_INT8_HW}: the low-bit top runs one sentence "
+                           "at a time: --batch 1")
+
+
 def test_lowbit_program_refuses(checkpoint):
     from bertforge.sim.encoder_run import lowbit_program
     today = encoder_config(load_hardware(TINY_HW), TINY_HW)
