@@ -75,7 +75,7 @@ from bertforge.rtl.gemm import GemmConfig
 from bertforge.rtl.layernorm import LayerNormConfig
 from bertforge.rtl.softmax import SoftmaxConfig
 from bertforge.rtl.sparse_engine import SparseEngineConfig
-from bertforge.sim.encoder_cycles import ADAPTER_FILL, operation_gap
+from bertforge.sim.encoder_cycles import ADAPTER_FILL, lowbit_layernorm_cycles, operation_gap
 from bertforge.sim.gelu_cycles import gelu_cycles
 from bertforge.sim.gemm_cycles import chunks, gemm_cycles, ideal_cycles, load_beats
 from bertforge.sim.sdram import MemoryConfig, memory_from_table
@@ -228,6 +228,8 @@ def _gemm(hw, op, engine):
     narrow = op.int8_out and not engine.bf16    # a bf16 engine writes float32
     command = {"m": op.m, "k": op.k, "n": op.n, "int8": int(narrow), "bias": int(op.bias),
                "per_channel": int(op.per_channel and narrow), "transpose_c": int(op.transpose_c)}
+    if op.int16_out:
+        command.update(int16=1, per_channel=int(op.per_channel))
     if hw.sparse is None:
         model, ideal = gemm_cycles, ideal_cycles
         config = dataclasses.replace(engine, transpose_c=True) if op.transpose_c else engine
@@ -275,8 +277,11 @@ def _unit(hw, op, model, commands=1):
         field = "l_max" if op.kind == "softmax" else "h_max"
         raise ConfigError(f"the {op.kind} unit takes rows up to {field} = {limit}, but "
                           f"{op.name} has rows of {op.length}; raise [{op.kind}] {field}")
-    gap = operation_gap(op.kind, hw.mem_latency, layernorm=hw.layernorm, length=op.length)
-    if op.kind == "gelu":
+    gap = operation_gap(op.kind, hw.mem_latency, layernorm=hw.layernorm, length=op.length,
+                        mem_bytes=hw.gemm.mem_bytes)
+    if op.kind == "layernorm" and hw.layernorm.second_output:
+        cycles = commands * lowbit_layernorm_cycles(cfg, op.count * op.rows // commands, op.length)
+    elif op.kind == "gelu":
         beats = -(-op.elements // cfg.lanes)
         cycles = gelu_cycles(cfg, beats)
     else:
@@ -289,8 +294,10 @@ def _unit(hw, op, model, commands=1):
     if not hw.memory.ideal:     # the SDRAM streams the operands: fill, the reads, the last row's tail
         eb = max(op.element_bytes, hw.gemm.width // 8)
         read = op.elements * {"softmax": 4, "layernorm": 2 * eb, "gelu": eb}[op.kind]
-        if op.kind == "layernorm":
-            read += commands * 2 * op.length * eb        # gamma and beta
+        if op.kind == "layernorm":       # gamma and beta (the low-bit top: two pairs of int16)
+            read += commands * 2 * op.length * (4 if hw.layernorm.second_output else eb)
+        if op.kind == "gelu" and hw.layernorm.second_output:
+            read += commands * 4 * op.length            # the low-bit GELU's scale words
         beats = -(-op.length // cfg.lanes)
         tail = (gelu_cycles(cfg, 1) - 1 if op.kind == "gelu"
                 else model(cfg, [op.length]) - beats)
@@ -363,8 +370,8 @@ def _gemm_bytes(hw, op, engine):
     eb = engine.width // 8
     narrow = op.int8_out and not engine.bf16
     a, b = op.m * op.k * eb, op.k * op.n * eb
-    out = op.m * op.n * (eb if narrow else 4)
-    extra = 4 * op.n * (int(op.bias) + int(op.per_channel and narrow))
+    out = op.m * op.n * (eb if narrow else 2 if op.int16_out else 4)
+    extra = 4 * op.n * (int(op.bias) + int(op.per_channel and (narrow or op.int16_out)))
     if op.sparse_weights or op.transpose_c:
         weights, acts = b + extra, a
     elif op.name == "k projection":
@@ -380,11 +387,18 @@ def _gemm_bytes(hw, op, engine):
     return (op.count * weights, op.count * acts, op.count * out, op.count * (reads + out))
 
 
-def _unit_bytes(op, engine):
+def _unit_bytes(op, engine, lowbit=False):
     """``(weights, activations, outputs)`` bytes of an elementwise operation
     (layernorm's gamma and beta are its weights); activations are as wide
-    as the GEMM engine's operands (int16 on a width-16 engine)."""
+    as the GEMM engine's operands (int16 on a width-16 engine). The
+    low-bit top (``lowbit``): layernorm reads int16 and two gamma/beta pairs
+    and writes int16 and int8; GELU reads int16 and a scale word per
+    channel and writes int8."""
     eb = max(op.element_bytes, engine.width // 8)
+    if lowbit and op.kind == "layernorm":
+        return op.count * 8 * op.length, op.elements * 4, op.elements * 3
+    if lowbit and op.kind == "gelu":
+        return op.count * 4 * op.length, op.elements * 2, op.elements
     if op.kind == "softmax":
         return 0, op.elements * 4, op.elements * eb
     if op.kind == "layernorm":
@@ -392,6 +406,20 @@ def _unit_bytes(op, engine):
     if op.kind == "gelu":
         return 0, op.elements * eb, op.elements * eb
     return 0, op.elements * op.passes * op.element_bytes, 0
+
+
+def _lowbit_operation(op):
+    """``op`` as the low-bit top runs it (``lowbit_program`` of
+    :mod:`bertforge.sim.encoder_run`): K with its bias and per-channel
+    scales, the output projection and the FFN int16 out, layernorm and
+    GELU on int16 inputs."""
+    if op.name == "k projection":
+        return dataclasses.replace(op, bias=True, per_channel=True)
+    if op.name in ("output projection", "ffn 1", "ffn 2"):
+        return dataclasses.replace(op, int8_out=False, int16_out=True)
+    if op.kind in ("layernorm", "gelu"):
+        return dataclasses.replace(op, element_bytes=2)
+    return op
 
 
 def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="int8",
@@ -412,6 +440,8 @@ def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="in
                               "take a hardware config without [sparse]")
         ops = [dataclasses.replace(op, m=op.n, n=op.m, transpose_c=True)
                if op.name == "k projection" else op for op in ops]
+    if hw.layernorm.second_output:
+        ops = [_lowbit_operation(op) for op in ops]
     engine = _precision_engine(hw, precision)
     rows = []
     for op in ops:
@@ -431,7 +461,7 @@ def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="in
             per = batch if transpose and op.kind == "softmax" else 1
             cycles, ideal = _unit(hw, op, model_fn, per)
             work = op.elements
-            weights, acts, outs = _unit_bytes(op, engine)
+            weights, acts, outs = _unit_bytes(op, engine, hw.layernorm.second_output)
             traffic, ops_count, compute = weights + acts + outs, op.elements, ideal
         memory_cycles = traffic / hw.mem_bytes_per_cycle
         kind = "gemm backward" if op.kind == "gemm" and op.backward else op.kind

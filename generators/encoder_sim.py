@@ -26,13 +26,16 @@ from .presets import ConfigError
 from .simulate import simulate
 from .workload import MODELS
 
-__all__ = ["encoder_config", "simulate_encoder", "simulate_layers", "run_encoder", "compare_operations", "compare_classes"]
+__all__ = ["encoder_config", "simulate_encoder", "simulate_layers", "simulate_lowbit", "run_encoder",
+           "compare_operations", "compare_classes"]
 
 #: Longest sequence a simulated layer may have (the softmax unit's l_max bounds it too).
 MAX_SEQ = 4096
 TINY_HW = Path(__file__).parent / "configs" / "tiny.toml"
 #: tiny.toml with int16 activations (as minilm.toml).
 TINY16_HW = Path(__file__).parent / "configs" / "tiny16.toml"
+#: tiny.toml as a low-bit (W8A8) top (as minilm_int8.toml).
+TINY_INT8_HW = Path(__file__).parent / "configs" / "tiny_int8.toml"
 #: Allowed relative difference between measured and predicted layer cycles.
 TOLERANCE = 0.03
 
@@ -111,6 +114,53 @@ def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, 
     return {"runs": out_runs, "phases": result["phases"],
             "sim_seconds": sum(e["sim_seconds"] for run in out_runs for e in run),
             "waves": result.get("waves"), "functional_coverage": result.get("functional_coverage", {})}
+
+
+def simulate_lowbit(config, imodel, runs, *, mem_latency=1, seed=0, lat_mask=0, p_req=0,
+                    p_data=0, p_wr=0, quiet=True, workdir=None, cycles=None):
+    """Run an :class:`~bertforge.sim.lowbit_golden.IntegerLowbit` model on
+    the low-bit top of ``config`` (harness, one Verilator run), once per
+    entry of ``runs``: ``(x16, x8, valid)``, layer 0's int16 residual and
+    int8 operand (S x H) and the real tokens (None: all). Each layer is
+    checked against ``imodel`` run on the hardware's own input of that
+    layer. Returns ``{"runs": [...], "phases", "sim_seconds"}``; per run a
+    list of per-layer dicts as :func:`simulate_layers`'s (``cycles``,
+    ``ops``, ``stages``, ``output``, ``golden``, ``mismatches``,
+    ``match``)."""
+    from bertforge.sim.encoder_run import lowbit_program, read_lowbit_stages
+    seq = np.shape(runs[0][0])[0]
+    valids = {valid for _, _, valid in runs}
+    image, _, regions, groups, abits = lowbit_program(config, imodel, seq)
+    programs = [lowbit_program(config, imodel, seq, valid)[1] for _, _, valid in runs] \
+        if valids != {None} else [lowbit_program(config, imodel, seq)[1]] * len(runs)
+    inputs = [np.concatenate([np.asarray(x16, dtype=np.int64).astype("<i2").ravel().view(np.uint8),
+                              np.asarray(x8, dtype=np.int64).astype("<i1").ravel().view(np.uint8)])
+              for x16, x8, _ in runs]
+    spec = {"image": image, "programs": programs, "inputs": inputs, "input_addr": regions[0]["x16"],
+            "abits": abits, "mem_bytes": config.gemm.mem_bytes, "seed": seed,
+            "lat_min": mem_latency, "lat_mask": lat_mask, "p_req": p_req, "p_data": p_data,
+            "p_wr": p_wr, "read_bytes": regions[0]["read_bytes"], "timeout": 50_000_000}
+    result = simulate(config, "bertforge.sim.encoder_tb", spec, harness=encoder_harness_verilog,
+                      extra=(abits,), workdir=workdir, quiet=quiet, cycles=cycles)
+    hidden, ffn = imodel.plan[0]["w"]["1"].shape
+    out_runs = []
+    for (x16, x8, valid), measured in zip(runs, result["runs"]):
+        got = measured["image"]
+        per_layer = []
+        for index, stamps in enumerate(measured["layers"]):
+            stages = read_lowbit_stages(got, regions[index], seq, hidden, ffn, imodel.heads)
+            golden = imodel.run(stages["x16"], stages["x8"], valid, range(index, index + 1))[0]
+            keys = [key for key in golden if key in stages and key not in ("x16", "x8")]
+            mismatches = {key: int(np.count_nonzero(stages[key] != golden[key])) for key in keys}
+            per_layer.append({"cycles": stamps["cycles"], "commands": len(stamps["starts"]),
+                              "passed": not any(stamps["errors"]), "stages": stages,
+                              "output": stages["out"], "golden": golden,
+                              "ops": _operations(stamps, groups[index]),
+                              "sim_seconds": stamps["sim_seconds"], "mismatches": mismatches,
+                              "match": not any(mismatches.values())})
+        out_runs.append(per_layer)
+    return {"runs": out_runs, "phases": result["phases"],
+            "sim_seconds": sum(e["sim_seconds"] for run in out_runs for e in run)}
 
 
 def _operations(stamps, groups):

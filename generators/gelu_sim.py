@@ -7,6 +7,8 @@ import numpy as np
 
 from bertforge.rtl.errors import ParameterError
 from bertforge.rtl.gelu import Gelu
+from bertforge.rtl.tile_scheduler import CHANNEL_MULT_BITS
+from bertforge.sim.gelu_golden import gelu_golden
 from .bench import (CYCLE_COLUMNS, ECP5_COLUMNS, ECP5_NOTE, PACE_NOTE, add_bench_out,
                     bert_base_gemm_cycles, columns, ecp5_fields, measured, write_results)
 from .cli_common import CliError, config_from_args, load_int_matrix, positive_float, positive_int
@@ -18,9 +20,11 @@ __all__ = ["simulate_gelu", "random_gelu_input", "bench_gelu"]
 MAX_ELEMENTS = 1 << 24
 
 
-def simulate_gelu(config, x, *, seed=0, x_gap=0.0, y_stall=0.0, workdir=None, quiet=True):
+def simulate_gelu(config, x, *, seed=0, x_gap=0.0, y_stall=0.0, workdir=None, quiet=True,
+                  words=None):
     """Stream rows ``x`` (rows x L integers, L a multiple of ``lanes``)
-    through the emitted Verilog of ``config`` in Verilator.
+    through the emitted Verilog of ``config`` in Verilator (with
+    ``channel_scales``, after loading ``words``: L scale words, required).
 
     Returns the testbench's result dict (``cycles``, ``model_cycles``,
     ``ideal_cycles``, ``utilization``, ``match``, ``max_abs_err``,
@@ -30,7 +34,13 @@ def simulate_gelu(config, x, *, seed=0, x_gap=0.0, y_stall=0.0, workdir=None, qu
     if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 1 or x.shape[1] % config.lanes:
         raise ParameterError(f"x must be rows x L with L a positive multiple of lanes={config.lanes}, "
                          f"not shape {x.shape}")
-    spec = {"data": {"x": x}, "seed": seed, "x_gap": x_gap, "y_stall": y_stall}
+    data = {"x": x}
+    if config.channel_scales or words is not None:
+        gelu_golden(config, x[:1], words)          # the words' presence and count, checked
+        if x.shape[1] > config.channels_max:
+            raise ParameterError(f"rows of {x.shape[1]} exceed channels_max = {config.channels_max}")
+        data["words"] = np.asarray(words, dtype=np.int64)
+    spec = {"data": data, "seed": seed, "x_gap": x_gap, "y_stall": y_stall}
     from bertforge.sim.gelu_cycles import gelu_cycles
     result = simulate(config, "bertforge.sim.gelu_tb", spec, design=Gelu, workdir=workdir, quiet=quiet,
                       cycles=gelu_cycles(config, x.size // config.lanes))
@@ -105,8 +115,12 @@ def random_stimulus(config, args, rng):
 
 
 def run(config, stimulus, args):
+    words = None
+    if config.channel_scales:       # from the command line: every channel at the config's scale
+        word = (config.out_shift << CHANNEL_MULT_BITS) | config.out_mult
+        words = np.full(stimulus["x"].shape[1], word, dtype=np.int64)
     result = simulate_gelu(config, stimulus["x"], seed=args.seed, x_gap=args.gap,
-                           y_stall=args.stall, quiet=args.json)
+                           y_stall=args.stall, quiet=args.json, words=words)
     result["output"] = result["outputs"].astype(np.int8 if config.out_width == 8 else np.int16)
     return result
 

@@ -20,16 +20,22 @@ MAX_VECTORS = 1 << 16
 
 
 def simulate_layernorm(config, xs, rs, gamma, beta, *, seed=0, x_gap=0.0, y_stall=0.0,
-                       workdir=None, quiet=True):
+                       workdir=None, quiet=True, second=None):
     """Normalize vectors ``xs`` (a list of 1-D integer arrays; with
     residual ``rs`` alike, else None) back to back through the emitted
-    Verilog of ``config`` in Verilator, after loading ``gamma``/``beta``.
+    Verilog of ``config`` in Verilator, after loading ``gamma``/``beta``
+    (and, for a ``second_output`` unit, ``second``: ``(gamma2, beta2,
+    mult2, shift2)``, required).
 
     Returns the testbench's result dict (``cycles``, ``model_cycles``,
     ``ideal_cycles``, ``utilization``, ``match``, ``max_abs_err`` and
     ``mean_abs_err`` in output LSBs against the float reference, ...) with
-    ``outputs``, the list of output vectors.
+    ``outputs``, the list of output vectors (and ``outputs2``, the second
+    output's).
     """
+    if config.second_output != (second is not None):
+        raise ParameterError("second (gamma2, beta2, mult2, shift2) is required exactly when "
+                             "config.second_output is set")
     xs = [np.asarray(x, dtype=np.int64) for x in xs]
     longest = max(len(x) for x in xs)
     gamma = np.asarray(gamma, dtype=np.int64)
@@ -43,12 +49,20 @@ def simulate_layernorm(config, xs, rs, gamma, beta, *, seed=0, x_gap=0.0, y_stal
                          f">= the longest vector ({longest})")
     if config.add_residual and (rs is None or [len(r) for r in rs] != [len(x) for x in xs]):
         raise ParameterError("residual vectors must match the x vectors one to one")
-    padded = -(-len(gamma) // config.lanes) * config.lanes
-    if padded > config.h_max:
-        gamma, beta, padded = gamma[:config.h_max], beta[:config.h_max], config.h_max
-    gamma = np.concatenate([gamma, np.zeros(padded - len(gamma), np.int64)])
-    beta = np.concatenate([beta, np.zeros(padded - len(beta), np.int64)])
-    arrays = {"gamma": gamma, "beta": beta}
+    if second is not None:
+        gamma2, beta2, mult2, shift2 = second
+        if np.shape(gamma2) != gamma.shape or np.shape(beta2) != gamma.shape:
+            raise ParameterError(f"gamma2 {np.shape(gamma2)} and beta2 {np.shape(beta2)} must have "
+                                 f"gamma's shape {gamma.shape}")
+    padded = min(-(-len(gamma) // config.lanes) * config.lanes, config.h_max)
+
+    def pad(values):
+        values = np.asarray(values, dtype=np.int64)[:padded]
+        return np.concatenate([values, np.zeros(padded - len(values), np.int64)])
+    arrays = {"gamma": pad(gamma), "beta": pad(beta)}
+    if second is not None:
+        arrays.update(gamma2=pad(gamma2), beta2=pad(beta2), mult2=np.array(mult2),
+                      shift2=np.array(shift2))
     arrays.update({f"x_{k}": x for k, x in enumerate(xs)})
     if config.add_residual:
         arrays.update({f"r_{k}": np.asarray(r, dtype=np.int64) for k, r in enumerate(rs)})
@@ -56,7 +70,10 @@ def simulate_layernorm(config, xs, rs, gamma, beta, *, seed=0, x_gap=0.0, y_stal
     from bertforge.sim.layernorm_cycles import layernorm_cycles
     result = simulate(config, "bertforge.sim.layernorm_tb", spec, design=LayerNorm, workdir=workdir,
                       quiet=quiet, cycles=layernorm_cycles(config, [len(x) for x in xs]))
-    result["outputs"] = [result["outputs"][f"y_{k}"] for k in range(len(xs))]
+    saved = result["outputs"]
+    result["outputs"] = [saved[f"y_{k}"] for k in range(len(xs))]
+    if second is not None:
+        result["outputs2"] = [saved[f"y2_{k}"] for k in range(len(xs))]
     return result
 
 
@@ -159,6 +176,16 @@ def _vectors(config, data):
                          f"{vectors} vector(s) of {length}", data=data)
 
 
+def second_params(config, gamma, beta):
+    """The second output's ``(gamma2, beta2, mult2, shift2)`` of a
+    ``second_output`` unit run from the command line (None otherwise):
+    the first pair, at the first output's scale, saturated to int8."""
+    if not config.second_output:
+        return None
+    from bertforge.sim.fixed_golden import ratio_to_mult_shift
+    return (gamma, beta, *ratio_to_mult_shift(config.out_mult / 2.0 ** config.out_shift))
+
+
 def user_stimulus(config, args):
     return _vectors(config, _user_data(config, args))
 
@@ -172,8 +199,10 @@ def random_stimulus(config, args, rng):
 
 
 def run(config, stimulus, args):
-    result = simulate_layernorm(config, *stimulus["data"], seed=args.seed, x_gap=args.gap,
-                                y_stall=args.stall, quiet=args.json)
+    xs, rs, gamma, beta = stimulus["data"]
+    result = simulate_layernorm(config, xs, rs, gamma, beta, seed=args.seed, x_gap=args.gap,
+                                y_stall=args.stall, quiet=args.json,
+                                second=second_params(config, gamma, beta))
     result["output"] = np.stack(result["outputs"]).astype(np.int8)
     return result
 

@@ -251,7 +251,9 @@ def bench_precisions(checkpoint, texts, hw, calibration, hessian=()):
             layers = quantize_model(model, stats, p)
             numerics = quality(embeddings(model, layers, ids), ref)
             got = integer_embeddings(model, integer_model(model, config, layers, stats), ids)
-            source = "low-bit integer golden model (no RTL yet)"
+            source = ("low-bit integer golden model (bit-exact with Verilator on "
+                      "minilm_int8.toml)" if name == "w8a8" else
+                      "low-bit integer golden model (no RTL yet)")
         moved = bytes_per_sentence(model, seq, p)
         shape = BertModel(Path(str(model.path)).name, model.hidden, model.heads,
                           len(model.layers), model.ffn)

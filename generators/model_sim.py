@@ -16,7 +16,12 @@ transpose); the sentence embedding against the float64 reference (cosine).
 
 Activations are int8 or int16 as the hardware config says; minilm.toml
 and minilm_8x8.toml run int16 activations (int8 ones give cosine 0.85 on
-all-MiniLM-L6-v2, see the manual's checkpoints page).
+all-MiniLM-L6-v2, see the manual's checkpoints page). A low-bit hardware
+config (minilm_int8.toml: ``[layernorm] second_output``) runs W8A8 (the
+manual's low-bit page): the model quantized by
+:mod:`bertforge.generators.lowbit` from the calibration sentences, each
+layer checked against its integer golden model
+(:class:`~bertforge.sim.lowbit_golden.IntegerLowbit`); one sentence a run.
 
 Activation scales come from the calibration sentences shipped in
 ``generators/data/calibration.txt`` (16); ``generators/data/evaluation.txt``
@@ -112,21 +117,27 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
         import dataclasses
         hardware = dataclasses.replace(hardware, mem_bytes_per_cycle=float(config.gemm.mem_bytes))
     calibration = calibration or read_sentences(CALIBRATION)
-    top = calibrate_model(model, tokenize(model, calibration, config.softmax.l_max))
-    qmodel = QuantizedModel(config, model, top, seq)
+    calibration_ids = tokenize(model, calibration, config.softmax.l_max)
     shape = BertModel(Path(model.path).name, model.hidden, model.heads, len(model.layers), model.ffn)
     prediction = analyze(shape, seq, hardware, batch=batch, bias=True, transpose=True)
     out_scale = config.layernorm.out_scale
     groups = [ids[start:start + batch] for start in range(0, len(ids), batch)]
     groups[-1] = groups[-1] + [groups[-1][-1]] * (batch - len(groups[-1]))
-    for layer in qmodel.layers:
-        layer.batch = batch
-    runs = [(np.concatenate([qmodel.input(tokens) for tokens in group]),
-             len(group[0]) if batch == 1 else [len(tokens) for tokens in group]) for group in groups]
-    run_cycles = prediction["total_cycles"] * prediction["totals"]["layers"] * len(runs)
-    simulated = simulate_layers(config, qmodel.layers, runs, mem_latency=hardware.mem_latency,
-                                quiet=quiet, memory=hardware.memory, clock_mhz=hardware.clock_mhz,
-                                cycles=run_cycles)
+    run_cycles = prediction["total_cycles"] * prediction["totals"]["layers"] * len(groups)
+    if config.lowbit:
+        simulated = _simulate_lowbit(model, config, hardware, hw, calibration_ids, groups, seq,
+                                     quiet=quiet, cycles=run_cycles)
+    else:
+        top = calibrate_model(model, calibration_ids)
+        qmodel = QuantizedModel(config, model, top, seq)
+        for layer in qmodel.layers:
+            layer.batch = batch
+        runs = [(np.concatenate([qmodel.input(tokens) for tokens in group]),
+                 len(group[0]) if batch == 1 else [len(tokens) for tokens in group])
+                for group in groups]
+        simulated = simulate_layers(config, qmodel.layers, runs, mem_latency=hardware.mem_latency,
+                                    quiet=quiet, memory=hardware.memory,
+                                    clock_mhz=hardware.clock_mhz, cycles=run_cycles)
     build_seconds = simulated["phases"]["build"]
     sentences, embeddings, references, operations = [], [], [], []
     match = True
@@ -146,7 +157,7 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
         embedding = pool(x * out_scale, len(tokens))
         reference = pool(float_forward(model, tokens), len(tokens))
         cosine = float(embedding @ reference)
-        predicted = prediction["total_cycles"] * len(qmodel.layers)
+        predicted = prediction["total_cycles"] * len(model.layers)
         predicted = predicted if batch == 1 else predicted / batch
         sentences.append({"text": text, "tokens": len(tokens), "cycles": cycles,
                           "predicted_cycles": predicted, "cosine": cosine})
@@ -167,7 +178,7 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
         entry["predicted"] += op["predicted"]
     return {
         "checkpoint": str(model.path), "hardware": hardware.name, "design": config.name,
-        "seq": seq, "batch": batch, "layers": len(qmodel.layers), "texts": len(texts),
+        "seq": seq, "batch": batch, "layers": len(model.layers), "texts": len(texts),
         "embeddings": got.astype(np.float32), "reference": ref, "sentences": sentences,
         "match": match, "cosine_min": min(cosines), "cosine_mean": float(np.mean(cosines)),
         "spearman": similarity_spearman(got, ref),
@@ -178,6 +189,28 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
         "seconds": time.perf_counter() - start, "build_seconds": build_seconds,
         "sim_seconds": simulated["phases"]["simulate"],
     }
+
+
+def _simulate_lowbit(model, config, hardware, hw, calibration_ids, groups, seq, *, quiet, cycles):
+    """:func:`~bertforge.generators.encoder_sim.simulate_lowbit` of the
+    W8A8 model (:mod:`bertforge.generators.lowbit`, calibrated on
+    ``calibration_ids``) for sentences ``groups`` (batches of one)."""
+    from bertforge.sim.bert_golden import embed
+    from .encoder_sim import simulate_lowbit
+    from .lowbit import calibration_stats, integer_model, quantize_model
+    if len(groups[0]) != 1:
+        raise CliError(f"{hw}: the low-bit top runs one sentence at a time: --batch 1")
+    if not hardware.memory.ideal:
+        raise CliError(f"{hw}: the low-bit top runs on the ideal memory: remove [memory]")
+    stats = calibration_stats(model, calibration_ids, hessian=False)
+    imodel = integer_model(model, config, quantize_model(model, stats, "w8a8"), stats)
+    runs = []
+    for (tokens,) in groups:
+        x = np.zeros((seq, model.hidden))
+        x[:len(tokens)] = embed(model, tokens)
+        runs.append((*imodel.input(x), len(tokens)))
+    return simulate_lowbit(config, imodel, runs, mem_latency=hardware.mem_latency, quiet=quiet,
+                           cycles=cycles)
 
 
 # ---- command line

@@ -111,6 +111,7 @@ class Operation:
     element_bytes: int = 1  # other, optimizer: bytes per element per pass
     backward: bool = False  # part of the backward pass
     transpose_c: bool = False   # gemm: C stored transposed (the engine's transpose_c)
+    int16_out: bool = False     # gemm: int16 (requantized) results (the low-bit top's)
 
     @property
     def macs(self):

@@ -27,6 +27,17 @@ Activations are int8 or int16, as the GEMM engine's operand ``width`` is
 units read or write (x, the residual, gamma and beta, GELU in and out,
 layernorm out, the probabilities) is int16, two bytes an element.
 
+The low-bit (W8A8) top (:attr:`EncoderConfig.lowbit`, a width-8 engine):
+every GEMM operand is int8, the residual stream int16. ``OP_LAYERNORM``
+reads int16 ``x``, ``r`` and parameters: at ``params`` the beats of
+``gamma|gamma2`` (``lanes`` elements of gamma, then ``lanes`` of the second
+output's gamma, int16), then ``length * 4`` bytes later those of
+``beta|beta2``; it writes the int16 output at ``dst`` and the int8 second
+output at ``dst2`` (stride ``dst2_stride``, command fields of the low-bit
+top only) with the scale ``multiplier``/``shift``, two writes an output
+beat. ``OP_GELU`` first reads ``length`` 32-bit scale words at ``params``
+(one per channel), then int16 rows, and writes int8.
+
 Sequencing: a command starts when everything before it has completed, with
 one exception: a GEMM command without ``barrier`` that follows a GEMM goes
 straight into the engine's command queue, so the commands of one operation
@@ -122,6 +133,26 @@ class EncoderConfig:
                 "gelu in_width": self.gelu.in_width, "gelu out_width": self.gelu.out_width}
         if self.softmax.in_width != 32:
             raise ParameterError("the encoder top needs softmax in_width 32 (int32 scores)")
+        if self.lowbit:     # int8 GEMM operands, int16 residual stream and GELU input
+            need = {"gemm width": (w, 8), "softmax out_width": (self.softmax.out_width, 8),
+                    "layernorm in_width": (ln.in_width, 16),
+                    "layernorm param_width": (ln.param_width, 16),
+                    "layernorm out_width": (ln.out_width, 16),
+                    "gelu in_width": (self.gelu.in_width, 16),
+                    "gelu out_width": (self.gelu.out_width, 8),
+                    "gelu channel_scales": (self.gelu.channel_scales, True)}
+            for what, (got, want) in need.items():
+                if got != want:
+                    raise ParameterError(f"the low-bit encoder top (layernorm second_output) "
+                                         f"needs {what} {want}, not {got}")
+            if mb % (4 * ln.lanes) or mb % (4 * self.gelu.lanes):
+                raise ParameterError(f"the low-bit encoder top loads 4 bytes per channel and "
+                                     f"lane (layernorm's two gamma/beta pairs, GELU's scale "
+                                     f"words): 4 x lanes must divide the {mb}-byte memory word")
+            need = {}
+        elif self.gelu.channel_scales:
+            raise ParameterError("gelu channel_scales is for the low-bit encoder top: set "
+                                 "[layernorm] second_output too")
         for what, got in need.items():
             if got != w:
                 raise ParameterError(f"the encoder top with gemm width {w} (int{w} activations) "
@@ -129,22 +160,39 @@ class EncoderConfig:
         if not self.layernorm.add_residual:
             raise ParameterError("the encoder top needs layernorm add_residual = true")
         eb = self.element_bytes
-        for name, beat in (("softmax", self.softmax.lanes * 4), ("layernorm", self.layernorm.lanes * eb),
-                           ("gelu", self.gelu.lanes * eb)):
+        ub = self.unit_bytes
+        for name, beat in (("softmax", self.softmax.lanes * 4), ("layernorm", self.layernorm.lanes * ub),
+                           ("gelu", self.gelu.lanes * ub)):
             if mb % beat:
                 raise ParameterError(f"{name} beats of {beat} bytes must divide the {mb}-byte memory "
                                      f"word; change [{name}] lanes or [gemm] mem_width")
 
     @property
+    def lowbit(self):
+        """The low-bit (W8A8) top: int8 GEMM operands, an int16 residual
+        stream (layernorm in and out, gamma and beta) and GELU input; the
+        layernorm also writes its int8 second output, GELU writes int8 with
+        per-channel scales (set by ``layernorm.second_output``)."""
+        return self.layernorm.second_output
+
+    @property
     def element_bytes(self):
-        """Bytes of one activation (and of gamma, beta): 1 (int8) or 2 (int16)."""
+        """Bytes of one GEMM operand activation (and, but for the low-bit
+        top, of every activation, gamma and beta): 1 (int8) or 2 (int16)."""
         return self.gemm.width // 8
+
+    @property
+    def unit_bytes(self):
+        """Bytes of one layernorm input, output, gamma or beta and one GELU
+        input: 2 in the low-bit top, else :attr:`element_bytes`."""
+        return 2 if self.lowbit else self.element_bytes
 
     @property
     def name(self):
         g = self.gemm
         return (f"encoder_{g.rows}x{g.cols}_{g.dataflow}_m{g.mem_width}_s{self.softmax.lanes}"
-                f"_l{self.layernorm.lanes}_g{self.gelu.lanes}" + ("_i16" if g.width == 16 else ""))
+                f"_l{self.layernorm.lanes}_g{self.gelu.lanes}" + ("_i16" if g.width == 16 else "")
+                + ("_w8a8" if self.lowbit else ""))
 
     def to_dict(self):
         return {name: getattr(self, name).to_dict() for name in ("gemm", "softmax", "layernorm", "gelu")}
@@ -153,12 +201,13 @@ class EncoderConfig:
 def encoder_command_layout(config):
     """One sequencer command (see the module docstring)."""
     addr = unsigned(config.gemm.addr_width)
+    second = {"dst2": addr, "dst2_stride": addr} if config.lowbit else {}
     return data.StructLayout({
         "op": unsigned(2), "barrier": 1, "gemm": command_layout(config.gemm),
         "src": addr, "src2": addr, "dst": addr, "params": addr,
         "src_stride": addr, "src2_stride": addr, "dst_stride": addr,
         "rows": unsigned(16), "length": unsigned(16), "valid": unsigned(16),
-        "multiplier": unsigned(MULT_BITS), "shift": unsigned(SHIFT_BITS),
+        "multiplier": unsigned(MULT_BITS), "shift": unsigned(SHIFT_BITS), **second,
     })
 
 
@@ -207,14 +256,14 @@ class EncoderTop(wiring.Component):
         with m.If(taken):
             m.d.sync += unit.eq(op)
 
-        eb = cfg.element_bytes
+        eb, ub = cfg.element_bytes, cfg.unit_bytes
         adapters = {
             OP_SOFTMAX: self._adapter(m, "sm", softmax, cmd, taken & (op == OP_SOFTMAX), sources=1,
                                       ebytes=4, obytes=cfg.softmax.out_width // 8,
                                       lanes=cfg.softmax.lanes),
             OP_LAYERNORM: self._adapter(m, "ln", layernorm, cmd, taken & (op == OP_LAYERNORM),
-                                        sources=2, ebytes=eb, obytes=eb, lanes=cfg.layernorm.lanes),
-            OP_GELU: self._adapter(m, "ge", gelu, cmd, taken & (op == OP_GELU), sources=1, ebytes=eb,
+                                        sources=2, ebytes=ub, obytes=ub, lanes=cfg.layernorm.lanes),
+            OP_GELU: self._adapter(m, "ge", gelu, cmd, taken & (op == OP_GELU), sources=1, ebytes=ub,
                                    obytes=eb, lanes=cfg.gelu.lanes),
         }
         gemm_done = engine.done.valid
@@ -255,6 +304,12 @@ class EncoderTop(wiring.Component):
         aw = g.addr_width
         is_ln = sources == 2
         is_sm = isinstance(unit, Softmax)
+        lowbit = self.config.lowbit
+        # A parameter phase before the vectors: layernorm's gamma and beta;
+        # the low-bit GELU's scale words. Low-bit parameter beats are 4 bytes
+        # a lane (gamma|gamma2 and beta|beta2 pairs, or one scale word).
+        has_params = is_ln or (lowbit and isinstance(unit, Gelu))
+        pel = 4 if lowbit and has_params else ebytes     # parameter bytes per lane
         mem = wiring.Signature({
             "rd_req": Out(stream.Signature(read_request_layout(g))),
             "rd_data": In(stream.Signature(unsigned(g.mem_width))),
@@ -279,6 +334,11 @@ class EncoderTop(wiring.Component):
                          valid_len.eq(p.valid),
                          mult.eq(p.multiplier), shift.eq(p.shift),
                          row_bytes.eq(p.length * ebytes)]
+        prow_bytes = row_bytes
+        if pel != ebytes:       # the parameter phase's rows are wider
+            prow_bytes = Signal(18 + 3, name=f"{name}_prow_bytes")
+            with m.If(go):
+                m.d.sync += prow_bytes.eq(p.length * pel)
 
         # Reader: one-beat requests, row by row (sources interleaved per word).
         r_busy = Signal(name=f"{name}_r_busy")
@@ -290,7 +350,9 @@ class EncoderTop(wiring.Component):
         with m.If(go):
             m.d.sync += [r_busy.eq(1), r_src.eq(0), r_off.eq(0), r_row.eq(0)]
             if is_ln:
-                m.d.sync += [r_phase.eq(0), base0.eq(p.params), base1.eq(p.params + p.length * ebytes)]
+                m.d.sync += [r_phase.eq(0), base0.eq(p.params), base1.eq(p.params + p.length * pel)]
+            elif has_params:
+                m.d.sync += [r_phase.eq(0), base0.eq(p.params)]
             else:
                 m.d.sync += [r_phase.eq(1), base0.eq(p.src)]
         req = mem.rd_req
@@ -302,14 +364,17 @@ class EncoderTop(wiring.Component):
                 m.d.sync += r_src.eq(~r_src)
             with m.If(r_src == sources - 1):
                 m.d.sync += r_off.eq(r_off + MB)
-                with m.If(r_off + MB == row_bytes):
+                with m.If(r_off + MB == (row_bytes if prow_bytes is row_bytes
+                                         else Mux(r_phase, row_bytes, prow_bytes))):
                     m.d.sync += [r_off.eq(0), r_row.eq(r_row + 1),
                                  base0.eq(base0 + s_stride), base1.eq(base1 + s2_stride)]
                     with m.If(r_row == r_rows - 1):
                         m.d.sync += r_row.eq(0)
-                        if is_ln:
+                        if has_params:
                             with m.If(~r_phase):
-                                m.d.sync += [r_phase.eq(1), base0.eq(src), base1.eq(src2)]
+                                m.d.sync += [r_phase.eq(1), base0.eq(src)]
+                                if is_ln:
+                                    m.d.sync += base1.eq(src2)
                             with m.Else():
                                 m.d.sync += r_busy.eq(0)
                         else:
@@ -339,7 +404,7 @@ class EncoderTop(wiring.Component):
         u_elem = Signal(16, name=f"{name}_u_elem")
         u_started = Signal(name=f"{name}_u_started")
         with m.If(go):
-            m.d.sync += [u_phase.eq(0 if is_ln else 1), u_elem.eq(0), sub.eq(0), u_started.eq(0)]
+            m.d.sync += [u_phase.eq(0 if has_params else 1), u_elem.eq(0), sub.eq(0), u_started.eq(0)]
         valid = queues[0].o.valid
         for q in queues[1:]:
             valid = valid & q.o.valid
@@ -348,10 +413,37 @@ class EncoderTop(wiring.Component):
         last = u_elem + lanes == length
         x_ready = unit.x.ready
         w = 8 * ebytes      # bits of one input element (int8, int16 or int32)
+        words_end = per_word - 1
+        if pel != ebytes:   # parameter beats of 4 bytes a lane
+            per_pword = MB // (lanes * pel)
+            ppieces = [q.o.payload.word_select(sub, 8 * lanes * pel) if per_pword > 1
+                       else q.o.payload[:8 * lanes * pel] for q in queues]
+            words_end = Mux(u_phase, per_word - 1, per_pword - 1)
 
         def element(piece, lane):
             return piece[w * lane:w * lane + w].as_signed()
-        if is_ln:
+        if is_ln and lowbit:    # gamma|gamma2, beta|beta2; the second output's scale
+            m.d.comb += [unit.params.valid.eq(valid & ~u_phase),
+                         unit.params.payload.last.eq(last),
+                         unit.params.payload.mult2.eq(mult), unit.params.payload.shift2.eq(shift)]
+            for lane in range(lanes):
+                m.d.comb += [unit.params.payload.gamma[lane].eq(element(ppieces[0], lane)),
+                             unit.params.payload.gamma2[lane].eq(element(ppieces[0], lanes + lane)),
+                             unit.params.payload.beta[lane].eq(element(ppieces[1], lane)),
+                             unit.params.payload.beta2[lane].eq(element(ppieces[1], lanes + lane))]
+            m.d.comb += [unit.x.valid.eq(valid & u_phase), unit.r.valid.eq(valid & u_phase)]
+            for lane in range(lanes):
+                m.d.comb += [unit.x.payload.data[lane].eq(element(pieces[0], lane)),
+                             unit.r.payload[lane].eq(element(pieces[1], lane))]
+            step = Mux(u_phase, x_ready, unit.params.ready) & valid
+        elif has_params and not is_ln:      # the low-bit GELU: scale words, then rows
+            m.d.comb += [unit.scales.valid.eq(valid & ~u_phase), unit.scales.payload.last.eq(last),
+                         unit.x.valid.eq(valid & u_phase)]
+            for lane in range(lanes):
+                m.d.comb += [unit.scales.payload.words[lane].eq(ppieces[0][32 * lane:32 * lane + 32]),
+                             unit.x.payload.data[lane].eq(element(pieces[0], lane))]
+            step = Mux(u_phase, x_ready, unit.scales.ready) & valid
+        elif is_ln:
             m.d.comb += [unit.params.valid.eq(valid & ~u_phase),
                          unit.params.payload.last.eq(last)]
             for lane in range(lanes):
@@ -375,13 +467,13 @@ class EncoderTop(wiring.Component):
         m.d.comb += unit.x.payload.last.eq(last)
         with m.If(step):
             m.d.sync += [sub.eq(sub + 1), u_elem.eq(u_elem + lanes)]
-            with m.If(sub == per_word - 1):
+            with m.If(sub == words_end):
                 m.d.sync += sub.eq(0)
                 for q in queues:
                     m.d.comb += q.o.ready.eq(1)
             with m.If(last):
                 m.d.sync += [u_elem.eq(0), sub.eq(0)]
-                if is_ln:
+                if has_params:
                     m.d.sync += u_phase.eq(1)
         start = Signal(name=f"{name}_start")
         m.d.comb += start.eq(step & u_phase & ~u_started)
@@ -404,13 +496,31 @@ class EncoderTop(wiring.Component):
                 v = Mux(half > 127, 127, half)[:8]
             out_elements.append(v[:8 * obytes])   # int16 p (Q1.15) is at most 32767: as is
         offset = w_off if obytes == 1 else Cat(Const(0, obytes.bit_length() - 1), w_off)
-        m.d.comb += [wr.payload.addr.eq(w_addr + offset), wr.payload.data.eq(Cat(*out_elements)),
-                     wr.payload.bytes.eq(lanes * obytes), wr.valid.eq(y.valid), y.ready.eq(wr.ready)]
+        second = is_ln and lowbit   # two writes a beat: int16 out at dst, int8 out2 at dst2
+        if second:
+            w_addr2 = register(aw, f"{name}_w_addr2", reset_less=False)
+            d2_stride = register(aw, f"{name}_dst2_stride", reset_less=False)
+            w_half = Signal(name=f"{name}_w_half")
+            with m.If(go):
+                m.d.sync += [w_addr2.eq(p.dst2), d2_stride.eq(p.dst2_stride), w_half.eq(0)]
+            with m.If(wr.valid & wr.ready):
+                m.d.sync += w_half.eq(~w_half)
+            narrow = Cat(*[y.payload.data2[lane] for lane in range(lanes)])
+            m.d.comb += [wr.payload.addr.eq(Mux(w_half, w_addr2 + w_off, w_addr + offset)),
+                         wr.payload.data.eq(Mux(w_half, narrow, Cat(*out_elements))),
+                         wr.payload.bytes.eq(Mux(w_half, lanes, lanes * obytes)),
+                         wr.valid.eq(y.valid), y.ready.eq(wr.ready & w_half)]
+        else:
+            m.d.comb += [wr.payload.addr.eq(w_addr + offset), wr.payload.data.eq(Cat(*out_elements)),
+                         wr.payload.bytes.eq(lanes * obytes), wr.valid.eq(y.valid),
+                         y.ready.eq(wr.ready)]
         finish = Signal(name=f"{name}_finish")
         with m.If(y.valid & y.ready):
             m.d.sync += w_off.eq(w_off + lanes)
             with m.If(w_off + lanes == length):
                 m.d.sync += [w_off.eq(0), w_row.eq(w_row + 1), w_addr.eq(w_addr + d_stride)]
+                if second:
+                    m.d.sync += w_addr2.eq(w_addr2 + d2_stride)
                 with m.If(w_row == rows - 1):
                     m.d.comb += finish.eq(1)
         return {"mem": mem, "start": start, "finish": finish}

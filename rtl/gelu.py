@@ -4,12 +4,15 @@ import math
 from dataclasses import dataclass
 
 from amaranth.hdl import Array, Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .fixed import Q, requantize
-from .params import Config, check_choice, check_instance, check_int, check_scale
+from .params import Config, check_bool, check_choice, check_instance, check_int, check_scale
 from .stream import register, row_layout
+from .tile_scheduler import CHANNEL_MULT_BITS
+from bertforge.rtl.errors import ParameterError
 
 __all__ = ["GeluConfig", "Gelu", "GELU_X", "GELU_Y", "GELU_SEGMENT_BITS", "GELU_SEGMENTS",
            "GELU_LATENCY", "gelu_tables"]
@@ -61,6 +64,17 @@ class GeluConfig(Config):
         Output scale: ``out = requantize(y, out_mult, out_shift)`` from
         ``y`` in :data:`GELU_Y` (Q8.14), i.e. one output LSB is
         ``2**(out_shift - 14) / out_mult``.
+    channel_scales : bool
+        One output scale per channel instead (``out_mult``/``out_shift``
+        unused): element ``j`` of a row (a row ends with ``last``) is
+        ``requantize(y, mult[j], shift[j])``, from the 32-bit scale words
+        of the GEMM engine's per-channel requantization (multiplier in the
+        low :data:`~bertforge.rtl.tile_scheduler.CHANNEL_MULT_BITS` bits,
+        shift above) loaded on the ``scales`` stream. A low-bit encoder's
+        GELU writes the next GEMM's int8 operand, smoothed per channel.
+    channels_max : int
+        Longest row with ``channel_scales`` (then a multiple of ``lanes``;
+        at most 4096): the scale memory holds ``channels_max / lanes`` beats.
 
     The defaults take int8 with LSB 1/16 (range [-8, 8)) and give int8 with
     LSB 1/16.
@@ -73,6 +87,10 @@ class GeluConfig(Config):
     in_shift: int = 0
     out_mult: int = 1
     out_shift: int = 10
+    channel_scales: bool = False
+    channels_max: int = 4096
+
+    LATE_FIELDS = ("channel_scales", "channels_max")
 
     def __post_init__(self):
         check_int("lanes", self.lanes, maximum=64)
@@ -80,10 +98,16 @@ class GeluConfig(Config):
         check_choice("out_width", self.out_width, (8, 16))
         check_scale("in", self.in_mult, self.in_shift)
         check_scale("out", self.out_mult, self.out_shift)
+        check_bool("channel_scales", self.channel_scales)
+        check_int("channels_max", self.channels_max, maximum=4096)
+        if self.channel_scales and self.channels_max % self.lanes:
+            raise ParameterError(f"channels_max must be a multiple of lanes ({self.lanes}), "
+                                 f"not {self.channels_max}")
 
     @property
     def name(self):
-        return f"gelu_l{self.lanes}_i{self.in_width}_o{self.out_width}"
+        return (f"gelu_l{self.lanes}_i{self.in_width}_o{self.out_width}"
+                + (f"_c{self.channels_max}" if self.channel_scales else ""))
 
     @property
     def in_scale(self):
@@ -112,6 +136,11 @@ class Gelu(wiring.Component):
     dropped); the output adds at most half an output LSB, and the input
     rounding to Q8.10 at most ``1.13 * 2**-11``.
 
+    With ``channel_scales`` the output scale is per channel: the
+    ``scales`` stream (``words``: lanes x 32-bit scale words, ``last``)
+    loads channels 0, 1, ... in order (before the rows that use them), and
+    element ``j`` of each row takes word ``j``.
+
     ``last`` passes through with its beat. Throughput: one beat per cycle
     (a stall-all pipeline: every stage moves when the output register is
     empty or being read). Latency: :data:`GELU_LATENCY` (6) cycles from
@@ -125,10 +154,14 @@ class Gelu(wiring.Component):
 
     def __init__(self, config):
         self.config = check_instance("config", config, GeluConfig)
-        super().__init__({
+        ports = {
             "x": In(stream.Signature(row_layout(signed(config.in_width), config.lanes))),
             "y": Out(stream.Signature(row_layout(signed(config.out_width), config.lanes))),
-        })
+        }
+        if config.channel_scales:
+            ports["scales"] = In(stream.Signature(data.StructLayout({
+                "words": data.ArrayLayout(unsigned(32), config.lanes), "last": 1})))
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
@@ -154,6 +187,8 @@ class Gelu(wiring.Component):
             for k in range(1, GELU_LATENCY):
                 m.d.sync += [valid[k].eq(valid[k - 1]), last[k].eq(last[k - 1])]
 
+        if cfg.channel_scales:
+            words = self._scale_words(m, advance)
         for lane in range(cfg.lanes):
             raw = self.x.payload.data[lane]
             product = register(signed(cfg.in_width + cfg.in_mult.bit_length() + 1),
@@ -167,8 +202,11 @@ class Gelu(wiring.Component):
             relu = register(signed(GELU_Y.width + 1), f"l{lane}_relu")
             h = Signal(signed(GELU_Y.width + seg_bits + 2), name=f"l{lane}_h")
             y = register(signed(GELU_Y.width + 2), f"l{lane}_y")
-            out_product = register(signed(GELU_Y.width + 2 + cfg.out_mult.bit_length() + 1),
-                                   f"l{lane}_out_product")
+            out_mult, out_shift = cfg.out_mult, cfg.out_shift
+            if cfg.channel_scales:      # this beat's words (stage 4) and shift (stage 5)
+                out_mult, out_shift = words[lane][0][:CHANNEL_MULT_BITS], words[lane][1]
+            mult_bits = CHANNEL_MULT_BITS if cfg.channel_scales else cfg.out_mult.bit_length()
+            out_product = register(signed(GELU_Y.width + 2 + mult_bits + 1), f"l{lane}_out_product")
             out = register(signed(cfg.out_width), f"l{lane}_out")
 
             m.d.comb += [
@@ -189,7 +227,45 @@ class Gelu(wiring.Component):
                     beyond.eq(mag >= limit),
                     relu.eq(Mux(x < 0, 0, x) << y_shift),
                     y.eq(relu - Mux(beyond, 0, h)),
-                    out_product.eq(y * cfg.out_mult),
-                    out.eq(requantize(out_product, 1, cfg.out_shift, signed(cfg.out_width))),
+                    out_product.eq(y * out_mult),
+                    out.eq(requantize(out_product, 1, out_shift, signed(cfg.out_width))),
                 ]
         return m
+
+    def _scale_words(self, m, advance):
+        """The scale memory (written from ``scales``, read at each input
+        beat's channel) and, per lane, ``(word, shift)``: the beat's word
+        beside ``y`` (stage 4) and its shift beside ``out_product`` (stage
+        5)."""
+        cfg = self.config
+        depth = cfg.channels_max // cfg.lanes
+        m.submodules.scales_mem = mem = Memory(shape=unsigned(32 * cfg.lanes), depth=depth, init=[])
+        write = mem.write_port()
+        read = mem.read_port(domain="sync")
+        load_addr = Signal(range(depth), name="scale_load_addr")
+        m.d.comb += [self.scales.ready.eq(1), write.addr.eq(load_addr),
+                     write.en.eq(self.scales.valid), write.data.eq(self.scales.payload.words)]
+        with m.If(self.scales.valid):
+            with m.If(self.scales.payload.last | (load_addr == depth - 1)):
+                m.d.sync += load_addr.eq(0)
+            with m.Else():
+                m.d.sync += load_addr.eq(load_addr + 1)
+        # The channel of the next input beat; its words leave the read port
+        # beside stage 1 (both move on ``advance``).
+        channel = Signal(range(depth), name="scale_channel")
+        m.d.comb += [read.addr.eq(channel), read.en.eq(advance)]
+        with m.If(advance & self.x.valid):
+            m.d.sync += channel.eq(Mux(self.x.payload.last | (channel == depth - 1), 0, channel + 1))
+        out = []
+        for lane in range(cfg.lanes):
+            word = read.data[32 * lane:32 * (lane + 1)]
+            for stage in (2, 3, 4):
+                nxt = register(unsigned(32), f"l{lane}_scale{stage}")
+                with m.If(advance):
+                    m.d.sync += nxt.eq(word)
+                word = nxt
+            shift = register(unsigned(32 - CHANNEL_MULT_BITS), f"l{lane}_scale_shift5")
+            with m.If(advance):
+                m.d.sync += shift.eq(word[CHANNEL_MULT_BITS:])
+            out.append((word, shift))
+        return out

@@ -15,7 +15,7 @@ from .stream import Queue, delay, register, row_layout, tree
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["LayerNormConfig", "LayerNorm", "LN_Z_FRAC", "LN_Z_WIDTH", "LN_STATS_LATENCY",
-           "LN_OUT_LATENCY"]
+           "LN_OUT_LATENCY", "LN_MULT2_BITS", "LN_SHIFT2_BITS"]
 
 #: Fraction bits of the normalized value ``z = (v - mean) / std``.
 LN_Z_FRAC = 14
@@ -27,6 +27,10 @@ LN_Z_WIDTH = LN_Z_FRAC + 8
 LN_STATS_LATENCY = 3 + 1 + 2 + RSQRT_STAGES + 2
 #: Register stages of the normalize pass, read to output register.
 LN_OUT_LATENCY = 6
+#: Bits of the second output's run-time multiplier and shift
+#: (``second_output``; :func:`~bertforge.sim.fixed_golden.ratio_to_mult_shift`'s
+#: default range).
+LN_MULT2_BITS, LN_SHIFT2_BITS = 16, 6
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +61,13 @@ class LayerNormConfig(Config):
         ``acc = z * gamma + (beta << (14 + gamma_frac - beta_frac))`` in units
         of ``2**-(14 + gamma_frac)``; one output LSB is
         ``2**(out_shift - 14 - gamma_frac) / out_mult`` in real units.
+    second_output : bool
+        A second, int8 output of the same normalized ``z`` with its own
+        gamma and beta (``gamma2``, ``beta2``) and a run-time scale
+        (``mult2``, ``shift2``, given with the parameters): ``out2 =
+        requantize(z * gamma2 + (beta2 << beta_shift), mult2, shift2)``
+        saturated to int8. A low-bit encoder's layernorm writes the int16
+        residual and, beside it, the next GEMM's int8 (smoothed) operand.
 
     The defaults (int8 gamma Q2.6, beta Q4.4, output LSB 1/16) suit BERT.
     """
@@ -71,6 +82,9 @@ class LayerNormConfig(Config):
     out_width: int = 8
     out_mult: int = 1
     out_shift: int = 16
+    second_output: bool = False
+
+    LATE_FIELDS = ("second_output",)
 
     def __post_init__(self):
         check_int("lanes", self.lanes, maximum=64)
@@ -84,12 +98,14 @@ class LayerNormConfig(Config):
         check_int("beta_frac", self.beta_frac, minimum=0, maximum=LN_Z_FRAC + self.gamma_frac)
         check_choice("out_width", self.out_width, (8, 16))
         check_scale("out", self.out_mult, self.out_shift)
+        check_bool("second_output", self.second_output)
 
     @property
     def name(self):
         return (f"layernorm_l{self.lanes}_h{self.h_max}_i{self.in_width}_p{self.param_width}"
                 + ("_res" if self.add_residual else "")
-                + ("" if self.out_width == 8 else f"_o{self.out_width}"))
+                + ("" if self.out_width == 8 else f"_o{self.out_width}")
+                + ("_two" if self.second_output else ""))
 
     @property
     def beats_max(self):
@@ -148,7 +164,12 @@ class LayerNorm(wiring.Component):
     beat), ``r`` (lanes x int, taken with ``x``, only with ``add_residual``),
     ``params`` (``gamma``, ``beta``: lanes each, ``last``: loads channels
     0, 1, ... of gamma and beta in order; load before the vectors that use
-    them), ``y`` (``data``: lanes x int8 or int16, ``last``).
+    them), ``y`` (``data``: lanes x int8 or int16, ``last``). With
+    ``second_output``: ``params`` also carries ``gamma2``, ``beta2`` (lanes
+    each, stored beside the first pair) and ``mult2``, ``shift2`` (the
+    second output's scale, latched on every ``params`` beat), and ``y``
+    also carries ``data2`` (lanes x int8) in the same beat; the timing is
+    unchanged.
 
     Two passes per vector overlap across vectors: while vector k is
     normalized from the vector buffer (a FIFO of ``buffer_depth`` beats),
@@ -172,12 +193,18 @@ class LayerNorm(wiring.Component):
         lanes = config.lanes
         value = signed(config.in_width)
         param = signed(config.param_width)
+        params = {"gamma": data.ArrayLayout(param, lanes), "beta": data.ArrayLayout(param, lanes),
+                  "last": 1}
+        y = row_layout(signed(config.out_width), lanes)
+        if config.second_output:
+            params.update(gamma2=data.ArrayLayout(param, lanes), beta2=data.ArrayLayout(param, lanes),
+                          mult2=unsigned(LN_MULT2_BITS), shift2=unsigned(LN_SHIFT2_BITS))
+            y = data.StructLayout({"data": data.ArrayLayout(signed(config.out_width), lanes),
+                                   "data2": data.ArrayLayout(signed(8), lanes), "last": 1})
         ports = {
             "x": In(stream.Signature(row_layout(value, lanes))),
-            "params": In(stream.Signature(data.StructLayout({
-                "gamma": data.ArrayLayout(param, lanes), "beta": data.ArrayLayout(param, lanes),
-                "last": 1}))),
-            "y": Out(stream.Signature(row_layout(signed(config.out_width), lanes))),
+            "params": In(stream.Signature(data.StructLayout(params))),
+            "y": Out(stream.Signature(y)),
         }
         if config.add_residual:
             ports["r"] = In(stream.Signature(data.ArrayLayout(value, lanes)))
@@ -196,8 +223,9 @@ class LayerNorm(wiring.Component):
 
         # ---- gamma / beta memory -------------------------------------------
         pw = cfg.param_width
+        pairs = 2 if cfg.second_output else 1      # (gamma, beta) pairs per channel
         m.submodules.params_mem = params_mem = Memory(
-            shape=unsigned(2 * pw * lanes), depth=cfg.beats_max, init=[])
+            shape=unsigned(2 * pw * lanes * pairs), depth=cfg.beats_max, init=[])
         write = params_mem.write_port()
         read = params_mem.read_port(domain="sync")
         load_addr = Signal(range(cfg.beats_max), name="load_addr")
@@ -210,6 +238,17 @@ class LayerNorm(wiring.Component):
             m.d.comb += write.data[2 * pw * lane:2 * pw * (lane + 1)].eq(
                 (self.params.payload.gamma[lane].as_unsigned()
                  | (self.params.payload.beta[lane].as_unsigned() << pw)))
+        if cfg.second_output:       # the second pair above the first; the scale latched
+            top = 2 * pw * lanes
+            for lane in range(lanes):
+                m.d.comb += write.data[top + 2 * pw * lane:top + 2 * pw * (lane + 1)].eq(
+                    (self.params.payload.gamma2[lane].as_unsigned()
+                     | (self.params.payload.beta2[lane].as_unsigned() << pw)))
+            mult2 = Signal(LN_MULT2_BITS, name="mult2")
+            shift2 = Signal(LN_SHIFT2_BITS, name="shift2")
+            with m.If(self.params.valid):
+                m.d.sync += [mult2.eq(self.params.payload.mult2),
+                             shift2.eq(self.params.payload.shift2)]
         with m.If(self.params.valid):
             with m.If(self.params.payload.last | (load_addr == cfg.beats_max - 1)):
                 m.d.sync += load_addr.eq(0)
@@ -347,5 +386,25 @@ class LayerNorm(wiring.Component):
                     out.eq(requantize(out_product, 1, cfg.out_shift, signed(cfg.out_width))),
                 ]
             m.d.comb += self.y.payload.data[lane].eq(out)
+            if cfg.second_output:       # the same z, the second pair, the run-time scale
+                top = 2 * pw * lanes
+                gamma2 = [register(signed(pw), f"l{lane}_gamma2_{k}") for k in (2, 3)]
+                beta2 = [register(signed(pw), f"l{lane}_beta2_{k}") for k in (2, 3)]
+                acc2 = register(signed(acc_width), f"l{lane}_acc2")
+                out_product2 = register(signed(acc_width + LN_MULT2_BITS + 1),
+                                        f"l{lane}_out_product2")
+                out2 = register(signed(8), f"l{lane}_out2")
+                with m.If(advance):
+                    m.d.sync += [
+                        gamma2[0].eq(read.data[top + 2 * pw * lane:top + 2 * pw * lane + pw]
+                                     .as_signed()),
+                        beta2[0].eq(read.data[top + 2 * pw * lane + pw:top + 2 * pw * (lane + 1)]
+                                    .as_signed()),
+                        gamma2[1].eq(gamma2[0]), beta2[1].eq(beta2[0]),
+                        acc2.eq(z * gamma2[1] + (beta2[1] << cfg.beta_shift)),
+                        out_product2.eq(acc2 * mult2),
+                        out2.eq(requantize(out_product2, 1, shift2, signed(8))),
+                    ]
+                m.d.comb += self.y.payload.data2[lane].eq(out2)
         return m
 

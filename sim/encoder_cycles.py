@@ -21,6 +21,16 @@ each operation waits :func:`operation_gap` cycles:
   residual, or gamma and beta) before the first beat, and gamma/beta
   (``H / lanes`` beats) loaded before the first vector.
 
+The low-bit top (``EncoderConfig.lowbit``) loads parameters of 4 bytes a
+lane, one memory word a beat when ``4 * lanes`` is the memory word (both
+shipped low-bit configs; measured there), so the reads set the pace:
+
+- layernorm: ``ADAPTER_FILL + lat + 1 + 8 H / mem_bytes`` (two sources of
+  ``4 H`` bytes: gamma|gamma2 and beta|beta2), and every output beat is two
+  writes (the int16 residual, the int8 operand), so the unit's busy time
+  is :func:`lowbit_layernorm_cycles`;
+- GELU: ``ADAPTER_FILL + lat + 4 F / mem_bytes`` (the scale words).
+
 This holds when memory answers one beat per cycle after ``lat`` cycles
 (the adapters then feed their unit at one beat per cycle, so the unit models
 apply unchanged); measured equal in Verilator by ``tests/test_encoder.py``.
@@ -28,22 +38,38 @@ apply unchanged); measured equal in Verilator by ``tests/test_encoder.py``.
 
 from bertforge.rtl.errors import ParameterError
 
-__all__ = ["ADAPTER_FILL", "operation_gap"]
+__all__ = ["ADAPTER_FILL", "operation_gap", "lowbit_layernorm_cycles"]
 
 #: Cycles from an elementwise command's dispatch to its unit's first input,
 #: less the memory's read latency (one source word needed).
 ADAPTER_FILL = 6
 
 
-def operation_gap(kind, lat, *, layernorm=None, length=None):
+def operation_gap(kind, lat, *, layernorm=None, length=None, mem_bytes=None):
     """Cycles an operation of class ``kind`` ("gemm", "softmax",
     "layernorm", "gelu") waits between the previous operation's end and its
     unit's first input; ``layernorm`` (its config) and ``length`` (H) for
-    layernorm."""
+    layernorm; in the low-bit top (``layernorm.second_output``) also the
+    GELU's ``layernorm`` and ``length`` (F), and ``mem_bytes``."""
+    lowbit = layernorm is not None and layernorm.second_output
     if kind == "gemm":
         return 0
-    if kind in ("softmax", "gelu"):
+    if kind == "softmax" or (kind == "gelu" and not lowbit):
         return ADAPTER_FILL + lat
+    if kind == "gelu":
+        return ADAPTER_FILL + lat + 4 * length // mem_bytes
+    if kind == "layernorm" and lowbit:
+        return ADAPTER_FILL + lat + 1 + 8 * length // mem_bytes
     if kind == "layernorm":
         return ADAPTER_FILL + lat + 1 + length // layernorm.lanes
     raise ParameterError(f"no encoder operation class {kind!r}")
+
+
+def lowbit_layernorm_cycles(config, rows, length):
+    """Busy cycles of a low-bit layernorm command (``rows`` vectors of
+    ``length``): two writes an output beat, so after the first vector's
+    statistics and normalize pass the output leaves one beat every two
+    cycles, input running ahead into the unit's buffer."""
+    from bertforge.rtl.layernorm import LN_OUT_LATENCY, LN_STATS_LATENCY
+    beats = length // config.lanes
+    return beats - 1 + LN_STATS_LATENCY + LN_OUT_LATENCY + 2 * rows * beats

@@ -14,7 +14,7 @@ from bertforge.rtl.encoder import OP_GELU, OP_GEMM, OP_LAYERNORM, OP_SOFTMAX
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["encoder_program", "model_program", "layer_program", "read_stages", "check_shape",
-           "OPERATIONS", "program_commands"]
+           "OPERATIONS", "program_commands", "lowbit_program", "read_lowbit_stages"]
 
 #: Operations of the program, in order: (workload name, class); the names are
 #: those of :func:`bertforge.generators.workload.encoder_layer` (costed by
@@ -92,6 +92,10 @@ def model_program(config, layers, *, banks=None, origin=0):
     ``origin``: the address at which the accelerator sees the image's first
     byte (an SoC's SDRAM base): the commands' addresses are ``origin`` on;
     the regions stay offsets into the image."""
+
+    if config.lowbit:
+        raise ParameterError("a low-bit (W8A8) encoder top runs W8A8 layers: give it a checkpoint "
+                             "(sim model; lowbit_program), not today's int8 or int16 layers")
     first = layers[0]
     S, H, F, heads, B = first.seq, first.hidden, first.ffn, first.heads, first.batch
     check_shape(config, S, H, heads, F, B)
@@ -246,3 +250,196 @@ def read_stages(image, regions, layer, config=None):
               "g": (T, F), "f": (T, H), "out": (T, H)}
     return {key: _read(image, regions[key], shape, "<i4" if key == "scores" else act)
             for key, shape in shapes.items()}
+
+
+# ---- the low-bit (W8A8) top: IntegerLowbit layers
+
+#: Activation tensors of a low-bit layer in memory order: (name, bytes per
+#: element, rows, columns) with T tokens, H hidden, F FFN, heads of S x S;
+#: ``x16``/``x8`` (layer 0's input: the int16 residual and the int8
+#: smoothed operand) are the previous layer's ``out``/``out8`` after it.
+LOWBIT_ACTIVATIONS = ("q", "kt", "v", "scores", "p", "ctx", "attn", "ln1", "ln1_8", "h1", "g", "f",
+                      "out", "out8")
+
+
+def _interleave(first, second, lanes):
+    """``first`` and ``second`` (length H) as beats of ``lanes`` elements
+    of ``first`` followed by ``lanes`` of ``second`` (a low-bit layernorm
+    parameter source: gamma|gamma2 or beta|beta2)."""
+    a = np.asarray(first, dtype=np.int64).reshape(-1, lanes)
+    b = np.asarray(second, dtype=np.int64).reshape(-1, lanes)
+    return np.concatenate([a, b], axis=1).ravel()
+
+
+def lowbit_program(config, imodel, seq, valid=None):
+    """``(image, programs, regions, groups, abits)`` of an
+    :class:`~bertforge.sim.lowbit_golden.IntegerLowbit` model (one sentence
+    of ``seq`` tokens, ``valid`` of them real) on a low-bit
+    :class:`~bertforge.rtl.encoder.EncoderTop` (``config.lowbit``), as
+    :func:`model_program` lays out today's layers; layer 0's input
+    (``x16`` then ``x8``) is written by the caller at ``regions[0]["x16"]``.
+
+    The commands follow :func:`layer_program` (the same :data:`OPERATIONS`)
+    with int8 GEMM operands: q, v and ``K^T`` int8 with per-channel scales
+    and int32 biases (V at the context's smoothed scale, per channel); ``P
+    V`` int8 with one scale;
+    the output projection, FFN 1 and FFN 2 int16; each layernorm reads the
+    int16 sum and residual and writes the int16 residual (``dst``) and the
+    next GEMM's int8 operand (``dst2``, its scale in ``multiplier`` and
+    ``shift``); GELU reads FFN 1's int16 and writes the int8 ``g`` with the
+    per-channel scale words at ``params``."""
+    from bertforge.rtl.tile_scheduler import CHANNEL_MULT_BITS
+    if not config.lowbit:
+        raise ParameterError("a low-bit program needs a low-bit encoder top (layernorm "
+                             "second_output)")
+    S, heads, mb = seq, imodel.heads, config.gemm.mem_bytes
+    first = imodel.plan[0]["w"]
+    H, F = first["1"].shape
+    d, T = H // heads, S
+    check_shape(config, S, H, heads, F)      # int8 rows of whole words (int16 rows follow)
+    if F > config.gelu.channels_max:
+        raise ParameterError(f"ffn {F} exceeds the GELU unit's channels_max = "
+                             f"{config.gelu.channels_max}")
+    act = {"x16": T * H * 2, "x8": T * H, "q": T * H, "kt": H * T, "v": T * H,
+           "scores": heads * S * S * 4, "p": heads * S * S, "ctx": T * H, "attn": T * H * 2,
+           "ln1": T * H * 2, "ln1_8": T * H, "h1": T * F * 2, "g": T * F, "f": T * H * 2,
+           "out": T * H * 2, "out8": T * H}
+    regions, cursor = [], 0
+
+    def take(size):
+        nonlocal cursor
+        at = cursor
+        cursor += -(-size // mb) * mb
+        return at
+    for index in range(len(imodel.plan)):
+        r = {"x16": take(act["x16"]), "x8": take(act["x8"])} if index == 0 else \
+            {"x16": regions[-1]["out"], "x8": regions[-1]["out8"]}
+        for name in LOWBIT_ACTIVATIONS:
+            r[name] = take(act[name])
+        regions.append(r)
+    read_bytes = cursor
+    n_out = {"q": H, "k": H, "v": H, "o": H, "1": F, "2": H}
+    for r in regions:
+        for key, (k, n) in {"q": (H, H), "k": (H, H), "v": (H, H), "o": (H, H), "1": (H, F),
+                            "2": (F, H)}.items():
+            r[f"w{key}"] = take(k * n)
+            r[f"bias_{key}"] = take(4 * n)
+            r[f"scale_{key}"] = take(4 * n)
+        r["ln1p"], r["ln2p"] = take(8 * H), take(8 * H)
+        r["gelu_words"] = take(4 * F)
+        r["read_bytes"] = read_bytes
+    abits = max(12, (cursor + 2 * mb - 1).bit_length())
+    image = np.zeros(1 << abits, dtype=np.uint8)
+
+    def put(at, matrix, kind):
+        raw = np.asarray(matrix, dtype=np.int64).astype(kind).ravel().view(np.uint8)
+        image[at:at + raw.size] = raw
+
+    def words(pair):
+        mult, shift = pair
+        return (np.asarray(shift, dtype=np.int64) << CHANNEL_MULT_BITS) | np.asarray(mult)
+    lanes = config.layernorm.lanes
+    ln_scales = []
+    for index, (plan, r) in enumerate(zip(imodel.plan, regions)):
+        for key in n_out:
+            put(r[f"w{key}"], plan["w"][key], "<i1")
+            put(r[f"bias_{key}"], plan["bias"][key], "<i4")
+            put(r[f"scale_{key}"], words(plan["rq"][key]), "<u4")
+        put(r["gelu_words"], words(plan["g"]), "<u4")
+        scales = []
+        for which, name in ((0, "ln1p"), (1, "ln2p")):
+            gamma, beta = plan["ln"][which]
+            second = plan["ln8"][which]
+            if second is None:      # the last layer: its int8 output at the int16 one's scale
+                cfg8, gamma2, beta2 = config.layernorm, gamma, beta
+                mult2, shift2 = 1, config.layernorm.out_shift - 8
+            else:
+                cfg8, gamma2, beta2 = second
+                mult2, shift2 = cfg8.out_mult, cfg8.out_shift
+            put(r[name], np.concatenate([_interleave(gamma, gamma2, lanes),
+                                         _interleave(beta, beta2, lanes)]), "<i2")
+            scales.append((mult2, shift2))
+        ln_scales.append(scales)
+    programs, groups = [], []
+    for r, scales in zip(regions, ln_scales):
+        plan = imodel.plan[len(programs)]
+        # P V: V is stored at the context's smoothed scale per channel, so
+        # one scale (1/128, P's) is left: every channel's word is the same
+        mult, shift = plan["ctx"]
+        if len(set(mult.tolist())) != 1 or len(set(shift.tolist())) != 1:
+            raise ParameterError("the context's requantization must be one scale")
+        commands, layer_groups = _lowbit_layer_program(r, S, H, F, heads, d, valid, scales,
+                                                       plan["softmax"], (int(mult[0]), int(shift[0])))
+        programs.append(commands)
+        groups.append(layer_groups)
+    return image, programs, regions, groups, abits
+
+
+def _lowbit_layer_program(r, S, H, F, heads, d, valid, ln_scales, softmax, ctx_scale):
+    commands, groups = [], []
+
+    def gemm(a, a_stride, b, b_stride, c, c_stride, m, k, n, key=None, out=8, scale=None, **extra):
+        """Strides in elements (A, B int8; C ``out`` bits: int8, int16 or
+        int32 scores); ``key``: the weight's per-channel scale words and
+        bias; ``scale``: one (multiplier, shift) instead."""
+        fields = {"multiplier": 1, "shift": 0}
+        if scale is not None:
+            fields = {"multiplier": scale[0], "shift": scale[1], "int8": 1}
+        elif key is not None:
+            fields = {"per_channel": 1, "scale_addr": r[f"scale_{key}"], "bias": 1,
+                      "bias_addr": r[f"bias_{key}"], "multiplier": 0, "shift": 0,
+                      ("int8" if out == 8 else "int16"): 1}
+        commands.append({"op": OP_GEMM, "gemm": {
+            "m": m, "k": k, "n": n, "a_addr": a, "b_addr": b, "c_addr": c, "a_stride": a_stride,
+            "b_stride": b_stride, "c_stride": c_stride * out // 8, "accumulate": 0,
+            "tag": len(commands) % 256, **fields, **extra}})
+
+    def group(build):
+        start = len(commands)
+        build()
+        commands[start]["barrier"] = 1
+        groups.append(list(range(start, len(commands))))
+    T = S
+    group(lambda: (gemm(r["x8"], H, r["wq"], H, r["q"], H, T, H, H, "q"),
+                   gemm(r["x8"], H, r["wv"], H, r["v"], H, T, H, H, "v")))
+    group(lambda: gemm(r["x8"], H, r["wk"], H, r["kt"], T, T, H, H, "k", transpose_c=1))
+    group(lambda: [gemm(r["q"] + h * d, H, r["kt"] + h * d * T, T, r["scores"] + h * S * S * 4, S,
+                        S, d, S, out=32) for h in range(heads)])
+    mult, shift = softmax
+    group(lambda: commands.append({"op": OP_SOFTMAX, "src": r["scores"], "src_stride": 4 * S,
+                                   "dst": r["p"], "dst_stride": S, "rows": heads * S, "length": S,
+                                   "valid": valid if valid and valid < S else 0,
+                                   "multiplier": mult, "shift": shift}))
+    group(lambda: [gemm(r["p"] + h * S * S, S, r["v"] + h * d, H, r["ctx"] + h * d, H, S, S, d,
+                        scale=ctx_scale) for h in range(heads)])
+    group(lambda: gemm(r["ctx"], H, r["wo"], H, r["attn"], H, T, H, H, "o", out=16))
+
+    def layernorm(x, res, params, out, out8, scale):
+        commands.append({"op": OP_LAYERNORM, "src": x, "src_stride": 2 * H, "src2": res,
+                         "src2_stride": 2 * H, "params": params, "dst": out, "dst_stride": 2 * H,
+                         "dst2": out8, "dst2_stride": H, "rows": T, "length": H,
+                         "multiplier": scale[0], "shift": scale[1]})
+    group(lambda: layernorm(r["attn"], r["x16"], r["ln1p"], r["ln1"], r["ln1_8"], ln_scales[0]))
+    group(lambda: gemm(r["ln1_8"], H, r["w1"], F, r["h1"], F, T, H, F, "1", out=16))
+    group(lambda: commands.append({"op": OP_GELU, "src": r["h1"], "src_stride": 2 * F,
+                                   "params": r["gelu_words"], "dst": r["g"], "dst_stride": F,
+                                   "rows": T, "length": F}))
+    group(lambda: gemm(r["g"], F, r["w2"], H, r["f"], H, T, F, H, "2", out=16))
+    group(lambda: layernorm(r["f"], r["ln1"], r["ln2p"], r["out"], r["out8"], ln_scales[1]))
+    assert len(commands) == program_commands(S, heads) and len(groups) == len(OPERATIONS)
+    return commands, groups
+
+
+def read_lowbit_stages(image, r, seq, hidden, ffn, heads):
+    """A low-bit layer's tensors from a memory image (the keys of
+    :meth:`~bertforge.sim.lowbit_golden.IntegerLowbit.run`'s stages, with
+    ``k`` read from ``K^T``)."""
+    S, H, F = seq, hidden, ffn
+    shapes = {"x16": ((S, H), "<i2"), "x8": ((S, H), "<i1"), "q": ((S, H), "<i1"),
+              "kt": ((H, S), "<i1"), "v": ((S, H), "<i1"), "ctx": ((S, H), "<i1"),
+              "attn": ((S, H), "<i2"), "ln1": ((S, H), "<i2"), "ln1_8": ((S, H), "<i1"),
+              "h1": ((S, F), "<i2"), "g": ((S, F), "<i1"), "f": ((S, H), "<i2"),
+              "out": ((S, H), "<i2"), "out8": ((S, H), "<i1")}
+    stages = {key: _read(image, r[key], shape, dtype) for key, (shape, dtype) in shapes.items()}
+    stages["k"] = stages.pop("kt").T
+    return stages

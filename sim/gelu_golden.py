@@ -7,7 +7,7 @@ import numpy as np
 
 from bertforge.rtl.gelu import (GELU_SEGMENT_BITS, GELU_SEGMENTS, GELU_X, GELU_Y,
                                 gelu_tables)
-from .fixed_golden import ratio_to_mult_shift, requantize
+from .fixed_golden import ratio_to_mult_shift, requantize, split_scale_words
 
 __all__ = ["gelu_config_for_scales", "gelu_internal", "gelu_golden", "gelu_float"]
 
@@ -37,10 +37,22 @@ def gelu_internal(config, raw):
     return x, y
 
 
-def gelu_golden(config, raw):
-    """The unit's output for input integers ``raw`` (int64, shape of ``raw``)."""
+def gelu_golden(config, raw, words=None):
+    """The unit's output for input integers ``raw`` (int64, shape of
+    ``raw``). With ``config.channel_scales``, ``words`` (the 32-bit scale
+    words, one per channel: per element of ``raw``'s last axis) set the
+    output scale of each channel."""
+    from bertforge.rtl.errors import ParameterError
     _, y = gelu_internal(config, raw)
-    return requantize(y, config.out_mult, config.out_shift, config.out_width)
+    if config.channel_scales != (words is not None):
+        raise ParameterError("words (one scale word per channel) are required exactly when "
+                             "config.channel_scales is set")
+    if words is None:
+        return requantize(y, config.out_mult, config.out_shift, config.out_width)
+    if np.shape(words) != y.shape[-1:]:
+        raise ParameterError(f"{y.shape[-1]} channels need as many scale words, not shape "
+                             f"{np.shape(words)}")
+    return requantize(y, *split_scale_words(words), config.out_width)
 
 
 def gelu_float(x):

@@ -2,7 +2,8 @@
 
 Spec (see :mod:`bertforge.sim.runner`): ``config`` (a :class:`GeluConfig` as
 a dict), ``data`` (an ``.npz`` with ``x``: rows x L integers, L a multiple of
-``lanes``; each row ends with ``last``), ``seed``, ``x_gap`` (idle
+``lanes``; each row ends with ``last``; with ``channel_scales`` also
+``words``, L scale words, loaded on ``scales`` first), ``seed``, ``x_gap`` (idle
 probability per input beat), ``y_stall`` (probability of ``ready`` low per
 cycle).
 
@@ -20,10 +21,11 @@ import time
 import cocotb
 import numpy as np
 
-from bertforge.rtl.gelu import Gelu, GeluConfig
+from bertforge.rtl.gelu import GELU_Y, Gelu, GeluConfig
 from bertforge.rtl.payload import unpack
 from bertforge.sim.payload_np import pack_beats, unpack_beats
 from bertforge.sim.gelu_cycles import gelu_cycles
+from bertforge.sim.fixed_golden import split_scale_words
 from bertforge.sim.gelu_golden import gelu_float, gelu_golden
 from bertforge.sim.funcov_tb import StreamCoverage
 from bertforge.sim.stream_tb import finish, StreamDriver, StreamMonitor, StreamTB, read_spec, unit_result
@@ -44,12 +46,20 @@ async def gelu_rows(dut):
     config = GeluConfig(**spec["config"])
     with np.load(spec["data"]) as saved:
         x = saved["x"].astype(np.int64)
+        words = saved["words"].astype(np.int64) if config.channel_scales else None
     rows, length = x.shape
     beats = gelu_beats(config, x)
-    expected = gelu_golden(config, x)
+    expected = gelu_golden(config, x, words)
 
     tb = StreamTB(dut, spec.get("seed", 0))
+    if words is not None:       # idle before the reset (see layernorm_tb), loaded first
+        n = length // config.lanes
+        scales = StreamDriver(dut, "scales", pack_beats(
+            Gelu(config).scales.payload.shape(),
+            {"words": words.reshape(n, config.lanes), "last": np.arange(n) == n - 1}), tb.rng)
     await tb.reset()
+    if words is not None:
+        await tb.run([scales], [], [], timeout=4 * length + 100, drain=2)
     driver = StreamDriver(dut, "x", beats, tb.rng, spec.get("x_gap", 0.0))
     monitor = StreamMonitor(dut, "y", tb.rng, spec.get("y_stall", 0.0))
     model = gelu_cycles(config, len(beats))
@@ -69,7 +79,11 @@ async def gelu_rows(dut):
     per_row = length // config.lanes
     flag_errors = sum(flag != ((i % per_row) == per_row - 1) for i, flag in enumerate(flags))
     mismatches = int(np.sum(got != expected)) + flag_errors
-    err = np.abs(got * config.out_scale - gelu_float(x * config.in_scale))
+    out_scale = config.out_scale
+    if words is not None:       # the real value of each channel's output LSB
+        mult, shift = (np.asarray(v, dtype=np.float64) for v in split_scale_words(words))
+        out_scale = 2.0 ** (shift - GELU_Y.frac_bits) / mult
+    err = np.abs(got * out_scale - gelu_float(x * config.in_scale))
     np.savez(spec["result_path"] + ".npz", y=got)
     stalls = bool(spec.get("x_gap", 0.0) or spec.get("y_stall", 0.0))
     result = unit_result(spec, cycles=cycles, model=model, ideal=len(beats), elements=x.size,

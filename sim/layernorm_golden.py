@@ -20,7 +20,7 @@ from bertforge.rtl.rsqrt import RSQRT_FRAC, rsqrt_reference
 from .fixed_golden import ratio_to_mult_shift, requantize
 from bertforge.rtl.errors import ParameterError
 
-__all__ = ["layernorm_vector_stats", "layernorm_golden", "layernorm_float",
+__all__ = ["layernorm_vector_stats", "layernorm_golden", "layernorm_second", "layernorm_float",
            "layernorm_reference_int8", "layernorm_config_for_scale"]
 
 
@@ -52,6 +52,14 @@ def layernorm_golden(config, x, r=None, gamma=None, beta=None):
     b = np.asarray(beta, dtype=np.int64)[:h].astype(object)
     acc = z.astype(object) * g + b * (1 << config.beta_shift)
     return requantize(acc, config.out_mult, config.out_shift, config.out_width)
+
+
+def layernorm_second(config, x, r, gamma2, beta2, mult2, shift2):
+    """The int8 second output (``config.second_output``) for one vector:
+    the same ``z`` with ``gamma2``, ``beta2`` and the run-time scale
+    ``mult2``, ``shift2`` (``layernorm_golden`` at that scale and int8)."""
+    second = dataclasses.replace(config, out_width=8, out_mult=mult2, out_shift=shift2)
+    return layernorm_golden(second, x, r, gamma2, beta2)
 
 
 def layernorm_float(config, x, r=None, gamma=None, beta=None):

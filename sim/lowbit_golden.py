@@ -6,9 +6,10 @@ calibration of issue 36 (``generators/docs/lowbit.md``): integer GEMMs,
 float64 elsewhere. :class:`IntegerLowbit` is the integer golden model of
 the same layers on today's int16 units (softmax, layernorm, GELU golden
 models) with the two additions the design needs (a layernorm second
-output, a per-channel GELU output requantizer); no RTL configuration runs
-it yet (that also needs a loader that unpacks narrow weights). What the
-numerics model computes exactly, in integers:
+output, a per-channel GELU output requantizer); the low-bit encoder top
+(minilm_int8.toml) runs its W8A8 layers bit-exact, W4A8 not yet (that
+needs the group multipliers in the loader). What the numerics model
+computes exactly, in integers:
 
 - every GEMM: int8 activation operand x int8 (W8) or 4-bit (W4) weight,
   int32 (int64 here, checked to fit int32) accumulation, bias at the
@@ -229,9 +230,10 @@ def lowbit_forward(layers, x, heads, eps, *, trace=False):
 
 class IntegerLowbit:
     """The low-bit layers (:class:`LowbitLayer`) as integer hardware runs
-    them, on today's int16 units (``config``: an
-    :class:`~bertforge.rtl.encoder.EncoderConfig` with int16 activations,
-    as minilm.toml's):
+    them, on int16 units (``config``: an
+    :class:`~bertforge.rtl.encoder.EncoderConfig` with int16 layernorm and
+    GELU inputs: minilm.toml's, or the low-bit top of minilm_int8.toml,
+    whose width-8 engine gives the same int8 x int8 products):
 
     - GEMMs on the width-16 engine's PEs with int8 activation operands and
       int8 weights, or 4-bit ones times their group multiplier (``q *
@@ -318,6 +320,12 @@ class IntegerLowbit:
         """Every layer's integer stages (a list of dicts) for float
         embeddings ``x`` (S x H; rows ``valid`` and beyond are padding,
         masked as keys)."""
+        return self.run(*self.input(x), valid)
+
+    def run(self, x16, x8, valid=None, layers=None):
+        """The integer stages of the layers numbered ``layers`` (a range;
+        None: all) from the first one's int16 residual ``x16`` and int8
+        operand ``x8``."""
         from .fixed_golden import requantize
         from .gelu_golden import gelu_internal
         from .gemm_golden import gemm_golden
@@ -325,11 +333,11 @@ class IntegerLowbit:
         from .softmax_golden import softmax_golden
         from .encoder_golden import probabilities_int8
         cfg, ln = self.config, self.config.layernorm
-        x16, x8 = self.input(x)
+        x16, x8 = np.asarray(x16, dtype=np.int64), np.asarray(x8, dtype=np.int64)
         S = x16.shape[0]
         mask = np.broadcast_to(np.arange(S) >= (valid or S), (S, S))
         out = []
-        for plan in self.plan:
+        for plan in self.plan[slice(None) if layers is None else slice(layers.start, layers.stop)]:
             def mm(a, key, bits):
                 mult, shift = plan["rq"][key]
                 return gemm_golden(cfg.gemm, a, plan["w"][key], bias=plan["bias"][key],
