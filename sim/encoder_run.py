@@ -92,7 +92,6 @@ def model_program(config, layers, *, banks=None, origin=0):
     ``origin``: the address at which the accelerator sees the image's first
     byte (an SoC's SDRAM base): the commands' addresses are ``origin`` on;
     the regions stay offsets into the image."""
-
     if config.lowbit:
         raise ParameterError("a low-bit (W8A8) encoder top runs W8A8 layers: give it a checkpoint "
                              "(sim model; lowbit_program), not today's int8 or int16 layers")
