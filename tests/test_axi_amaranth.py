@@ -197,6 +197,7 @@ def test_bad_parameter_types():
 
 def test_register_file():
     regs = AxiLiteRegisters()
+    responses = []      # BRESP / RRESP of each access
 
     async def bench(ctx):
         async def write(addr, value, strb=0xF):
@@ -210,6 +211,7 @@ def test_register_file():
             ctx.set(regs.s_axi_awvalid, 0)
             ctx.set(regs.s_axi_wvalid, 0)
             assert ctx.get(regs.s_axi_bvalid)
+            responses.append(ctx.get(regs.s_axi_bresp))
             await ctx.tick()
 
         async def read(addr):
@@ -220,6 +222,7 @@ def test_register_file():
             ctx.set(regs.s_axi_arvalid, 0)
             assert ctx.get(regs.s_axi_rvalid)        # answered the cycle after
             value = ctx.get(regs.s_axi_rdata)
+            responses.append(ctx.get(regs.s_axi_rresp))
             await ctx.tick()
             return value
 
@@ -242,7 +245,15 @@ def test_register_file():
         await write(0x2C, 0b10)
         assert await read(0x2C) == 0
         assert await read(0x10) == 0                  # pulses read 0
-        assert await read(0x3C) == 0                  # unmapped
+        assert responses == [0] * len(responses)      # OKAY so far
+        SLVERR = 2
+        assert await read(0x3C) == 0 and responses[-1] == SLVERR     # unmapped
+        await write(0x3C, 1)
+        assert responses[-1] == SLVERR
+        await write(0x00, 0)                          # ID: read-only
+        assert responses[-1] == SLVERR and await read(0x00) == 0x42464731
+        await write(0x40, 0)                          # a counter: read-only
+        assert responses[-1] == SLVERR
 
     sim = Simulator(regs)
     sim.add_clock(1e-8)
