@@ -208,9 +208,9 @@ class AxiMaster(wiring.Component):
             with m.If(error == 0):
                 m.d.sync += error.eq(code)
 
-        def burst_of(word, left):
-            """Beats of the next burst from ``word`` with ``left`` words to go."""
-            to_page = page - word[:page.bit_length() - 1] if page > 1 else 1
+        def burst_of(to_page, left):
+            """Beats of the next burst with ``to_page`` words to the 4 KB page's
+            end and ``left`` words to go."""
             limit = Mux(left > self.max_burst, self.max_burst, left)
             return Mux(limit > to_page, to_page, limit)
 
@@ -235,15 +235,21 @@ class AxiMaster(wiring.Component):
             meta.i.payload.off.eq(off), meta.i.payload.beats.eq(req.beats),
             meta.i.valid.eq(self.rd_req.valid & take_req & (req.beats != 0)),
         ]
+        # Words from ``cur`` to the end of its 4 KB page, kept beside ``cur``
+        # (not computed from it: a subtraction off the 100 MHz path).
+        pb = page.bit_length() - 1
+        to_page = Signal(range(page + 1))
         with m.If(self.rd_req.valid & take_req):
             m.d.sync += [cur.eq(req.addr >> mbb),
+                         to_page.eq(page - (req.addr >> mbb)[:pb] if pb else 1),
                          left.eq(Mux(req.beats == 0, 0, req.beats + (off != 0))),
                          left_zero.eq(req.beats == 0)]
         arm_r = (left != 0) & ~ar_valid & (r_out < self.max_reads)
-        burst = burst_of(cur, left)
+        burst = burst_of(to_page, left)
         with m.If(arm_r):
             m.d.sync += [ar_valid.eq(1), ar_addr.eq(cur << mbb), ar_len.eq(burst - 1),
-                         cur.eq(cur + burst), left.eq(left - burst), left_zero.eq(left == burst)]
+                         cur.eq(cur + burst), left.eq(left - burst), left_zero.eq(left == burst),
+                         to_page.eq(Mux(to_page == burst, page, to_page - burst))]
         with m.Elif(self.m_axi_arready):
             m.d.sync += ar_valid.eq(0)
         m.d.comb += [self.m_axi_arvalid.eq(ar_valid), self.m_axi_araddr.eq(ar_addr),
