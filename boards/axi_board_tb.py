@@ -32,7 +32,7 @@ import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
-from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam
+from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam, AxiResp
 
 from bertforge.boards.driver import REG, AsyncDriver, ProgramError
 from bertforge.rtl.encoder import EncoderConfig
@@ -121,6 +121,22 @@ class TB:
     def memory(self):
         return np.frombuffer(self.ram.read(0, self.size), dtype=np.uint8).copy()
 
+    async def responses(self):
+        """The AXI4-Lite responses (``"OKAY"``, ``"SLVERR"``, ...) to probe
+        accesses, by name: reads and writes of a register, of an unmapped
+        address, and writes to read-only registers (which must not change)."""
+        lite, names = self.lite, {v: k for k, v in AxiResp.__members__.items()}
+        out = {}
+        for name, addr in (("read_id", REG["ID"]), ("read_unmapped", 0x30),
+                           ("read_unmapped_top", 0xFC)):
+            out[name] = names[(await lite.read(addr, 4)).resp]
+        for name, addr in (("write_irq_enable", REG["IRQ_ENABLE"]), ("write_unmapped", 0x30),
+                           ("write_id", REG["ID"]), ("write_status", REG["STATUS"]),
+                           ("write_cycles", REG["CYCLES"])):
+            out[name] = names[(await lite.write(addr, (0).to_bytes(4, "little"))).resp]
+        out["id_after_write"] = await lite.read_dword(REG["ID"])
+        return out
+
     async def run(self, run):
         dut, driver = self.dut, self.driver
         before = self.memory()
@@ -163,7 +179,7 @@ async def axi_programs(dut):
     image = np.load(spec["image"]).astype(np.uint8)
     tb.ram.write(0, image.tobytes())
     await tb.reset()
-    results = {"config": await tb.driver.config(), "runs": []}
+    results = {"responses": await tb.responses(), "config": await tb.driver.config(), "runs": []}
     for run in spec["runs"]:
         results["runs"].append(await tb.run(run))
         with open(spec["result_path"], "w") as f:

@@ -157,7 +157,8 @@ def _notes(missing):
         "space, memory word max(32, cols x 8) bits), MULT18X18D with 3 multiply stages; stream: "
         "the bare engine (its three memory streams and command stream as ports), axi4: "
         "AxiGemmTop (the engine, AXI4 master, AXI4-Lite registers, program fetcher, irq; 32-bit "
-        "AXI addresses, bursts up to 16, 4 reads and 4 writes outstanding)",
+        "AXI addresses, read bursts up to 16 beats, write bursts up to 8, 4 reads and 4 writes "
+        "outstanding)",
         "encoder: configs/minilm_8x8.toml (int16 activations, 8 lanes) with the same multiply "
         "fields; axi4: AxiGemmTop around EncoderTop",
         f"AXI LUTs over stream: the AXI top's LUTs minus the stream engine's; the issue's bound "

@@ -32,7 +32,8 @@ def add_bus_args(sub):
     sub.add_argument("--axi-id-width", type=int, metavar="BITS",
                      help=f"AXI ID width (default {BUS_DEFAULTS['id_width']})")
     sub.add_argument("--max-burst", type=int, metavar="BEATS",
-                     help=f"longest AXI burst, 1..256 beats (default {BUS_DEFAULTS['max_burst']})")
+                     help=f"longest AXI burst, 1..256 beats (writes: at most 8; "
+                          f"default {BUS_DEFAULTS['max_burst']})")
     sub.add_argument("--max-reads", type=int, metavar="N",
                      help=f"read bursts in flight (default {BUS_DEFAULTS['max_reads']})")
     sub.add_argument("--max-writes", type=int, metavar="N",

@@ -39,6 +39,7 @@ from bertforge.sim.bert_golden import (QuantizedModel, calibrate_model, float_fo
                                        similarity_spearman, spearman)
 from bertforge.sim.encoder_run import check_shape
 from .analyze import analyze, load_hardware
+from .axi_cli import add_bus_args, bus_of, wants_axi
 from .checkpoint import KNOWN, fetch, load_checkpoint, tokenize
 from .cli_common import CliError, bounded_int, save_npy_atomic
 from .encoder_sim import compare_classes, compare_operations, encoder_config, simulate_layers
@@ -73,7 +74,7 @@ def read_sentences(path):
 
 
 def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=None, quiet=True,
-           progress=None, seq=None, batch=1):
+           progress=None, seq=None, batch=1, bus=None):
     """Sentence embeddings of ``texts`` from the emitted Verilog.
 
     ``checkpoint``: a name (:data:`~bertforge.generators.checkpoint.KNOWN`)
@@ -91,7 +92,18 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
     None under 3 texts), ``cycles``, ``predicted_cycles``, ``classes``,
     ``operations`` (measured and predicted cycles per operation, summed),
     ``seq``, ``seconds`` (wall time), ``build_seconds`` (the Verilator
-    build, 0 when cached), ``sim_seconds`` (the Verilator run)."""
+    build, 0 when cached), ``sim_seconds`` (the Verilator run).
+
+    ``bus``: None, the encoder's own harness; or a dict of AXI parameters
+    (:func:`~bertforge.generators.axi_cli.bus_of`, ``{}`` for the
+    defaults): every batch runs as ONE program (all layers) on the
+    encoder's AXI top (:func:`~bertforge.generators.axi_sim.simulate_axi_encoder`:
+    program fetch, cocotbext-axi memory, AXI-Lite registers), each layer
+    checked bit-exact as on the harness. Per sentence ``cycles`` is then the
+    ``CYCLES`` register (the whole program, fetches included) and
+    ``counters`` the performance counters; ``classes`` are the
+    ``BUSY_*`` counters against ``analyze``'s prediction per class, and
+    ``operations`` is empty (the top keeps no per-operation stamps)."""
     start = time.perf_counter()
     texts = list(texts)
     if not texts:
@@ -125,6 +137,8 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
     groups[-1] = groups[-1] + [groups[-1][-1]] * (batch - len(groups[-1]))
     run_cycles = prediction["total_cycles"] * prediction["totals"]["layers"] * len(groups)
     if config.lowbit:
+        if bus is not None:
+            raise CliError(f"{hw}: the low-bit top runs on the harness only: remove --bus")
         simulated = _simulate_lowbit(model, config, hardware, hw, calibration_ids, groups, seq,
                                      quiet=quiet, cycles=run_cycles)
     else:
@@ -135,6 +149,9 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
         runs = [(np.concatenate([qmodel.input(tokens) for tokens in group]),
                  len(group[0]) if batch == 1 else [len(tokens) for tokens in group])
                 for group in groups]
+        if bus is not None:
+            return _encode_axi(texts, ids, runs, model, config, qmodel, hardware, prediction, bus,
+                               batch=batch, seq=seq, quiet=quiet, progress=progress, start=start)
         simulated = simulate_layers(config, qmodel.layers, runs, mem_latency=hardware.mem_latency,
                                     quiet=quiet, memory=hardware.memory,
                                     clock_mhz=hardware.clock_mhz, cycles=run_cycles)
@@ -213,6 +230,68 @@ def _simulate_lowbit(model, config, hardware, hw, calibration_ids, groups, seq, 
                            cycles=cycles)
 
 
+def _encode_axi(texts, ids, runs, model, config, qmodel, hardware, prediction, bus, *, batch, seq,
+                quiet, progress, start):
+    """:func:`encode` through the encoder's AXI top (``bus``): one program a batch."""
+    from .axi_sim import simulate_axi_encoder
+    sentences, embeddings, references, results = [], [], [], []
+    match = True
+    for number, (x, valid) in enumerate(runs):
+        for layer in qmodel.layers:
+            layer.valid = valid
+        qmodel.layers[0].xq = np.asarray(x, dtype=np.int64)
+        result = simulate_axi_encoder(config, qmodel.layers, bus=bus, quiet=quiet)
+        if not result["match"]:
+            match = False
+            bad = {k: v for k, v in (result["mismatches"] or {}).items() if v}
+            print(f"bertforge: batch {number + 1} on the AXI top: "
+                  + (f"the hardware differs from the golden model in {bad}" if bad else
+                     f"the program did not end well ({result['run']})"), file=sys.stderr)
+        results.append(result)
+    predicted = prediction["total_cycles"] * len(qmodel.layers) / batch
+    for index, (text, tokens) in enumerate(zip(texts, ids)):
+        result, place = results[index // batch], index % batch
+        counters = result["run"]["counters"] if result["run"] else {}
+        x = result["stages"]["out"][place * seq:(place + 1) * seq]
+        embedding = pool(x * config.layernorm.out_scale, len(tokens))
+        reference = pool(float_forward(model, tokens), len(tokens))
+        sentences.append({"text": text, "tokens": len(tokens),
+                          "cycles": counters.get("cycles", 0) / batch if batch > 1
+                          else counters.get("cycles", 0),
+                          "predicted_cycles": predicted, "cosine": float(embedding @ reference),
+                          "counters": counters})
+        embeddings.append(embedding)
+        references.append(reference)
+        if progress:
+            progress(index, sentences[-1])
+    got, ref = np.array(embeddings), np.array(references)
+    cosines = [s["cosine"] for s in sentences]
+    by_class = {}
+    for row in prediction["operations"]:
+        by_class[row["class"]] = by_class.get(row["class"], 0) + row["cycles"]
+    classes = []
+    for name, cycles in by_class.items():
+        if f"busy_{name}" not in sentences[0]["counters"]:
+            continue
+        measured = sum(r["run"]["counters"][f"busy_{name}"] for r in results if r["run"])
+        model_cycles = cycles * len(qmodel.layers) * len(results)
+        classes.append({"class": name, "cycles": measured, "predicted": model_cycles,
+                        "difference": (measured - model_cycles) / model_cycles})
+    return {
+        "checkpoint": str(model.path), "hardware": hardware.name, "design": config.name,
+        "seq": seq, "batch": batch, "layers": len(qmodel.layers), "texts": len(texts),
+        "embeddings": got.astype(np.float32), "reference": ref, "sentences": sentences,
+        "match": match, "cosine_min": min(cosines), "cosine_mean": float(np.mean(cosines)),
+        "spearman": similarity_spearman(got, ref),
+        "cycles": sum(s["cycles"] for s in sentences),
+        "predicted_cycles": sum(s["predicted_cycles"] for s in sentences),
+        "classes": classes, "operations": [], "clock_mhz": hardware.clock_mhz, "bus": bus,
+        "seconds": time.perf_counter() - start,
+        "build_seconds": sum(r["phases"]["build"] for r in results),
+        "sim_seconds": sum(r["phases"]["simulate"] for r in results),
+    }
+
+
 # ---- command line
 
 def add_parsers(commands, sim_blocks, bench_blocks):
@@ -234,6 +313,7 @@ def add_parsers(commands, sim_blocks, bench_blocks):
     sim.add_argument("--batch", type=bounded_int(64, "a batch"), default=1, metavar="B",
                      help="sentences run together, stacked along M in the projections and the "
                           "FFN; attention per sentence (default 1)")
+    add_bus_args(sim)
 
     bench = bench_blocks.add_parser("model", help="the evaluation sentences on two hardware configs")
     _add_common(bench)
@@ -263,14 +343,18 @@ def run_fetch(args):
 
 def run_sim_model(args):
     texts = list(args.text) + (read_sentences(args.file) if args.file else [])
+    bus = None
+    if wants_axi(args):
+        bus = bus_of(encoder_config(load_hardware(args.hw), args.hw), args)
     result = encode(texts, checkpoint=args.checkpoint, hw=args.hw, quiet=args.json, seq=args.seq,
-                    batch=args.batch)
+                    batch=args.batch, bus=bus)
     if args.out:
         save_npy_atomic(args.out, result["embeddings"])
     if args.json:
         keys = ("checkpoint", "hardware", "design", "seq", "layers", "texts", "match", "cosine_min",
                 "cosine_mean", "spearman", "cycles", "predicted_cycles", "classes", "seconds",
                 "build_seconds", "sim_seconds", "operations", "sentences")
+        keys += ("bus",) if bus is not None else ()
         print(json.dumps({key: result[key] for key in keys}, indent=2))
         return 0 if result["match"] else 1
     else:
@@ -282,6 +366,9 @@ def run_sim_model(args):
         print(f"  cosine mean {result['cosine_mean']:.4f}, min {result['cosine_min']:.4f}"
               + (f"; spearman {result['spearman']:.4f}" if result["spearman"] is not None else ""))
         print(f"  cycles {result['cycles']:,}, predicted {result['predicted_cycles']:,}")
+        if bus is not None:
+            print("  AXI top, counters of the first batch: " + ", ".join(
+                f"{name} {value:,}" for name, value in result["sentences"][0]["counters"].items()))
         for c in result["classes"]:
             print(f"    {c['class']:<10} {c['cycles']:>12,} measured {c['predicted']:>12,} "
                   f"predicted {c['difference']:+.2%}")

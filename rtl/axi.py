@@ -18,13 +18,19 @@ two words) into the beats the engine asked for. ``rready`` is the engine's
 ``rd_data.ready`` (full backpressure; the first word of an unaligned
 request is taken at once).
 
-Writes. A request becomes one or two aligned words with ``WSTRB`` marking
-its bytes: one burst of one or two beats, or two one-beat bursts when the
-second word is past a 4 KB boundary; at most ``max_writes`` bursts wait for
-their response. Addresses and beats wait in two queues of 4 whose heads
-drive AW and W, independently (W does not wait for AW's handshake, nor AW
-for W's): one write a cycle when the slave keeps up (two-word writes take
-two).
+Writes. A request becomes one or two aligned words (beats) with ``WSTRB``
+marking its bytes, and consecutive beats become INCR bursts: a beat to the
+word of the beat before it merges into that beat, a beat to the next word
+continues the burst; a burst ends at ``max_burst`` beats, at a 4 KB
+boundary, at a beat elsewhere, or after two cycles without a beat (so an
+engine writing a row a word or two a cycle writes it in bursts). At most
+``max_writes`` bursts wait for their response. Addresses and beats wait in
+two queues of 4 whose heads drive AW and W independently (W does not wait
+for AW's handshake, nor AW for W's; a burst's first beats are offered
+before its AW, which AXI allows): one write a cycle when the slave keeps
+up (two-word writes take two). A slave that takes no W beat before its
+burst's AW still gets every burst, shorter (the open burst closes when
+the full W queue has stopped the beats for two cycles).
 
 Every channel follows AXI's handshake rules: ``*valid`` comes from a
 register or a queue's head, held with a stable payload until ``*ready``,
@@ -47,7 +53,8 @@ from .params import check_choice, check_int
 from .stream import Queue
 
 __all__ = ["AxiMaster", "axi4_members", "AXI_DATA_WIDTHS", "AXI_ADDR_WIDTHS", "ERR_READ_SLVERR",
-           "ERR_READ_DECERR", "ERR_WRITE_SLVERR", "ERR_WRITE_DECERR", "forward_ports"]
+           "ERR_READ_DECERR", "ERR_WRITE_SLVERR", "ERR_WRITE_DECERR", "forward_ports",
+           "MAX_WRITE_BURST"]
 
 #: Supported AXI data widths (bits).
 AXI_DATA_WIDTHS = (32, 64, 128, 256, 512)
@@ -58,6 +65,11 @@ ERR_READ_SLVERR = 1
 ERR_READ_DECERR = 2
 ERR_WRITE_SLVERR = 3
 ERR_WRITE_DECERR = 4
+
+#: Most beats of a write burst (with ``max_burst``) and the W queue's depth:
+#: a burst waits whole in the W queue for its AW while the next one fills.
+MAX_WRITE_BURST = 8
+W_QUEUE = 2 * MAX_WRITE_BURST
 
 _BURST_INCR = 1
 _CACHE = 0b0011      # normal, non-cacheable, bufferable (the Xilinx default)
@@ -99,9 +111,10 @@ class AxiMaster(wiring.Component):
     Latency and throughput: a read request's first AR is offered 2 cycles
     after the request is taken (latched, then armed), one AR every 2
     cycles; read data reaches ``rd_data`` in the cycle it arrives on R (an
-    unaligned request's first word is held a cycle). A write's AW and W
-    are offered 2 cycles after the request is taken (the queues), one write
-    a cycle (a two-word write: two).
+    unaligned request's first word is held a cycle). A write's beat is
+    offered on W 3 cycles after the request is taken (held a cycle, then the
+    queue), its burst's AW 2 cycles after the burst closes; one write a
+    cycle (a two-word write: two).
 
     Parameters
     ----------
@@ -195,9 +208,9 @@ class AxiMaster(wiring.Component):
             with m.If(error == 0):
                 m.d.sync += error.eq(code)
 
-        def burst_of(word, left):
-            """Beats of the next burst from ``word`` with ``left`` words to go."""
-            to_page = page - word[:page.bit_length() - 1] if page > 1 else 1
+        def burst_of(to_page, left):
+            """Beats of the next burst with ``to_page`` words to the 4 KB page's
+            end and ``left`` words to go."""
             limit = Mux(left > self.max_burst, self.max_burst, left)
             return Mux(limit > to_page, to_page, limit)
 
@@ -222,15 +235,21 @@ class AxiMaster(wiring.Component):
             meta.i.payload.off.eq(off), meta.i.payload.beats.eq(req.beats),
             meta.i.valid.eq(self.rd_req.valid & take_req & (req.beats != 0)),
         ]
+        # Words from ``cur`` to the end of its 4 KB page, kept beside ``cur``
+        # (not computed from it: a subtraction off the 100 MHz path).
+        pb = page.bit_length() - 1
+        to_page = Signal(range(page + 1))
         with m.If(self.rd_req.valid & take_req):
             m.d.sync += [cur.eq(req.addr >> mbb),
+                         to_page.eq(page - (req.addr >> mbb)[:pb] if pb else 1),
                          left.eq(Mux(req.beats == 0, 0, req.beats + (off != 0))),
                          left_zero.eq(req.beats == 0)]
         arm_r = (left != 0) & ~ar_valid & (r_out < self.max_reads)
-        burst = burst_of(cur, left)
+        burst = burst_of(to_page, left)
         with m.If(arm_r):
             m.d.sync += [ar_valid.eq(1), ar_addr.eq(cur << mbb), ar_len.eq(burst - 1),
-                         cur.eq(cur + burst), left.eq(left - burst), left_zero.eq(left == burst)]
+                         cur.eq(cur + burst), left.eq(left - burst), left_zero.eq(left == burst),
+                         to_page.eq(Mux(to_page == burst, page, to_page - burst))]
         with m.Elif(self.m_axi_arready):
             m.d.sync += ar_valid.eq(0)
         m.d.comb += [self.m_axi_arvalid.eq(ar_valid), self.m_axi_araddr.eq(ar_addr),
@@ -264,7 +283,7 @@ class AxiMaster(wiring.Component):
                         m.d.comb += meta.o.ready.eq(1)
         m.d.comb += self.bytes_read.eq(Mux(r_take, MB, 0))
 
-        # ---- writes ----------------------------------------------------------------
+        # ---- writes: requests -> beats ---------------------------------------------
         wr = self.wr_req.payload
         w_off = wr.addr[:mbb] if mbb else Const(0, 1)
         shifted = Signal(2 * W)
@@ -273,49 +292,101 @@ class AxiMaster(wiring.Component):
                      strobes.eq(((Const(1, 2 * MB + 1) << wr.bytes) - 1) << w_off)]
         two = strobes[MB:].any()
         w_word = (wr.addr >> mbb)[:wa]
-        crosses = (w_word + 1)[:page.bit_length() - 1] == 0 if page > 1 else Const(1)
-        # A write becomes AW items (address, one or two beats) and W items
-        # (beats), one of each per cycle, in two queues whose heads drive
-        # the channels; the second beat of a two-word write waits in
-        # ``pend`` for the next cycle.
-        awq = m.submodules.aw_queue = Queue(
-            shape=data.StructLayout({"addr": self.addr_width, "two": 1}), depth=4)
-        wq = m.submodules.w_queue = Queue(
-            shape=data.StructLayout({"data": W, "strb": MB, "last": 1}), depth=4)
+        # A request is one beat (its word), or two (the second word's beat
+        # waits in ``pend`` for the next cycle): ``beat_*``, one a cycle.
         pend = Signal()
-        pend_aw = Signal()           # the second beat is a burst of its own (4 KB)
         pend_word = Signal(wa)
         pend_data = Signal(W)
         pend_strb = Signal(MB)
-        take_wr = ~pend & awq.i.ready & wq.i.ready
-        second = pend & wq.i.ready & (awq.i.ready | ~pend_aw)
+        beat_ready = Signal()       # the burst builder takes a beat this cycle
+        take_wr = ~pend & beat_ready
         first = self.wr_req.valid & take_wr & (wr.bytes != 0)
-        m.d.comb += [
-            self.wr_req.ready.eq(take_wr),
-            awq.i.valid.eq(first | (second & pend_aw)),
-            awq.i.payload.addr.eq(Mux(pend, pend_word, w_word) << mbb),
-            awq.i.payload.two.eq(~pend & two & ~crosses),
-            wq.i.valid.eq(first | second),
-            wq.i.payload.data.eq(Mux(pend, pend_data, shifted[:W])),
-            wq.i.payload.strb.eq(Mux(pend, pend_strb, strobes[:MB])),
-            wq.i.payload.last.eq(pend | ~two | crosses),
-        ]
+        beat_valid = first | (pend & beat_ready)
+        beat_word = Mux(pend, pend_word, w_word)
+        beat_data = Mux(pend, pend_data, shifted[:W])
+        beat_strb = Mux(pend, pend_strb, strobes[:MB])
+        m.d.comb += self.wr_req.ready.eq(take_wr)
         with m.If(first & two):
-            m.d.sync += [pend.eq(1), pend_aw.eq(crosses), pend_word.eq(w_word + 1),
+            m.d.sync += [pend.eq(1), pend_word.eq(w_word + 1),
                          pend_data.eq(shifted[W:]), pend_strb.eq(strobes[MB:])]
-        with m.If(second):
+        with m.Elif(pend & beat_ready):
             m.d.sync += pend.eq(0)
+
+        # ---- writes: beats -> INCR bursts -------------------------------------------
+        # The newest beat waits in ``hold`` until the next one shows whether
+        # the burst goes on: a beat to the same word merges into it (under
+        # its WSTRB), a beat to the next word continues the burst (unless it
+        # holds ``max_burst`` beats or the held word ends a 4 KB page), any
+        # other beat closes it; so does a full burst, a page end, or two
+        # cycles without a beat. A burst's address and length enter the AW
+        # queue when it ends; its beats enter the W queue as it goes on (W
+        # may lead AW), its last (WLAST) when it ends or, if the W queue is
+        # full then, later (``sealed``: the AW never waits for W room, so a
+        # slave that takes W only after AW cannot deadlock it). The queues'
+        # heads drive AW and W independently.
+        awq = m.submodules.aw_queue = Queue(
+            shape=data.StructLayout({"addr": self.addr_width, "len": 8}), depth=4)
+        wq = m.submodules.w_queue = Queue(
+            shape=data.StructLayout({"data": W, "strb": MB, "last": 1}), depth=W_QUEUE)
+        longest = min(self.max_burst, MAX_WRITE_BURST)
+        hold = Signal()
+        sealed = Signal()       # the held beat ends a burst whose AW is queued
+        hold_word = Signal(wa)
+        hold_data = Signal(W)
+        hold_strb = Signal(MB)
+        start_word = Signal(wa)
+        beats = Signal(range(longest))          # beats of the open burst before the held one
+        quiet = Signal()                        # no beat came last cycle
+        full = beats == longest - 1
+        page_end = hold_word[:page.bit_length() - 1].all() if page > 1 else Const(1)
+        merge = beat_valid & (beat_word == hold_word)
+        extend = beat_valid & ~sealed & (beat_word == hold_word + 1) & ~full & ~page_end
+        ends = hold & ~sealed & Mux(beat_valid, ~merge & ~extend, full | page_end | quiet)
+        push_aw = ends & awq.i.ready
+        m.d.comb += [
+            beat_ready.eq(~hold | (wq.i.ready & awq.i.ready)),
+            wq.i.valid.eq(hold & wq.i.ready & Mux(beat_valid, ~merge, sealed | push_aw)),
+            wq.i.payload.data.eq(hold_data), wq.i.payload.strb.eq(hold_strb),
+            wq.i.payload.last.eq(~extend),
+            awq.i.valid.eq(push_aw),
+            awq.i.payload.addr.eq(start_word << mbb), awq.i.payload.len.eq(beats),
+        ]
+        m.d.sync += quiet.eq(~beat_valid)
+        mask = Cat(bit.replicate(8) for bit in beat_strb)
+        with m.If(beat_valid):
+            with m.If(hold & merge):
+                m.d.sync += [hold_data.eq((hold_data & ~mask) | (beat_data & mask)),
+                             hold_strb.eq(hold_strb | beat_strb)]
+            with m.Else():
+                m.d.sync += [hold.eq(1), sealed.eq(0), hold_word.eq(beat_word),
+                             hold_data.eq(beat_data), hold_strb.eq(beat_strb)]
+                with m.If(hold & extend):
+                    m.d.sync += beats.eq(beats + 1)
+                with m.Else():
+                    m.d.sync += [start_word.eq(beat_word), beats.eq(0)]
+        with m.Elif(wq.i.valid):
+            m.d.sync += [hold.eq(0), sealed.eq(0)]
+        with m.Elif(push_aw):
+            m.d.sync += sealed.eq(1)
+        # W offers a burst's beats once its AW is queued (``ended`` counts the
+        # bursts whose AW is queued and whose last beat has not left on W),
+        # so AW comes first on the wire, never after its burst's beats.
+        ended = Signal(range(W_QUEUE + 2))
+        released = ended != 0
+        w_done = self.m_axi_wvalid & self.m_axi_wready & self.m_axi_wlast
+        m.d.sync += ended.eq(ended + push_aw - w_done)
         # At most max_writes bursts awaiting their response: AW waits (its
         # valid, once high, stays: the count only falls until it is taken).
         b_out = Signal(range(self.max_writes + 1))
         room = b_out < self.max_writes
         m.d.comb += [self.m_axi_awvalid.eq(awq.o.valid & room),
                      self.m_axi_awaddr.eq(awq.o.payload.addr),
-                     self.m_axi_awlen.eq(awq.o.payload.two),
+                     self.m_axi_awlen.eq(awq.o.payload.len),
                      awq.o.ready.eq(self.m_axi_awready & room),
-                     self.m_axi_wvalid.eq(wq.o.valid), self.m_axi_wdata.eq(wq.o.payload.data),
+                     self.m_axi_wvalid.eq(wq.o.valid & released),
+                     self.m_axi_wdata.eq(wq.o.payload.data),
                      self.m_axi_wstrb.eq(wq.o.payload.strb), self.m_axi_wlast.eq(wq.o.payload.last),
-                     wq.o.ready.eq(self.m_axi_wready)]
+                     wq.o.ready.eq(self.m_axi_wready & released)]
         m.d.comb += self.m_axi_bready.eq(1)
         aw_take = self.m_axi_awvalid & self.m_axi_awready
         b_take = self.m_axi_bvalid
@@ -323,8 +394,8 @@ class AxiMaster(wiring.Component):
         with m.If(b_take & self.m_axi_bresp[1]):
             fail(Mux(self.m_axi_bresp[0], ERR_WRITE_DECERR, ERR_WRITE_SLVERR))
         m.d.comb += self.bytes_written.eq(Mux(self.wr_req.valid & take_wr, wr.bytes, 0))
-        writes_idle = (~pend & (awq.level == 0) & (wq.level == 0) & ~awq.i.valid & ~wq.i.valid
-                       & (b_out == 0))
+        writes_idle = (~pend & ~hold & (ended == 0) & (awq.level == 0) & (wq.level == 0) & ~awq.i.valid
+                       & ~wq.i.valid & (b_out == 0))
 
         m.d.comb += [
             self.idle.eq((left == 0) & ~ar_valid & (r_out == 0) & (meta.level == 0) & ~meta.i.valid

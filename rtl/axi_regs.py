@@ -16,22 +16,34 @@ With an ``IRQ_STATUS`` and an ``IRQ_ENABLE`` register in the map, ``irq``
 is high while a status field and the enable field of the same name are
 both set.
 
-The slave answers every access OKAY (unmapped addresses read 0, writes to
-them are ignored), honours ``WSTRB`` byte by byte, and takes AW and W
+Responses: a read of a register answers OKAY; a read of an unmapped
+address answers SLVERR (data 0). A write to a register with a
+software-writable field (``rw``, ``pulse``, ``w1c``) answers OKAY; a write
+to an unmapped address, or to a register whose fields are all read-only
+(``const`` / ``r``: ID, VERSION, CONFIG*, STATUS, PC, the counters),
+answers SLVERR and changes nothing. (SystemRDL only says that software
+writes to read-only fields have no effect; the AXI specification gives
+SLVERR for an access that reached a slave which refuses it, so a driver
+bug, a wrong offset or a write that cannot take effect, is reported rather
+than silently lost.) The slave honours ``WSTRB`` byte by byte, and takes AW and W
 together: ``awready = wready`` is high for one cycle when both are valid
 and no response is pending; ``bvalid`` / ``rvalid`` come from registers
 and are held until ``bready`` / ``rready``. A write answers in 1 cycle, a
 read in 1 cycle.
 """
 
-from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .axi_regmap import REGISTERS
 from .params import check_int
 
-__all__ = ["AxiLiteRegisters", "axi_lite_members", "field_port"]
+__all__ = ["AxiLiteRegisters", "axi_lite_members", "field_port", "is_writable", "RESP_OKAY",
+           "RESP_SLVERR"]
+
+RESP_OKAY = 0
+RESP_SLVERR = 2
 
 
 def axi_lite_members(prefix, *, addr_width, data_width=32):
@@ -49,6 +61,12 @@ def axi_lite_members(prefix, *, addr_width, data_width=32):
         f"{p}_rdata": Out(data_width), f"{p}_rresp": Out(2), f"{p}_rvalid": Out(1),
         f"{p}_rready": In(1),
     }
+
+
+def is_writable(register):
+    """Software can write ``register`` (a dict of the map): one of its fields
+    is ``rw``, ``pulse`` or ``w1c``."""
+    return any(f["kind"] in ("rw", "pulse", "w1c") for f in register["fields"])
 
 
 def field_port(register, field):
@@ -99,12 +117,14 @@ class AxiLiteRegisters(wiring.Component):
         bvalid = Signal()
         rvalid = Signal()
         rdata = Signal(32)
+        bresp = Signal(2)
+        rresp = Signal(2)
         take_w = s.s_axi_awvalid & s.s_axi_wvalid & ~bvalid
         take_r = s.s_axi_arvalid & ~rvalid
         m.d.comb += [s.s_axi_awready.eq(take_w), s.s_axi_wready.eq(take_w),
-                     s.s_axi_bvalid.eq(bvalid), s.s_axi_bresp.eq(0),
+                     s.s_axi_bvalid.eq(bvalid), s.s_axi_bresp.eq(bresp),
                      s.s_axi_arready.eq(take_r), s.s_axi_rvalid.eq(rvalid),
-                     s.s_axi_rdata.eq(rdata), s.s_axi_rresp.eq(0)]
+                     s.s_axi_rdata.eq(rdata), s.s_axi_rresp.eq(rresp)]
         with m.If(take_w):
             m.d.sync += bvalid.eq(1)
         with m.Elif(s.s_axi_bready):
@@ -121,11 +141,15 @@ class AxiLiteRegisters(wiring.Component):
             for reg in self.registers:
                 with m.Case(reg["offset"] >> 2):
                     with m.If(take_r):
-                        m.d.sync += rdata.eq(self._read_value(reg))
+                        m.d.sync += [rdata.eq(self._read_value(reg)), rresp.eq(RESP_OKAY)]
             with m.Default():
                 with m.If(take_r):
-                    m.d.sync += rdata.eq(0)
-        for reg in self.registers:
+                    m.d.sync += [rdata.eq(0), rresp.eq(RESP_SLVERR)]
+        writable = [reg["offset"] >> 2 for reg in self.registers if is_writable(reg)]
+        with m.If(take_w):
+            m.d.sync += bresp.eq(Mux(Cat(waddr == word for word in writable).any(),
+                                     RESP_OKAY, RESP_SLVERR))
+        for reg in [reg for reg in self.registers if is_writable(reg)]:
             hit = take_w & (waddr == reg["offset"] >> 2)
             for f in reg["fields"]:
                 port = getattr(self, field_port(reg, f), None)

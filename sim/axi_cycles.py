@@ -2,7 +2,8 @@
 (:class:`~bertforge.rtl.axi_top.AxiGemmTop`): the ``cycles`` counter of a
 program run on a slave that answers a read burst's first beat ``latency``
 cycles after its AR handshake and then one beat a cycle, bursts back to back
-(cocotbext-axi's ``AxiRam`` without pauses), and takes writes at once.
+(cocotbext-axi's ``AxiRam`` without pauses), and takes writes at once
+(answering a write burst when its AW and its last beat are there).
 
 The engine's walk is :func:`~bertforge.sim.gemm_cycles.timeline` with
 :class:`AxiReads` as its memory: the engine's read requests (a chunk's old
@@ -19,9 +20,14 @@ word holds it a second cycle (:func:`axi_write_cycles`: the writes behind
 it wait), which is what wider words add (at 32 bits an aligned int32 write
 never spills).
 
+The master gathers the writes into bursts (AW first, each burst's beats
+after it ends): a command ends when its last burst is answered,
+:func:`write_drain` cycles after its last beat, less a single beat's.
+
 A program: per command :data:`COMMAND` cycles plus the fetch of its record
-(a read of the record's words) and the engine's cycles from its command
-handshake to its completion; per program :data:`PROGRAM` cycles. Exact
+(a read of the record's words), the engine's cycles from its command
+handshake to its completion and the write drain; per program
+:data:`PROGRAM` cycles. Exact
 when every command is compute bound, at 32 to 256 bits
 (tests/test_axi_cycles.py).
 """
@@ -31,11 +37,12 @@ from dataclasses import dataclass
 from .gemm_cycles import chunks, gemm_cycles
 
 __all__ = ["AxiReads", "axi_top_cycles", "chunk_requests", "block_writes", "axi_write_cycles",
-           "COMMAND", "PROGRAM"]
+           "write_beats", "write_drain", "COMMAND", "PROGRAM"]
 
 #: Cycles per command besides the record's read (first beat ``latency`` after
-#: the AR) and the engine's own: the fetcher's states around them.
-COMMAND = 5
+#: the AR), the engine's own and its last write burst's beats: the fetcher's
+#: states around them.
+COMMAND = 6
 #: Cycles per program besides its commands' (the last NEXT state, the end).
 PROGRAM = 1
 
@@ -161,6 +168,72 @@ def axi_write_cycles(config, cmd, chunk):
     return max(pieces, taken + 1 + hold)
 
 
+def write_beats(config, cmd, chunk):
+    """The aligned beats the master makes of a block's writes, as ``(cycle,
+    word)``: a write leaves the writer as :func:`axi_write_cycles` times it,
+    its first word that cycle, a second word (the bytes past the first
+    word's end) the next."""
+    mb = config.mem_bytes
+    out, taken, hold = [], -1, 0
+    for piece, addr, size in block_writes(config, cmd, chunk):
+        taken = max(piece, taken + 1 + hold)
+        hold = int(addr % mb + size > mb)
+        out.append((taken, addr // mb))
+        if hold:
+            out.append((taken + 1, addr // mb + 1))
+    return out
+
+
+def write_drain(config, timed_beats, max_burst=16):
+    """Cycles from the last of ``timed_beats`` (``(cycle, word)``, in order)
+    to the response of its write burst, less 3 (a single beat's), on a slave
+    that takes everything at once (``AxiRam``), following the master's rules
+    (:class:`~bertforge.rtl.axi.AxiMaster`):
+
+    - a beat to the held beat's word a cycle later (two, if the burst is not
+      full) merges into it; a beat to the next word a cycle or two later
+      extends the burst unless it is full (``min(max_burst,
+      MAX_WRITE_BURST)`` beats) or its word ends a 4 KB page; otherwise the
+      burst ends at the next beat, or 2 cycles after its last (1 if full);
+    - a beat enters the W queue when the next beat comes (the last when its
+      burst ends) and leaves it 2 cycles later at the earliest, a cycle
+      after its burst ended, in order, a beat a cycle; a burst's AW leaves
+      2 cycles after it ended, a burst a cycle;
+    - the slave answers a burst when its AW has come if its last beat came
+      by then, else the cycle after its last beat; bursts in order.
+    """
+    from bertforge.rtl.axi import MAX_WRITE_BURST
+    longest = min(max_burst, MAX_WRITE_BURST)
+    page = 4096 // config.mem_bytes
+    bursts = []         # per burst: [push cycle of each beat], then its end
+    last = None         # (cycle, word) of the held beat
+    for cycle, word in timed_beats:
+        if last is not None:
+            gap, full = cycle - last[0], len(bursts[-1][0]) == longest or last[1] % page == page - 1
+            if word == last[1] and (gap == 1 or (gap == 2 and not full)):
+                last = (cycle, word)
+                continue
+            if gap <= 2 and word == last[1] + 1 and not full:
+                bursts[-1][0][-1] = cycle
+                bursts[-1][0].append(None)
+                last = (cycle, word)
+                continue
+            end = min(cycle, last[0] + (1 if full else 2))
+            bursts[-1][0][-1] = end
+            bursts[-1][1] = end
+        bursts.append([[None], None])
+        last = (cycle, word)
+    full = len(bursts[-1][0]) == longest or last[1] % page == page - 1
+    bursts[-1][1] = bursts[-1][0][-1] = last[0] + (1 if full else 2)
+    w = aw = answer = -10 ** 9
+    for pushes, end in bursts:
+        aw = max(end + 2, aw + 1)
+        for push in pushes:
+            w = max(w + 1, push + 2, end + 1)
+        answer = max(answer + 1, aw if w <= aw else w + 1)
+    return answer - last[0] - 3
+
+
 def axi_top_cycles(config, program, *, latency, max_burst=16, max_reads=4, record_words=None):
     """Predicted ``cycles`` counter of ``program`` (command dicts, all run)
     on the AXI top of the staged GEMM engine ``config`` with a slave of read
@@ -175,5 +248,10 @@ def axi_top_cycles(config, program, *, latency, max_burst=16, max_reads=4, recor
         engine = gemm_cycles(config, [cmd], lat=2, memory=memory,
                              writes=lambda chunk, cmd=cmd: axi_write_cycles(config, cmd, chunk))
         exact &= engine["exact"]
-        total += COMMAND + latency + words + engine["cycles"]
+        blocks = [chunk for chunk in chunks(config, cmd) if chunk["last"]][-2:]
+        timed = sorted((begin + cycle, word) for chunk, begin
+                       in zip(blocks, engine["write_begins"][-len(blocks):])
+                       for cycle, word in write_beats(config, cmd, chunk))
+        total += COMMAND + latency + words + engine["cycles"] + write_drain(config, timed,
+                                                                            max_burst)
     return {"cycles": total, "exact": exact, "bound": "compute" if exact else "memory"}

@@ -14,6 +14,10 @@ burst whose address was taken), with any response code. Properties:
   ``rd_data_payload_held`` on the engine's read data;
 - ``ar_no_4k_crossing``, ``aw_no_4k_crossing``: an INCR burst never crosses a
   4 KB boundary;
+- ``w_matches_aw``: the W beats come in bursts (``wlast`` ends each) that
+  match the AW bursts one for one, in order: each has ``awlen + 1`` beats,
+  whether its beats lead its AW or follow it (W never more than 7 bursts
+  ahead or behind);
 - ``reads_bounded``, ``writes_bounded``: never more bursts in flight than
   configured;
 - ``no_beat_from_nothing``: read data reaches the engine only for beats it
@@ -21,10 +25,12 @@ burst whose address was taken), with any response code. Properties:
   beat was delivered and every write burst answered (so the top, which
   waits for ``idle``, never ends a command with a request unanswered);
 - ``reaches_answered``: a cover, an unaligned request answered in full
-  through stalls (the assumptions leave something to prove).
+  through stalls (the assumptions leave something to prove);
+  ``reaches_write_burst``: a cover, writes that become one 2-beat burst,
+  answered.
 """
 
-from amaranth.hdl import Module, Mux, Signal, Value
+from amaranth.hdl import Array, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 
 from bertforge.rtl.axi import AxiMaster, forward_ports
@@ -39,13 +45,19 @@ AXI_FORMAL_ARGS = dict(data_width=32, inner_addr_width=13, request_beats=3, max_
                        max_reads=2, max_writes=2)
 
 COUNT = 6   # bits of the shadow counters (no wrap within the bounded runs)
+#: Proofs bounded below the default depth (16): ``w_matches_aw`` takes 10 s
+#: at 10 cycles, 69 s at 12 and over 10 minutes at 16 (a 2-beat write burst
+#: is written and answered within 6 cycles: ``reaches_write_burst``).
+DEPTHS = {"w_matches_aw": 10}
 
 
 class AxiMasterSpec(Spec):
     PROPERTIES = ("ar_valid_held", "ar_payload_held", "aw_valid_held", "aw_payload_held",
                   "w_valid_held", "w_payload_held", "rd_data_valid_held", "rd_data_payload_held",
-                  "ar_no_4k_crossing", "aw_no_4k_crossing", "reads_bounded", "writes_bounded",
-                  "no_beat_from_nothing", "idle_means_answered", "reaches_answered")
+                  "ar_no_4k_crossing", "aw_no_4k_crossing", "w_matches_aw", "reads_bounded",
+                  "writes_bounded",
+                  "no_beat_from_nothing", "idle_means_answered", "reaches_answered",
+                  "reaches_write_burst")
 
     def __init__(self, make, *, max_reads, max_writes, only=None):
         super().__init__(only=only)
@@ -83,6 +95,29 @@ class AxiMasterSpec(Spec):
                        ~getattr(dut, f"m_axi_{ch}valid")
                        | ((addr[:12] + (length + 1) * MB) <= 4096))
 
+        # W bursts against AW bursts: each side's lengths by burst number
+        # (modulo 8), checked when the later of the two arrives.
+        aw_lens = Array(Signal(9, name=f"aw_len_{i}") for i in range(8))
+        w_lens = Array(Signal(9, name=f"w_len_{i}") for i in range(8))
+        n_aw, n_w = Signal(COUNT), Signal(COUNT)
+        w_beat = Signal(9)
+        aw_take = dut.m_axi_awvalid & dut.m_axi_awready
+        w_take = dut.m_axi_wvalid & dut.m_axi_wready
+        w_last = w_take & dut.m_axi_wlast
+        length = dut.m_axi_awlen + 1
+        with m.If(aw_take):
+            m.d.sync += [aw_lens[n_aw[:3]].eq(length), n_aw.eq(n_aw + 1)]
+        with m.If(w_take):
+            m.d.sync += w_beat.eq(w_beat + 1)
+        with m.If(w_last):
+            m.d.sync += [w_lens[n_w[:3]].eq(w_beat + 1), n_w.eq(n_w + 1), w_beat.eq(0)]
+        self.check(m, "w_matches_aw",
+                   (~aw_take | (n_aw >= n_w) | (length == w_lens[n_aw[:3]]))
+                   & (~w_last | (n_w >= n_aw) | (w_beat + 1 == aw_lens[n_w[:3]]))
+                   & (~w_take | w_last | (n_w >= n_aw) | (w_beat + 1 < aw_lens[n_w[:3]]))
+                   & (~(aw_take & w_last & (n_aw == n_w)) | (length == w_beat + 1))
+                   & (n_aw - n_w < 8) & (n_w - n_aw < 8))
+
         # Outstanding bounds.
         self.check(m, "reads_bounded", open_n <= self.max_reads)
         self.check(m, "writes_bounded", writes_open <= self.max_writes)
@@ -100,6 +135,10 @@ class AxiMasterSpec(Spec):
                   & (dut.rd_req.payload.beats == 3)):
             m.d.sync += unaligned.eq(1)
         self.cover(m, "reaches_answered", unaligned & dut.idle & (given == 3) & (asked == 3))
+        burst_done = Signal()
+        with m.If(w_last & (w_beat == 1)):
+            m.d.sync += burst_done.eq(1)
+        self.cover(m, "reaches_write_burst", burst_done & dut.idle & (n_aw == 1))
 
 
 def axi_proofs(*, make=None, args=None, label=None, check_reads=None):
@@ -112,12 +151,13 @@ def axi_proofs(*, make=None, args=None, label=None, check_reads=None):
     label = label or ("axi master " + " ".join(f"{k}={v}" for k, v in sorted(args.items())))
     reads = check_reads or args["max_reads"]
     depth = 16
-    fast = ("ar_valid_held", "reads_bounded", "reaches_answered")
+    fast = ("ar_valid_held", "reads_bounded", "w_matches_aw", "reaches_answered",
+            "reaches_write_burst")
     return [Proof(block="gemm", name=name, config=label,
                   spec=lambda only: AxiMasterSpec(make, max_reads=reads,
                                                   max_writes=args["max_writes"], only=only),
-                  method="cover" if name == "reaches_answered" else "bmc",
-                  depth=24 if name == "reaches_answered" else depth,
+                  method="cover" if name.startswith("reaches") else "bmc",
+                  depth=24 if name.startswith("reaches") else DEPTHS.get(name, depth),
                   slow=name not in fast, cone=True)
             for name in AxiMasterSpec.PROPERTIES]
 
@@ -197,7 +237,8 @@ class BrokenAxiMaster(wiring.Component):
     show each proof bites): ``"arvalid_drops"`` (valid withdrawn while
     stalled), ``"arlen_plus_one"`` (bursts one beat longer: 4 KB crossings),
     ``"idle_always"``, ``"extra_beat"`` (read data offered with nothing asked),
-    ``"wdata_flips"`` (payload changes while stalled)."""
+    ``"wdata_flips"`` (payload changes while stalled), ``"wlast_dropped"``
+    (a W burst runs into the next)."""
 
     def __init__(self, fault, **args):
         self.inner = AxiMaster(**args)
@@ -214,6 +255,7 @@ class BrokenAxiMaster(wiring.Component):
         names = [n for n in inner.signature.members if n.startswith("m_axi_")]
         changed = {"arvalid_drops": "m_axi_arvalid", "arlen_plus_one": "m_axi_arlen",
                    "wdata_flips": "m_axi_wdata", "idle_always": "idle",
+                   "wlast_dropped": "m_axi_wlast",
                    "extra_beat": None}[self.fault]
         forward_ports(m, self, inner, [n for n in names if n != changed]
                       + [n for n in ("error", "error_clear", "bytes_read", "bytes_written",
@@ -234,6 +276,8 @@ class BrokenAxiMaster(wiring.Component):
             m.d.comb += self.m_axi_arlen.eq(inner.m_axi_arlen + 1)
         elif self.fault == "wdata_flips":
             m.d.comb += self.m_axi_wdata.eq(inner.m_axi_wdata ^ toggle)
+        elif self.fault == "wlast_dropped":
+            m.d.comb += self.m_axi_wlast.eq(inner.m_axi_wlast & ~toggle)
         elif self.fault == "idle_always":
             m.d.comb += self.idle.eq(1)
         return m

@@ -18,9 +18,9 @@ Properties, each proved by k-induction:
   most one);
 - ``requests_taken``: with no response pending, an AR is taken at once, and
   an AW with its W (the slave never leaves a request waiting for nothing);
-- ``bresp_okay``, ``rresp_okay``: every response is OKAY: the register
-  file defines unmapped addresses as reading 0 and ignoring writes, with an
-  OKAY response (no SLVERR or DECERR from it);
+- ``bresp_decoded``, ``rresp_decoded``: a response is OKAY exactly when
+  its request named a register (a read) or a register with a
+  software-writable field (a write), else SLVERR (never DECERR);
 - ``read_data``: a read returns the register at its address when the AR was
   taken, assembled by the spec from the map's fields (constants, the
   hardware's ``r`` inputs, the stored ``rw`` and ``w1c`` values, 0 for
@@ -38,11 +38,12 @@ Properties, each proved by k-induction:
 Broken copies (:class:`BrokenRegisters`) show that each proof bites.
 """
 
-from amaranth.hdl import Cat, Const, Module, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 
 from bertforge.rtl.axi import forward_ports
-from bertforge.rtl.axi_regs import AxiLiteRegisters, field_port
+from bertforge.rtl.axi_regs import (RESP_OKAY, RESP_SLVERR, AxiLiteRegisters, field_port,
+                                    is_writable)
 
 from .formal import Proof, Spec
 
@@ -51,8 +52,8 @@ __all__ = ["AxiRegsSpec", "BrokenRegisters", "axi_regs_proofs", "FAULTS"]
 
 class AxiRegsSpec(Spec):
     PROPERTIES = ("b_valid_held", "b_payload_held", "r_valid_held", "r_payload_held",
-                  "writes_answered", "reads_answered", "requests_taken", "bresp_okay",
-                  "rresp_okay", "read_data", "rw_follows_writes", "pulse_follows_writes",
+                  "writes_answered", "reads_answered", "requests_taken", "bresp_decoded",
+                  "rresp_decoded", "read_data", "rw_follows_writes", "pulse_follows_writes",
                   "irq_status_w1c", "irq_matches", "reaches_irq_cleared")
 
     def held(self, m, name, valid, ready, payload):
@@ -115,8 +116,18 @@ class AxiRegsSpec(Spec):
                    (~(port("arvalid") & ~port("rvalid")) | port("arready"))
                    & (~(port("awvalid") & port("wvalid") & ~port("bvalid"))
                       | (port("awready") & port("wready"))))
-        self.check(m, "bresp_okay", ~port("bvalid") | (port("bresp") == 0))
-        self.check(m, "rresp_okay", ~port("rvalid") | (port("rresp") == 0))
+        def resp(hit):
+            return Mux(hit, RESP_OKAY, RESP_SLVERR)
+        words = port("awaddr")[2:], port("araddr")[2:]
+        b_expected, r_expected = Signal(2, name="b_expected"), Signal(2, name="r_expected")
+        with m.If(aw_take):
+            m.d.sync += b_expected.eq(resp(Cat(words[0] == reg["offset"] >> 2
+                                               for reg in regs if is_writable(reg)).any()))
+        with m.If(ar_take):
+            m.d.sync += r_expected.eq(resp(Cat(words[1] == reg["offset"] >> 2
+                                               for reg in regs).any()))
+        self.check(m, "bresp_decoded", ~port("bvalid") | (port("bresp") == b_expected))
+        self.check(m, "rresp_decoded", ~port("rvalid") | (port("rresp") == r_expected))
 
         # Read data: the register at the AR's address when it was taken.
         word = port("araddr")[2:]
@@ -187,8 +198,9 @@ BROKEN = {
     "bvalid_drops": ("b_valid_held", "s_axi_bvalid"), "bresp_flips": ("b_payload_held", "s_axi_bresp"),
     "rvalid_drops": ("r_valid_held", "s_axi_rvalid"), "rdata_flips": ("r_payload_held", "s_axi_rdata"),
     "extra_b": ("writes_answered", "s_axi_bvalid"), "extra_r": ("reads_answered", "s_axi_rvalid"),
-    "ar_refused": ("requests_taken", "s_axi_arready"), "bresp_slverr": ("bresp_okay", "s_axi_bresp"),
-    "rresp_decerr": ("rresp_okay", "s_axi_rresp"), "rdata_shifted": ("read_data", "s_axi_rdata"),
+    "ar_refused": ("requests_taken", "s_axi_arready"),
+    "bresp_slverr": ("bresp_decoded", "s_axi_bresp"), "bresp_okay": ("bresp_decoded", "s_axi_bresp"),
+    "rresp_decerr": ("rresp_decoded", "s_axi_rresp"), "rresp_okay": ("rresp_decoded", "s_axi_rresp"), "rdata_shifted": ("read_data", "s_axi_rdata"),
     "rw_stuck": ("rw_follows_writes", "irq_enable_done"),
     "pulse_stuck": ("pulse_follows_writes", "ctrl_start"),
     "w1c_sticky": ("irq_status_w1c", "irq_status_done"), "irq_ignores_enable": ("irq_matches", "irq"),
@@ -223,6 +235,7 @@ class BrokenRegisters(wiring.Component):
             "rvalid_drops": old & ~toggle, "rdata_flips": old ^ toggle,
             "extra_b": old | toggle, "extra_r": old | toggle,
             "ar_refused": old & ~toggle, "bresp_slverr": 2, "rresp_decerr": 3,
+            "bresp_okay": 0, "rresp_okay": 0,     # the old behaviour: OKAY everywhere
             "rdata_shifted": old << 1, "rw_stuck": 0, "pulse_stuck": 0,
             "w1c_sticky": old | ever,
             "irq_ignores_enable": inner.irq_status_done | inner.irq_status_error,
@@ -231,7 +244,8 @@ class BrokenRegisters(wiring.Component):
 
 
 #: The proofs the default test run holds (each a few seconds; the rest ``slow``).
-FAST = ("writes_answered", "read_data", "irq_status_w1c", "irq_matches")
+FAST = ("writes_answered", "read_data", "irq_status_w1c", "irq_matches", "bresp_decoded",
+        "rresp_decoded")
 
 
 def axi_regs_proofs(*, make=None, label=None):

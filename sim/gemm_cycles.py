@@ -286,9 +286,10 @@ def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact, emitt
             write_begin = ready if not written else max(ready, written[-1][1])
             if write_begin > ready:
                 stalled = True
-            written.append((index, write_begin + writes(chunk)))
+            written.append((index, write_begin + writes(chunk), write_begin))
     return {"cycles": int(written[-1][1] + END), "exact": exact and not stalled,
-            "bound": "memory" if stalled else "compute"}
+            "bound": "memory" if stalled else "compute",
+            "write_begins": [begin for _, _, begin in written]}
 
 
 #: Serial engine: cycles from a tile's last beat to its first result row,

