@@ -158,6 +158,14 @@ def test_sim_model_lowbit_one_sentence_a_run(checkpoint, capsys):
                            "at a time: --batch 1")
 
 
+def test_sim_model_lowbit_on_the_harness_only(checkpoint, capsys):
+    assert main(["sim", "model", "--checkpoint", str(checkpoint), "--hw", str(TINY_INT8_HW),
+                 "--bus", "axi4", "--text", "a"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (f"bertforge: error: {TINY_INT8_HW}: the low-bit top runs on the "
+                           "harness only: remove --bus")
+
+
 def test_lowbit_program_refuses(checkpoint):
     from bertforge.sim.encoder_run import lowbit_program
     today = encoder_config(load_hardware(TINY_HW), TINY_HW)
