@@ -11,7 +11,7 @@
 import json
 from pathlib import Path
 
-__all__ = ["add_parser", "run_coverage", "bench_rows"]
+__all__ = ["add_parser", "run_coverage", "bench_rows", "HARNESS_DESIGN"]
 
 
 def add_parser(commands):
@@ -23,19 +23,37 @@ def add_parser(commands):
                                                    "row per model (line and toggle coverage)")
 
 
+#: The instance of the design in a simulation harness (``*_harness``
+#: models: :mod:`bertforge.sim.gemm_harness`, :mod:`bertforge.sim.encoder_harness`);
+#: the harness's own modules (command and memory queues, the memory) are
+#: testbench, left out of :func:`bench_rows`.
+HARNESS_DESIGN = ("engine", "top")
+
+
 def bench_rows(reports):
     """One row per model of :func:`bertforge.sim.coverage.report`'s result:
     its line and toggle points reached, and how many source lines and
-    signals were never reached (all modules)."""
+    signals were never reached, over its modules (a harness: the design's
+    modules only, ``design`` names the instance)."""
+    from bertforge.sim.coverage import percent
     rows = []
     for model, summary in reports.items():
-        entry = summary["(all)"]
-        modules = [e for m, e in summary.items() if m != "(all)"]
-        rows.append({"model": model.split("-cov-")[0],
-                     **{key: entry[key] for key in ("line_hit", "line_points", "line_pct",
-                                                    "toggle_hit", "toggle_points", "toggle_pct")},
-                     "lines_missed": sum(len(e["missed_lines"]) for e in modules),
-                     "signals_missed": sum(len(e["missed_signals"]) for e in modules)})
+        top = model.split("-cov-")[0]
+        modules = {m: e for m, e in summary.items() if m != "(all)"}
+        row = {"model": top, "design": ""}
+        if top.endswith("_harness"):
+            inside = {m: e for m, e in modules.items()
+                      if m.startswith(f"{top}.") and m.split(".")[1] in HARNESS_DESIGN}
+            if inside:
+                modules = inside
+                row["design"] = sorted({m.split(".")[1] for m in inside})[0]
+        for key in ("line_hit", "line_points", "toggle_hit", "toggle_points"):
+            row[key] = sum(e[key] for e in modules.values())
+        row["line_pct"] = percent(row["line_hit"], row["line_points"])
+        row["toggle_pct"] = percent(row["toggle_hit"], row["toggle_points"])
+        row["lines_missed"] = sum(len(e["missed_lines"]) for e in modules.values())
+        row["signals_missed"] = sum(len(e["missed_signals"]) for e in modules.values())
+        rows.append(row)
     return rows
 
 
@@ -52,7 +70,7 @@ def run_coverage(args):
     if args.bench:
         from .bench import write_results
         write_results(args.bench, "coverage", bench_rows(reports), [
-            ("model", lambda r: f"`{r['model']}`"),
+            ("model", lambda r: f"`{r['model']}`" + (f" ({r['design']})" if r["design"] else "")),
             ("line", lambda r: f"{r['line_hit']}/{r['line_points']}"),
             ("line %", lambda r: f"{r['line_pct']:.1f}"),
             ("lines unreached", lambda r: str(r["lines_missed"])),

@@ -99,7 +99,7 @@ def test_coverage_command_reports_a_directory(tmp_path, capsys):
     # --bench: a row per model, for store_bench
     assert main(["coverage", str(tmp_path), "--bench", str(tmp_path / "bench")]) == 0
     rows = json.loads((tmp_path / "bench" / "bench.json").read_text())["results"]
-    assert rows == [{"model": "top", "line_hit": 2, "line_points": 3, "line_pct": 66.67,
+    assert rows == [{"model": "top", "design": "", "line_hit": 2, "line_points": 3, "line_pct": 66.67,
                      "toggle_hit": 3, "toggle_points": 6, "toggle_pct": 50.0,
                      "lines_missed": 1, "signals_missed": 2}]
     capsys.readouterr()
