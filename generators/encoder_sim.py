@@ -52,7 +52,7 @@ def encoder_config(hw, path):
 
 def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, p_req=0, p_data=0,
                     p_wr=0, waves=False, quiet=True, workdir=None, check=True, memory=None,
-                    clock_mhz=100.0, cycles=None):
+                    clock_mhz=100.0, cycles=None, tail=False):
     """Run a stack of ``layers`` (EncoderLayer, one shape, quantized for
     ``config``) on the harness of ``config``, in one Verilator run, once
     per entry of ``runs``: ``(x, valid)``, layer 0's integer input (S x H)
@@ -68,8 +68,12 @@ def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, 
     ``check``, ``match``/``mismatches`` (every stage against the integer
     golden model run on the hardware's own input of that layer). ``cycles``:
     the predicted cycles of the whole run, for its time estimate (refused
-    past the limit, progress when long; see :mod:`bertforge.sim.longrun`)."""
-    from bertforge.sim.encoder_run import layer_program, model_program
+    past the limit, progress when long; see :mod:`bertforge.sim.longrun`).
+    ``tail``: every run ends with
+    :func:`~bertforge.sim.encoder_run.elementwise_program` on the last
+    layer (elementwise commands back to back, rewriting values the layer
+    wrote: the checks hold after it)."""
+    from bertforge.sim.encoder_run import elementwise_program, layer_program, model_program
     layers[0].xq = np.asarray(runs[0][0], dtype=np.int64)
     sdram = () if memory is None or memory.ideal else (memory, clock_mhz)
     banks = (memory.row_words(config.gemm.mem_width) * config.gemm.mem_bytes, memory.banks) \
@@ -80,6 +84,8 @@ def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, 
         for layer in layers:
             layer.valid = valid
         programs.append([layer_program(config, layer, r)[0] for layer, r in zip(layers, regions)])
+        if tail:
+            programs[-1].append(elementwise_program(programs[-1][-1]))
     dtype = "<i1" if config.element_bytes == 1 else "<i2"
     inputs = [np.asarray(x, dtype=np.int64).astype(dtype).ravel().view(np.uint8) for x, _ in runs]
     spec = {"image": image, "programs": programs, "inputs": inputs, "input_addr": regions[0]["x"],
@@ -176,7 +182,7 @@ def _operations(stamps, groups):
 
 def simulate_encoder(config, layer, *, mem_latency=1, seed=0, lat_mask=0, p_req=0, p_data=0,
                      p_wr=0, waves=False, quiet=True, workdir=None, memory=None, clock_mhz=100.0,
-                     cycles=None):
+                     cycles=None, tail=False):
     """Run ``layer`` on the harness of ``config`` (:func:`simulate_layers`
     with one layer and one run). Returns a dict: ``cycles``, ``ops``,
     ``match`` (every stage equals the golden model), ``mismatches`` (per
@@ -185,7 +191,7 @@ def simulate_encoder(config, layer, *, mem_latency=1, seed=0, lat_mask=0, p_req=
     result = simulate_layers(config, [layer], [(layer.xq, layer.valid)], mem_latency=mem_latency,
                              seed=seed, lat_mask=lat_mask, p_req=p_req, p_data=p_data, p_wr=p_wr,
                              waves=waves, quiet=quiet, workdir=workdir, memory=memory,
-                             clock_mhz=clock_mhz, cycles=cycles)
+                             clock_mhz=clock_mhz, cycles=cycles, tail=tail)
     run = result["runs"][0][0]
     reference = encoder_float(layer)
     out = run["golden"]["out"] * layer.scales["out"]
@@ -226,9 +232,10 @@ def compare_classes(operations):
 
 
 def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, waves=False,
-                quiet=True, batch=1):
+                quiet=True, batch=1, tail=False):
     """Simulate one layer (``batch`` sentences of ``seq`` tokens stacked)
-    and compare it; returns the result dict."""
+    and compare it; returns the result dict. ``tail``: as
+    :func:`simulate_layers`'s."""
     from bertforge.sim.encoder_golden import random_layer
     from bertforge.sim.encoder_run import check_shape
     hw = load_hardware(hw_path)
@@ -253,7 +260,7 @@ def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, wa
                               lat_mask=3 if stalls else 0, p_req=int(stall * 256),
                               p_data=int(gap * 256), p_wr=int(stall * 256), waves=waves, quiet=quiet,
                               memory=hw.memory, clock_mhz=hw.clock_mhz,
-                              cycles=prediction["total_cycles"])
+                              cycles=prediction["total_cycles"], tail=tail)
     operations = compare_operations(result["ops"], prediction)
     classes = compare_classes(operations)
     total, model_total = result["cycles"], prediction["total_cycles"]

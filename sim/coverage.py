@@ -24,7 +24,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-__all__ = ["parse", "merge", "read_dir", "summarize", "report", "table", "annotate", "write_report",
+__all__ = ["percent", "parse", "merge", "read_dir", "summarize", "report", "table", "annotate", "write_report",
            "compact", "merge_functional", "uncovered", "CoverageError"]
 
 from bertforge.rtl.errors import BertforgeError
@@ -199,13 +199,14 @@ def summarize(points, verilog_text=None):
             totals[name] += entry[name]
         summary[module] = entry
     for module, entry in list(summary.items()) + [("(all)", totals)]:
-        entry["line_pct"] = _pct(entry["line_hit"], entry["line_points"])
-        entry["toggle_pct"] = _pct(entry["toggle_hit"], entry["toggle_points"])
+        entry["line_pct"] = percent(entry["line_hit"], entry["line_points"])
+        entry["toggle_pct"] = percent(entry["toggle_hit"], entry["toggle_points"])
     summary["(all)"] = totals
     return summary
 
 
-def _pct(hit, points):
+def percent(hit, points):
+    """``hit`` of ``points`` in percent, two decimals (100 with no points)."""
     return round(100.0 * hit / points, 2) if points else 100.0
 
 

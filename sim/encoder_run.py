@@ -14,7 +14,8 @@ from bertforge.rtl.encoder import OP_GELU, OP_GEMM, OP_LAYERNORM, OP_SOFTMAX
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["encoder_program", "model_program", "layer_program", "read_stages", "check_shape",
-           "OPERATIONS", "program_commands", "lowbit_program", "read_lowbit_stages"]
+           "OPERATIONS", "program_commands", "elementwise_program", "lowbit_program",
+           "read_lowbit_stages"]
 
 #: Operations of the program, in order: (workload name, class); the names are
 #: those of :func:`bertforge.generators.workload.encoder_layer` (costed by
@@ -229,6 +230,35 @@ def layer_program(config, layer, r):
     group(lambda: layernorm(r["f"], r["ln1"], r["ln2p"], r["out"]))
     assert len(commands) == program_commands(S, heads, B) and len(groups) == len(OPERATIONS)
     return commands, groups
+
+
+#: The elementwise commands of :func:`elementwise_program`, in an order
+#: with every ordered pair of two back to back (a de Bruijn sequence).
+ELEMENTWISE_ORDER = (OP_SOFTMAX, OP_SOFTMAX, OP_LAYERNORM, OP_SOFTMAX, OP_GELU, OP_LAYERNORM,
+                     OP_LAYERNORM, OP_GELU, OP_GELU, OP_SOFTMAX)
+
+
+def elementwise_program(commands, rows=2):
+    """Elementwise commands back to back, every ordered pair of softmax,
+    layernorm and GELU (a layer's program always has a GEMM between two):
+    the layer's own commands (``commands``, :func:`layer_program`'s) again,
+    each on ``rows`` of its rows (a different ``rows`` each time, cycling
+    through the layernorms). Every tensor of a layer has a region of its
+    own, so a command run again on its final inputs writes the values it
+    wrote before: the memory after it still equals the golden model."""
+    own = {op: [c for c in commands if c.get("op") == op] for op in set(ELEMENTWISE_ORDER)}
+    program = []
+    for index, op in enumerate(ELEMENTWISE_ORDER):
+        c = dict(own[op][index % len(own[op])])
+        first = (index * rows) % max(c["rows"] - rows + 1, 1)
+        take = min(rows, c["rows"])
+        for addr, stride in (("src", "src_stride"), ("src2", "src2_stride"), ("dst", "dst_stride")):
+            if addr in c:
+                c[addr] += first * c[stride]
+        c["rows"] = take
+        c.pop("barrier", None)
+        program.append(c)
+    return program
 
 
 def _read(image, addr, shape, dtype):

@@ -50,14 +50,19 @@ def encoder_coverage(programs, bits):
     and the harness's HDL cover ``bits``."""
     cover = Coverage("encoder")
     cover.hdl_streams(COVER_STREAMS, bits)
+    # one point over every program (a point sampled again starts afresh);
+    # no pair across two programs (the harness runs one after the other)
+    pairs, after_gemm = [], []
     for program in programs:
         ops = [OPS[int(c.get("op", 0))] for c in program]
-        cover.pairs("op", ops, list(OPS.values()))
+        pairs += [f"{a}>{b}" for a, b in zip(ops, ops[1:])]
         # a GEMM after a GEMM: overlapped with it (no barrier) or waiting (barrier)
-        cover.kinds("gemm_after_gemm", ["barrier" if c.get("barrier") else "overlapped"
-                                        for prev, c in zip(program, program[1:])
-                                        if int(prev.get("op", 0)) == int(c.get("op", 0)) == OP_GEMM],
-                    ["overlapped", "barrier"])
+        after_gemm += ["barrier" if c.get("barrier") else "overlapped"
+                       for prev, c in zip(program, program[1:])
+                       if int(prev.get("op", 0)) == int(c.get("op", 0)) == OP_GEMM]
+    names = list(OPS.values())
+    cover.kinds("op.pairs", pairs, [f"{a}>{b}" for a in names for b in names])
+    cover.kinds("gemm_after_gemm", after_gemm, ["overlapped", "barrier"])
     return cover
 
 

@@ -105,6 +105,10 @@ def mixed_jobs(config, seed):
     # Modes and lengths back to back without waiting.
     j.vectors("fft", 8, 3 * lanes)
     j.vectors("linear", 8, lanes + 1)
+    # shift 12 (bit 3 set) on small data: an unsaturated linear job whose
+    # shift has more than three bits (the others use 0, 15 saturated and 16)
+    small = (np.arange(lanes * 8).reshape(lanes, 8) * 37) % 401 - 200
+    j.vectors("linear", 8, lanes, small, small[:, ::-1], shift=12)
     j.vectors("ifft", 64, lanes)
     # n = 2: one 2x2 block / one radix-2 stage, lanes > n/2 on 8 lanes.
     j.weights(2, isolate=True)
@@ -186,7 +190,7 @@ def test_mixed_commands_match_golden_and_cycle_model(config, tmp_path):
     assert result["errors_checked"] == len(jobs.jobs)
     # Every compute job and every segment matches the cycle model.
     computes = [job for job in jobs.jobs if job.get("batch")]
-    assert result["model_checked"] == len(result["jobs"]) == len(computes) == 54
+    assert result["model_checked"] == len(result["jobs"]) == len(computes) == 55
     for job in result["jobs"]:
         assert job["cycles"] == job["model_cycles"]
     segments = result["segments"]

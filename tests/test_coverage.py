@@ -96,6 +96,13 @@ def test_coverage_command_reports_a_directory(tmp_path, capsys):
     summary = json.loads((tmp_path / "coverage-summary.json").read_text())
     assert summary["models"]["top-cov-0123"]["top"]["missed_lines"] == 1
     assert "%000000" in (tmp_path / "annotated" / "top-cov-0123.v.txt").read_text()
+    # --bench: a row per model, for store_bench
+    assert main(["coverage", str(tmp_path), "--bench", str(tmp_path / "bench")]) == 0
+    rows = json.loads((tmp_path / "bench" / "bench.json").read_text())["results"]
+    assert rows == [{"model": "top", "design": "", "line_hit": 2, "line_points": 3, "line_pct": 66.67,
+                     "toggle_hit": 3, "toggle_points": 6, "toggle_pct": 50.0,
+                     "lines_missed": 1, "signals_missed": 2}]
+    capsys.readouterr()
     assert main(["coverage", str(tmp_path / "none")]) == 2
     assert capsys.readouterr().err.strip() == f"bertforge: error: no coverage directory {tmp_path / 'none'}"
 

@@ -62,8 +62,11 @@ WAIVED = {"gelu.y.extremes:min"}
 
 def test_verilator_int32_extremes_and_stalls():
     rng = np.random.default_rng(2)
+    # a sweep of |x| over [0, 4.5) both signs (scale 0.0007): every table
+    # segment on every lane (random int32 inputs land beyond the table)
+    sweep = np.round(np.linspace(-6500, 6500, 44 * 48)).astype(np.int64).reshape(44, 48)
     data = np.concatenate([random_gelu_input(INT32, 3, 48, rng), _extremes(INT32, 48),
-                           rng.integers(-(1 << 31), 1 << 31, (2, 48))])
+                           rng.integers(-(1 << 31), 1 << 31, (2, 48)), sweep])
     result = simulate_gelu(INT32, data, seed=4, x_gap=0.2, y_stall=0.5)
     assert result["match"] and result["passed"]
     assert np.array_equal(result["outputs"], gelu_golden(INT32, data))

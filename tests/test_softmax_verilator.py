@@ -45,6 +45,42 @@ def mixed_rows(config, rng):
     return random_softmax_rows(config, len(lengths), lengths, rng)
 
 
+def dense_rows(config, rng, count=1200):
+    """Many short rows for the datapath's rarely reached bits (mutation
+    testing, docs/verification-coverage.md): half BERT-like rows of random
+    length; int32 designs: a quarter *wide* (tiny scales, spreads past
+    2**22 and 2**24 that still give visible probabilities: the upper bits of
+    ``u`` and of ``u * multiplier``), a quarter *flat* (8 or more elements
+    near the max: row sums of 2**19 to 2**20.6, the divider's upper bits);
+    an int16 design: all BERT-like."""
+    lo, hi = -(1 << (config.in_width - 1)), (1 << (config.in_width - 1)) - 1
+    step = 1 if config.mask else config.lanes
+    rows, xs, scales = [], [], []
+    for index in range(count):
+        kind = index % 4 if config.in_width == 32 else 0
+        if kind < 2:
+            rows.append(int(rng.integers(1, config.l_max // step + 1)) * step)
+            continue
+        if kind == 2:     # wide
+            length, scale = int(rng.integers(2, config.l_max + 1)), 10.0 ** rng.uniform(-7.2, -6.2)
+            real = -rng.uniform(0.0, 2.5, length)
+        else:             # flat
+            length, scale = int(rng.integers(8, config.l_max + 1)), 10.0 ** rng.uniform(-4, -2)
+            real = rng.normal(0.0, rng.uniform(0.01, 0.4), length)
+        xs.append(np.clip(np.round(real / scale), lo, hi).astype(np.int64))
+        scales.append(scale)
+    bert = random_softmax_rows(config, len(rows), rows, rng)
+    if not xs:
+        return bert
+    extra = make_rows(config, xs, None, scales)
+    width = max(bert["x"].shape[1], extra["x"].shape[1])
+    pad = lambda a, fill: np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=fill)
+    return {"x": np.concatenate([pad(bert["x"], 0), pad(extra["x"], 0)]),
+            "mask": np.concatenate([pad(bert["mask"], True), pad(extra["mask"], True)]),
+            **{key: np.concatenate([bert[key], extra[key]])
+               for key in ("lengths", "multipliers", "shifts", "scales")}}
+
+
 @pytest.mark.parametrize("config", DESIGNS, ids=lambda c: c.name)
 def test_softmax_rows_in_verilator(config, tmp_path):
     rng = np.random.default_rng(7)
@@ -59,6 +95,7 @@ def test_softmax_rows_in_verilator(config, tmp_path):
         {"rows": extremes, "x_gap": 0.5, "y_stall": 0.2},
         # the output stalled long enough to fill every queue and refuse input
         {"rows": mixed, "x_gap": 0.05, "y_stall": 0.9},
+        {"rows": dense_rows(config, rng)},
     ]
     passed, results = simulate_softmax(config, scenarios, seed=3, workdir=tmp_path)
     assert passed
@@ -78,6 +115,15 @@ def test_softmax_rows_in_verilator(config, tmp_path):
     assert uncovered(results) == []
 
 
+#: ``t`` of a row (``u`` exactly, with multiplier 2**15 and shift 15) whose
+#: sum, 1,323,008, has bit 18 set and a reciprocal 415,534 whose last bit
+#: decides one output: an error in the divider's last stage, or in the
+#: reciprocal's LSB, changes that output (found by a search over random
+#: rows with the golden model; mutation testing, docs/verification-coverage.md).
+BOUNDARY_T = np.array([0, 826, 1522, 1633, 681, 2919, 1851, 2339, 610, 14, 2912, 546, 2344, 61, 666,
+                       1081, 254, 885, 1360, 230, 109, 1489, 1697, 85])
+
+
 def test_special_rows_give_the_expected_probabilities(tmp_path):
     """Hardware outputs of hand-checked rows (design 0 is already built)."""
     config = DESIGNS[0]
@@ -87,11 +133,14 @@ def test_special_rows_give_the_expected_probabilities(tmp_path):
     masked_but_one = np.ones(24, dtype=bool)
     masked_but_one[17] = False
     rows = make_rows(config, [np.full(24, 7), np.full(8, lo), one_hot, np.arange(24) * 1000,
-                              [hi], np.zeros(24, dtype=np.int64)],
-                     [None, None, None, masked_but_one, None, np.ones(24, dtype=bool)], 1e-3)
+                              [hi], np.zeros(24, dtype=np.int64), (1 << 20) - BOUNDARY_T],
+                     [None, None, None, masked_but_one, None, np.ones(24, dtype=bool), None], 1e-3)
+    rows["multipliers"][6], rows["shifts"][6] = 1 << 15, 15     # t = u exactly
     passed, (result,) = simulate_softmax(config, [{"rows": rows}], workdir=tmp_path)
     out = result["outputs"]
     assert passed
+    assert np.array_equal(out[6], softmax_golden(config, rows["x"][6:], rows["mask"][6:],
+                                                 rows["multipliers"][6:], rows["shifts"][6:])[0])
     assert (out[0] == 11).all()                   # 256 / 24 = 10.67
     assert (out[1, :8] == 32).all()               # 256 / 8 at the bottom of the range
     assert out[2, 5] == 255 and out[2].sum() == 255

@@ -114,6 +114,18 @@ def test_saturation_is_reached_with_16_bit_accumulators(tmp_path):
     assert np.all(result["outputs"][2] == 32767)
 
 
+def test_32_bit_accumulators_saturate_low(tmp_path):
+    """The 3x4 array's 32-bit accumulators clamp at -2**31: 132,200 dense
+    beats of 127 * -128 (-2.148e9) in one tile. The only run that reaches
+    the clamp (line coverage; mutants of the clamp value survive every other
+    test), about 130,000 cycles."""
+    tile = random_sparse_tile(M8, 132_200, 8, 8, np.random.default_rng(4), extreme=(127, -128))
+    result = simulate_sparse(M8, [tile], seed=3, workdir=tmp_path)
+    assert result["passed"] and result["match"]
+    check_outputs(M8, [tile], result)
+    assert (result["outputs"][0] == -(1 << 31)).any()
+
+
 def test_heavy_backpressure_and_sparse_input(tmp_path):
     rng = np.random.default_rng(9)
     tiles = [random_sparse_tile(M8, k, n, m, rng) for n, m, k in
