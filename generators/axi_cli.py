@@ -148,17 +148,11 @@ def run_sim_axi_encoder(block, args):
     at ``--seq`` as one program on the encoder's AXI top; every stage
     against the integer golden model (exit 1 if one differs)."""
     from bertforge.sim.encoder_golden import random_layer
-    from bertforge.sim.encoder_run import check_shape
+    from .encoder_sim import layer_shape
     from .simulate import block_config
-    from .workload import MODELS
     config = block_config(block, args)
     bus = bus_of(config, args)
-    shape = MODELS[args.model]
-    try:
-        check_shape(config, args.seq, shape.hidden, shape.heads, shape.ffn)
-    except ValueError as error:
-        raise CliError(f"{args.model} at sequence length {args.seq} does not fit {args.hw}: "
-                       f"{error}") from None
+    shape = layer_shape(config, args.model, args.seq, args.hw)
     layer = random_layer(config, args.seq, shape.hidden, shape.heads, shape.ffn, seed=args.seed)
     result = simulate_axi_encoder(config, layer, bus=bus, seed=args.seed,
                                   pause=max(args.gap, args.stall))

@@ -231,21 +231,30 @@ def compare_classes(operations):
     return classes
 
 
+def layer_shape(config, model, seq, where, batch=1):
+    """The shape ``MODELS[model]`` of random layers at sequence length
+    ``seq`` (``batch`` sentences stacked); a one-line ``CliError`` naming
+    ``where`` (the accelerator) if it does not fit ``config``."""
+    from bertforge.sim.encoder_run import check_shape
+    shape = MODELS[model]
+    try:
+        check_shape(config, seq, shape.hidden, shape.heads, shape.ffn, batch)
+    except ValueError as error:
+        sentences = f", batch {batch}" if batch > 1 else ""
+        raise CliError(f"{model} at sequence length {seq}{sentences} does not fit {where}: "
+                       f"{error}") from None
+    return shape
+
+
 def run_encoder(hw_path, *, model="tiny", seq=32, seed=0, gap=0.0, stall=0.0, waves=False,
                 quiet=True, batch=1, tail=False):
     """Simulate one layer (``batch`` sentences of ``seq`` tokens stacked)
     and compare it; returns the result dict. ``tail``: as
     :func:`simulate_layers`'s."""
     from bertforge.sim.encoder_golden import random_layer
-    from bertforge.sim.encoder_run import check_shape
     hw = load_hardware(hw_path)
     config = encoder_config(hw, hw_path)
-    shape = MODELS[model]
-    try:
-        check_shape(config, seq, shape.hidden, shape.heads, shape.ffn, batch)
-    except ValueError as error:
-        raise CliError(f"{model} at sequence length {seq}, batch {batch} does not fit {hw_path}: "
-                       f"{error}") from None
+    shape = layer_shape(config, model, seq, hw_path, batch)
     if not 1 <= hw.mem_latency <= 200:
         raise CliError(f"{hw_path}: the simulated memory takes mem_latency 1..200, not {hw.mem_latency}")
     notes = []

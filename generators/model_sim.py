@@ -183,8 +183,6 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
         operations += ops
         if progress:
             progress(index, sentences[-1])
-    got, ref = np.array(embeddings), np.array(references)
-    cosines = [s["cosine"] for s in sentences]
     classes = compare_classes(operations)
     per_operation = {}
     for op in operations:
@@ -193,18 +191,27 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
                                                            "predicted": 0})
         entry["cycles"] += op["cycles"]
         entry["predicted"] += op["predicted"]
+    return _summary(model, hardware, config, texts, sentences, embeddings, references,
+                    seq=seq, batch=batch, layers=len(model.layers), match=match, classes=classes,
+                    operations=list(per_operation.values()), start=start,
+                    build_seconds=build_seconds, sim_seconds=simulated["phases"]["simulate"])
+
+
+def _summary(model, hardware, config, texts, sentences, embeddings, references, *, layers,
+             start, **fields):
+    """:func:`encode`'s result: the run's ``fields`` and what follows from
+    the sentences (cosines, Spearman, cycle totals)."""
+    got, ref = np.array(embeddings), np.array(references)
+    cosines = [s["cosine"] for s in sentences]
     return {
         "checkpoint": str(model.path), "hardware": hardware.name, "design": config.name,
-        "seq": seq, "batch": batch, "layers": len(model.layers), "texts": len(texts),
+        "layers": layers, "texts": len(texts),
         "embeddings": got.astype(np.float32), "reference": ref, "sentences": sentences,
-        "match": match, "cosine_min": min(cosines), "cosine_mean": float(np.mean(cosines)),
+        "cosine_min": min(cosines), "cosine_mean": float(np.mean(cosines)),
         "spearman": similarity_spearman(got, ref),
         "cycles": sum(s["cycles"] for s in sentences),
         "predicted_cycles": sum(s["predicted_cycles"] for s in sentences),
-        "classes": classes, "operations": list(per_operation.values()),
-        "clock_mhz": hardware.clock_mhz,
-        "seconds": time.perf_counter() - start, "build_seconds": build_seconds,
-        "sim_seconds": simulated["phases"]["simulate"],
+        "clock_mhz": hardware.clock_mhz, "seconds": time.perf_counter() - start, **fields,
     }
 
 
@@ -264,8 +271,6 @@ def _encode_axi(texts, ids, runs, model, config, qmodel, hardware, prediction, b
         references.append(reference)
         if progress:
             progress(index, sentences[-1])
-    got, ref = np.array(embeddings), np.array(references)
-    cosines = [s["cosine"] for s in sentences]
     by_class = {}
     for row in prediction["operations"]:
         by_class[row["class"]] = by_class.get(row["class"], 0) + row["cycles"]
@@ -277,19 +282,11 @@ def _encode_axi(texts, ids, runs, model, config, qmodel, hardware, prediction, b
         model_cycles = cycles * len(qmodel.layers) * len(results)
         classes.append({"class": name, "cycles": measured, "predicted": model_cycles,
                         "difference": (measured - model_cycles) / model_cycles})
-    return {
-        "checkpoint": str(model.path), "hardware": hardware.name, "design": config.name,
-        "seq": seq, "batch": batch, "layers": len(qmodel.layers), "texts": len(texts),
-        "embeddings": got.astype(np.float32), "reference": ref, "sentences": sentences,
-        "match": match, "cosine_min": min(cosines), "cosine_mean": float(np.mean(cosines)),
-        "spearman": similarity_spearman(got, ref),
-        "cycles": sum(s["cycles"] for s in sentences),
-        "predicted_cycles": sum(s["predicted_cycles"] for s in sentences),
-        "classes": classes, "operations": [], "clock_mhz": hardware.clock_mhz, "bus": bus,
-        "seconds": time.perf_counter() - start,
-        "build_seconds": sum(r["phases"]["build"] for r in results),
-        "sim_seconds": sum(r["phases"]["simulate"] for r in results),
-    }
+    return _summary(model, hardware, config, texts, sentences, embeddings, references,
+                    seq=seq, batch=batch, layers=len(qmodel.layers), match=match, classes=classes,
+                    operations=[], bus=bus, start=start,
+                    build_seconds=sum(r["phases"]["build"] for r in results),
+                    sim_seconds=sum(r["phases"]["simulate"] for r in results))
 
 
 # ---- command line

@@ -44,51 +44,46 @@ def add_parser(commands):
     _add_run_parser(actions)
 
 
-def _add_run_parser(actions):
+def _add_layer_args(parser):
+    """The accelerator and the random encoder layers of ``soc run`` and ``soc sim``."""
     from .cli_common import bounded_int
     from .workload import MODELS
+    parser.add_argument("--hw", metavar="FILE.toml", default=str(DEFAULT_HW),
+                        help="the accelerator's hardware config, as for analyze (the SoC's; "
+                             "default generators/configs/tiny.toml)")
+    parser.add_argument("--model", default="tiny", choices=sorted(MODELS),
+                        help="layer shape (default tiny: hidden 64, 2 heads, FFN 256)")
+    parser.add_argument("--layers", type=bounded_int(12, "layers of one program"), default=1,
+                        metavar="N", help="layers run as one program (default 1)")
+    parser.add_argument("--seq", type=bounded_int(512, "a layer's sequence"), default=8,
+                        metavar="N", help="sequence length (default 8)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="the random layers' seed (default 0)")
+
+
+def _add_run_parser(actions):
     run = actions.add_parser("run", help="encoder layers on a board's SoC over UARTBone: "
                                          "upload once (verified), run, read back, compare")
     run.add_argument("--port", required=True, help="the board's serial port (/dev/ttyUSB0)")
     run.add_argument("--map", metavar="soc_map.json", default=None,
                      help="the SoC's map from its build (default "
                           "build-soc-ulx3s-85f/soc_map.json); its baud rate is UARTBone's")
-    run.add_argument("--hw", metavar="FILE.toml", default=str(DEFAULT_HW),
-                     help="the hardware config the SoC was built with (default "
-                          "generators/configs/tiny.toml)")
-    run.add_argument("--model", default="tiny", choices=sorted(MODELS),
-                     help="layer shape (default tiny)")
-    run.add_argument("--layers", type=bounded_int(12, "layers of one program"), default=1,
-                     metavar="N", help="layers run as one program (default 1)")
-    run.add_argument("--seq", type=bounded_int(512, "a layer's sequence"), default=8, metavar="N",
-                     help="sequence length (default 8)")
-    run.add_argument("--seed", type=int, default=0, help="the random layers' seed (default 0)")
+    _add_layer_args(run)
     run.add_argument("--force-upload", action="store_true",
                      help="upload even if the board holds the image (its marker matches)")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def _add_sim_parser(actions):
-    from .cli_common import bounded_int
-    from .workload import MODELS
     sim = actions.add_parser("sim", help="encoder layers from the SDRAM of the whole SoC in "
                                          "Verilator (LiteDRAM, UARTBone), against analyze")
-    sim.add_argument("--hw", metavar="FILE.toml", default=str(DEFAULT_HW),
-                     help="the accelerator's hardware config, as for analyze "
-                          "(default generators/configs/tiny.toml)")
-    sim.add_argument("--model", default="tiny", choices=sorted(MODELS),
-                     help="layer shape (default tiny: hidden 64, 2 heads, FFN 256)")
-    sim.add_argument("--layers", type=bounded_int(12, "layers of one program"), default=1,
-                     metavar="N", help="layers run as one program (default 1)")
-    sim.add_argument("--seq", type=bounded_int(512, "a simulated layer's sequence"), default=8,
-                     metavar="N", help="sequence length (default 8)")
-    sim.add_argument("--seed", type=int, default=0, help="the random layers' seed (default 0)")
+    _add_layer_args(sim)
     sim.add_argument("--per-operation", action="store_true",
                      help="run each operation as its own program: cycles per operation class "
                           "against analyze (slower)")
     sim.add_argument("-o", "--out", metavar="DIR", default=None,
                      help="also write report.json and report.md into DIR")
-    sim.add_argument("--json", action="store_true", help="print the report as JSON")
+    sim.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def soc_accelerator(hw):

@@ -69,12 +69,10 @@ def run_soc_run(args):
     from bertforge.boards.uartbone import UartBone, UartBoneError
     from bertforge.rtl.errors import BertforgeError
     from bertforge.sim.encoder_golden import random_layer
-    from bertforge.sim.encoder_run import check_shape
     from .analyze import analyze, load_hardware
     from .axi_sim import axi_name
-    from .encoder_sim import encoder_config
+    from .encoder_sim import encoder_config, layer_shape
     from .soc_simulate import soc_hardware
-    from .workload import MODELS
     map_path = Path(args.map or DEFAULT_MAP)
     if not map_path.is_file():
         raise CliError(f"no SoC map {map_path}; build the SoC first (bertforge soc build "
@@ -86,12 +84,7 @@ def run_soc_run(args):
     except (ValueError, KeyError, TypeError) as error:
         raise CliError(f"{map_path} is not a SoC map (soc_map.json): {error}") from None
     config = encoder_config(load_hardware(args.hw), args.hw)
-    shape = MODELS[args.model]
-    try:
-        check_shape(config, args.seq, shape.hidden, shape.heads, shape.ffn)
-    except ValueError as error:
-        raise CliError(f"{args.model} at sequence length {args.seq} does not fit the accelerator "
-                       f"of {args.hw}: {error}") from None
+    shape = layer_shape(config, args.model, args.seq, f"the accelerator of {args.hw}")
     if axi_name(config) != module:
         raise CliError(f"the SoC of {map_path} carries {module}, not the accelerator of "
                        f"{args.hw} ({axi_name(config)}); give the --hw it was built with")

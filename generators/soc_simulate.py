@@ -212,25 +212,17 @@ def run_soc_layers(*, hw=None, model="tiny", layers=1, seq=8, seed=0, per_operat
     ``"mismatches"``, ``"cycles"`` (the accelerator's), ``"predicted_cycles"``,
     ``"difference"``, ``"classes"`` (with ``per_operation``: measured and
     predicted per operation class), ``"counters"``, ``"perf"`` (the SoC's
-    counters), ``"violations"``, ``"seconds"``, ...}. ``ParameterError`` (one
+    counters), ``"violations"``, ``"seconds"``, ...}. ``CliError`` (one
     line) when the shape does not fit the accelerator."""
     from bertforge.sim.encoder_golden import random_layer
-    from bertforge.sim.encoder_run import check_shape
-    from bertforge.rtl.errors import BertforgeError, ParameterError
+    from bertforge.rtl.errors import BertforgeError
     from .analyze import analyze, load_hardware
-    from .encoder_sim import compare_classes
-    from .workload import MODELS
-    from .encoder_sim import encoder_config
+    from .encoder_sim import compare_classes, encoder_config, layer_shape
     from .soc_cli import DEFAULT_HW
     start = time.perf_counter()
     hw = str(hw or DEFAULT_HW)
     config = encoder_config(load_hardware(hw), hw)       # checked before the SoC is made
-    shape = MODELS[model]
-    try:
-        check_shape(config, seq, shape.hidden, shape.heads, shape.ffn)
-    except ValueError as error:
-        raise ParameterError(f"{model} at sequence length {seq} does not fit the accelerator "
-                             f"of {hw}: {error}") from None
+    shape = layer_shape(config, model, seq, f"the accelerator of {hw}")
     prediction = analyze(model, seq, soc_hardware(hw), transpose=True)
     config, _ = soc_sim_model(hw)
     stack = [random_layer(config, seq, shape.hidden, shape.heads, shape.ffn, seed=seed + index)

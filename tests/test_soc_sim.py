@@ -248,7 +248,8 @@ def test_encoder_layer_from_sdram(model):
     assert perf["read"] * 2 == counters["bytes_read"] == perf["r"] * 16
     assert perf["wide_cmd"] == perf["r"] + perf["w"]
     written = perf["native_cmd"] - perf["read"]          # native write commands
-    assert counters["bytes_written"] <= 2 * written < 8 * perf["w"]
+    assert counters["bytes_written"] <= 2 * written     # 2 bytes a native write
+    assert written < 8 * perf["w"]                       # not all 8 words of every beat
     assert written - 128 <= perf["write"] <= written
     assert perf["refresh"] > 0 and perf["activate"] > 0
 
