@@ -302,13 +302,13 @@ def write_bench_precisions(out, checkpoint, rows):
         "bytes/sentence: compulsory traffic of one sentence through all layers (each operand "
         "read once, each result written once), weights included; w8a8 and w4a8 with the GELU "
         "on FFN 1's writer (its int16 input not stored)",
-        "sent/s: a roofline from the IDEAL-memory model (not yet the memory-aware model of "
-        "a [memory] section): compute cycles from analyze (minilm.toml's array, ideal memory) against the "
-        "bytes over the ULX3S's 16-bit SDRAM (2 bytes a cycle at 100 MHz, no refresh or row "
-        "misses); at batch 8 the weights are read once for 8 sentences",
+        "sent/s: a roofline, not analyze's memory-aware [memory] model (w4a8 has no hardware "
+        "config for it to run): compute cycles from analyze (minilm.toml's array, ideal memory) "
+        "against the bytes over the ULX3S's 16-bit SDRAM at its peak (2 bytes a cycle at "
+        "100 MHz, no refresh or row misses); at batch 8 the weights are read once for 8 sentences",
         "w8a8 and w4a8: the low-bit integer golden model (sim/lowbit_golden.py, IntegerLowbit: "
-        "today's int16 units, int8 GEMM operands); no RTL config runs them yet: see "
-        "generators/docs/lowbit.md"])
+        "int16 residual stream and units, int8 GEMM operands); w8a8's is bit-exact with the RTL "
+        "(sim model --hw minilm_int8.toml), w4a8 has no RTL yet: see generators/docs/lowbit.md"])
     _plot(Path(out) / "cosine_bytes.png", rows)
 
 
