@@ -230,14 +230,14 @@ def test_refused_command_with_k_of_16_bits_keeps_its_tag(tmp_path):
 
 
 def test_far_rows_and_a_bias_at_the_top_of_memory(tmp_path):
-    """Over random memory: row strides with their top bit set (16,400
-    bytes: the rows of A, then of B, half a memory apart), and a bias that
+    """Over random memory: row strides with their top bit set (17,424 and
+    16,400 bytes: the rows of A, then of B, half a memory apart), and a bias that
     ends exactly at the top of memory (the largest accepted), stay
     bit-exact."""
     config = TINY
     top = 1 << config.addr_width
     image = np.random.default_rng(13).integers(0, 256, top, dtype=np.uint8)
-    commands = [dict(m=2, k=8, n=2, a_addr=0, a_stride=16400, b_addr=64, b_stride=16,
+    commands = [dict(m=2, k=8, n=2, a_addr=0, a_stride=17424, b_addr=64, b_stride=16,
                      c_addr=256, c_stride=16, tag=0),
                 dict(m=2, k=2, n=8, a_addr=512, a_stride=16, b_addr=576, b_stride=16400,
                      c_addr=640, c_stride=32, tag=1),
