@@ -204,6 +204,50 @@ def test_memory_bound_model_within_two_percent(tmp_path):
     assert abs(result["cycles"] - result["model_cycles"]) <= 0.02 * result["model_cycles"]
 
 
+def test_writer_stalled_holds_back_the_array(tmp_path):
+    """Writes held off almost always (p_wr 250/256): both accumulator
+    slots wait for the writer while the array has the next block's rows,
+    so the accumulator must refuse them (``c.ready`` low with ``c.valid``
+    high: an accumulator that takes them anyway fails here, mutant 6 of
+    docs/verification-coverage.md); 12 one-chunk blocks stay bit-exact."""
+    config = TINY
+    problems = [dict(m=config.block_rows, k=config.k_chunk, n=config.panel) for _ in range(12)]
+    image, commands = layout_problems(config, problems, np.random.default_rng(11))
+    result = simulate_gemm(config, image, commands, seed=11, p_wr=250, workdir=tmp_path / "held")
+    check(result, commands, config)
+
+
+def test_refused_command_with_k_of_16_bits_keeps_its_tag(tmp_path):
+    """A command whose K has its top bit set (40,000: A leaves memory) is
+    refused with its own tag (the completions' tags are checked), and the
+    next command runs."""
+    config = TINY
+    problems = [dict(raw=dict(m=1, k=40000, n=1)), dict(m=3, k=5, n=2)]
+    image, commands = layout_problems(config, problems, np.random.default_rng(12))
+    result = simulate_gemm(config, image, commands, seed=12, workdir=tmp_path / "k16")
+    check(result, commands, config)
+    assert result["errors"] == [True, False] and result["tags_ok"]
+
+
+def test_far_rows_and_a_bias_at_the_top_of_memory(tmp_path):
+    """Over random memory: row strides with their top bit set (17,424 and
+    16,400 bytes: the rows of A, then of B, half a memory apart), and a bias that
+    ends exactly at the top of memory (the largest accepted), stay
+    bit-exact."""
+    config = TINY
+    top = 1 << config.addr_width
+    image = np.random.default_rng(13).integers(0, 256, top, dtype=np.uint8)
+    commands = [dict(m=2, k=8, n=2, a_addr=0, a_stride=17424, b_addr=64, b_stride=16,
+                     c_addr=256, c_stride=16, tag=0),
+                dict(m=2, k=2, n=8, a_addr=512, a_stride=16, b_addr=576, b_stride=16400,
+                     c_addr=640, c_stride=32, tag=1),
+                dict(m=2, k=4, n=3, a_addr=768, a_stride=16, b_addr=800, b_stride=16,
+                     c_addr=896, c_stride=16, bias=1, bias_addr=top - 12, tag=2)]
+    result = simulate_gemm(config, image, commands, seed=13, workdir=tmp_path / "far")
+    check(result, commands, config)
+    assert result["errors"] == [False, False, False]
+
+
 def transposed(problems):
     """``problems`` with C stored transposed, but those that accumulate or
     whose C another accumulates onto (old C is read row by row)."""
