@@ -75,6 +75,20 @@ def encoder_program(config, layer):
     return image, programs[0], regions[0], groups[0], abits
 
 
+class _Image:
+    """A memory image's regions, one after another, each from a ``word``
+    boundary: ``take(size)`` is the next region's byte address, ``end`` the
+    first byte after the last."""
+
+    def __init__(self, word):
+        self.word, self.end = word, 0
+
+    def take(self, size):
+        at = self.end
+        self.end += -(-size // self.word) * self.word
+        return at
+
+
 def model_program(config, layers, *, banks=None, origin=0):
     """``(image, programs, regions, groups, abits)`` of a stack of layers
     (:class:`~bertforge.sim.encoder_golden.EncoderLayer`, one shape): the
@@ -108,13 +122,8 @@ def model_program(config, layers, *, banks=None, origin=0):
                                          ("g", T * F), ("f", T * H), ("out", T * H))}
     act["scores"] = B * heads * S * S * 4
     n_out = {"q": H, "v": H, "o": H, "1": F, "2": H}
-    regions, cursor = [], 0
-
-    def take(size_bytes):
-        nonlocal cursor
-        at = cursor
-        cursor += -(-size_bytes // mb) * mb
-        return at
+    regions, memory = [], _Image(mb)
+    take = memory.take
     for index, layer in enumerate(layers):
         if (layer.seq, layer.hidden, layer.ffn, layer.heads, layer.batch) != (S, H, F, heads, B):
             raise ParameterError(f"layer {index} has another shape than layer 0")
@@ -122,10 +131,10 @@ def model_program(config, layers, *, banks=None, origin=0):
         for name in ACTIVATIONS:
             if banks is not None and name in PARTNERS:     # half the banks after its partner
                 period = banks[0] * banks[1]
-                cursor += (r[PARTNERS[name]] + period // 2 - cursor) % period
+                memory.end += (r[PARTNERS[name]] + period // 2 - memory.end) % period
             r[name] = take(act[name])
         regions.append(r)
-    read_bytes = cursor
+    read_bytes = memory.end
     for r, layer in zip(regions, layers):
         for name, size in (("wq", H * H), ("wk", H * H), ("wv", H * H), ("wo", H * H),
                            ("w1", H * F), ("w2", F * H), ("ln1p", 2 * H), ("ln2p", 2 * H)):
@@ -135,7 +144,7 @@ def model_program(config, layers, *, banks=None, origin=0):
         for key in layer.words or {}:
             r[f"scale_{key}"] = take(4 * n_out[key])
         r["read_bytes"] = read_bytes
-    abits = max(12, (cursor + 2 * mb - 1).bit_length())
+    abits = max(12, (memory.end + 2 * mb - 1).bit_length())
     image = np.zeros(1 << abits, dtype=np.uint8)
     dtype = "<i1" if eb == 1 else "<i2"
 
@@ -333,20 +342,15 @@ def lowbit_program(config, imodel, seq, valid=None):
            "scores": heads * S * S * 4, "p": heads * S * S, "ctx": T * H, "attn": T * H * 2,
            "ln1": T * H * 2, "ln1_8": T * H, "h1": T * F * 2, "g": T * F, "f": T * H * 2,
            "out": T * H * 2, "out8": T * H}
-    regions, cursor = [], 0
-
-    def take(size):
-        nonlocal cursor
-        at = cursor
-        cursor += -(-size // mb) * mb
-        return at
+    regions, memory = [], _Image(mb)
+    take = memory.take
     for index in range(len(imodel.plan)):
         r = {"x16": take(act["x16"]), "x8": take(act["x8"])} if index == 0 else \
             {"x16": regions[-1]["out"], "x8": regions[-1]["out8"]}
         for name in LOWBIT_ACTIVATIONS:
             r[name] = take(act[name])
         regions.append(r)
-    read_bytes = cursor
+    read_bytes = memory.end
     n_out = {"q": H, "k": H, "v": H, "o": H, "1": F, "2": H}
     for r in regions:
         for key, (k, n) in {"q": (H, H), "k": (H, H), "v": (H, H), "o": (H, H), "1": (H, F),
@@ -357,7 +361,7 @@ def lowbit_program(config, imodel, seq, valid=None):
         r["ln1p"], r["ln2p"] = take(8 * H), take(8 * H)
         r["gelu_words"] = take(4 * F)
         r["read_bytes"] = read_bytes
-    abits = max(12, (cursor + 2 * mb - 1).bit_length())
+    abits = max(12, (memory.end + 2 * mb - 1).bit_length())
     image = np.zeros(1 << abits, dtype=np.uint8)
 
     def put(at, matrix, kind):

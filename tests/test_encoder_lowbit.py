@@ -203,6 +203,7 @@ def _run_top(config, image, commands, limit=3000):
     from amaranth.sim import Simulator
 
     from bertforge.rtl.encoder import EncoderTop
+    from bertforge.sim.stream_sim import stream_put
     dut = EncoderTop(config)
     mem, mb = bytearray(image), config.gemm.mem_bytes
     finished = []
@@ -234,10 +235,7 @@ def _run_top(config, image, commands, limit=3000):
 
     async def host(ctx):
         for command in commands:
-            ctx.set(dut.cmd.payload, command)
-            ctx.set(dut.cmd.valid, 1)
-            await ctx.tick().until(dut.cmd.ready)
-            ctx.set(dut.cmd.valid, 0)
+            await stream_put(ctx, dut.cmd, command)
             for _ in range(limit):
                 await ctx.tick()
                 if ctx.get(dut.finish):
