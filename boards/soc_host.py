@@ -26,6 +26,7 @@ import time
 import zlib
 
 from bertforge.rtl.errors import BertforgeError
+from .uartbone import MAX_BURST, WordBus, words_block
 
 __all__ = ["DFII_CONTROL_SOFTWARE", "DFII_CONTROL_HARDWARE", "csr_write", "csr_read",
            "sdram_init", "SocRegisters", "RemoteClientBus", "wait_irq", "UPLOAD_MAGIC",
@@ -97,30 +98,22 @@ class SocRegisters:
         self.bus.write_block(addr, data)
 
 
-class RemoteClientBus:
-    """LiteX's ``RemoteClient`` (``litex_server`` in between) as a bus:
-    ``read32``/``write32`` and ``read_block``/``write_block`` (reads of at
-    most 255 words, UARTBone's frame)."""
+class RemoteClientBus(WordBus):
+    """LiteX's ``RemoteClient`` (``litex_server`` in between) as a
+    :class:`~bertforge.boards.uartbone.WordBus` (reads of at most 255
+    words, UARTBone's frame)."""
 
     def __init__(self, client):
         self.client = client
 
-    def read32(self, addr):
-        return self.client.read(addr)
+    def write_words(self, addr, words):
+        self.client.write(addr, list(words))
 
-    def write32(self, addr, value):
-        self.client.write(addr, value)
-
-    def write_block(self, addr, data):
-        data = bytes(data)
-        self.client.write(addr, [int.from_bytes(data[i:i + 4], "little")
-                                 for i in range(0, len(data), 4)])
-
-    def read_block(self, addr, length):
+    def read_words(self, addr, count):
         words = []
-        for at in range(0, length // 4, 255):
-            words += self.client.read(addr + 4 * at, min(255, length // 4 - at))
-        return b"".join(w.to_bytes(4, "little") for w in words)
+        for at in range(0, count, MAX_BURST):
+            words += self.client.read(addr + 4 * at, min(MAX_BURST, count - at))
+        return words
 
 
 def wait_irq(bus, soc_map, *, polls, interval, sleep=time.sleep):
@@ -161,8 +154,7 @@ def upload(bus, soc_map, addr, data, *, force=False):
         raise BertforgeError(f"{len(data):,} bytes at {addr:#x} do not fit the SDRAM below its "
                              f"marker at {marker:#x}")
     expected = [UPLOAD_MAGIC, addr, len(data), crc]
-    if not force and bus.read_block(marker, 16) == b"".join(
-            w.to_bytes(4, "little") for w in expected):
+    if not force and bus.read_block(marker, 16) == words_block(expected):
         return {"uploaded": False, "crc32": crc, "bytes": len(data)}
     bus.write32(marker, 0)                       # no valid marker while the image changes
     bus.write_block(addr, data)
@@ -171,7 +163,7 @@ def upload(bus, soc_map, addr, data, *, force=False):
         at = next(i for i in range(len(data)) if back[i] != data[i])
         raise BertforgeError(f"the SDRAM read back differs from the upload at {addr + at:#x} "
                              f"(wrote {data[at]:#04x}, read {back[at]:#04x})")
-    bus.write_block(marker, b"".join(w.to_bytes(4, "little") for w in expected))
+    bus.write_block(marker, words_block(expected))
     return {"uploaded": True, "crc32": crc, "bytes": len(data)}
 
 

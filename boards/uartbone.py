@@ -28,7 +28,8 @@ one (``Stream2Wishbone``):
 from bertforge.rtl.errors import BertforgeError
 
 __all__ = ["CMD_WRITE", "CMD_READ", "MAX_BURST", "RESYNC_SECONDS", "UartBoneError",
-           "write_frame", "read_frame", "decode_words", "UartBone"]
+           "write_frame", "read_frame", "decode_words", "block_words", "words_block",
+           "WordBus", "UartBone"]
 
 CMD_WRITE = 0x01
 CMD_READ = 0x02
@@ -73,10 +74,42 @@ def decode_words(data):
     return [int.from_bytes(data[i:i + 4], "big") for i in range(0, len(data), 4)]
 
 
-class UartBone:
-    """The SoC's bus over UARTBone: ``read32``/``write32`` of one word,
-    ``read_words``/``write_words``, ``read_block``/``write_block`` of bytes
-    (the driver's memory backend calls), at bus byte addresses.
+def block_words(data):
+    """The little-endian 32-bit words of the bytes ``data`` (whole words)."""
+    data = bytes(data)
+    if len(data) % 4:
+        raise UartBoneError(f"a UARTBone block is whole words, not {len(data)} bytes")
+    return [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)]
+
+
+def words_block(words):
+    """The bytes of 32-bit ``words``, little-endian (the bus's order)."""
+    return b"".join(int(w).to_bytes(4, "little") for w in words)
+
+
+class WordBus:
+    """A SoC bus of 32-bit words at byte addresses: a subclass gives
+    ``read_words(addr, count)`` and ``write_words(addr, words)``; this
+    gives ``read32``/``write32`` of one word and ``read_block``/
+    ``write_block`` of bytes (the driver's memory backend calls)."""
+
+    def read32(self, addr):
+        return self.read_words(addr, 1)[0]
+
+    def write32(self, addr, value):
+        self.write_words(addr, [value])
+
+    def write_block(self, addr, data):
+        self.write_words(addr, block_words(data))
+
+    def read_block(self, addr, length):
+        if length % 4:
+            raise UartBoneError(f"a UARTBone block is whole words, not {length} bytes")
+        return words_block(self.read_words(addr, length // 4))
+
+
+class UartBone(WordBus):
+    """The SoC's bus over UARTBone (:class:`WordBus`), at bus byte addresses.
 
     ``transport``: ``write(bytes)`` and ``read(n)``, which returns fewer
     than ``n`` bytes when none came in time (pyserial's ``Serial`` with a
@@ -108,21 +141,3 @@ class UartBone:
                                     f"{len(reply)} of {4 * n} bytes came back")
             out += decode_words(reply)
         return out
-
-    def read32(self, addr):
-        return self.read_words(addr, 1)[0]
-
-    def write32(self, addr, value):
-        self.write_words(addr, [value])
-
-    def write_block(self, addr, data):
-        data = bytes(data)
-        if len(data) % 4:
-            raise UartBoneError(f"a UARTBone block is whole words, not {len(data)} bytes")
-        self.write_words(addr, [int.from_bytes(data[i:i + 4], "little")
-                                for i in range(0, len(data), 4)])
-
-    def read_block(self, addr, length):
-        if length % 4:
-            raise UartBoneError(f"a UARTBone block is whole words, not {length} bytes")
-        return b"".join(w.to_bytes(4, "little") for w in self.read_words(addr, length // 4))
