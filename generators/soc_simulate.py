@@ -11,6 +11,7 @@ memory image; :func:`soc_encoder` runs encoder layers as one program from
 the SDRAM and checks the output against the integer golden model.
 """
 
+import contextlib
 import json
 import logging
 import shutil
@@ -50,6 +51,18 @@ def dfi_violations(log_text):
     return [line for line in log_text.splitlines() if "violation" in line]
 
 
+@contextlib.contextmanager
+def _without_info(quiet):
+    """LiteX set up logging at INFO: when ``quiet``, the runner's INFO
+    lines are not shown inside."""
+    if quiet:
+        logging.disable(logging.INFO)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
 def simulate_soc(sim, checks, *, image=None, workdir=None, quiet=True):
     """Run ``checks`` (see :mod:`bertforge.boards.soc_board_tb`) on the SoC
     ``sim``, its SDRAM holding ``image`` (bytes from ``main_ram``'s base on;
@@ -60,12 +73,8 @@ def simulate_soc(sim, checks, *, image=None, workdir=None, quiet=True):
     from bertforge.sim import runner
     phases = {}
     start = time.perf_counter()
-    if quiet:      # LiteX set up logging at INFO: without the runner's INFO lines
-        logging.disable(logging.INFO)
-    try:
+    with _without_info(quiet):
         runner.build(sim["verilog"], SIM_TOP, quiet=quiet)
-    finally:
-        logging.disable(logging.NOTSET)
     phases["build"] = time.perf_counter() - start
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="bertforge-soc-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -74,13 +83,9 @@ def simulate_soc(sim, checks, *, image=None, workdir=None, quiet=True):
     spec = {"map": soc_map, "period_ns": PERIOD_NS, "checks": checks,
             "divisor": soc_map["sys_clk_hz"] // soc_map["uartbone"]["baudrate"]}
     mark = time.perf_counter()
-    if quiet:
-        logging.disable(logging.INFO)
-    try:
+    with _without_info(quiet):
         result = runner.run(sim["verilog"], SIM_TOP, "bertforge.boards.soc_board_tb", spec,
                             workdir=work, quiet=quiet, rerun_with_waves=False)
-    finally:
-        logging.disable(logging.NOTSET)
     phases["simulate"] = time.perf_counter() - mark
     result["violations"] = dfi_violations(Path(result["log"]).read_text())
     result["phases"] = phases
