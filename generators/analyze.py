@@ -78,7 +78,7 @@ from bertforge.rtl.sparse_engine import SparseEngineConfig
 from bertforge.sim.encoder_cycles import ADAPTER_FILL, lowbit_layernorm_cycles, operation_gap
 from bertforge.sim.gelu_cycles import gelu_cycles
 from bertforge.sim.gemm_cycles import chunks, gemm_cycles, ideal_cycles, load_beats
-from bertforge.sim.sdram import MemoryConfig, memory_from_table
+from bertforge.sim.sdram import MemoryConfig, litedram_replay, memory_from_table
 from bertforge.sim.layernorm_cycles import layernorm_cycles
 from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles, sparse_ideal_cycles
 from bertforge.sim.sparse_golden import check_pattern, parse_pattern
@@ -237,12 +237,82 @@ def _gemm(hw, op, engine):
         n, m = hw.pattern if op.sparse_weights else (1, 1)
         command.update(pat_n=n, pat_m=m)
         model, config, ideal = sparse_engine_cycles, hw.sparse, sparse_ideal_cycles
-    bw = hw.mem_bytes_per_cycle if hw.memory.ideal else _sdram_bandwidth(hw, op, engine, command)
+    if hw.memory.ideal:
+        bw = hw.mem_bytes_per_cycle
+    elif hw.memory.controller == "litedram":
+        bw = _litedram_bandwidth(hw, op, engine, command)
+    else:
+        bw = _sdram_bandwidth(hw, op, engine, command)
     one = model(config, [command], lat=hw.mem_latency, bw=bw)["cycles"]
     if op.count == 1:
         return one, ideal(config, command)
     two = model(config, [command] * 2, lat=hw.mem_latency, bw=bw)["cycles"]
     return one + (op.count - 1) * (two - one), op.count * ideal(config, command)
+
+
+def _gemm_stream(engine, op, command):
+    """One command of GEMM ``op`` as LiteDRAM's port sees it: ``(stream,
+    read bytes)``, the stream :func:`~bertforge.sim.sdram.litedram_replay`
+    takes. The operands lie one after another (A, C, B, bias, scales,
+    each from a port word on), row-major; each chunk's read requests
+    (:func:`~bertforge.sim.axi_cycles.chunk_requests`: old C, bias and
+    scales, A rows, B rows); a block's results are written while the next
+    chunk loads, a write per port word of each output row (a column of C
+    when stored transposed), taken between its reads (LiteDRAM's AXI
+    frontend alternates its read and write commands)."""
+    from bertforge.sim.axi_cycles import chunk_requests
+    mb, eb = engine.mem_bytes, engine.width // 8
+    size = 1 if command["int8"] else 2 if command.get("int16") else 4
+    cmd = dict(command, a_stride=op.k * eb, b_stride=op.n * eb,
+               c_stride=(op.m if op.transpose_c else op.n) * size)
+    at = 0
+    for name, nbytes in (("a_addr", op.m * op.k * eb), ("c_addr", op.m * op.n * size),
+                         ("b_addr", op.k * op.n * eb), ("bias_addr", 4 * op.n),
+                         ("scale_addr", 4 * op.n)):
+        cmd[name] = at
+        at += -(-nbytes // mb) * mb
+    reads = chunk_requests(engine, cmd)
+    stream, pending, read_bytes = [], [], 0
+    for chunk, requests in zip(chunks(engine, cmd), reads):
+        for addr, beats in requests:
+            start = addr - addr % mb
+            nbytes = (beats + (addr % mb != 0)) * mb
+            stream.append((0, start, nbytes))
+            read_bytes += nbytes
+            if pending:
+                stream.append(pending.pop(0))
+        stream += pending
+        pending = _block_writes(cmd, chunk, size, mb) if chunk["last"] else []
+    return stream + pending, read_bytes
+
+
+def _block_writes(cmd, chunk, size, mb):
+    """The writes of the block ``chunk`` ends: ``(1, address, bytes)`` per
+    port word of each output row (each column when C is stored transposed)."""
+    if cmd.get("transpose_c"):
+        runs = [(cmd["c_addr"] + (chunk["n0"] + n) * cmd["c_stride"] + chunk["m0"] * size,
+                 chunk["m_len"] * size) for n in range(chunk["n_len"])]
+    else:
+        runs = [(cmd["c_addr"] + (chunk["m0"] + r) * cmd["c_stride"] + chunk["n0"] * size,
+                 chunk["n_len"] * size) for r in range(chunk["m_len"])]
+    out = []
+    for addr, nbytes in runs:
+        end = addr + nbytes
+        while addr < end:
+            step = min(end, (addr // mb + 1) * mb) - addr
+            out.append((1, addr, step))
+            addr += step
+    return out
+
+
+def _litedram_bandwidth(hw, op, engine, command):
+    """Bytes per cycle LiteDRAM's controller gives the engine's reads of
+    one command of ``op``: its read bytes over the cycles the controller
+    spends on the command's reads and writes (:func:`_gemm_stream`,
+    :func:`~bertforge.sim.sdram.litedram_replay`)."""
+    stream, read_bytes = _gemm_stream(engine, op, command)
+    cycles = litedram_replay(hw.memory, engine.mem_width, hw.clock_mhz, stream)["cycles"]
+    return read_bytes / cycles
 
 
 def _sdram_bandwidth(hw, op, engine, command):
@@ -301,9 +371,52 @@ def _unit(hw, op, model, commands=1):
         beats = -(-op.length // cfg.lanes)
         tail = (gelu_cycles(cfg, 1) - 1 if op.kind == "gelu"
                 else model(cfg, [op.length]) - beats)
-        streamed = commands * (ADAPTER_FILL + hw.mem_latency + tail) + read / hw.mem_bytes_per_cycle
+        if hw.memory.controller == "litedram":
+            memory = _litedram_unit_cycles(hw, op, read, commands)
+        else:
+            memory = read / hw.mem_bytes_per_cycle
+        streamed = commands * (ADAPTER_FILL + hw.mem_latency + tail) + memory
         return max(gap + cycles, math.ceil(streamed)), op.elements / cfg.lanes
     return max(gap + cycles, math.ceil(read / hw.mem_bytes_per_cycle)), op.elements / cfg.lanes
+
+
+def _litedram_unit_cycles(hw, op, read, commands):
+    """Cycles LiteDRAM's controller spends on an elementwise operation's
+    ``read`` bytes and its results (:func:`_unit_bytes`'s outputs), run as
+    ``commands`` commands. The sources lie one after another, each from a
+    port word on; layernorm's x and residual half the banks apart (as the
+    encoder program lays them out), read a port word of each in turn.
+    Softmax and layernorm write a row's results at once, as one AXI burst
+    (they leave the unit's row buffer a beat a cycle), while the next row
+    is read; GELU's results leave as fast as its reads come, so each port
+    word is a burst of its own between two reads (every write a
+    read-to-write turnaround and back)."""
+    mb = hw.gemm.mem_bytes
+    out = _unit_bytes(op, hw.gemm, hw.layernorm.second_output)[2] // commands
+    read //= commands
+    mem = hw.memory
+    period = mem.columns * mem.data_width // 8 * mem.banks
+    rows = op.count * op.rows // commands
+    if op.kind == "layernorm":       # x and the residual interleave, half the banks apart
+        half = read // 2
+        other = -(-half // period) * period + period // 2
+        reads = [(0, at, mb) for pair in zip(range(0, half, mb), range(other, other + half, mb))
+                 for at in pair]
+    else:
+        reads = [(0, at, mb) for at in range(0, read, mb)]
+    base = -(-(reads[-1][1] + mb) // period) * period
+    if op.kind == "gelu":
+        writes = [(1, base + at, mb) for at in range(0, out, mb)]
+    else:
+        row = out // rows
+        writes = [(1, base + at, row) for at in range(0, out, row)]
+    stream, done = [], 0
+    for index, item in enumerate(reads):
+        stream.append(item)
+        due = (index + 1) * len(writes) // len(reads)
+        stream += writes[done:due]
+        done = due
+    return commands * litedram_replay(mem, hw.gemm.mem_width, hw.clock_mhz, stream)["cycles"]
 
 
 #: ECP5 DP16KD block RAM shapes (width, depth): 18 Kbit, 16 Kbit of it below 9 bits wide.

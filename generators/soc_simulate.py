@@ -192,7 +192,10 @@ def output_mismatches(config, plan, raw):
 def soc_hardware(hw=None):
     """``analyze``'s hardware of the SoC around the accelerator of the
     hardware config file ``hw`` (default configs/tiny.toml): its engine at
-    the SoC's clock with the board's SDRAM (``[memory] board = "ulx3s"``)."""
+    the SoC's clock with the board's SDRAM behind LiteDRAM's controller
+    (``[memory] board = "ulx3s"``, ``controller = "litedram"``, its
+    refreshes postponed as the SoC's)."""
+    from bertforge.boards.soc import REFRESH_POSTPONING
     from bertforge.boards.soc_sim import SIM_CLOCK_MHZ
     from .analyze import hardware_from_table
     from .presets import ConfigError
@@ -205,7 +208,8 @@ def soc_hardware(hw=None):
     table["hardware"] = {k: v for k, v in table.get("hardware", {}).items()
                          if k != "mem_bytes_per_cycle"}
     table["hardware"]["clock_mhz"] = SIM_CLOCK_MHZ
-    table["memory"] = {"board": "ulx3s"}
+    table["memory"] = {"board": "ulx3s", "controller": "litedram",
+                       "refresh_postponing": REFRESH_POSTPONING}
     return hardware_from_table(table, str(path), path.stem)
 
 

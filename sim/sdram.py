@@ -37,7 +37,14 @@ import math
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 from bertforge.rtl.params import check_choice, check_int
 
-__all__ = ["MemoryConfig", "CHIPS", "BOARDS", "memory_from_table", "schedule", "add_sdram_gate"]
+__all__ = ["MemoryConfig", "CHIPS", "BOARDS", "memory_from_table", "schedule", "add_sdram_gate",
+           "CONTROLLERS", "litedram_gap", "litedram_replay"]
+
+#: The controllers a ``[memory]`` section names: ``simple`` (the module
+#: docstring's, which the harness memory builds) and ``litedram``
+#: (LiteDRAM's SDR controller behind one crossbar port, as the SoC has it:
+#: :func:`litedram_replay`).
+CONTROLLERS = ("simple", "litedram")
 
 _TIMINGS = ("trcd_ns", "trp_ns", "tras_ns", "trefi_ns", "trfc_ns")
 
@@ -66,12 +73,16 @@ class MemoryConfig:
     burst_length: int = 1
     banks: int = 4
     columns: int = 512
+    controller: str = "simple"
+    refresh_postponing: int = 1
 
     def __post_init__(self):
         check_choice("kind", self.kind, ("ideal", "sdr"))
+        check_choice("controller", self.controller, CONTROLLERS)
         if not isinstance(self.chip, str):
             raise ParameterTypeError(f"chip must be a string, not {self.chip!r}")
-        for name in ("data_width", "cas_latency", "burst_length", "banks", "columns"):
+        for name in ("data_width", "cas_latency", "burst_length", "banks", "columns",
+                     "refresh_postponing"):
             check_int(name, getattr(self, name))
         for name in ("data_width", "burst_length", "banks", "columns"):
             value = getattr(self, name)
@@ -234,6 +245,9 @@ def add_sdram_gate(m, memory, *, mem_width, clock_mhz, go, now, word, want):
     ``now`` is the harness's free-running cycle counter; the gate's state
     resets while ``go`` is low. Whether the word is taken is ``want & ok``."""
     from amaranth.hdl import Array, Mux, Signal
+    if memory.controller != "simple":
+        raise ParameterError(f"the harness memory models the simple SDRAM controller, not "
+                             f"{memory.controller!r}; leave [memory] controller unset")
     t = memory.timing(clock_mhz)
     step = memory.word_cycles(mem_width, clock_mhz)
     row_words, banks = memory.row_words(mem_width), memory.banks
@@ -270,3 +284,96 @@ def add_sdram_gate(m, memory, *, mem_width, clock_mhz, go, now, word, want):
     with m.Elif(want & ok):
         m.d.sync += ready.eq(now + step)
     return ok
+
+
+# LiteDRAM's SDR controller behind one crossbar port (the SoC's): cycles
+# between the column commands (reads, writes) of two consecutive native
+# commands of the port, measured in LiteDRAM 2024.12 (its core in Migen's
+# simulator, a port offering commands back to back, the MT48LC16M16 at
+# 30 MHz: tRP, tRCD 1 cycle) and read off its code:
+# - one bank, row open, same direction: a command a cycle;
+# - another bank: the crossbar keeps a port's commands in order, so the
+#   port waits until the bank machine of the previous bank has issued its
+#   last command before the next enters the other's command buffer
+#   (:data:`_SWITCH`);
+# - a row miss: the bank machine precharges (tRP) and activates (tRCD);
+#   after a write it waits the write recovery first (tWTP);
+# - reads to writes and back: the multiplexer's turnaround (tWTR, the
+#   read-to-write delay).
+#: Cycles between two column commands, ``(previous write, write)``: same
+#: bank and row, another bank (its row open).
+_SAME = {(0, 0): 1, (0, 1): 5, (1, 0): 6, (1, 1): 1}
+_SWITCH = {(0, 0): 4, (0, 1): 8, (1, 0): 7, (1, 1): 4}
+#: Cycles a write adds before a precharge of its bank (write recovery).
+_WRITE_RECOVERY = 3
+#: Cycles one refresh of a postponed burst takes besides tRP + tRFC, and
+#: the burst's end to the next command besides an activate.
+_REFRESH_STEP, _REFRESH_END = 1, 0
+
+
+def litedram_gap(memory, clock_mhz, previous_write, write, same_bank, row):
+    """Cycles from one column command to the next in LiteDRAM's SDR
+    controller (one port, commands offered back to back): the previous
+    command a write or not, this one ``write``, in the same bank or not,
+    its ``row`` "hit" (open), "closed" or "miss" (another row open)."""
+    t = memory.timing(clock_mhz)
+    key = (int(previous_write), int(write))
+    if same_bank:
+        gap = _SAME[key]
+        if row == "closed":
+            gap += t["trcd"] + 1
+        elif row == "miss":
+            gap += t["trp"] + t["trcd"] + (_WRITE_RECOVERY if key == (1, 1) else 0)
+        return gap
+    gap = _SWITCH[key]
+    if row != "hit":      # after a write the activate overlaps the turnaround's first cycle
+        gap += t["trcd"] + (key != (1, 0)) + (t["trp"] if row == "miss" else 0)
+    return gap
+
+
+def litedram_replay(memory, mem_width, clock_mhz, stream):
+    """Cycles LiteDRAM's SDR controller (:data:`CONTROLLERS`) spends on
+    ``stream``, one port's native commands offered back to back: runs
+    ``(write, byte address, bytes)``, each a command per SDRAM word it
+    touches, in order. Rows map as row | bank | column. Refreshes: every
+    ``refresh_postponing`` x tREFI the refresher issues that many (each
+    tRP + tRFC and a cycle) and every row closes; they are counted at
+    their mean rate over the stream (an operation starts at any phase of
+    the refresh timer), each closing the rows of the banks the stream
+    uses. Returns ``{"cycles", "commands", "activates", "turnarounds",
+    "refreshes"}``."""
+    t = memory.timing(clock_mhz)
+    wb = memory.data_width // 8
+    columns, banks = memory.columns, memory.banks
+    open_row = [None] * banks
+    cycles, commands, activates, turnarounds = 0, 0, 0, 0
+    last_bank, last_write = None, False
+    used = set()
+    for write, addr, size in stream:
+        write = bool(write)
+        word, end = addr // wb, -(-(addr + size) // wb)
+        while word < end:
+            bank, row = (word // columns) % banks, word // (columns * banks)
+            take = min(end, (word // columns + 1) * columns) - word     # to the row's end
+            state = "hit" if open_row[bank] == row else "closed" if open_row[bank] is None \
+                else "miss"
+            if last_bank is None:
+                cycles += 1 + (t["trcd"] + 1 if state != "hit" else 0)
+            else:
+                cycles += litedram_gap(memory, clock_mhz, last_write, write, bank == last_bank,
+                                       state)
+            activates += state != "hit"
+            turnarounds += last_bank is not None and write != last_write
+            open_row[bank] = row
+            used.add(bank)
+            cycles += take - 1
+            commands += take
+            word += take
+            last_bank, last_write = bank, write
+    # refreshes at their mean rate: each burst stops the bus and reopens the used banks' rows
+    period = memory.refresh_postponing * t["trefi"]
+    burst = (memory.refresh_postponing * (t["trp"] + t["trfc"] + _REFRESH_STEP) + _REFRESH_END
+             + len(used) * (t["trcd"] + 1))
+    refreshes = cycles / (period - burst) if cycles else 0.0
+    return {"cycles": cycles + refreshes * burst, "commands": commands, "activates": activates,
+            "turnarounds": turnarounds, "refreshes": refreshes * memory.refresh_postponing}
