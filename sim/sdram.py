@@ -38,7 +38,7 @@ from bertforge.rtl.errors import ParameterError, ParameterTypeError
 from bertforge.rtl.params import check_choice, check_int
 
 __all__ = ["MemoryConfig", "CHIPS", "BOARDS", "memory_from_table", "schedule", "add_sdram_gate",
-           "CONTROLLERS", "litedram_gap", "litedram_replay"]
+           "CONTROLLERS", "litedram_gap", "LiteDram", "litedram_replay"]
 
 #: The controllers a ``[memory]`` section names: ``simple`` (the module
 #: docstring's, which the harness memory builds) and ``litedram``
@@ -331,49 +331,69 @@ def litedram_gap(memory, clock_mhz, previous_write, write, same_bank, row):
     return gap
 
 
+class LiteDram:
+    """LiteDRAM's SDR controller (:data:`CONTROLLERS`) behind one port, as
+    state: ``run(stream)`` takes the port's native commands, offered back
+    to back (runs ``(write, byte address, bytes)``, each a command per
+    SDRAM word it touches, in order), and returns the cycles the
+    controller spends on them; rows map as row | bank | column and stay
+    open from one call to the next. Refreshes are counted at their mean
+    rate (an operation starts at any phase of the refresh timer): every
+    ``refresh_postponing`` x tREFI the refresher issues that many refreshes
+    (each tRP + tRFC and a cycle) and closes every row, so each burst also
+    costs an activate in each bank in use; ``refresh_share`` is the share
+    of the controller's time they take."""
+
+    def __init__(self, memory, mem_width, clock_mhz):
+        self.memory, self.clock_mhz = memory, clock_mhz
+        self.t = t = memory.timing(clock_mhz)
+        self.open_row = [None] * memory.banks
+        self.last = None                        # (bank, write) of the last command
+        self.used = set()
+        self.commands = self.activates = self.turnarounds = 0
+        period = memory.refresh_postponing * t["trefi"]
+        self.burst = memory.refresh_postponing * (t["trp"] + t["trfc"] + _REFRESH_STEP) + _REFRESH_END
+
+        def share():
+            return (self.burst + len(self.used) * (t["trcd"] + 1)) / period
+        self.refresh_share = share
+
+    def run(self, stream):
+        mem, t = self.memory, self.t
+        wb, columns, banks = mem.data_width // 8, mem.columns, mem.banks
+        cycles = 0
+        for write, addr, size in stream:
+            write = bool(write)
+            word, end = addr // wb, -(-(addr + size) // wb)
+            while word < end:
+                bank, row = (word // columns) % banks, word // (columns * banks)
+                take = min(end, (word // columns + 1) * columns) - word     # to the row's end
+                state = "hit" if self.open_row[bank] == row else \
+                    "closed" if self.open_row[bank] is None else "miss"
+                if self.last is None:
+                    cycles += 1 + (t["trcd"] + 1 if state != "hit" else 0)
+                else:
+                    cycles += litedram_gap(mem, self.clock_mhz, self.last[1], write,
+                                           bank == self.last[0], state)
+                    self.turnarounds += write != self.last[1]
+                self.activates += state != "hit"
+                self.open_row[bank] = row
+                self.used.add(bank)
+                cycles += take - 1
+                self.commands += take
+                word += take
+                self.last = (bank, write)
+        return cycles / (1 - self.refresh_share())
+
+
 def litedram_replay(memory, mem_width, clock_mhz, stream):
-    """Cycles LiteDRAM's SDR controller (:data:`CONTROLLERS`) spends on
-    ``stream``, one port's native commands offered back to back: runs
-    ``(write, byte address, bytes)``, each a command per SDRAM word it
-    touches, in order. Rows map as row | bank | column. Refreshes: every
-    ``refresh_postponing`` x tREFI the refresher issues that many (each
-    tRP + tRFC and a cycle) and every row closes; they are counted at
-    their mean rate over the stream (an operation starts at any phase of
-    the refresh timer), each closing the rows of the banks the stream
-    uses. Returns ``{"cycles", "commands", "activates", "turnarounds",
-    "refreshes"}``."""
-    t = memory.timing(clock_mhz)
-    wb = memory.data_width // 8
-    columns, banks = memory.columns, memory.banks
-    open_row = [None] * banks
-    cycles, commands, activates, turnarounds = 0, 0, 0, 0
-    last_bank, last_write = None, False
-    used = set()
-    for write, addr, size in stream:
-        write = bool(write)
-        word, end = addr // wb, -(-(addr + size) // wb)
-        while word < end:
-            bank, row = (word // columns) % banks, word // (columns * banks)
-            take = min(end, (word // columns + 1) * columns) - word     # to the row's end
-            state = "hit" if open_row[bank] == row else "closed" if open_row[bank] is None \
-                else "miss"
-            if last_bank is None:
-                cycles += 1 + (t["trcd"] + 1 if state != "hit" else 0)
-            else:
-                cycles += litedram_gap(memory, clock_mhz, last_write, write, bank == last_bank,
-                                       state)
-            activates += state != "hit"
-            turnarounds += last_bank is not None and write != last_write
-            open_row[bank] = row
-            used.add(bank)
-            cycles += take - 1
-            commands += take
-            word += take
-            last_bank, last_write = bank, write
-    # refreshes at their mean rate: each burst stops the bus and reopens the used banks' rows
-    period = memory.refresh_postponing * t["trefi"]
-    burst = (memory.refresh_postponing * (t["trp"] + t["trfc"] + _REFRESH_STEP) + _REFRESH_END
-             + len(used) * (t["trcd"] + 1))
-    refreshes = cycles / (period - burst) if cycles else 0.0
-    return {"cycles": cycles + refreshes * burst, "commands": commands, "activates": activates,
-            "turnarounds": turnarounds, "refreshes": refreshes * memory.refresh_postponing}
+    """``stream`` (as :meth:`LiteDram.run` takes it) through a fresh
+    :class:`LiteDram`: ``{"cycles", "commands", "activates",
+    "turnarounds", "refreshes"}`` (refreshes at their mean rate)."""
+    dram = LiteDram(memory, mem_width, clock_mhz)
+    cycles = dram.run(stream)
+    refreshes = cycles * dram.refresh_share() / (dram.burst + len(dram.used)
+                                                  * (dram.t["trcd"] + 1)) \
+        * memory.refresh_postponing if cycles else 0.0
+    return {"cycles": cycles, "commands": dram.commands, "activates": dram.activates,
+            "turnarounds": dram.turnarounds, "refreshes": refreshes}
