@@ -105,7 +105,8 @@ def soc_encoder(layers, *, hw=None, upload=True, quiet=True, per_operation=False
     over UARTBone. Returns ``{"match"`` (the output bit for bit the integer
     golden model's), ``"mismatches"``, ``"program"`` (the check's result:
     pc, counters, polls), ``"commands"``, ``"violations"``, ``"passed"``,
-    ``"phases"``, ``"cycles"`` (of the whole simulation)}.
+    ``"phases"``, ``"cycles"`` (of the whole simulation), ``"layout"`` (per
+    layer, each GEMM operation's commands, for ``analyze``'s ``program``)}.
 
     ``per_operation``: each operation of each layer (``OPERATIONS`` of
     :mod:`bertforge.sim.encoder_run`) runs as its own program, one
@@ -130,7 +131,7 @@ def soc_encoder(layers, *, hw=None, upload=True, quiet=True, per_operation=False
     out = {"passed": result["passed"], "violations": result.get("violations"),
            "phases": result["phases"], "commands": plan["commands"], "cycles": result.get("cycles"),
            "log": result.get("log"), "match": False, "mismatches": None, "program": None,
-           "record_bytes": record_bytes(config)}
+           "record_bytes": record_bytes(config), "layout": plan["operations"]}
     if not result["passed"] or len(result.get("checks", [])) != 2:
         return out
     run = result["checks"][1]
@@ -150,7 +151,8 @@ def layers_program(config, layers, row_bytes, banks):
     records), ``"base"`` (where the program goes: past the image),
     ``"out"``, ``"out_bytes"`` (the last layer's output: offset, whole
     words), ``"commands"``, ``"segments"``/``"names"`` (each operation's
-    record range and its layer, name, class), ``"layers"``}; offsets from
+    record range and its layer, name, class), ``"layers"``, ``"operations"``
+    (per layer, each GEMM operation's commands: ``analyze``'s ``program``)}; offsets from
     the SDRAM's base, the commands' addresses the bus's."""
     from bertforge.boards.soc import MAIN_RAM_BASE
     from bertforge.sim.encoder_run import OPERATIONS, model_program
@@ -158,18 +160,22 @@ def layers_program(config, layers, row_bytes, banks):
     stack = list(layers)
     image, programs, regions, groups, _ = model_program(config, stack, banks=(row_bytes, banks),
                                                         origin=MAIN_RAM_BASE)
-    segments, names, offset = [], [], 0
+    segments, names, offset, operations = [], [], 0, []
     for index, (program, layer_groups) in enumerate(zip(programs, groups)):
+        operations.append({})
         for (name, kind), members in zip(OPERATIONS, layer_groups):
             segments.append([offset + members[0], len(members)])
             names.append({"layer": index, "name": name, "class": kind})
+            if kind == "gemm":
+                operations[-1][name] = [program[i]["gemm"] for i in members]
         offset += len(program)
     commands = [command for program in programs for command in program]
     out_bytes = stack[-1].batch * stack[-1].seq * stack[-1].hidden * config.element_bytes
     return {"image": image, "program": assemble(config, commands),
             "base": image.size,             # a power of two past every tensor
             "out": regions[-1]["out"], "out_bytes": -(-out_bytes // 4) * 4,
-            "commands": len(commands), "segments": segments, "names": names, "layers": stack}
+            "commands": len(commands), "segments": segments, "names": names, "layers": stack,
+            "operations": operations}
 
 
 def output_mismatches(config, plan, raw):
@@ -232,7 +238,6 @@ def run_soc_layers(*, hw=None, model="tiny", layers=1, seq=8, seed=0, per_operat
     hw = str(hw or DEFAULT_HW)
     config = encoder_config(load_hardware(hw), hw)       # checked before the SoC is made
     shape = layer_shape(config, model, seq, f"the accelerator of {hw}")
-    prediction = analyze(model, seq, soc_hardware(hw), transpose=True)
     config, _ = soc_sim_model(hw)
     stack = [random_layer(config, seq, shape.hidden, shape.heads, shape.ffn, seed=seed + index)
              for index in range(layers)]
@@ -240,7 +245,10 @@ def run_soc_layers(*, hw=None, model="tiny", layers=1, seq=8, seed=0, per_operat
     if not result["passed"] or result["program"] is None:
         raise BertforgeError(f"the SoC simulation failed; its log: {result['log']}")
     counters = result["program"]["counters"]
-    predicted = layers * prediction["total_cycles"]
+    # analyze of each layer, its GEMMs at the addresses the program gives them
+    predictions = [analyze(model, seq, soc_hardware(hw), transpose=True, program=layout)
+                   for layout in result["layout"]]
+    predicted = sum(p["total_cycles"] for p in predictions)
     out = {"model": model, "layers": layers, "seq": seq, "seed": seed, "hardware": hw,
            "design": config.name, "clock_mhz": soc_hardware(hw).clock_mhz,
            "memory": "ulx3s " + soc_hardware(hw).memory.chip, "match": result["match"],
@@ -250,9 +258,9 @@ def run_soc_layers(*, hw=None, model="tiny", layers=1, seq=8, seed=0, per_operat
            "perf": result["program"]["perf"], "violations": result["violations"],
            "classes": None, "seconds": time.perf_counter() - start}
     if per_operation:
-        by_name = {op["operation"]: op["cycles"] for op in prediction["operations"]}
+        by_name = [{op["operation"]: op["cycles"] for op in p["operations"]} for p in predictions]
         out["classes"] = compare_classes([{"class": op["class"], "cycles": op["counters"]["cycles"],
-                                           "predicted": by_name[op["name"]]}
+                                           "predicted": by_name[op["layer"]][op["name"]]}
                                           for op in result["operations"]])
         out["cycles"] = sum(op["counters"]["cycles"] for op in result["operations"])
         out["difference"] = out["cycles"] / predicted - 1
@@ -312,8 +320,9 @@ def soc_layer_bench(out_dir, cases=BENCH_CASES):
     own program (``per_operation``), and write ``out_dir/bench.json``
     (what :func:`~bertforge.generators.manual.store_bench` stores): per case
     and operation class (then ``all``) the accelerator's cycles, ``analyze``'s
-    for the same engine with the board's SDRAM (``[memory] board = "ulx3s"``)
-    at the SoC's clock, the bytes the engine moved and the SoC's counters
+    for the same engine with the board's SDRAM behind LiteDRAM's controller
+    (:func:`soc_hardware`) at the SoC's clock, its GEMMs at the program's
+    addresses, the bytes the engine moved and the SoC's counters
     (SDRAM reads, writes, activates, refreshes; see
     :data:`~bertforge.boards.soc_sim.PERF_COUNTERS`). Returns the rows."""
     from bertforge.sim.encoder_golden import random_layer
@@ -331,8 +340,9 @@ def soc_layer_bench(out_dir, cases=BENCH_CASES):
         seconds = time.perf_counter() - start
         if not result["passed"] or result["program"] is None:
             raise RuntimeError(f"the SoC simulation of {layers} x seq {seq} failed: {result['log']}")
-        predicted = {op["operation"]: op["cycles"]
-                     for op in analyze("tiny", seq, hw, transpose=True)["operations"]}
+        predicted = [{op["operation"]: op["cycles"]
+                      for op in analyze("tiny", seq, hw, transpose=True, program=layout)["operations"]}
+                     for layout in result["layout"]]
         operations = result["operations"]
         classes = list(dict.fromkeys(op["class"] for op in operations)) + ["all"]
         for kind in classes:
@@ -340,7 +350,7 @@ def soc_layer_bench(out_dir, cases=BENCH_CASES):
             total = {name: sum(op["counters"][name] for op in ops) for name in ops[0]["counters"]}
             perf = {name: sum(op["perf"][name] for op in ops) for name in ops[0]["perf"]}
             cycles = total["cycles"]
-            model_cycles = sum(predicted[op["name"]] for op in ops)
+            model_cycles = sum(predicted[op["layer"]][op["name"]] for op in ops)
             moved = total["bytes_read"] + total["bytes_written"]
             rows.append({"layers": layers, "seq": seq, "class": kind, "match": result["match"],
                          "mismatches": result["mismatches"], "cycles": cycles,
