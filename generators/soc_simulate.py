@@ -25,7 +25,7 @@ import numpy as np
 
 __all__ = ["PERIOD_NS", "soc_sim_model", "simulate_soc", "dfi_violations", "soc_encoder",
            "layers_program", "output_mismatches", "soc_hardware", "run_soc_layers", "run_soc_sim",
-           "sim_report", "soc_layer_bench", "BENCH_CASES"]
+           "sim_report", "soc_layer_bench", "BENCH_CASES", "controller_bench"]
 
 #: The simulated clock's period (simulation time only: the SoC's clock is
 #: the map's ``sys_clk_hz``, which its SDRAM timings and UART use).
@@ -360,6 +360,48 @@ def soc_layer_bench(out_dir, cases=BENCH_CASES):
                          "refreshes": perf["refresh"], "analyze_cycles": model_cycles,
                          "over_analyze": cycles / model_cycles - 1,
                          "violations": len(result["violations"]), "seconds": seconds})
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps({"results": rows}, indent=1) + "\n")
+    return rows
+
+
+#: The MiniLM engines :func:`controller_bench` costs (hardware configs in ``configs/``).
+CONTROLLER_CONFIGS = ("minilm_ulx3s.toml", "minilm_8x8_ulx3s.toml")
+
+
+def controller_bench(out_dir, configs=CONTROLLER_CONFIGS, batches=(1, 8)):
+    """``analyze``'s MiniLM (16 tokens, the encoder program's layer) on the
+    ULX3S SDRAM engines of ``configs`` at their clocks, per batch, behind
+    the simple controller (the simulation harness's) and behind LiteDRAM's
+    (``controller = "litedram"``, 8 refreshes postponed, as the SoC has it):
+    ``out_dir/bench.json`` rows with cycles and milliseconds per sentence,
+    sentences per second at the clock the board build reached and the
+    GEMMs' share. Returns the rows."""
+    from bertforge.boards.soc import REFRESH_POSTPONING
+    from .analyze import analyze, hardware_from_table
+    from .soc_cli import DEFAULT_HW
+    rows = []
+    for name in configs:
+        path = Path(DEFAULT_HW).parent / name
+        table = tomllib.loads(path.read_text())
+        for batch in batches:
+            for controller in ("simple", "litedram"):
+                memory = dict(table.get("memory", {}), controller=controller)
+                if controller == "litedram":
+                    memory["refresh_postponing"] = REFRESH_POSTPONING
+                hw = hardware_from_table({**table, "memory": memory}, str(path), path.stem)
+                start = time.perf_counter()
+                result = analyze("minilm-l6-h384", 16, hw, batch=batch, transpose=True)
+                totals = result["totals"]
+                gemm = next(c["cycles"] for c in result["classes"] if c["class"] == "gemm")
+                rows.append({"config": name, "engine": f"{hw.gemm.rows}x{hw.gemm.cols}",
+                             "clock_mhz": hw.clock_mhz, "batch": batch, "controller": controller,
+                             "cycles_per_sentence": totals["cycles_per_sentence"],
+                             "ms_per_sentence": totals["sentence_ms_at_board_clock"],
+                             "sentences_per_second": totals["sentences_per_second_at_board_clock"],
+                             "gemm_share": gemm / result["total_cycles"],
+                             "seconds": time.perf_counter() - start})
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps({"results": rows}, indent=1) + "\n")
