@@ -78,7 +78,7 @@ from bertforge.rtl.sparse_engine import SparseEngineConfig
 from bertforge.sim.encoder_cycles import ADAPTER_FILL, lowbit_layernorm_cycles, operation_gap
 from bertforge.sim.gelu_cycles import gelu_cycles
 from bertforge.sim.gemm_cycles import chunks, gemm_cycles, ideal_cycles, load_beats
-from bertforge.sim.sdram import MemoryConfig, memory_from_table
+from bertforge.sim.sdram import LiteDram, MemoryConfig, litedram_replay, memory_from_table
 from bertforge.sim.layernorm_cycles import layernorm_cycles
 from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles, sparse_ideal_cycles
 from bertforge.sim.sparse_golden import check_pattern, parse_pattern
@@ -221,7 +221,7 @@ def _precision_engine(hw, precision):
         raise ConfigError(f"{hw.name}: [gemm] as a bf16 engine (16-bit operands): {error}") from None
 
 
-def _gemm(hw, op, engine):
+def _gemm(hw, op, engine, program=None):
     """Cycles of ``op.count`` commands back to back (the count-th from the
     first two: each further command adds what the second did), and the
     ideal cycles of the MACs the array must do (compressed ones when sparse)."""
@@ -237,12 +237,120 @@ def _gemm(hw, op, engine):
         n, m = hw.pattern if op.sparse_weights else (1, 1)
         command.update(pat_n=n, pat_m=m)
         model, config, ideal = sparse_engine_cycles, hw.sparse, sparse_ideal_cycles
+    if not hw.memory.ideal and hw.memory.controller == "litedram" and hw.sparse is None:
+        return _litedram_gemm(hw, op, config, command, program), op.count * ideal(config, command)
     bw = hw.mem_bytes_per_cycle if hw.memory.ideal else _sdram_bandwidth(hw, op, engine, command)
     one = model(config, [command], lat=hw.mem_latency, bw=bw)["cycles"]
     if op.count == 1:
         return one, ideal(config, command)
     two = model(config, [command] * 2, lat=hw.mem_latency, bw=bw)["cycles"]
     return one + (op.count - 1) * (two - one), op.count * ideal(config, command)
+
+
+def _gemm_command(engine, op, command):
+    """``command`` of GEMM ``op`` with addresses and strides: its operands
+    laid one after another (A, C, B, bias, scales, each from a port word
+    on), row-major."""
+    mb, eb = engine.mem_bytes, engine.width // 8
+    size = 1 if command["int8"] else 2 if command.get("int16") else 4
+    cmd = dict(command, a_stride=op.k * eb, b_stride=op.n * eb,
+               c_stride=(op.m if op.transpose_c else op.n) * size)
+    at = 0
+    for name, nbytes in (("a_addr", op.m * op.k * eb), ("c_addr", op.m * op.n * size),
+                         ("b_addr", op.k * op.n * eb), ("bias_addr", 4 * op.n),
+                         ("scale_addr", 4 * op.n)):
+        cmd[name] = at
+        at += -(-nbytes // mb) * mb
+    return cmd
+
+
+def _command_stream(engine, cmd):
+    """A GEMM command (with its addresses and strides) as LiteDRAM's port
+    sees it: ``(per chunk, tail, read bytes)``, each a stream
+    :class:`~bertforge.sim.sdram.LiteDram` takes. A chunk's read requests
+    (:func:`~bertforge.sim.axi_cycles.chunk_requests`: old C, bias and
+    scales, A rows, B rows), a burst each; a block's results are written
+    while the next chunk loads (``tail``: the last block's), a write burst
+    (:func:`_block_writes`) between two read requests (LiteDRAM's AXI
+    frontend alternates between its read and write sides, a whole burst
+    each)."""
+    from bertforge.sim.axi_cycles import chunk_requests
+    mb = engine.mem_bytes
+    size = 1 if cmd.get("int8") else 2 if cmd.get("int16") else 4
+    streams, pending, read_bytes = [], [], 0
+    for chunk, requests in zip(chunks(engine, cmd), chunk_requests(engine, cmd)):
+        stream = []
+        for addr, beats in requests:
+            nbytes = (beats + (addr % mb != 0)) * mb
+            stream.append((0, addr - addr % mb, nbytes))
+            read_bytes += nbytes
+            if pending:
+                stream += pending.pop(0)
+        streams.append(stream + [write for burst in pending for write in burst])
+        pending = _block_writes(cmd, chunk, size, mb) if chunk["last"] else []
+    return streams, [write for burst in pending for write in burst], read_bytes
+
+
+def _block_writes(cmd, chunk, size, mb):
+    """The write bursts of the block ``chunk`` ends, each a list of
+    ``(1, address, bytes)``. The writer stores an output row a piece at a
+    time (an element a cycle, each to another row of C^T, when C is stored
+    transposed); the AXI master merges what falls in one port word into a
+    beat (the SDRAM writes only the words it touches) and a beat to the
+    next port word into the burst, up to
+    :data:`~bertforge.rtl.axi.MAX_WRITE_BURST` beats and not across a 4 KB
+    page."""
+    from bertforge.rtl.axi import MAX_WRITE_BURST
+    if cmd.get("transpose_c"):
+        pieces = [(cmd["c_addr"] + (chunk["n0"] + n) * cmd["c_stride"] + (chunk["m0"] + r) * size,
+                   size) for r in range(chunk["m_len"]) for n in range(chunk["n_len"])]
+    else:
+        pieces = []
+        for r in range(chunk["m_len"]):
+            addr = cmd["c_addr"] + (chunk["m0"] + r) * cmd["c_stride"] + chunk["n0"] * size
+            end = addr + chunk["n_len"] * size
+            while addr < end:
+                step = min(end, (addr // mb + 1) * mb) - addr
+                pieces.append((addr, step))
+                addr += step
+    bursts, last, beats = [], None, 0
+    for addr, nbytes in pieces:
+        word = addr // mb
+        if bursts and word == last:                     # merges into the beat
+            bursts[-1].append((1, addr, nbytes))
+            continue
+        if bursts and word == last + 1 and beats < MAX_WRITE_BURST and word % (4096 // mb):
+            beats += 1                                  # extends the burst
+            bursts[-1].append((1, addr, nbytes))
+        else:
+            bursts.append([(1, addr, nbytes)])
+            beats = 1
+        last = word
+    return bursts
+
+
+def _litedram_gemm(hw, op, config, command, program=None):
+    """Cycles of GEMM ``op`` behind LiteDRAM's controller: the engine's
+    walk (:func:`~bertforge.sim.gemm_cycles.gemm_cycles`) with the
+    controller as its memory: a chunk's requests, offered once the engine
+    may load it, arrive the read latency later, or once the controller has
+    spent its cycles on them (:class:`~bertforge.sim.sdram.LiteDram`, the
+    writes of the block before taken between them); then the last block's
+    writes. The commands are ``program``'s (with their addresses), or else
+    ``op.count`` commands laid out by :func:`_gemm_stream`."""
+    commands = program or [_gemm_command(config, op, command)] * op.count
+    total = 0
+    for cmd in commands:
+        streams, tail, _ = _command_stream(config, cmd)
+        dram = LiteDram(hw.memory, config.mem_width, hw.clock_mhz)
+        free = [0]
+
+        def memory(index, ready, streams=streams, dram=dram, free=free):
+            free[0] = max(ready + hw.mem_latency, free[0]) + dram.run(streams[index])
+            return free[0]
+        total += gemm_cycles(config, [cmd], lat=hw.mem_latency, memory=memory)["cycles"]
+        total += dram.run(tail)
+    return math.ceil(total)
 
 
 def _sdram_bandwidth(hw, op, engine, command):
@@ -301,9 +409,52 @@ def _unit(hw, op, model, commands=1):
         beats = -(-op.length // cfg.lanes)
         tail = (gelu_cycles(cfg, 1) - 1 if op.kind == "gelu"
                 else model(cfg, [op.length]) - beats)
-        streamed = commands * (ADAPTER_FILL + hw.mem_latency + tail) + read / hw.mem_bytes_per_cycle
+        if hw.memory.controller == "litedram":
+            memory = _litedram_unit_cycles(hw, op, read, commands)
+        else:
+            memory = read / hw.mem_bytes_per_cycle
+        streamed = commands * (ADAPTER_FILL + hw.mem_latency + tail) + memory
         return max(gap + cycles, math.ceil(streamed)), op.elements / cfg.lanes
     return max(gap + cycles, math.ceil(read / hw.mem_bytes_per_cycle)), op.elements / cfg.lanes
+
+
+def _litedram_unit_cycles(hw, op, read, commands):
+    """Cycles LiteDRAM's controller spends on an elementwise operation's
+    ``read`` bytes and its results (:func:`_unit_bytes`'s outputs), run as
+    ``commands`` commands. The sources lie one after another, each from a
+    port word on; layernorm's x and residual half the banks apart (as the
+    encoder program lays them out), read a port word of each in turn.
+    Softmax and layernorm write a row's results at once, as one AXI burst
+    (they leave the unit's row buffer a beat a cycle), while the next row
+    is read; GELU's results leave as fast as its reads come, so each port
+    word is a burst of its own between two reads (every write a
+    read-to-write turnaround and back)."""
+    mb = hw.gemm.mem_bytes
+    out = _unit_bytes(op, hw.gemm, hw.layernorm.second_output)[2] // commands
+    read //= commands
+    mem = hw.memory
+    period = mem.columns * mem.data_width // 8 * mem.banks
+    rows = op.count * op.rows // commands
+    if op.kind == "layernorm":       # x and the residual interleave, half the banks apart
+        half = read // 2
+        other = -(-half // period) * period + period // 2
+        reads = [(0, at, mb) for pair in zip(range(0, half, mb), range(other, other + half, mb))
+                 for at in pair]
+    else:
+        reads = [(0, at, mb) for at in range(0, read, mb)]
+    base = -(-(reads[-1][1] + mb) // period) * period
+    if op.kind == "gelu":
+        writes = [(1, base + at, mb) for at in range(0, out, mb)]
+    else:
+        row = out // rows
+        writes = [(1, base + at, row) for at in range(0, out, row)]
+    stream, done = [], 0
+    for index, item in enumerate(reads):
+        stream.append(item)
+        due = (index + 1) * len(writes) // len(reads)
+        stream += writes[done:due]
+        done = due
+    return commands * litedram_replay(mem, hw.gemm.mem_width, hw.clock_mhz, stream)["cycles"]
 
 
 #: ECP5 DP16KD block RAM shapes (width, depth): 18 Kbit, 16 Kbit of it below 9 bits wide.
@@ -423,7 +574,7 @@ def _lowbit_operation(op):
 
 
 def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="int8",
-            optimizer="adam", transpose=False):
+            optimizer="adam", transpose=False, program=None):
     """Per-operation and per-class cycles of one encoder layer (``bias``:
     the linear layers' biases and per-channel scales; ``precision``,
     ``optimizer``: as :func:`~bertforge.generators.workload.encoder_layer`
@@ -431,7 +582,11 @@ def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="in
     :mod:`bertforge.sim.encoder_run` programs the encoder top: the k
     projection is ``X Wk`` (tokens x H x H) stored transposed
     (``transpose_c``, :func:`~bertforge.sim.gemm_cycles.write_cycles`),
-    on the dense engine)."""
+    on the dense engine). ``program``: per GEMM operation's name, the
+    commands a program runs for it (dicts with their addresses and
+    strides, as :mod:`bertforge.sim.encoder_run` lays out the layer): a
+    LiteDRAM controller (``[memory] controller = "litedram"``) then
+    replays their reads and writes at those addresses."""
     ops = encoder_layer(model, seq, batch, training, bias=bias, precision=precision,
                         optimizer=optimizer)
     if transpose:
@@ -446,7 +601,7 @@ def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="in
     rows = []
     for op in ops:
         if op.kind == "gemm":
-            cycles, ideal = _gemm(hw, op, engine)
+            cycles, ideal = _gemm(hw, op, engine, (program or {}).get(op.name))
             work = op.macs
             weights, acts, outs, traffic = _gemm_bytes(hw, op, engine)
             ops_count, compute = 2 * op.macs, ideal

@@ -50,7 +50,8 @@ def board_layers(bus, soc_map, layers, config, *, force_upload=False, sleep=time
     """Run encoder ``layers`` on the SoC behind ``bus`` (its ``soc_map``):
     :func:`~bertforge.boards.soc_host.run_image` of :func:`board_blob`.
     Returns ``match``, ``mismatches``, ``upload``, ``commands``, ``pc``,
-    ``counters``, ``seconds``."""
+    ``counters``, ``seconds``, ``layout`` (per layer, each GEMM
+    operation's commands, for ``analyze``'s ``program``)."""
     from bertforge.boards.soc_host import run_image
     from .soc_simulate import output_mismatches
     plan, blob = board_blob(config, layers, soc_map)
@@ -61,7 +62,8 @@ def board_layers(bus, soc_map, layers, config, *, force_upload=False, sleep=time
     run = done["run"]
     return {"match": mismatches == 0 and run["pc"] == plan["commands"], "mismatches": mismatches,
             "upload": done["upload"], "commands": plan["commands"], "pc": run["pc"],
-            "counters": run["counters"], "seconds": done["seconds"]}
+            "counters": run["counters"], "seconds": done["seconds"],
+            "layout": plan["operations"]}
 
 
 def run_soc_run(args):
@@ -101,8 +103,8 @@ def run_soc_run(args):
             result = board_layers(bus, soc_map, layers, config, force_upload=args.force_upload)
         except (UartBoneError, BertforgeError) as error:
             raise CliError(f"on {args.port}: {error}") from None
-    predicted = args.layers * analyze(args.model, args.seq, soc_hardware(args.hw),
-                                      transpose=True)["total_cycles"]
+    predicted = sum(analyze(args.model, args.seq, soc_hardware(args.hw), transpose=True,
+                            program=layout)["total_cycles"] for layout in result.pop("layout"))
     counters = result["counters"]
     result.update({"port": args.port, "map": str(map_path), "model": args.model,
                    "layers": args.layers, "seq": args.seq, "predicted_cycles": predicted,

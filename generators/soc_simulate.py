@@ -25,7 +25,7 @@ import numpy as np
 
 __all__ = ["PERIOD_NS", "soc_sim_model", "simulate_soc", "dfi_violations", "soc_encoder",
            "layers_program", "output_mismatches", "soc_hardware", "run_soc_layers", "run_soc_sim",
-           "sim_report", "soc_layer_bench", "BENCH_CASES"]
+           "sim_report", "soc_layer_bench", "BENCH_CASES", "controller_bench"]
 
 #: The simulated clock's period (simulation time only: the SoC's clock is
 #: the map's ``sys_clk_hz``, which its SDRAM timings and UART use).
@@ -105,7 +105,8 @@ def soc_encoder(layers, *, hw=None, upload=True, quiet=True, per_operation=False
     over UARTBone. Returns ``{"match"`` (the output bit for bit the integer
     golden model's), ``"mismatches"``, ``"program"`` (the check's result:
     pc, counters, polls), ``"commands"``, ``"violations"``, ``"passed"``,
-    ``"phases"``, ``"cycles"`` (of the whole simulation)}.
+    ``"phases"``, ``"cycles"`` (of the whole simulation), ``"layout"`` (per
+    layer, each GEMM operation's commands, for ``analyze``'s ``program``)}.
 
     ``per_operation``: each operation of each layer (``OPERATIONS`` of
     :mod:`bertforge.sim.encoder_run`) runs as its own program, one
@@ -130,7 +131,7 @@ def soc_encoder(layers, *, hw=None, upload=True, quiet=True, per_operation=False
     out = {"passed": result["passed"], "violations": result.get("violations"),
            "phases": result["phases"], "commands": plan["commands"], "cycles": result.get("cycles"),
            "log": result.get("log"), "match": False, "mismatches": None, "program": None,
-           "record_bytes": record_bytes(config)}
+           "record_bytes": record_bytes(config), "layout": plan["operations"]}
     if not result["passed"] or len(result.get("checks", [])) != 2:
         return out
     run = result["checks"][1]
@@ -150,7 +151,8 @@ def layers_program(config, layers, row_bytes, banks):
     records), ``"base"`` (where the program goes: past the image),
     ``"out"``, ``"out_bytes"`` (the last layer's output: offset, whole
     words), ``"commands"``, ``"segments"``/``"names"`` (each operation's
-    record range and its layer, name, class), ``"layers"``}; offsets from
+    record range and its layer, name, class), ``"layers"``, ``"operations"``
+    (per layer, each GEMM operation's commands: ``analyze``'s ``program``)}; offsets from
     the SDRAM's base, the commands' addresses the bus's."""
     from bertforge.boards.soc import MAIN_RAM_BASE
     from bertforge.sim.encoder_run import OPERATIONS, model_program
@@ -158,18 +160,22 @@ def layers_program(config, layers, row_bytes, banks):
     stack = list(layers)
     image, programs, regions, groups, _ = model_program(config, stack, banks=(row_bytes, banks),
                                                         origin=MAIN_RAM_BASE)
-    segments, names, offset = [], [], 0
+    segments, names, offset, operations = [], [], 0, []
     for index, (program, layer_groups) in enumerate(zip(programs, groups)):
+        operations.append({})
         for (name, kind), members in zip(OPERATIONS, layer_groups):
             segments.append([offset + members[0], len(members)])
             names.append({"layer": index, "name": name, "class": kind})
+            if kind == "gemm":
+                operations[-1][name] = [program[i]["gemm"] for i in members]
         offset += len(program)
     commands = [command for program in programs for command in program]
     out_bytes = stack[-1].batch * stack[-1].seq * stack[-1].hidden * config.element_bytes
     return {"image": image, "program": assemble(config, commands),
             "base": image.size,             # a power of two past every tensor
             "out": regions[-1]["out"], "out_bytes": -(-out_bytes // 4) * 4,
-            "commands": len(commands), "segments": segments, "names": names, "layers": stack}
+            "commands": len(commands), "segments": segments, "names": names, "layers": stack,
+            "operations": operations}
 
 
 def output_mismatches(config, plan, raw):
@@ -192,7 +198,10 @@ def output_mismatches(config, plan, raw):
 def soc_hardware(hw=None):
     """``analyze``'s hardware of the SoC around the accelerator of the
     hardware config file ``hw`` (default configs/tiny.toml): its engine at
-    the SoC's clock with the board's SDRAM (``[memory] board = "ulx3s"``)."""
+    the SoC's clock with the board's SDRAM behind LiteDRAM's controller
+    (``[memory] board = "ulx3s"``, ``controller = "litedram"``, its
+    refreshes postponed as the SoC's)."""
+    from bertforge.boards.soc import REFRESH_POSTPONING
     from bertforge.boards.soc_sim import SIM_CLOCK_MHZ
     from .analyze import hardware_from_table
     from .presets import ConfigError
@@ -205,7 +214,8 @@ def soc_hardware(hw=None):
     table["hardware"] = {k: v for k, v in table.get("hardware", {}).items()
                          if k != "mem_bytes_per_cycle"}
     table["hardware"]["clock_mhz"] = SIM_CLOCK_MHZ
-    table["memory"] = {"board": "ulx3s"}
+    table["memory"] = {"board": "ulx3s", "controller": "litedram",
+                       "refresh_postponing": REFRESH_POSTPONING}
     return hardware_from_table(table, str(path), path.stem)
 
 
@@ -228,7 +238,6 @@ def run_soc_layers(*, hw=None, model="tiny", layers=1, seq=8, seed=0, per_operat
     hw = str(hw or DEFAULT_HW)
     config = encoder_config(load_hardware(hw), hw)       # checked before the SoC is made
     shape = layer_shape(config, model, seq, f"the accelerator of {hw}")
-    prediction = analyze(model, seq, soc_hardware(hw), transpose=True)
     config, _ = soc_sim_model(hw)
     stack = [random_layer(config, seq, shape.hidden, shape.heads, shape.ffn, seed=seed + index)
              for index in range(layers)]
@@ -236,7 +245,10 @@ def run_soc_layers(*, hw=None, model="tiny", layers=1, seq=8, seed=0, per_operat
     if not result["passed"] or result["program"] is None:
         raise BertforgeError(f"the SoC simulation failed; its log: {result['log']}")
     counters = result["program"]["counters"]
-    predicted = layers * prediction["total_cycles"]
+    # analyze of each layer, its GEMMs at the addresses the program gives them
+    predictions = [analyze(model, seq, soc_hardware(hw), transpose=True, program=layout)
+                   for layout in result["layout"]]
+    predicted = sum(p["total_cycles"] for p in predictions)
     out = {"model": model, "layers": layers, "seq": seq, "seed": seed, "hardware": hw,
            "design": config.name, "clock_mhz": soc_hardware(hw).clock_mhz,
            "memory": "ulx3s " + soc_hardware(hw).memory.chip, "match": result["match"],
@@ -246,9 +258,9 @@ def run_soc_layers(*, hw=None, model="tiny", layers=1, seq=8, seed=0, per_operat
            "perf": result["program"]["perf"], "violations": result["violations"],
            "classes": None, "seconds": time.perf_counter() - start}
     if per_operation:
-        by_name = {op["operation"]: op["cycles"] for op in prediction["operations"]}
+        by_name = [{op["operation"]: op["cycles"] for op in p["operations"]} for p in predictions]
         out["classes"] = compare_classes([{"class": op["class"], "cycles": op["counters"]["cycles"],
-                                           "predicted": by_name[op["name"]]}
+                                           "predicted": by_name[op["layer"]][op["name"]]}
                                           for op in result["operations"]])
         out["cycles"] = sum(op["counters"]["cycles"] for op in result["operations"])
         out["difference"] = out["cycles"] / predicted - 1
@@ -308,8 +320,9 @@ def soc_layer_bench(out_dir, cases=BENCH_CASES):
     own program (``per_operation``), and write ``out_dir/bench.json``
     (what :func:`~bertforge.generators.manual.store_bench` stores): per case
     and operation class (then ``all``) the accelerator's cycles, ``analyze``'s
-    for the same engine with the board's SDRAM (``[memory] board = "ulx3s"``)
-    at the SoC's clock, the bytes the engine moved and the SoC's counters
+    for the same engine with the board's SDRAM behind LiteDRAM's controller
+    (:func:`soc_hardware`) at the SoC's clock, its GEMMs at the program's
+    addresses, the bytes the engine moved and the SoC's counters
     (SDRAM reads, writes, activates, refreshes; see
     :data:`~bertforge.boards.soc_sim.PERF_COUNTERS`). Returns the rows."""
     from bertforge.sim.encoder_golden import random_layer
@@ -327,8 +340,9 @@ def soc_layer_bench(out_dir, cases=BENCH_CASES):
         seconds = time.perf_counter() - start
         if not result["passed"] or result["program"] is None:
             raise RuntimeError(f"the SoC simulation of {layers} x seq {seq} failed: {result['log']}")
-        predicted = {op["operation"]: op["cycles"]
-                     for op in analyze("tiny", seq, hw, transpose=True)["operations"]}
+        predicted = [{op["operation"]: op["cycles"]
+                      for op in analyze("tiny", seq, hw, transpose=True, program=layout)["operations"]}
+                     for layout in result["layout"]]
         operations = result["operations"]
         classes = list(dict.fromkeys(op["class"] for op in operations)) + ["all"]
         for kind in classes:
@@ -336,7 +350,7 @@ def soc_layer_bench(out_dir, cases=BENCH_CASES):
             total = {name: sum(op["counters"][name] for op in ops) for name in ops[0]["counters"]}
             perf = {name: sum(op["perf"][name] for op in ops) for name in ops[0]["perf"]}
             cycles = total["cycles"]
-            model_cycles = sum(predicted[op["name"]] for op in ops)
+            model_cycles = sum(predicted[op["layer"]][op["name"]] for op in ops)
             moved = total["bytes_read"] + total["bytes_written"]
             rows.append({"layers": layers, "seq": seq, "class": kind, "match": result["match"],
                          "mismatches": result["mismatches"], "cycles": cycles,
@@ -346,6 +360,48 @@ def soc_layer_bench(out_dir, cases=BENCH_CASES):
                          "refreshes": perf["refresh"], "analyze_cycles": model_cycles,
                          "over_analyze": cycles / model_cycles - 1,
                          "violations": len(result["violations"]), "seconds": seconds})
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps({"results": rows}, indent=1) + "\n")
+    return rows
+
+
+#: The MiniLM engines :func:`controller_bench` costs (hardware configs in ``configs/``).
+CONTROLLER_CONFIGS = ("minilm_ulx3s.toml", "minilm_8x8_ulx3s.toml")
+
+
+def controller_bench(out_dir, configs=CONTROLLER_CONFIGS, batches=(1, 8)):
+    """``analyze``'s MiniLM (16 tokens, the encoder program's layer) on the
+    ULX3S SDRAM engines of ``configs`` at their clocks, per batch, behind
+    the simple controller (the simulation harness's) and behind LiteDRAM's
+    (``controller = "litedram"``, 8 refreshes postponed, as the SoC has it):
+    ``out_dir/bench.json`` rows with cycles and milliseconds per sentence,
+    sentences per second at the clock the board build reached and the
+    GEMMs' share. Returns the rows."""
+    from bertforge.boards.soc import REFRESH_POSTPONING
+    from .analyze import analyze, hardware_from_table
+    from .soc_cli import DEFAULT_HW
+    rows = []
+    for name in configs:
+        path = Path(DEFAULT_HW).parent / name
+        table = tomllib.loads(path.read_text())
+        for batch in batches:
+            for controller in ("simple", "litedram"):
+                memory = dict(table.get("memory", {}), controller=controller)
+                if controller == "litedram":
+                    memory["refresh_postponing"] = REFRESH_POSTPONING
+                hw = hardware_from_table({**table, "memory": memory}, str(path), path.stem)
+                start = time.perf_counter()
+                result = analyze("minilm-l6-h384", 16, hw, batch=batch, transpose=True)
+                totals = result["totals"]
+                gemm = next(c["cycles"] for c in result["classes"] if c["class"] == "gemm")
+                rows.append({"config": name, "engine": f"{hw.gemm.rows}x{hw.gemm.cols}",
+                             "clock_mhz": hw.clock_mhz, "batch": batch, "controller": controller,
+                             "cycles_per_sentence": totals["cycles_per_sentence"],
+                             "ms_per_sentence": totals["sentence_ms_at_board_clock"],
+                             "sentences_per_second": totals["sentences_per_second_at_board_clock"],
+                             "gemm_share": gemm / result["total_cycles"],
+                             "seconds": time.perf_counter() - start})
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps({"results": rows}, indent=1) + "\n")

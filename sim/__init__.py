@@ -64,7 +64,8 @@ on-disk caches: self-checking entries, LRU eviction past
 the ``bertforge`` command), ``longrun.py`` (time estimates, limits and
 progress of long simulations), ``sdram.py`` (the
 ``[memory]`` section of a hardware config: ideal, or an SDR SDRAM with its
-timings; the Python schedule and the HDL gate the harness memory uses),
+timings; the Python schedule and the HDL gate the harness memory uses, and
+the model of LiteDRAM's SDR controller ``analyze`` replays for the SoC),
 ``lowbit_golden.py`` (the W8A8 / W4A8 numerics: smoothing, group-quantized
 4-bit weights, GPTQ), ``coverage.py`` (the
 reader of Verilator's ``coverage.dat``: line and toggle coverage per

@@ -37,7 +37,14 @@ import math
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 from bertforge.rtl.params import check_choice, check_int
 
-__all__ = ["MemoryConfig", "CHIPS", "BOARDS", "memory_from_table", "schedule", "add_sdram_gate"]
+__all__ = ["MemoryConfig", "CHIPS", "BOARDS", "memory_from_table", "schedule", "add_sdram_gate",
+           "CONTROLLERS", "litedram_gap", "LiteDram", "litedram_replay"]
+
+#: The controllers a ``[memory]`` section names: ``simple`` (the module
+#: docstring's, which the harness memory builds) and ``litedram``
+#: (LiteDRAM's SDR controller behind one crossbar port, as the SoC has it:
+#: :func:`litedram_replay`).
+CONTROLLERS = ("simple", "litedram")
 
 _TIMINGS = ("trcd_ns", "trp_ns", "tras_ns", "trefi_ns", "trfc_ns")
 
@@ -66,12 +73,16 @@ class MemoryConfig:
     burst_length: int = 1
     banks: int = 4
     columns: int = 512
+    controller: str = "simple"
+    refresh_postponing: int = 1
 
     def __post_init__(self):
         check_choice("kind", self.kind, ("ideal", "sdr"))
+        check_choice("controller", self.controller, CONTROLLERS)
         if not isinstance(self.chip, str):
             raise ParameterTypeError(f"chip must be a string, not {self.chip!r}")
-        for name in ("data_width", "cas_latency", "burst_length", "banks", "columns"):
+        for name in ("data_width", "cas_latency", "burst_length", "banks", "columns",
+                     "refresh_postponing"):
             check_int(name, getattr(self, name))
         for name in ("data_width", "burst_length", "banks", "columns"):
             value = getattr(self, name)
@@ -234,6 +245,9 @@ def add_sdram_gate(m, memory, *, mem_width, clock_mhz, go, now, word, want):
     ``now`` is the harness's free-running cycle counter; the gate's state
     resets while ``go`` is low. Whether the word is taken is ``want & ok``."""
     from amaranth.hdl import Array, Mux, Signal
+    if memory.controller != "simple":
+        raise ParameterError(f"the harness memory models the simple SDRAM controller, not "
+                             f"{memory.controller!r}; leave [memory] controller unset")
     t = memory.timing(clock_mhz)
     step = memory.word_cycles(mem_width, clock_mhz)
     row_words, banks = memory.row_words(mem_width), memory.banks
@@ -270,3 +284,116 @@ def add_sdram_gate(m, memory, *, mem_width, clock_mhz, go, now, word, want):
     with m.Elif(want & ok):
         m.d.sync += ready.eq(now + step)
     return ok
+
+
+# LiteDRAM's SDR controller behind one crossbar port (the SoC's): cycles
+# between the column commands (reads, writes) of two consecutive native
+# commands of the port, measured in LiteDRAM 2024.12 (its core in Migen's
+# simulator, a port offering commands back to back, the MT48LC16M16 at
+# 30 MHz: tRP, tRCD 1 cycle) and read off its code:
+# - one bank, row open, same direction: a command a cycle;
+# - another bank: the crossbar keeps a port's commands in order, so the
+#   port waits until the bank machine of the previous bank has issued its
+#   last command before the next enters the other's command buffer
+#   (:data:`_SWITCH`);
+# - a row miss: the bank machine precharges (tRP) and activates (tRCD);
+#   after a write it waits the write recovery first (tWTP);
+# - reads to writes and back: the multiplexer's turnaround (tWTR, the
+#   read-to-write delay).
+#: Cycles between two column commands, ``(previous write, write)``: same
+#: bank and row, another bank (its row open).
+_SAME = {(0, 0): 1, (0, 1): 5, (1, 0): 6, (1, 1): 1}
+_SWITCH = {(0, 0): 4, (0, 1): 8, (1, 0): 7, (1, 1): 4}
+#: Cycles a write adds before a precharge of its bank (write recovery).
+_WRITE_RECOVERY = 3
+#: Cycles one refresh of a postponed burst takes besides tRP + tRFC, and
+#: the burst's end to the next command besides an activate.
+_REFRESH_STEP, _REFRESH_END = 1, 0
+
+
+def litedram_gap(memory, clock_mhz, previous_write, write, same_bank, row):
+    """Cycles from one column command to the next in LiteDRAM's SDR
+    controller (one port, commands offered back to back): the previous
+    command a write or not, this one ``write``, in the same bank or not,
+    its ``row`` "hit" (open), "closed" or "miss" (another row open)."""
+    t = memory.timing(clock_mhz)
+    key = (int(previous_write), int(write))
+    if same_bank:
+        gap = _SAME[key]
+        if row == "closed":
+            gap += t["trcd"] + 1
+        elif row == "miss":
+            gap += t["trp"] + t["trcd"] + (_WRITE_RECOVERY if key == (1, 1) else 0)
+        return gap
+    gap = _SWITCH[key]
+    if row != "hit":      # after a write the activate overlaps the turnaround's first cycle
+        gap += t["trcd"] + (key != (1, 0)) + (t["trp"] if row == "miss" else 0)
+    return gap
+
+
+class LiteDram:
+    """LiteDRAM's SDR controller (:data:`CONTROLLERS`) behind one port, as
+    state: ``run(stream)`` takes the port's native commands, offered back
+    to back (runs ``(write, byte address, bytes)``, each a command per
+    SDRAM word it touches, in order), and returns the cycles the
+    controller spends on them; rows map as row | bank | column and stay
+    open from one call to the next. Refreshes are counted at their mean
+    rate (an operation starts at any phase of the refresh timer): every
+    ``refresh_postponing`` x tREFI the refresher issues that many refreshes
+    (each tRP + tRFC and a cycle) and closes every row, so each burst also
+    costs an activate in each bank in use; ``refresh_share`` is the share
+    of the controller's time they take."""
+
+    def __init__(self, memory, mem_width, clock_mhz):
+        self.memory, self.clock_mhz = memory, clock_mhz
+        self.t = t = memory.timing(clock_mhz)
+        self.open_row = [None] * memory.banks
+        self.last = None                        # (bank, write) of the last command
+        self.used = set()
+        self.commands = self.activates = self.turnarounds = 0
+        period = memory.refresh_postponing * t["trefi"]
+        self.burst = memory.refresh_postponing * (t["trp"] + t["trfc"] + _REFRESH_STEP) + _REFRESH_END
+
+        def share():
+            return (self.burst + len(self.used) * (t["trcd"] + 1)) / period
+        self.refresh_share = share
+
+    def run(self, stream):
+        mem, t = self.memory, self.t
+        wb, columns, banks = mem.data_width // 8, mem.columns, mem.banks
+        cycles = 0
+        for write, addr, size in stream:
+            write = bool(write)
+            word, end = addr // wb, -(-(addr + size) // wb)
+            while word < end:
+                bank, row = (word // columns) % banks, word // (columns * banks)
+                take = min(end, (word // columns + 1) * columns) - word     # to the row's end
+                state = "hit" if self.open_row[bank] == row else \
+                    "closed" if self.open_row[bank] is None else "miss"
+                if self.last is None:
+                    cycles += 1 + (t["trcd"] + 1 if state != "hit" else 0)
+                else:
+                    cycles += litedram_gap(mem, self.clock_mhz, self.last[1], write,
+                                           bank == self.last[0], state)
+                    self.turnarounds += write != self.last[1]
+                self.activates += state != "hit"
+                self.open_row[bank] = row
+                self.used.add(bank)
+                cycles += take - 1
+                self.commands += take
+                word += take
+                self.last = (bank, write)
+        return cycles / (1 - self.refresh_share())
+
+
+def litedram_replay(memory, mem_width, clock_mhz, stream):
+    """``stream`` (as :meth:`LiteDram.run` takes it) through a fresh
+    :class:`LiteDram`: ``{"cycles", "commands", "activates",
+    "turnarounds", "refreshes"}`` (refreshes at their mean rate)."""
+    dram = LiteDram(memory, mem_width, clock_mhz)
+    cycles = dram.run(stream)
+    refreshes = cycles * dram.refresh_share() / (dram.burst + len(dram.used)
+                                                  * (dram.t["trcd"] + 1)) \
+        * memory.refresh_postponing if cycles else 0.0
+    return {"cycles": cycles, "commands": dram.commands, "activates": dram.activates,
+            "turnarounds": dram.turnarounds, "refreshes": refreshes}

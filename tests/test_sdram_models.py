@@ -132,3 +132,166 @@ def test_encoder_layout_keeps_interleaved_streams_in_other_banks():
     assert (plain[0]["attn"] - plain[0]["x"]) % 4096 == 3584      # rows share banks half the time
     for r in model_program(config, layers, banks=(1024, 4))[2]:   # 1 KB rows, 4 banks
         assert (r["attn"] - r["x"]) % 4096 == 2048 and (r["f"] - r["ln1"]) % 4096 == 2048
+
+
+# LiteDRAM's SDR controller behind one port (the SoC's): the MT48LC16M16 at
+# the SoC's 30 MHz takes tRP 1, tRCD 1, tRFC 2 and tREFI 235 cycles.
+SOC = dataclasses.replace(MT, controller="litedram", refresh_postponing=8)
+SOC_MHZ = 30.0
+
+
+def test_litedram_gaps_by_hand():
+    """Cycles between two column commands, as LiteDRAM's code gives them
+    (and its core measures them, below): a command a cycle in an open row;
+    a row miss in the same bank precharges and activates (1 + tRP + tRCD);
+    another bank waits for the crossbar's lock (4), plus its activate; reads
+    to writes and back are the multiplexer's turnarounds (5, 6)."""
+    from bertforge.sim.sdram import litedram_gap
+    t = SOC.timing(SOC_MHZ)
+    assert (t["trp"], t["trcd"], t["trfc"], t["trefi"]) == (1, 1, 2, 235)
+
+    def gap(pw, w, same, row):
+        return litedram_gap(SOC, SOC_MHZ, pw, w, same, row)
+    assert gap(0, 0, True, "hit") == 1 and gap(1, 1, True, "hit") == 1
+    assert gap(0, 0, True, "miss") == 1 + t["trp"] + t["trcd"] == 3
+    assert gap(1, 1, True, "miss") == 6                  # after a write: write recovery first
+    assert gap(0, 0, False, "hit") == 4 and gap(0, 0, False, "closed") == 6
+    assert gap(0, 0, False, "miss") == 7
+    assert gap(0, 1, True, "hit") == 5 and gap(1, 0, True, "hit") == 6
+    assert gap(1, 0, False, "closed") == 8               # the activate overlaps the turnaround
+
+
+def test_litedram_replay_by_hand():
+    """A stream through :class:`LiteDram`: 16 reads in bank 0's row 0 (its
+    first activates: 1 + tRCD + 1, then 15 more a cycle), 8 reads in bank
+    1 (another bank, closed: 6, then 7 more), 4 writes back in bank 0's
+    row 0 (a turnaround into another bank, row open: 8, then 3), a read of
+    bank 0's row 4 (a miss after a write: 6 + tRP + tRCD = 8). The
+    refreshes, 8 every 8 tREFI (each tRP + tRFC + 1) and an activate of
+    each of the 2 banks used after them, stretch it by 1 / (1 - 36 / 1880)."""
+    from bertforge.sim.sdram import litedram_replay
+    row = 512 * 2                                       # bytes of a bank's row
+    stream = [(0, 0, 32), (0, row, 16), (1, 64, 8), (0, 4 * 4 * row, 2)]
+    got = litedram_replay(SOC, WIDTH, SOC_MHZ, stream)
+    busy = (3 + 15) + (6 + 7) + (8 + 3) + 8
+    assert got["commands"] == 16 + 8 + 4 + 1 and got["activates"] == 3
+    assert got["turnarounds"] == 2
+    assert got["cycles"] == pytest.approx(busy / (1 - 36 / 1880))
+    # 40 rows read in turn: each next row is in the next bank, closed (5 more
+    # than a hit) for the first 3, then another row is open there (6 more);
+    # the refreshes reopen all 4 banks' rows
+    long = litedram_replay(SOC, WIDTH, SOC_MHZ, [(0, 0, 2 * 512 * 40)])
+    busy = 3 + (512 * 40 - 1) + 3 * 5 + 36 * 6
+    assert long["activates"] == 40
+    assert long["cycles"] == pytest.approx(busy / (1 - (32 + 4 * 2) / 1880))
+
+
+def test_litedram_controller_config():
+    """``controller`` is a [memory] field; the harness's HDL gate builds
+    the simple controller only, and says so."""
+    from bertforge.rtl.errors import ParameterError
+    assert memory_from_table({"board": "ulx3s"}).controller == "simple"
+    table = memory_from_table({"board": "ulx3s", "controller": "litedram", "refresh_postponing": 8})
+    assert table == SOC
+    with pytest.raises(ValueError, match="controller must be 'simple' or 'litedram'"):
+        memory_from_table({"board": "ulx3s", "controller": "dfi"})
+    m = Module()
+    with pytest.raises(ParameterError, match="models the simple SDRAM controller"):
+        add_sdram_gate(m, SOC, mem_width=WIDTH, clock_mhz=SOC_MHZ, go=Signal(), now=Signal(32),
+                       word=Signal(16), want=Signal())
+
+
+def _litedram_core_gaps(stream):
+    """The cycles between LiteDRAM's column commands (DFI reads and writes)
+    for ``stream`` (``(write, native word address)``) offered back to back
+    on one native port of its core (LiteDRAM 2024.12, the MT48LC16M16 at
+    30 MHz, refreshes postponed 8), in Migen's simulator; a PHY that only
+    answers reads after its read latency stands in for the chip."""
+    from migen import Module, Signal as MSignal, passive
+    from migen.sim import run_simulation
+    from litedram import modules
+    from litedram.core import LiteDRAMCore
+    from litedram.core.controller import ControllerSettings
+    from litedram.phy import dfi
+    from litedram.phy.model import get_sdram_phy_settings
+    clk = SOC_MHZ * 1e6
+    chip = modules.MT48LC16M16(clk, "1:1")
+    settings = get_sdram_phy_settings(memtype="SDR", data_width=16, clk_freq=clk)
+
+    class Phy(Module):
+        def __init__(self):
+            self.settings = settings
+            g = chip.geom_settings
+            self.dfi = dfi.Interface(g.addressbits, g.bankbits, settings.nranks,
+                                     settings.dfi_databits, settings.nphases)
+            p = self.dfi.phases[0]
+            read = MSignal()
+            self.comb += read.eq(~p.cs_n & ~p.cas_n & p.ras_n & p.we_n)
+            for _ in range(settings.read_latency):
+                delayed = MSignal()
+                self.sync += delayed.eq(read)
+                read = delayed
+            self.comb += p.rddata_valid.eq(read)
+
+    class Dut(Module):
+        def __init__(self):
+            self.submodules.phy = Phy()
+            self.submodules.core = LiteDRAMCore(self.phy, chip.geom_settings,
+                                                chip.timing_settings, clk,
+                                                controller_settings=ControllerSettings(
+                                                    refresh_postponing=8))
+            self.port = self.core.crossbar.get_port()
+    dut = Dut()
+    port, cas = dut.port, []
+    horizon = 400 + 20 * len(stream)
+
+    def driver():
+        for _ in range(300):                            # out of reset
+            yield
+        for write, addr in stream:
+            yield port.cmd.valid.eq(1)
+            yield port.cmd.we.eq(write)
+            yield port.cmd.addr.eq(addr)
+            yield
+            while not (yield port.cmd.ready):
+                yield
+        yield port.cmd.valid.eq(0)
+
+    @passive
+    def data():
+        yield port.wdata.valid.eq(1)
+        yield port.wdata.we.eq(3)
+        yield port.rdata.ready.eq(1)
+
+    def monitor():
+        p = dut.phy.dfi.phases[0]
+        for cycle in range(horizon):
+            if not (yield p.cs_n) and not (yield p.cas_n) and (yield p.ras_n):
+                cas.append(cycle)
+            yield
+    run_simulation(dut, [driver(), data(), monitor()])
+    return [b - a for a, b in zip(cas, cas[1:])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pw, w, other, row", [
+    (pw, w, other, row) for pw in (0, 1) for w in (0, 1) for other in (False, True)
+    for row in ("hit", "miss", "closed") if other or row != "closed"])
+def test_litedram_gaps_in_litedram(pw, w, other, row):
+    """:func:`litedram_gap` against LiteDRAM's own core: 8 commands in bank
+    0's row 0, then 8 to bank 0 or 1 in the row ``row`` says (bank 1's row
+    opened, or another row opened, by 2 reads first)."""
+    from bertforge.sim.sdram import litedram_gap
+
+    def word(bank, r, col):
+        return (r * 4 + bank) * 512 + col
+    bank = int(other)
+    first = []
+    if other and row != "closed":
+        first = [(0, word(1, 1 if row == "miss" else 0, 50 + i)) for i in range(2)]
+    stream = first + [(pw, word(0, 0, i)) for i in range(8)] + \
+        [(w, word(bank, 1 if row == "miss" and not other else 0, 100 + i)) for i in range(8)]
+    gaps = _litedram_core_gaps(stream)
+    at = len(first) + 7                                 # the gap into the 9th command
+    assert gaps[at] == litedram_gap(SOC, SOC_MHZ, pw, w, not other, row)
+    assert gaps[at + 1:at + 8] == [1] * 7               # then a command a cycle
