@@ -156,7 +156,7 @@ def layers_program(config, layers, row_bytes, banks):
     the SDRAM's base, the commands' addresses the bus's."""
     from bertforge.boards.soc import MAIN_RAM_BASE
     from bertforge.sim.encoder_run import OPERATIONS, model_program
-    from .program import assemble
+    from .program import assemble, record_bytes
     stack = list(layers)
     image, programs, regions, groups, _ = model_program(config, stack, banks=(row_bytes, banks),
                                                         origin=MAIN_RAM_BASE)
@@ -168,6 +168,11 @@ def layers_program(config, layers, row_bytes, banks):
             names.append({"layer": index, "name": name, "class": kind})
             if kind == "gemm":
                 operations[-1][name] = [program[i]["gemm"] for i in members]
+            else:       # a unit's commands and where each one's record lies
+                size = record_bytes(config)
+                operations[-1][name] = [{**program[i], "record": (MAIN_RAM_BASE + image.size
+                                                                  + (offset + i) * size, size)}
+                                        for i in members]
         offset += len(program)
     commands = [command for program in programs for command in program]
     out_bytes = stack[-1].batch * stack[-1].seq * stack[-1].hidden * config.element_bytes
