@@ -336,13 +336,16 @@ def _litedram_gemm(hw, op, config, command, program=None):
     may load it, arrive the read latency later, or once the controller has
     spent its cycles on them (:class:`~bertforge.sim.sdram.LiteDram`, the
     writes of the block before taken between them); then the last block's
-    writes. The commands are ``program``'s (with their addresses), or else
-    ``op.count`` commands laid out by :func:`_gemm_stream`."""
+    writes. The commands are ``program``'s (with their addresses; a
+    command with a ``record`` has it fetched first, :func:`_record_fetch`),
+    or else ``op.count`` commands laid out by :func:`_gemm_stream`."""
     commands = program or [_gemm_command(config, op, command)] * op.count
     total = 0
     for cmd in commands:
-        streams, tail, _ = _command_stream(config, cmd)
         dram = LiteDram(hw.memory, config.mem_width, hw.clock_mhz)
+        total += _record_fetch(dram, cmd, config.mem_bytes)
+        cmd = {key: value for key, value in cmd.items() if key != "record"}
+        streams, tail, _ = _command_stream(config, cmd)
         free = [0]
 
         def memory(index, ready, streams=streams, dram=dram, free=free):
@@ -351,6 +354,17 @@ def _litedram_gemm(hw, op, config, command, program=None):
         total += gemm_cycles(config, [cmd], lat=hw.mem_latency, memory=memory)["cycles"]
         total += dram.run(tail)
     return math.ceil(total)
+
+
+def _record_fetch(dram, cmd, mb):
+    """Cycles ``dram`` (a :class:`~bertforge.sim.sdram.LiteDram`) spends
+    on the program record of ``cmd`` (its ``record``: byte address and
+    bytes, read a port word of ``mb`` bytes at a time, as the program
+    fetcher does before each command); 0 without one."""
+    if cmd.get("record") is None:
+        return 0
+    at, size = cmd["record"]
+    return dram.run([(0, at + offset, mb) for offset in range(0, size, mb)])
 
 
 def _sdram_bandwidth(hw, op, engine, command):
@@ -442,14 +456,12 @@ def _litedram_unit_cycles(hw, op, read, commands, program=None):
         half = read // 2
         other = -(-half // period) * period + period // 2
         end = -(-(other + half if op.kind == "layernorm" else read) // period) * period
-        program = [{"src": 0, "src2": other, "dst": end, "rows": op.count * op.rows // commands,
-                    "record": None}] * commands
+        program = [{"src": 0, "src2": other, "dst": end,
+                    "rows": op.count * op.rows // commands}] * commands
     total = 0
     for cmd in program:
         dram = LiteDram(mem, hw.gemm.mem_width, hw.clock_mhz)
-        if cmd["record"] is not None:
-            at, size = cmd["record"]
-            total += dram.run([(0, at + offset, mb) for offset in range(0, size, mb)])
+        total += _record_fetch(dram, cmd, mb)
         sources, params = read, 0
         if op.kind == "layernorm" and "params" in cmd:
             params = read - 2 * (op.elements // commands) * max(op.element_bytes, hw.gemm.width // 8)
@@ -596,11 +608,13 @@ def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="in
     :mod:`bertforge.sim.encoder_run` programs the encoder top: the k
     projection is ``X Wk`` (tokens x H x H) stored transposed
     (``transpose_c``, :func:`~bertforge.sim.gemm_cycles.write_cycles`),
-    on the dense engine). ``program``: per GEMM operation's name, the
+    on the dense engine). ``program``: per operation's name, the
     commands a program runs for it (dicts with their addresses and
-    strides, as :mod:`bertforge.sim.encoder_run` lays out the layer): a
-    LiteDRAM controller (``[memory] controller = "litedram"``) then
-    replays their reads and writes at those addresses."""
+    strides, as :mod:`bertforge.sim.encoder_run` lays out the layer; a
+    softmax, layernorm or GELU command also with its ``record``: the
+    address and bytes of its program record): a LiteDRAM controller
+    (``[memory] controller = "litedram"``) then replays their reads and
+    writes at those addresses, a unit's after its record's fetch."""
     ops = encoder_layer(model, seq, batch, training, bias=bias, precision=precision,
                         optimizer=optimizer)
     if transpose:
