@@ -78,7 +78,7 @@ from bertforge.rtl.sparse_engine import SparseEngineConfig
 from bertforge.sim.encoder_cycles import ADAPTER_FILL, lowbit_layernorm_cycles, operation_gap
 from bertforge.sim.gelu_cycles import gelu_cycles
 from bertforge.sim.gemm_cycles import chunks, gemm_cycles, ideal_cycles, load_beats
-from bertforge.sim.sdram import LiteDram, MemoryConfig, litedram_replay, memory_from_table
+from bertforge.sim.sdram import LiteDram, MemoryConfig, memory_from_table
 from bertforge.sim.layernorm_cycles import layernorm_cycles
 from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles, sparse_ideal_cycles
 from bertforge.sim.sparse_golden import check_pattern, parse_pattern
@@ -336,13 +336,16 @@ def _litedram_gemm(hw, op, config, command, program=None):
     may load it, arrive the read latency later, or once the controller has
     spent its cycles on them (:class:`~bertforge.sim.sdram.LiteDram`, the
     writes of the block before taken between them); then the last block's
-    writes. The commands are ``program``'s (with their addresses), or else
-    ``op.count`` commands laid out by :func:`_gemm_stream`."""
+    writes. The commands are ``program``'s (with their addresses; a
+    command with a ``record`` has it fetched first, :func:`_record_fetch`),
+    or else ``op.count`` commands laid out by :func:`_gemm_stream`."""
     commands = program or [_gemm_command(config, op, command)] * op.count
     total = 0
     for cmd in commands:
-        streams, tail, _ = _command_stream(config, cmd)
         dram = LiteDram(hw.memory, config.mem_width, hw.clock_mhz)
+        total += _record_fetch(dram, cmd, config.mem_bytes)
+        cmd = {key: value for key, value in cmd.items() if key != "record"}
+        streams, tail, _ = _command_stream(config, cmd)
         free = [0]
 
         def memory(index, ready, streams=streams, dram=dram, free=free):
@@ -351,6 +354,17 @@ def _litedram_gemm(hw, op, config, command, program=None):
         total += gemm_cycles(config, [cmd], lat=hw.mem_latency, memory=memory)["cycles"]
         total += dram.run(tail)
     return math.ceil(total)
+
+
+def _record_fetch(dram, cmd, mb):
+    """Cycles ``dram`` (a :class:`~bertforge.sim.sdram.LiteDram`) spends
+    on the program record of ``cmd`` (its ``record``: byte address and
+    bytes, read a port word of ``mb`` bytes at a time, as the program
+    fetcher does before each command); 0 without one."""
+    if cmd.get("record") is None:
+        return 0
+    at, size = cmd["record"]
+    return dram.run([(0, at + offset, mb) for offset in range(0, size, mb)])
 
 
 def _sdram_bandwidth(hw, op, engine, command):
@@ -376,7 +390,7 @@ def _sdram_bandwidth(hw, op, engine, command):
     return beats * mb / cycles * (1 - (t["trp"] + t["trfc"]) / t["trefi"])
 
 
-def _unit(hw, op, model, commands=1):
+def _unit(hw, op, model, commands=1, program=None):
     """Cycles and ideal cycles of an elementwise operation run as
     ``commands`` commands (each waits its own operation gap)."""
     cfg = getattr(hw, op.kind)
@@ -410,7 +424,7 @@ def _unit(hw, op, model, commands=1):
         tail = (gelu_cycles(cfg, 1) - 1 if op.kind == "gelu"
                 else model(cfg, [op.length]) - beats)
         if hw.memory.controller == "litedram":
-            memory = _litedram_unit_cycles(hw, op, read, commands)
+            memory = _litedram_unit_cycles(hw, op, read, commands, program)
         else:
             memory = read / hw.mem_bytes_per_cycle
         streamed = commands * (ADAPTER_FILL + hw.mem_latency + tail) + memory
@@ -418,43 +432,55 @@ def _unit(hw, op, model, commands=1):
     return max(gap + cycles, math.ceil(read / hw.mem_bytes_per_cycle)), op.elements / cfg.lanes
 
 
-def _litedram_unit_cycles(hw, op, read, commands):
+def _litedram_unit_cycles(hw, op, read, commands, program=None):
     """Cycles LiteDRAM's controller spends on an elementwise operation's
     ``read`` bytes and its results (:func:`_unit_bytes`'s outputs), run as
-    ``commands`` commands. The sources lie one after another, each from a
-    port word on; layernorm's x and residual half the banks apart (as the
-    encoder program lays them out), read a port word of each in turn.
-    Softmax and layernorm write a row's results at once, as one AXI burst
-    (they leave the unit's row buffer a beat a cycle), while the next row
-    is read; GELU's results leave as fast as its reads come, so each port
-    word is a burst of its own between two reads (every write a
-    read-to-write turnaround and back)."""
+    ``commands`` commands. With ``program`` (the operation's commands, each
+    with its ``record``: the address and bytes of its program record) each
+    command first has its record fetched, then reads its sources and
+    writes its results at its own addresses (a layernorm its gamma and
+    beta first); without, the sources lie one after another, each from a
+    port word on, layernorm's x and residual half the banks apart (as the
+    encoder program lays them out). Layernorm reads a port word of each
+    source in turn. Softmax and layernorm write a row's results at once,
+    as one AXI burst (they leave the unit's row buffer a beat a cycle),
+    while the next row is read; GELU's results leave as fast as its reads
+    come, so each port word is a burst of its own between two reads (every
+    write a read-to-write turnaround and back)."""
     mb = hw.gemm.mem_bytes
     out = _unit_bytes(op, hw.gemm, hw.layernorm.second_output)[2] // commands
     read //= commands
     mem = hw.memory
-    period = mem.columns * mem.data_width // 8 * mem.banks
-    rows = op.count * op.rows // commands
-    if op.kind == "layernorm":       # x and the residual interleave, half the banks apart
+    if program is None:
+        period = mem.columns * mem.data_width // 8 * mem.banks
         half = read // 2
         other = -(-half // period) * period + period // 2
-        reads = [(0, at, mb) for pair in zip(range(0, half, mb), range(other, other + half, mb))
-                 for at in pair]
-    else:
-        reads = [(0, at, mb) for at in range(0, read, mb)]
-    base = -(-(reads[-1][1] + mb) // period) * period
-    if op.kind == "gelu":
-        writes = [(1, base + at, mb) for at in range(0, out, mb)]
-    else:
-        row = out // rows
-        writes = [(1, base + at, row) for at in range(0, out, row)]
-    stream, done = [], 0
-    for index, item in enumerate(reads):
-        stream.append(item)
-        due = (index + 1) * len(writes) // len(reads)
-        stream += writes[done:due]
-        done = due
-    return commands * litedram_replay(mem, hw.gemm.mem_width, hw.clock_mhz, stream)["cycles"]
+        end = -(-(other + half if op.kind == "layernorm" else read) // period) * period
+        program = [{"src": 0, "src2": other, "dst": end,
+                    "rows": op.count * op.rows // commands}] * commands
+    total = 0
+    for cmd in program:
+        dram = LiteDram(mem, hw.gemm.mem_width, hw.clock_mhz)
+        total += _record_fetch(dram, cmd, mb)
+        sources, params = read, 0
+        if op.kind == "layernorm" and "params" in cmd:
+            params = read - 2 * (op.elements // commands) * max(op.element_bytes, hw.gemm.width // 8)
+        reads = [(0, cmd["params"] + at, mb) for at in range(0, params, mb)] if params else []
+        if op.kind == "layernorm":       # x and the residual interleave
+            reads += [(0, base + at, mb) for at in range(0, (sources - params) // 2, mb)
+                      for base in (cmd["src"], cmd["src2"])]
+        else:
+            reads += [(0, cmd["src"] + at, mb) for at in range(0, sources, mb)]
+        step = mb if op.kind == "gelu" else out // cmd["rows"]
+        writes = [(1, cmd["dst"] + at, step) for at in range(0, out, step)]
+        stream, done = [], 0
+        for index, item in enumerate(reads):
+            stream.append(item)
+            due = (index + 1) * len(writes) // len(reads)
+            stream += writes[done:due]
+            done = due
+        total += dram.run(stream)
+    return total
 
 
 #: ECP5 DP16KD block RAM shapes (width, depth): 18 Kbit, 16 Kbit of it below 9 bits wide.
@@ -582,11 +608,13 @@ def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="in
     :mod:`bertforge.sim.encoder_run` programs the encoder top: the k
     projection is ``X Wk`` (tokens x H x H) stored transposed
     (``transpose_c``, :func:`~bertforge.sim.gemm_cycles.write_cycles`),
-    on the dense engine). ``program``: per GEMM operation's name, the
+    on the dense engine). ``program``: per operation's name, the
     commands a program runs for it (dicts with their addresses and
-    strides, as :mod:`bertforge.sim.encoder_run` lays out the layer): a
-    LiteDRAM controller (``[memory] controller = "litedram"``) then
-    replays their reads and writes at those addresses."""
+    strides, as :mod:`bertforge.sim.encoder_run` lays out the layer; a
+    softmax, layernorm or GELU command also with its ``record``: the
+    address and bytes of its program record): a LiteDRAM controller
+    (``[memory] controller = "litedram"``) then replays their reads and
+    writes at those addresses, a unit's after its record's fetch."""
     ops = encoder_layer(model, seq, batch, training, bias=bias, precision=precision,
                         optimizer=optimizer)
     if transpose:
@@ -614,7 +642,7 @@ def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="in
             model_fn = {"softmax": softmax_cycles, "layernorm": layernorm_cycles}.get(op.kind)
             # the encoder top's program: a softmax command per sentence
             per = batch if transpose and op.kind == "softmax" else 1
-            cycles, ideal = _unit(hw, op, model_fn, per)
+            cycles, ideal = _unit(hw, op, model_fn, per, (program or {}).get(op.name))
             work = op.elements
             weights, acts, outs = _unit_bytes(op, engine, hw.layernorm.second_output)
             traffic, ops_count, compute = weights + acts + outs, op.elements, ideal

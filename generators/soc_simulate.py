@@ -106,7 +106,8 @@ def soc_encoder(layers, *, hw=None, upload=True, quiet=True, per_operation=False
     golden model's), ``"mismatches"``, ``"program"`` (the check's result:
     pc, counters, polls), ``"commands"``, ``"violations"``, ``"passed"``,
     ``"phases"``, ``"cycles"`` (of the whole simulation), ``"layout"`` (per
-    layer, each GEMM operation's commands, for ``analyze``'s ``program``)}.
+    layer, each operation's commands, a unit's with its ``record``'s
+    address and bytes, for ``analyze``'s ``program``)}.
 
     ``per_operation``: each operation of each layer (``OPERATIONS`` of
     :mod:`bertforge.sim.encoder_run`) runs as its own program, one
@@ -152,11 +153,11 @@ def layers_program(config, layers, row_bytes, banks):
     ``"out"``, ``"out_bytes"`` (the last layer's output: offset, whole
     words), ``"commands"``, ``"segments"``/``"names"`` (each operation's
     record range and its layer, name, class), ``"layers"``, ``"operations"``
-    (per layer, each GEMM operation's commands: ``analyze``'s ``program``)}; offsets from
-    the SDRAM's base, the commands' addresses the bus's."""
+    (per layer, each operation's commands, a unit's with its ``record``'s
+    address and bytes: ``analyze``'s ``program``)}; offsets from the SDRAM's base, the commands' addresses the bus's."""
     from bertforge.boards.soc import MAIN_RAM_BASE
     from bertforge.sim.encoder_run import OPERATIONS, model_program
-    from .program import assemble
+    from .program import assemble, record_bytes
     stack = list(layers)
     image, programs, regions, groups, _ = model_program(config, stack, banks=(row_bytes, banks),
                                                         origin=MAIN_RAM_BASE)
@@ -166,8 +167,10 @@ def layers_program(config, layers, row_bytes, banks):
         for (name, kind), members in zip(OPERATIONS, layer_groups):
             segments.append([offset + members[0], len(members)])
             names.append({"layer": index, "name": name, "class": kind})
-            if kind == "gemm":
-                operations[-1][name] = [program[i]["gemm"] for i in members]
+            size = record_bytes(config)     # each command with where its record lies
+            operations[-1][name] = [{**program[i].get("gemm", program[i]),
+                                     "record": (MAIN_RAM_BASE + image.size + (offset + i) * size,
+                                                size)} for i in members]
         offset += len(program)
     commands = [command for program in programs for command in program]
     out_bytes = stack[-1].batch * stack[-1].seq * stack[-1].hidden * config.element_bytes
@@ -321,7 +324,7 @@ def soc_layer_bench(out_dir, cases=BENCH_CASES):
     (what :func:`~bertforge.generators.manual.store_bench` stores): per case
     and operation class (then ``all``) the accelerator's cycles, ``analyze``'s
     for the same engine with the board's SDRAM behind LiteDRAM's controller
-    (:func:`soc_hardware`) at the SoC's clock, its GEMMs at the program's
+    (:func:`soc_hardware`) at the SoC's clock, its operations at the program's
     addresses, the bytes the engine moved and the SoC's counters
     (SDRAM reads, writes, activates, refreshes; see
     :data:`~bertforge.boards.soc_sim.PERF_COUNTERS`). Returns the rows."""
