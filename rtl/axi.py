@@ -331,11 +331,11 @@ class AxiMaster(wiring.Component):
         # full then, later (``sealed``: the AW never waits for W room, so a
         # slave that takes W only after AW cannot deadlock it). The queues'
         # heads drive AW and W independently.
-        awq = m.submodules.aw_queue = Queue(
-            shape=data.StructLayout({"addr": wa + mbb, "len": 8}), depth=4)
+        longest = min(self.max_burst, MAX_WRITE_BURST)
+        awq = m.submodules.aw_queue = Queue(       # awlen < longest: its bits only
+            shape=data.StructLayout({"addr": wa + mbb, "len": range(longest)}), depth=4)
         wq = m.submodules.w_queue = Queue(
             shape=data.StructLayout({"data": W, "strb": MB, "last": 1}), depth=W_QUEUE)
-        longest = min(self.max_burst, MAX_WRITE_BURST)
         hold = Signal()
         sealed = Signal()       # the held beat ends a burst whose AW is queued
         hold_data = Signal(W)

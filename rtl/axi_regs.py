@@ -87,12 +87,21 @@ class AxiLiteRegisters(wiring.Component):
     values : dict
         Constant values of ``r`` fields by port name (the hardware's
         configuration, say): those fields get no port and read the value.
+    kept : dict
+        Bits kept of ``rw`` fields by port name (the low ones; the others
+        read their reset value, 0, and writes to them are ignored).
     """
 
-    def __init__(self, *, registers=REGISTERS, addr_width=8, values=None):
+    def __init__(self, *, registers=REGISTERS, addr_width=8, values=None, kept=None):
         self.registers = registers
         self.values = dict(values or {})
+        self.kept = dict(kept or {})
         ports = {field_port(reg, f): f for reg in registers for f in reg["fields"]}
+        for name, bits in self.kept.items():
+            if name not in ports or ports[name]["kind"] != "rw" or ports[name]["reset"]:
+                raise ParameterError(f"kept: {name!r} is not a read-write ('rw') field's port "
+                                     "with reset value 0")
+            check_int(name, bits, minimum=0, maximum=ports[name]["width"])
         for name, value in self.values.items():
             if name not in ports or ports[name]["kind"] != "r":
                 raise ParameterError(f"values: {name!r} is not a read-only ('r') field's port")
@@ -170,8 +179,9 @@ class AxiLiteRegisters(wiring.Component):
                 port = getattr(self, field_port(reg, f), None)
                 lo, hi = f["lsb"], f["lsb"] + f["width"]
                 if f["kind"] == "rw":       # byte by byte: WSTRB enables, no merge logic
-                    for byte in range(lo // 8, (hi - 1) // 8 + 1):
-                        a, b = max(lo, 8 * byte), min(hi, 8 * byte + 8)
+                    top = lo + self.kept.get(field_port(reg, f), f["width"])
+                    for byte in range(lo // 8, (top - 1) // 8 + 1) if top > lo else ():
+                        a, b = max(lo, 8 * byte), min(top, 8 * byte + 8)
                         with m.If(hit & s.s_axi_wstrb[byte]):
                             m.d.sync += port[a - lo:b - lo].eq(s.s_axi_wdata[a:b])
                 elif f["kind"] == "pulse":

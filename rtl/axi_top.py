@@ -153,7 +153,10 @@ class AxiGemmTop(wiring.Component):
             "config0_dataflow": int(cfg.dataflow == "ws"), "config0_bf16": int(cfg.bf16),
             "config0_width": cfg.width, "config0_acc_width": cfg.acc_width,
             "config1_mem_width": cfg.mem_width, "config1_addr_width": cfg.addr_width,
-            "config1_lanes": cfg.lanes, "config1_units": 0b1111 if encoder else 0b0001})
+            "config1_lanes": cfg.lanes, "config1_units": 0b1111 if encoder else 0b0001},
+            # PROG_BASE keeps the engine's address bits only (the rest read 0).
+            kept={"prog_base_lo_addr": min(cfg.addr_width, 32),
+                  "prog_base_hi_addr": max(cfg.addr_width - 32, 0)})
         forward_ports(m, self, master, self.axi_names)
         forward_ports(m, self, regs, self.lite_names)
 
