@@ -164,10 +164,10 @@ class AxiLiteRegisters(wiring.Component):
         raddr = s.s_axi_araddr[2:]
         words = {reg["offset"] >> 2: self._read_value(reg) for reg in self.registers}
         levels = max(words).bit_length()
+        in_range = raddr >> levels == 0
         with m.If(take_r):
-            m.d.sync += [rdata.eq(_tree(words, raddr, 0, levels)),
-                         rresp.eq(Mux((raddr >> levels == 0)
-                                      & Cat(raddr == word for word in words).any(),
+            m.d.sync += [rdata.eq(Mux(in_range, _tree(words, raddr, 0, levels), 0)),
+                         rresp.eq(Mux(in_range & Cat(raddr == word for word in words).any(),
                                       RESP_OKAY, RESP_SLVERR))]
         writable = [reg["offset"] >> 2 for reg in self.registers if is_writable(reg)]
         with m.If(take_w):
