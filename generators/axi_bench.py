@@ -199,7 +199,8 @@ _SYNTH_KEYS = {"LUTs": "luts", "FFs": "ffs", "DSPs": "dsps", "block RAMs": "bloc
 def _used(kind):
     def fmt(row):
         if "synth" in row:
-            return f"{row['synth'][_SYNTH_KEYS[kind]]} (synth)"
+            rams = f"+{row['synth']['dpr16x4']}R" if kind == "LUTs" else ""
+            return f"{row['synth'][_SYNTH_KEYS[kind]]}{rams} (synth)"
         return str(row["resources"][kind]["used"]) if "resources" in row else "-"
     return fmt
 
@@ -265,7 +266,8 @@ def _notes(missing):
         "kept whole, the parts miss some optimization across them, so their sum exceeds the "
         "flattened build's overhead",
         "(synth): a design that does not fit the 85F, counted by a flattened yosys synth_ecp5 "
-        "(LUTs = LUT4 + 2 x CCU2C), not placed",
+        "(LUTs = LUT4 + 2 x CCU2C, +NR: N distributed RAMs, about 6 of nextpnr's LUTs each), "
+        "not placed",
     ]
     return notes + ([f"not built: {', '.join(missing)}"] if missing else [])
 
