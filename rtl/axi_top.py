@@ -29,7 +29,7 @@ asked for is answered (``DRAIN``, a rejected command's too), then the
 program ends, and the next start runs a program from a clean state.
 """
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Elaboratable, Module, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import Out
 
@@ -145,18 +145,20 @@ class AxiGemmTop(wiring.Component):
         encoder = cfg is not self.config
         engine = m.submodules.engine = self.make_engine()
         master = m.submodules.master = self._master
-        regs = m.submodules.regs = AxiLiteRegisters()
+        # The configuration registers read constants.
+        idle_units = () if encoder else ("softmax", "layernorm", "gelu")
+        regs = m.submodules.regs = AxiLiteRegisters(values={
+            **{f"busy_{name}_count": 0 for name in idle_units},
+            "config0_rows": cfg.rows, "config0_cols": cfg.cols,
+            "config0_dataflow": int(cfg.dataflow == "ws"), "config0_bf16": int(cfg.bf16),
+            "config0_width": cfg.width, "config0_acc_width": cfg.acc_width,
+            "config1_mem_width": cfg.mem_width, "config1_addr_width": cfg.addr_width,
+            "config1_lanes": cfg.lanes, "config1_units": 0b1111 if encoder else 0b0001},
+            # PROG_BASE keeps the engine's address bits only (the rest read 0).
+            kept={"prog_base_lo_addr": min(cfg.addr_width, 32),
+                  "prog_base_hi_addr": max(cfg.addr_width - 32, 0)})
         forward_ports(m, self, master, self.axi_names)
         forward_ports(m, self, regs, self.lite_names)
-
-        # Configuration registers.
-        m.d.comb += [
-            regs.config0_rows.eq(cfg.rows), regs.config0_cols.eq(cfg.cols),
-            regs.config0_dataflow.eq(cfg.dataflow == "ws"), regs.config0_bf16.eq(cfg.bf16),
-            regs.config0_width.eq(cfg.width), regs.config0_acc_width.eq(cfg.acc_width),
-            regs.config1_mem_width.eq(cfg.mem_width), regs.config1_addr_width.eq(cfg.addr_width),
-            regs.config1_lanes.eq(cfg.lanes), regs.config1_units.eq(0b1111 if encoder else 0b0001),
-        ]
 
         # Program state.
         busy = self.busy
@@ -271,20 +273,20 @@ class AxiGemmTop(wiring.Component):
             with m.If(engine.cmd.valid & engine.cmd.ready):
                 m.d.sync += unit.eq(rec.cmd.op)
 
-        # Performance counters (cleared by start).
-        counters = {
+        # Performance counters (cleared by start); a GEMM engine's other
+        # units' read 0 (``idle_units``, no counter).
+        steps = {
             "cycles": busy, **{f"busy_{name}": running & (unit == code)
-                               for name, code in UNIT_CODES.items()},
+                               for name, code in UNIT_CODES.items() if name not in idle_units},
             "bytes_read": master.bytes_read, "bytes_written": master.bytes_written,
             "mem_wait": busy & master.mem_wait,
         }
-        for name, step in counters.items():
-            counter = Signal(32, name=f"count_{name}")
-            with m.If(regs.ctrl_start & ~busy):
-                m.d.sync += counter.eq(0)
-            with m.Else():
-                m.d.sync += counter.eq(counter + step)
-            m.d.comb += getattr(regs, f"{name}_count").eq(counter)
+        counters = m.submodules.counters = PerfCounters(
+            {name: len(Value.cast(step)) for name, step in steps.items()})
+        m.d.comb += counters.clear.eq(regs.ctrl_start & ~busy)
+        for name, step in steps.items():
+            m.d.comb += [counters.step[name].eq(step),
+                         getattr(regs, f"{name}_count").eq(counters.count[name])]
         return m
 
     def make_engine(self):
@@ -314,6 +316,35 @@ class AxiGemmTop(wiring.Component):
     def drained(master):
         """A command's reads and writes are all answered (``DRAIN`` ends)."""
         return master.idle
+
+
+class PerfCounters(Elaboratable):
+    """32-bit counters (wrapping) that add their ``step``, a cycle later (a
+    register: the step's logic stays off the adders' carry chains);
+    ``clear`` zeroes them all.
+
+    Parameters
+    ----------
+    steps : dict
+        Counter name -> width of its step.
+    """
+
+    def __init__(self, steps):
+        self.clear = Signal()
+        self.step = {name: Signal(width, name=f"{name}_step") for name, width in steps.items()}
+        self.count = {name: Signal(32, name=f"count_{name}") for name in steps}
+
+    def elaborate(self, platform):
+        m = Module()
+        for name, step in self.step.items():
+            count = self.count[name]
+            last = Signal.like(step, name=f"{name}_last")
+            m.d.sync += last.eq(step)
+            with m.If(self.clear):
+                m.d.sync += count.eq(0)
+            with m.Else():
+                m.d.sync += count.eq(count + last)
+        return m
 
 
 def with_bus(config, bus="stream", *, max_dsp=None, **bus_args):

@@ -229,37 +229,44 @@ def test_bad_parameter_types():
         AxiMaster(data_width="32")
 
 
+def _lite(ctx, regs, responses):
+    """``(write, read)``: AXI4-Lite accesses of ``regs`` in a testbench; each
+    appends its BRESP / RRESP to ``responses``."""
+    async def write(addr, value, strb=0xF):
+        ctx.set(regs.s_axi_awaddr, addr)
+        ctx.set(regs.s_axi_wdata, value)
+        ctx.set(regs.s_axi_wstrb, strb)
+        ctx.set(regs.s_axi_awvalid, 1)
+        ctx.set(regs.s_axi_wvalid, 1)
+        ctx.set(regs.s_axi_bready, 1)
+        await ctx.tick().until(regs.s_axi_awready)
+        ctx.set(regs.s_axi_awvalid, 0)
+        ctx.set(regs.s_axi_wvalid, 0)
+        assert ctx.get(regs.s_axi_bvalid)
+        responses.append(ctx.get(regs.s_axi_bresp))
+        await ctx.tick()
+
+    async def read(addr):
+        ctx.set(regs.s_axi_araddr, addr)
+        ctx.set(regs.s_axi_arvalid, 1)
+        ctx.set(regs.s_axi_rready, 1)
+        await ctx.tick().until(regs.s_axi_arready)
+        ctx.set(regs.s_axi_arvalid, 0)
+        assert ctx.get(regs.s_axi_rvalid)        # answered the cycle after
+        value = ctx.get(regs.s_axi_rdata)
+        responses.append(ctx.get(regs.s_axi_rresp))
+        await ctx.tick()
+        return value
+
+    return write, read
+
+
 def test_register_file():
     regs = AxiLiteRegisters()
     responses = []      # BRESP / RRESP of each access
 
     async def bench(ctx):
-        async def write(addr, value, strb=0xF):
-            ctx.set(regs.s_axi_awaddr, addr)
-            ctx.set(regs.s_axi_wdata, value)
-            ctx.set(regs.s_axi_wstrb, strb)
-            ctx.set(regs.s_axi_awvalid, 1)
-            ctx.set(regs.s_axi_wvalid, 1)
-            ctx.set(regs.s_axi_bready, 1)
-            await ctx.tick().until(regs.s_axi_awready)
-            ctx.set(regs.s_axi_awvalid, 0)
-            ctx.set(regs.s_axi_wvalid, 0)
-            assert ctx.get(regs.s_axi_bvalid)
-            responses.append(ctx.get(regs.s_axi_bresp))
-            await ctx.tick()
-
-        async def read(addr):
-            ctx.set(regs.s_axi_araddr, addr)
-            ctx.set(regs.s_axi_arvalid, 1)
-            ctx.set(regs.s_axi_rready, 1)
-            await ctx.tick().until(regs.s_axi_arready)
-            ctx.set(regs.s_axi_arvalid, 0)
-            assert ctx.get(regs.s_axi_rvalid)        # answered the cycle after
-            value = ctx.get(regs.s_axi_rdata)
-            responses.append(ctx.get(regs.s_axi_rresp))
-            await ctx.tick()
-            return value
-
+        write, read = _lite(ctx, regs, responses)
         assert await read(0x00) == 0x42464731
         assert await read(0x04) == 0x100
         ctx.set(regs.config0_rows, 4)
@@ -293,6 +300,41 @@ def test_register_file():
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
+
+
+def test_register_file_constants_and_kept_bits():
+    """``values``: read-only fields read a constant (no port); ``kept``: a
+    read-write field keeps its low bits only; an address above the map's
+    words reads 0 with SLVERR."""
+    regs = AxiLiteRegisters(values={"config0_rows": 4, "config0_cols": 8},
+                            kept={"prog_base_lo_addr": 12, "prog_base_hi_addr": 0})
+    assert not hasattr(regs, "config0_rows") and hasattr(regs, "config0_width")
+    responses = []
+
+    async def bench(ctx):
+        write, read = _lite(ctx, regs, responses)
+        assert await read(0x08) == 4 | 8 << 8
+        await write(0x18, 0xFFFFFFFF)
+        await write(0x1C, 0xFFFFFFFF)
+        assert ctx.get(regs.prog_base_lo_addr) == 0xFFF and ctx.get(regs.prog_base_hi_addr) == 0
+        assert await read(0x18) == 0xFFF and await read(0x1C) == 0
+        assert responses == [0] * 5                     # OKAY: the registers are writable
+        assert await read(0x80) == 0 and responses[-1] == 2     # above the map: SLVERR, 0
+
+    sim = Simulator(regs)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"values": {"prog_len_count": 3}}, r"^values: 'prog_len_count' is not a read-only \('r'\) field's port$"),
+    ({"values": {"config0_rows": 256}}, r"^config0_rows must be an integer <= 255, not 256$"),
+    ({"kept": {"pc_count": 3}}, r"^kept: 'pc_count' is not a read-write \('rw'\) field's port with reset value 0$"),
+])
+def test_register_file_bad_values(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        AxiLiteRegisters(**kwargs)
 
 
 def test_gemm_engine_bus():
