@@ -217,17 +217,31 @@ def _summary(model, hardware, config, texts, sentences, embeddings, references, 
 
 def _simulate_lowbit(model, config, hardware, hw, calibration_ids, groups, seq, *, quiet, cycles):
     """:func:`~bertforge.generators.encoder_sim.simulate_lowbit` of the
-    W8A8 model (:mod:`bertforge.generators.lowbit`, calibrated on
-    ``calibration_ids``) for sentences ``groups`` (batches of one)."""
+    W8A8 model, or W4A8 on an engine with group multipliers (``[gemm]
+    weight_group``; GPTQ on the Hessians of ``calibration_ids`` and
+    :data:`~bertforge.generators.lowbit.CALIBRATION_HESSIAN`'s sentences)
+    (:mod:`bertforge.generators.lowbit`, calibrated on ``calibration_ids``)
+    for sentences ``groups`` (batches of one)."""
     from bertforge.sim.bert_golden import embed
     from .encoder_sim import simulate_lowbit
-    from .lowbit import calibration_stats, integer_model, quantize_model
+    from .lowbit import (CALIBRATION_HESSIAN, PRECISIONS, calibration_stats, integer_model,
+                         quantize_model)
     if len(groups[0]) != 1:
         raise CliError(f"{hw}: the low-bit top runs one sentence at a time: --batch 1")
     if not hardware.memory.ideal:
         raise CliError(f"{hw}: the low-bit top runs on the ideal memory: remove [memory]")
-    stats = calibration_stats(model, calibration_ids, hessian=False)
-    imodel = integer_model(model, config, quantize_model(model, stats, "w8a8"), stats)
+    group = config.gemm.weight_group
+    if group and group != PRECISIONS["w4a8"].group:
+        raise CliError(f"{hw}: W4A8's 4-bit weights come in groups of {PRECISIONS['w4a8'].group} "
+                       f"along K: set [gemm] weight_group and k_chunk to "
+                       f"{PRECISIONS['w4a8'].group}, not {group}")
+    if group:
+        hessian = tokenize(model, read_sentences(CALIBRATION_HESSIAN), config.softmax.l_max)
+        stats = calibration_stats(model, calibration_ids, hessian_sentences=hessian)
+    else:
+        stats = calibration_stats(model, calibration_ids, hessian=False)
+    imodel = integer_model(model, config, quantize_model(model, stats, "w4a8" if group else "w8a8"),
+                           stats)
     runs = []
     for (tokens,) in groups:
         x = np.zeros((seq, model.hidden))

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bertforge.rtl.accumulator import GROUP_MULT_BITS, GROUP_MULTS
 from .encoder_golden import _layernorm, _q8
 from .payload_np import pack_int4, unpack_int4     # (re-exported: the 4-bit weight format)
 
@@ -47,11 +48,11 @@ __all__ = ["MULT_BITS", "MULT_CODES", "pack_int4", "unpack_int4", "quantize_weig
            "LowbitLayer", "lowbit_layer", "lowbit_forward", "OPERANDS", "IntegerLowbit"]
 
 #: Bits of a 4-bit weight group's integer multiplier.
-MULT_BITS = 8
+MULT_BITS = GROUP_MULT_BITS
 #: The integer group multipliers a 4-bit group code stands for (a 16-entry
-#: table the loader decodes): ``round(2**MULT_BITS * 2**(-(15 - c) / 4))``,
-#: a quarter octave apart, 19 .. 256.
-MULT_CODES = np.array([round((1 << MULT_BITS) * 2.0 ** (-(15 - c) / 4)) for c in range(16)])
+#: table the accumulator decodes: :data:`~bertforge.rtl.accumulator.GROUP_MULTS`):
+#: ``round(2**MULT_BITS * 2**(-(15 - c) / 4))``, a quarter octave apart, 19 .. 256.
+MULT_CODES = np.array(GROUP_MULTS)
 #: The activation operand of each weight GEMM: the weights it multiplies.
 OPERANDS = {"x": ("q", "k", "v"), "ctx": ("o",), "ln1": ("1",), "g": ("2",)}
 
@@ -273,11 +274,15 @@ class IntegerLowbit:
             sx = x_scale if index == 0 else ln.out_scale
             nxt = layers[index + 1] if index + 1 < len(layers) else None
             d = layer.wq["q"].shape[1] // heads
-            plan = {"sx": sx, "w": {}, "rq": {}, "bias": {}}
+            plan = {"sx": sx, "w": {}, "rq": {}, "bias": {}, "q4": {}}
             for key, operand, out in (("q", "x", None), ("k", "x", None), ("v", "x", "v"),
                                       ("o", "ctx", "attn"), ("1", "ln1", "h1"), ("2", "g", "f")):
                 q, col, mult = layer.wq[key], layer.col[key], layer.mult[key]
                 plan["w"][key] = q if mult is None else q * np.repeat(mult, layer.group, axis=0)
+                if mult is not None:      # the 4-bit weights and their codes (None: not codes)
+                    codes = np.minimum(np.searchsorted(MULT_CODES, mult), 15)
+                    plan["q4"][key] = (q, codes if np.array_equal(MULT_CODES[codes], mult)
+                                       else None, layer.group)
                 acc = a[operand] * (col if mult is None else col / (1 << MULT_BITS))
                 target = {None: a.get(key), "v": a["ctx"] * s["ctx"], "attn": sx,
                           "h1": gelu.in_scale, "f": ln.out_scale}[out]
