@@ -252,8 +252,7 @@ def bench_precisions(checkpoint, texts, hw, calibration, hessian=()):
             numerics = quality(embeddings(model, layers, ids), ref)
             got = integer_embeddings(model, integer_model(model, config, layers, stats), ids)
             source = ("low-bit integer golden model (bit-exact with Verilator on "
-                      "minilm_int8.toml)" if name == "w8a8" else
-                      "low-bit integer golden model (no RTL yet)")
+                      f"minilm_{'int8' if name == 'w8a8' else 'w4a8'}.toml)")
         moved = bytes_per_sentence(model, seq, p)
         shape = BertModel(Path(str(model.path)).name, model.hidden, model.heads,
                           len(model.layers), model.ffn)
@@ -307,8 +306,8 @@ def write_bench_precisions(out, checkpoint, rows):
         "against the bytes over the ULX3S's 16-bit SDRAM at its peak (2 bytes a cycle at "
         "100 MHz, no refresh or row misses); at batch 8 the weights are read once for 8 sentences",
         "w8a8 and w4a8: the low-bit integer golden model (sim/lowbit_golden.py, IntegerLowbit: "
-        "int16 residual stream and units, int8 GEMM operands); w8a8's is bit-exact with the RTL "
-        "(sim model --hw minilm_int8.toml), w4a8 has no RTL yet: see generators/docs/lowbit.md"])
+        "int16 residual stream and units, int8 GEMM operands), bit-exact with the RTL "
+        "(sim model --hw minilm_int8.toml, minilm_w4a8.toml): see generators/docs/lowbit.md"])
     _plot(Path(out) / "cosine_bytes.png", rows)
 
 

@@ -17,8 +17,9 @@ transpose); the sentence embedding against the float64 reference (cosine).
 Activations are int8 or int16 as the hardware config says; minilm.toml
 and minilm_8x8.toml run int16 activations (int8 ones give cosine 0.85 on
 all-MiniLM-L6-v2, see the manual's checkpoints page). A low-bit hardware
-config (minilm_int8.toml: ``[layernorm] second_output``) runs W8A8 (the
-manual's low-bit page): the model quantized by
+config (minilm_int8.toml: ``[layernorm] second_output``) runs W8A8, or
+W4A8 with group multipliers in its engine (minilm_w4a8.toml: ``[gemm]
+weight_group``) (the manual's low-bit page): the model quantized by
 :mod:`bertforge.generators.lowbit` from the calibration sentences, each
 layer checked against its integer golden model
 (:class:`~bertforge.sim.lowbit_golden.IntegerLowbit`); one sentence a run.

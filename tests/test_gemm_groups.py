@@ -70,6 +70,62 @@ def test_code_layout_two_a_byte_along_n():
         pack_codes([[16]])
 
 
+def test_mixed_b_read_in_amaranth():
+    """The B buffer read of an engine with group multipliers
+    (``packed_read`` with ``packed``): a packed chunk's row ``k`` is nibble
+    ``k % 2`` of word ``k // 2`` of its slot, sign-extended; a dense
+    chunk's is word ``k`` as it is; same one-cycle latency."""
+    from amaranth.hdl import Module, Signal
+    from amaranth.lib import wiring
+    from amaranth.lib.memory import Memory
+    from amaranth.lib.wiring import In, Out
+    from bertforge.rtl.engine import read_port
+    from bertforge.rtl.loader import packed_read
+    from bertforge.sim.payload_np import unpack_int4
+    kc, mb = G8.k_chunk, G8.mem_bytes
+    rng = np.random.default_rng(4)
+    words = rng.integers(0, 256, (2 * kc, mb), dtype=np.uint8)
+    words[0], words[1] = 0x87, 0x78                    # (7, -8) and (-8, 7) in every lane
+
+    class Reader(wiring.Component):
+        def __init__(self):
+            super().__init__({"addr": In(range(2 * kc)), "packed": In(1), "data": Out(G8.mem_width)})
+
+        def elaborate(self, platform):
+            m = Module()
+            mem = m.submodules.mem = Memory(shape=G8.mem_width, depth=2 * kc,
+                                            init=[int.from_bytes(w.tobytes(), "little") for w in words])
+            port = read_port(2 * kc, G8.mem_width).signature.flip().create()
+            packed_read(m, "b", G8, port, mem, self.packed)
+            m.d.comb += [port.addr.eq(self.addr), self.data.eq(port.data)]
+            return m
+
+    dut = Reader()
+    reads = [(slot, k, packed) for slot in (0, 1) for k in range(kc) for packed in (1, 0)]
+    reads += [(int(rng.integers(2)), int(rng.integers(kc)), int(rng.integers(2))) for _ in range(40)]
+
+    def want(slot, k, packed):
+        if not packed:
+            return words[slot * kc + k].tolist()
+        lanes = unpack_int4(words[slot * kc + k // 2])[k % 2::2]
+        return [int(v) & 0xFF for v in lanes]
+
+    async def bench(ctx):
+        for slot, k, packed in reads:
+            ctx.set(dut.addr, slot * kc + k)
+            ctx.set(dut.packed, packed)
+            await ctx.tick()
+            got = ctx.get(dut.data).to_bytes(mb, "little")
+            assert list(got) == want(slot, k, packed), (slot, k, packed)
+
+    from amaranth.sim import Simulator
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert want(0, 0, 1) == [7] * mb and want(0, 1, 1) == [0xF8] * mb
+
+
 def test_w4_chunks_read_half_of_b_and_a_code_beat():
     cmd = dict(m=2, k=13, n=2, w4=1)
     assert [b_rows(G8, ch) for ch in chunks(G8, cmd)] == [4 + 1, 3 + 1]
