@@ -163,6 +163,8 @@ def test_all_minilm_l6_v2_w4a8_end_to_end():
     model (its cosine min stays under the 0.98 target: lowbit.md)."""
     from bertforge.generators.model_sim import EVALUATION, encode, read_sentences
     result = encode(read_sentences(EVALUATION), hw=Path(MINILM_W4A8_HW))
+    print({key: result[key] for key in ("match", "cosine_mean", "cosine_min", "spearman", "cycles",
+                                        "predicted_cycles", "classes", "seconds", "sim_seconds")})
     assert result["match"]
     for c in result["classes"]:
         assert 0 <= c["difference"] <= (0.01 if c["class"] == "gemm" else 0), c
