@@ -47,6 +47,7 @@ class Precision:
     damp: float = 1.0            # GPTQ damping (fraction of the mean Hessian diagonal)
     act_order: bool = False      # GPTQ: rows in order of decreasing Hessian diagonal
     mult_codes: bool = False     # 4-bit group multiplier codes (MULT_CODES), else 8-bit multipliers
+    code_search: int = 0         # codes by least Hessian-weighted error: this many below the covering one
     gelu_fused: bool = False     # GELU on FFN 1's writer: its int16 input never goes to memory
     weight_store_bytes: float = None   # bytes per weight in memory (default bits / 8)
 
@@ -106,7 +107,7 @@ def quantize_model(model, stats, precision):
     p = PRECISIONS[precision] if isinstance(precision, str) else precision
     return [lowbit_layer(params, st, wbits=p.weight_bits, group=p.group, alpha=p.alpha,
                          smooth=p.smooth, gptq=p.gptq, damp=p.damp,
-                         act_order=p.act_order, codes=p.mult_codes)
+                         act_order=p.act_order, codes=p.mult_codes, code_search=p.code_search)
             for params, st in zip(model.layers, stats)]
 
 
