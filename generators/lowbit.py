@@ -61,7 +61,8 @@ PRECISIONS = {
     "w16a16": Precision("w16a16", 8, 2, weight_store_bytes=2),
     "w8a8": Precision("w8a8", 8, 1, alpha=0.75, smooth=("x", "ctx", "ln1", "g"), gelu_fused=True),
     "w4a8": Precision("w4a8", 4, 1, group=32, alpha=0.75, smooth=("x", "ctx", "ln1", "g"),
-                      gptq=True, damp=0.1, act_order=True, mult_codes=True, gelu_fused=True),
+                      gptq=True, damp=0.1, act_order=True, mult_codes=True, code_search=3,
+                      gelu_fused=True),
 }
 
 #: Sentences whose operands only add to the GPTQ Hessians (``X^T X``),

@@ -260,7 +260,7 @@ def test_all_minilm_l6_v2_w8a8_and_w4a8():
     the calibration sentences only (the Hessian sentences too for W4A8's
     GPTQ): W8A8 in the integer golden model meets its targets (cosine >=
     0.99 per evaluation sentence, Spearman >= 0.98); W4A8 holds what
-    docs/lowbit.md reports (cosine min 0.9696, Spearman 0.9727; the issue's
+    docs/lowbit.md reports (cosine min 0.9745, Spearman 0.9764; the issue's
     0.98 cosine is not reached); both within their bytes targets (55% and
     30% of today's)."""
     from bertforge.generators.analyze import load_hardware
@@ -275,7 +275,7 @@ def test_all_minilm_l6_v2_w8a8_and_w4a8():
     ref = np.array([pool(float_forward(model, i), len(i)) for i in ids])
     config = encoder_config(load_hardware(MINILM_HW), MINILM_HW)
     today = bytes_per_sentence(model, 16, "w16a16")["total"]
-    for name, cos_min, rho, share in (("w8a8", 0.99, 0.98, 0.55), ("w4a8", 0.969, 0.97, 0.30)):
+    for name, cos_min, rho, share in (("w8a8", 0.99, 0.98, 0.55), ("w4a8", 0.974, 0.97, 0.30)):
         layers = quantize_model(model, stats, name)
         q = quality(integer_embeddings(model, integer_model(model, config, layers, stats), ids), ref)
         assert q["cosine_min"] >= cos_min and q["spearman"] >= rho, (name, q)
