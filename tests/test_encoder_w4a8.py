@@ -168,6 +168,6 @@ def test_all_minilm_l6_v2_w4a8_end_to_end():
     assert result["match"]
     for c in result["classes"]:
         assert 0 <= c["difference"] <= (0.01 if c["class"] == "gemm" else 0), c
-    assert result["spearman"] >= 0.97 and result["cosine_min"] >= 0.96, (
+    assert result["spearman"] >= 0.97 and result["cosine_min"] >= 0.974, (
         f"cosine mean {result['cosine_mean']:.4f}, min {result['cosine_min']:.4f}, "
         f"spearman {result['spearman']:.4f}")
