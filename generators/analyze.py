@@ -77,7 +77,7 @@ from bertforge.rtl.softmax import SoftmaxConfig
 from bertforge.rtl.sparse_engine import SparseEngineConfig
 from bertforge.sim.encoder_cycles import ADAPTER_FILL, lowbit_layernorm_cycles, operation_gap
 from bertforge.sim.gelu_cycles import gelu_cycles
-from bertforge.sim.gemm_cycles import chunks, gemm_cycles, ideal_cycles, load_beats
+from bertforge.sim.gemm_cycles import b_rows, chunks, gemm_cycles, ideal_cycles, load_beats
 from bertforge.sim.sdram import LiteDram, MemoryConfig, memory_from_table
 from bertforge.sim.layernorm_cycles import layernorm_cycles
 from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles, sparse_ideal_cycles
@@ -227,7 +227,8 @@ def _gemm(hw, op, engine, program=None):
     ideal cycles of the MACs the array must do (compressed ones when sparse)."""
     narrow = op.int8_out and not engine.bf16    # a bf16 engine writes float32
     command = {"m": op.m, "k": op.k, "n": op.n, "int8": int(narrow), "bias": int(op.bias),
-               "per_channel": int(op.per_channel and narrow), "transpose_c": int(op.transpose_c)}
+               "per_channel": int(op.per_channel and narrow), "transpose_c": int(op.transpose_c),
+               "w4": int(op.w4)}
     if op.int16_out:
         command.update(int16=1, per_channel=int(op.per_channel))
     if hw.sparse is None:
@@ -547,6 +548,8 @@ def _gemm_bytes(hw, op, engine):
     eb = engine.width // 8
     narrow = op.int8_out and not engine.bf16
     a, b = op.m * op.k * eb, op.k * op.n * eb
+    if op.w4:       # packed 4-bit weights and their multiplier codes
+        b = -(-op.k // 2) * op.n + -(-op.k // engine.weight_group) * -(-op.n // 2)
     out = op.m * op.n * (eb if narrow else 2 if op.int16_out else 4)
     extra = 4 * op.n * (int(op.bias) + int(op.per_channel and (narrow or op.int16_out)))
     if op.sparse_weights or op.transpose_c:
@@ -557,8 +560,9 @@ def _gemm_bytes(hw, op, engine):
         weights, acts = extra, a + b
     if hw.sparse is None:
         command = {"m": op.m, "k": op.k, "n": op.n, "int8": int(narrow), "bias": int(op.bias),
-                   "per_channel": int(op.per_channel and narrow)}
-        reads = sum(load_beats(engine, ch) for ch in chunks(engine, command)) * engine.mem_bytes
+                   "per_channel": int(op.per_channel and narrow), "w4": int(op.w4)}
+        reads = sum(load_beats(engine, ch, b_rows(engine, ch))
+                    for ch in chunks(engine, command)) * engine.mem_bytes
     else:
         reads = a + b + extra
     return (op.count * weights, op.count * acts, op.count * out, op.count * (reads + out))
@@ -585,11 +589,15 @@ def _unit_bytes(op, engine, lowbit=False):
     return 0, op.elements * op.passes * op.element_bytes, 0
 
 
-def _lowbit_operation(op):
+def _lowbit_operation(op, w4=False):
     """``op`` as the low-bit top runs it (``lowbit_program`` of
     :mod:`bertforge.sim.encoder_run`): K with its bias and per-channel
     scales, the output projection and the FFN int16 out, layernorm and
-    GELU on int16 inputs."""
+    GELU on int16 inputs; with ``w4`` (an engine with group multipliers:
+    W4A8) every weight GEMM's B is packed 4-bit weights with their codes."""
+    if w4 and op.name in ("q, v projections", "k projection", "output projection", "ffn 1",
+                          "ffn 2"):
+        op = dataclasses.replace(op, w4=True)
     if op.name == "k projection":
         return dataclasses.replace(op, bias=True, per_channel=True)
     if op.name in ("output projection", "ffn 1", "ffn 2"):
@@ -624,7 +632,7 @@ def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="in
         ops = [dataclasses.replace(op, m=op.n, n=op.m, transpose_c=True)
                if op.name == "k projection" else op for op in ops]
     if hw.layernorm.second_output:
-        ops = [_lowbit_operation(op) for op in ops]
+        ops = [_lowbit_operation(op, bool(hw.gemm.weight_group)) for op in ops]
     engine = _precision_engine(hw, precision)
     rows = []
     for op in ops:

@@ -19,6 +19,7 @@ from bertforge.sim.fixed_golden import channel_scale_words, command_scale, scale
 from bertforge.sim.gemm_golden import c_view, matrix_view, operand_dtype, output_dtype
 from bertforge.sim.gemm_harness import MAX_COMMANDS, harness_verilog
 from bertforge.sim.lowbit_golden import pack_int4
+from bertforge.sim.payload_np import pack_codes
 from bertforge.sim.sdram import CHIPS
 from .cli_common import (CliError, add_operand_files, bounded_int, check_given_sizes, load_int_matrix,
                          load_npy, positive_int, set_help)
@@ -67,14 +68,25 @@ class MemoryImage:
 def place_dense(memory, p, b, pad):
     """B as it is, after A: the command fields ``b_addr``, ``b_stride``.
     With 4-bit weights (``weight_bits=4``) B is packed two K rows to a
-    byte row (``pack_int4(B.T).T``, a zero row past an odd K)."""
-    if memory.config.weight_bits == 4:
+    byte row (``pack_int4(B.T).T``, a zero row past an odd K); so is the
+    B of a problem with ``codes`` (an engine with ``weight_group``: 4-bit
+    weights, ``codes`` their ``ceil(K / weight_group)`` x N multiplier
+    codes 0..15, placed as two a byte along N; the command gets ``w4``
+    and ``mult_addr``)."""
+    codes = p.get("codes")
+    if memory.config.weight_bits == 4 or codes is not None:
         b = np.asarray(b)
         even = np.concatenate([b, np.zeros((b.shape[0] % 2, b.shape[1]), b.dtype)])
         packed = pack_int4(even.T).T
         b_addr, b_stride = memory.place(*packed.shape, 1, pad)
         memory.write(b_addr, b_stride, packed, np.uint8)
-        return {"b_addr": b_addr, "b_stride": b_stride}
+        fields = {"b_addr": b_addr, "b_stride": b_stride}
+        if codes is not None:
+            packed = pack_codes(codes)
+            mult_addr, _ = memory.place(*packed.shape, 1)
+            memory.write(mult_addr, packed.shape[1], packed, np.uint8)
+            fields.update(w4=1, mult_addr=mult_addr)
+        return fields
     esize = memory.config.width // 8
     b_addr, b_stride = memory.place(*b.shape, esize, pad)
     memory.write(b_addr, b_stride, b, operand_dtype(memory.config))

@@ -47,6 +47,7 @@ class Precision:
     damp: float = 1.0            # GPTQ damping (fraction of the mean Hessian diagonal)
     act_order: bool = False      # GPTQ: rows in order of decreasing Hessian diagonal
     mult_codes: bool = False     # 4-bit group multiplier codes (MULT_CODES), else 8-bit multipliers
+    code_search: int = 0         # codes by least Hessian-weighted error: this many below the covering one
     gelu_fused: bool = False     # GELU on FFN 1's writer: its int16 input never goes to memory
     weight_store_bytes: float = None   # bytes per weight in memory (default bits / 8)
 
@@ -60,7 +61,8 @@ PRECISIONS = {
     "w16a16": Precision("w16a16", 8, 2, weight_store_bytes=2),
     "w8a8": Precision("w8a8", 8, 1, alpha=0.75, smooth=("x", "ctx", "ln1", "g"), gelu_fused=True),
     "w4a8": Precision("w4a8", 4, 1, group=32, alpha=0.75, smooth=("x", "ctx", "ln1", "g"),
-                      gptq=True, damp=0.1, act_order=True, mult_codes=True, gelu_fused=True),
+                      gptq=True, damp=0.1, act_order=True, mult_codes=True, code_search=3,
+                      gelu_fused=True),
 }
 
 #: Sentences whose operands only add to the GPTQ Hessians (``X^T X``),
@@ -106,7 +108,7 @@ def quantize_model(model, stats, precision):
     p = PRECISIONS[precision] if isinstance(precision, str) else precision
     return [lowbit_layer(params, st, wbits=p.weight_bits, group=p.group, alpha=p.alpha,
                          smooth=p.smooth, gptq=p.gptq, damp=p.damp,
-                         act_order=p.act_order, codes=p.mult_codes)
+                         act_order=p.act_order, codes=p.mult_codes, code_search=p.code_search)
             for params, st in zip(model.layers, stats)]
 
 
@@ -252,8 +254,7 @@ def bench_precisions(checkpoint, texts, hw, calibration, hessian=()):
             numerics = quality(embeddings(model, layers, ids), ref)
             got = integer_embeddings(model, integer_model(model, config, layers, stats), ids)
             source = ("low-bit integer golden model (bit-exact with Verilator on "
-                      "minilm_int8.toml)" if name == "w8a8" else
-                      "low-bit integer golden model (no RTL yet)")
+                      f"minilm_{'int8' if name == 'w8a8' else 'w4a8'}.toml)")
         moved = bytes_per_sentence(model, seq, p)
         shape = BertModel(Path(str(model.path)).name, model.hidden, model.heads,
                           len(model.layers), model.ffn)
@@ -307,8 +308,8 @@ def write_bench_precisions(out, checkpoint, rows):
         "against the bytes over the ULX3S's 16-bit SDRAM at its peak (2 bytes a cycle at "
         "100 MHz, no refresh or row misses); at batch 8 the weights are read once for 8 sentences",
         "w8a8 and w4a8: the low-bit integer golden model (sim/lowbit_golden.py, IntegerLowbit: "
-        "int16 residual stream and units, int8 GEMM operands); w8a8's is bit-exact with the RTL "
-        "(sim model --hw minilm_int8.toml), w4a8 has no RTL yet: see generators/docs/lowbit.md"])
+        "int16 residual stream and units, int8 GEMM operands), bit-exact with the RTL "
+        "(sim model --hw minilm_int8.toml, minilm_w4a8.toml): see generators/docs/lowbit.md"])
     _plot(Path(out) / "cosine_bytes.png", rows)
 
 

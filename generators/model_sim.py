@@ -17,8 +17,9 @@ transpose); the sentence embedding against the float64 reference (cosine).
 Activations are int8 or int16 as the hardware config says; minilm.toml
 and minilm_8x8.toml run int16 activations (int8 ones give cosine 0.85 on
 all-MiniLM-L6-v2, see the manual's checkpoints page). A low-bit hardware
-config (minilm_int8.toml: ``[layernorm] second_output``) runs W8A8 (the
-manual's low-bit page): the model quantized by
+config (minilm_int8.toml: ``[layernorm] second_output``) runs W8A8, or
+W4A8 with group multipliers in its engine (minilm_w4a8.toml: ``[gemm]
+weight_group``) (the manual's low-bit page): the model quantized by
 :mod:`bertforge.generators.lowbit` from the calibration sentences, each
 layer checked against its integer golden model
 (:class:`~bertforge.sim.lowbit_golden.IntegerLowbit`); one sentence a run.
@@ -217,17 +218,31 @@ def _summary(model, hardware, config, texts, sentences, embeddings, references, 
 
 def _simulate_lowbit(model, config, hardware, hw, calibration_ids, groups, seq, *, quiet, cycles):
     """:func:`~bertforge.generators.encoder_sim.simulate_lowbit` of the
-    W8A8 model (:mod:`bertforge.generators.lowbit`, calibrated on
-    ``calibration_ids``) for sentences ``groups`` (batches of one)."""
+    W8A8 model, or W4A8 on an engine with group multipliers (``[gemm]
+    weight_group``; GPTQ on the Hessians of ``calibration_ids`` and
+    :data:`~bertforge.generators.lowbit.CALIBRATION_HESSIAN`'s sentences)
+    (:mod:`bertforge.generators.lowbit`, calibrated on ``calibration_ids``)
+    for sentences ``groups`` (batches of one)."""
     from bertforge.sim.bert_golden import embed
     from .encoder_sim import simulate_lowbit
-    from .lowbit import calibration_stats, integer_model, quantize_model
+    from .lowbit import (CALIBRATION_HESSIAN, PRECISIONS, calibration_stats, integer_model,
+                         quantize_model)
     if len(groups[0]) != 1:
         raise CliError(f"{hw}: the low-bit top runs one sentence at a time: --batch 1")
     if not hardware.memory.ideal:
         raise CliError(f"{hw}: the low-bit top runs on the ideal memory: remove [memory]")
-    stats = calibration_stats(model, calibration_ids, hessian=False)
-    imodel = integer_model(model, config, quantize_model(model, stats, "w8a8"), stats)
+    group = config.gemm.weight_group
+    if group and group != PRECISIONS["w4a8"].group:
+        raise CliError(f"{hw}: W4A8's 4-bit weights come in groups of {PRECISIONS['w4a8'].group} "
+                       f"along K: set [gemm] weight_group and k_chunk to "
+                       f"{PRECISIONS['w4a8'].group}, not {group}")
+    if group:
+        hessian = tokenize(model, read_sentences(CALIBRATION_HESSIAN), config.softmax.l_max)
+        stats = calibration_stats(model, calibration_ids, hessian_sentences=hessian)
+    else:
+        stats = calibration_stats(model, calibration_ids, hessian=False)
+    imodel = integer_model(model, config, quantize_model(model, stats, "w4a8" if group else "w8a8"),
+                           stats)
     runs = []
     for (tokens,) in groups:
         x = np.zeros((seq, model.hidden))

@@ -112,6 +112,7 @@ class Operation:
     backward: bool = False  # part of the backward pass
     transpose_c: bool = False   # gemm: C stored transposed (the engine's transpose_c)
     int16_out: bool = False     # gemm: int16 (requantized) results (the low-bit top's)
+    w4: bool = False            # gemm: B packed 4-bit weights with group multiplier codes (W4A8)
 
     @property
     def macs(self):

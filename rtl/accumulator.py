@@ -1,7 +1,7 @@
 """The engines' accumulator stage: adds the array's result rows into the
 accumulator buffer (see :mod:`bertforge.rtl.engine`)."""
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
@@ -10,12 +10,25 @@ from .arith import FP32_NEG_ZERO, Bf16Arith
 from .engine import outstanding
 from .stream import clamp, stage
 
-__all__ = ["accumulator_fields", "Accumulator"]
+__all__ = ["GROUP_MULT_BITS", "GROUP_MULTS", "CODE_SLOTS", "accumulator_fields", "Accumulator"]
+
+#: Bits of a 4-bit weight group's integer multiplier (a group's scale is
+#: the column's scale times ``multiplier / 2**GROUP_MULT_BITS``).
+GROUP_MULT_BITS = 8
+#: The multipliers the 16 group codes stand for: ``round(2**GROUP_MULT_BITS
+#: * 2**(-(15 - c) / 4))``, a quarter octave apart, 19 .. 256 (the format of
+#: ``generators/docs/lowbit.md``; ``MULT_CODES`` of
+#: :mod:`bertforge.sim.lowbit_golden`).
+GROUP_MULTS = tuple(round((1 << GROUP_MULT_BITS) * 2.0 ** (-(15 - c) / 4)) for c in range(16))
+#: Chunks of codes the code buffer of an engine with ``weight_group`` holds
+#: (the loader runs ahead of the accumulator by up to this many).
+CODE_SLOTS = 4
 
 
 def accumulator_fields(config):
     """The descriptor fields the :class:`Accumulator` reads."""
-    return ("first", "last", "accumulate", "kblocks", "tiles") + ("m_len",) * (config.dataflow == "ws")
+    return (("first", "last", "accumulate", "kblocks", "tiles") + ("m_len",) * (config.dataflow == "ws")
+            + ("w4",) * bool(getattr(config, "weight_group", 0)))
 
 
 class Accumulator(wiring.Component):
@@ -43,6 +56,16 @@ class Accumulator(wiring.Component):
     long as the array's), so the bf16 accumulator keeps the integer one's
     latency: 2 cycles, no extra cycles.
 
+    Group multipliers (``config.weight_group``): a chunk with ``w4`` is one
+    group of packed 4-bit weights, and each column's sums are multiplied by
+    its group multiplier (:data:`GROUP_MULTS` of its 4-bit code) before
+    they are added: exact, one multiplier per column lane, in stage 2 in
+    front of the add. The codes are read from ``codes`` (the code buffer,
+    :data:`CODE_SLOTS` chunks: chunk ``i``'s at ``i % CODE_SLOTS``, the
+    panel's column ``p`` in bits ``4p .. 4p + 3``), and ``chunk_done``
+    pulses as a chunk's last row is taken (the loader then may overwrite
+    its codes). Other chunks' sums are added as they are.
+
     Parameters
     ----------
     config : GemmConfig
@@ -63,6 +86,9 @@ class Accumulator(wiring.Component):
                                          shape=unsigned(P * aw), granularity=aw)),
             "committed": Out(1),
             "released": In(1),
+            **({"codes": In(ReadPort.Signature(addr_width=(CODE_SLOTS - 1).bit_length(),
+                                               shape=unsigned(4 * P))),
+                "chunk_done": Out(1)} if getattr(config, "weight_group", 0) else {}),
         })
 
     def elaborate(self, platform):
@@ -91,9 +117,17 @@ class Accumulator(wiring.Component):
         # (5.6 ns on an ECP5) left no time for the bookkeeping below.
         last_row = row == (d.m_len if cfg.dataflow == "ws" else Mt) - 1
         last_of_chunk = last_row & (kb == d.kblocks - 1) & (j == d.tiles - 1)
+        grouped = getattr(cfg, "weight_group", 0)
+        if grouped:     # the chunk's codes, read as its rows are taken
+            code_slot = Signal(range(CODE_SLOTS), name="acc_code_slot")
+            m.d.comb += self.codes.addr.eq(code_slot)
+            with m.If(self.chunk.ready):
+                m.d.sync += code_slot.eq(code_slot + 1)
+            m.d.comb += self.chunk_done.eq(self.chunk.ready)
         s1 = stage(m, {"addr": addr, "j": j, "row": c.payload.data,
                        "init": d.first & ~d.accumulate & (kb == 0),
-                       "old": d.first & d.accumulate & (kb == 0)}, "acc1",
+                       "old": d.first & d.accumulate & (kb == 0),
+                       **({"w4": d.w4} if grouped else {})}, "acc1",
                    flags={"valid": take, "end": take & last_of_chunk & d.last})
         if cfg.compact:     # a combinational read, in stage 1 (see StagedEngine)
             m.d.comb += self.rd.addr.eq(s1["addr"])
@@ -114,7 +148,13 @@ class Accumulator(wiring.Component):
         # Whether to forward is compared a cycle ahead, between stage 1 and
         # the row entering it, and registered: it selects every lane's
         # bits, so it leaves a flip-flop rather than an address compare.
-        s2 = stage(m, {"addr": s1["addr"], "j": s1["j"], "row": s1["row"]}, "acc2",
+        mults = {}
+        if grouped:     # each lane's multiplier: its column's code decoded, or 1
+            table = Array(Const(v, GROUP_MULT_BITS + 1) for v in GROUP_MULTS)
+            word = self.codes.data.word_select(s1["j"], 4 * C)
+            mults["mult"] = Cat(*[Mux(s1["w4"], table[word[4 * q:4 * q + 4]], 1)[:GROUP_MULT_BITS + 1]
+                                  for q in range(C)])
+        s2 = stage(m, {"addr": s1["addr"], "j": s1["j"], "row": s1["row"], **mults}, "acc2",
                    flags={"valid": s1["valid"], "end": s1["end"],
                           "forward": s1["valid"] & (s1["addr"] == addr) & (s1["j"] == j)})
         prior = Signal(C * aw, name="acc2_prior")
@@ -122,6 +162,13 @@ class Accumulator(wiring.Component):
         for q in range(C):
             if cfg.bf16:
                 sums.append(Bf16Arith.add(m, prior[q * aw:(q + 1) * aw], s2["row"][q]))
+                continue
+            if grouped:
+                b = GROUP_MULT_BITS + 1
+                term = s2["row"][q] * s2["mult"][q * b:(q + 1) * b]
+                total = Signal(signed(max(aw, len(term)) + 1), name=f"acc_sum{q}")
+                m.d.comb += total.eq(prior[q * aw:(q + 1) * aw].as_signed() + term)
+                sums.append(clamp(total, aw))
                 continue
             total = Signal(signed(aw + 1), name=f"acc_sum{q}")
             m.d.comb += total.eq(prior[q * aw:(q + 1) * aw].as_signed() + s2["row"][q])

@@ -192,7 +192,7 @@ class EncoderConfig:
         g = self.gemm
         return (f"encoder_{g.rows}x{g.cols}_{g.dataflow}_m{g.mem_width}_s{self.softmax.lanes}"
                 f"_l{self.layernorm.lanes}_g{self.gelu.lanes}" + ("_i16" if g.width == 16 else "")
-                + ("_w8a8" if self.lowbit else ""))
+                + (("_w4a8" if g.weight_group else "_w8a8") if self.lowbit else ""))
 
     def to_dict(self):
         return {name: getattr(self, name).to_dict() for name in ("gemm", "softmax", "layernorm", "gelu")}

@@ -124,6 +124,22 @@ class GemmConfig(Config):
         cycle (:func:`~bertforge.sim.gemm_cycles.write_cycles`); such a
         command cannot ``accumulate``. Not serial, not sparse. False: the
         engine (and its Verilog) as without the field.
+    weight_group : int
+        0 (default): no group multipliers (the engine and its Verilog as
+        without the field). Otherwise the 4-bit weight format of
+        ``generators/docs/lowbit.md`` per command: commands get a ``w4``
+        field (B packed as with ``weight_bits=4``, ``ceil(k_len / 2)``
+        beats a chunk) and a ``mult_addr``: one 4-bit multiplier code per
+        group of ``weight_group`` K rows and output column, ``ceil(K /
+        group)`` rows of ``ceil(N / 2)`` bytes (two codes a byte, column
+        ``2i`` in the low nibble), decoded through
+        :data:`~bertforge.rtl.accumulator.GROUP_MULTS`. A group is a chunk
+        (``k_chunk == weight_group``): the accumulator multiplies the
+        chunk's sums by their column's multiplier (exact: at most 2**23 for
+        groups of 32), and the loader reads the chunk's codes as one more
+        beat. Commands without ``w4`` run as on the plain engine (dense int8
+        B). Needs an output stationary integer width-8 engine, not
+        compact, ``weight_bits`` 8 (packing is per command).
     """
 
     rows: int = 4
@@ -145,9 +161,10 @@ class GemmConfig(Config):
     serial: bool = False
     weight_bits: int = 8
     transpose_c: bool = False
+    weight_group: int = 0
 
     LATE_FIELDS = ("multiply_stages", "multiplier_cell", "arith", "command_queue", "stage_queue",
-                   "compact", "serial", "weight_bits", "transpose_c")
+                   "compact", "serial", "weight_bits", "transpose_c", "weight_group")
 
     def __post_init__(self):
         check_size(self, 64)
@@ -183,6 +200,18 @@ class GemmConfig(Config):
         check_bool("transpose_c", self.transpose_c)
         if self.transpose_c and self.serial:
             raise ParameterError("transpose_c needs the staged engine: set serial to false")
+        check_int("weight_group", self.weight_group, minimum=0, maximum=1 << 16)
+        if self.weight_group:
+            if (self.width, self.arith, self.dataflow, self.weight_bits, self.serial,
+                    self.compact) != (8, "int", "os", 8, False, False):
+                raise ParameterError("weight_group needs an output stationary int8 engine: width 8, "
+                                     "arith 'int', dataflow 'os', weight_bits 8 (packing is per "
+                                     "command), serial and compact false")
+            if self.weight_group & (self.weight_group - 1) or self.weight_group < 2:
+                raise ParameterError(f"weight_group must be a power of two, not {self.weight_group}")
+            if self.k_chunk != self.weight_group:
+                raise ParameterError(f"k_chunk must equal weight_group = {self.weight_group} (a "
+                                     f"chunk's sums take one multiplier), not {self.k_chunk}")
         self.systolic       # checks multiply_stages, multiplier_cell and bf16's acc_width
 
     @property
@@ -192,6 +221,8 @@ class GemmConfig(Config):
             suffix += "_w4"
         if self.transpose_c:
             suffix += "_tc"
+        if self.weight_group:
+            suffix += f"_g{self.weight_group}"
         return f"gemm_{self.rows}x{self.cols}_{self.dataflow}{suffix}"
 
     @property
@@ -542,17 +573,23 @@ class GemmEngine(StagedEngine):
 
     def operand_jobs(self):
         cfg = self.config
-        return [
+        rows = (lambda d: (d.k_len + 1) >> 1) if cfg.weight_bits == 4 else lambda d: d.k_len
+        if cfg.weight_group:
+            rows = lambda d: Mux(d.w4, (d.k_len + 1) >> 1, d.k_len)    # noqa: E731
+        jobs = [
             a_job(cfg),
             Job("b", when=lambda d: Const(1), base=lambda d: d.b_base, stride=lambda d: d.b_stride,
-                rows=(lambda d: (d.k_len + 1) >> 1) if cfg.weight_bits == 4 else lambda d: d.k_len,
-                beats=lambda d: Const(1)),
+                rows=rows, beats=lambda d: Const(1)),
         ]
+        if cfg.weight_group:    # the chunk's multiplier codes: one beat (panel / 2 bytes)
+            jobs.append(Job("codes", when=lambda d: d.w4, base=lambda d: d.mult_base,
+                            stride=lambda d: 0, rows=lambda d: 1, beats=lambda d: Const(1)))
+        return jobs
 
     def feeder_fields(self):
         if self.config.dataflow == "ws":
             return {"act": ("m_len", "k_len", "tiles"), "wgt": ("k_len", "tiles")}
-        return {"os": ("k_len", "tiles")}
+        return {"os": ("k_len", "tiles") + ("w4",) * bool(self.config.weight_group)}
 
     def operand_buffers(self, m, beat, first):
         cfg = self.config
@@ -572,16 +609,16 @@ class GemmEngine(StagedEngine):
             m.d.comb += [wp.data.eq(beat.data), wp.addr.eq(addr),
                          wp.en.eq(beat.valid & (beat.job == a_job) & bank)]
         # Packed 4-bit B: a word holds two K rows, a slot Kc // 2 words.
-        b_slot = Kc // 2 if cfg.weight_bits == 4 else Kc
+        b_slot = Kc // 2 if cfg.weight_bits == 4 else Kc      # (weight_group: dense slots)
         b_mem = m.submodules.b_buf = Memory(shape=word, depth=2 * b_slot, init=[])
         bw = b_mem.write_port()
         m.d.comb += [bw.data.eq(beat.data), bw.addr.eq(beat.slot * b_slot + beat.row),
                      bw.en.eq(beat.valid & (beat.job == b_job))]
         return {"a": a_mems, "b": b_mem}
 
-    def _read_b(self, m, port, mem):
-        if self.config.weight_bits == 4:
-            packed_read(m, "b", self.config, port, mem)
+    def _read_b(self, m, port, mem, packed=None):
+        if self.config.weight_bits == 4 or packed is not None:
+            packed_read(m, "b", self.config, port, mem, packed)
         else:
             wiring.connect(m, port, mem.read_port())
 
@@ -604,7 +641,8 @@ class GemmEngine(StagedEngine):
             wiring.connect(m, heads["feed_os"], os.chunk)
             for port, mem in zip(os.a_rd, buffers["a"]):
                 wiring.connect(m, port, mem.read_port())
-            self._read_b(m, os.b_rd, buffers["b"])
+            self._read_b(m, os.b_rd, buffers["b"],
+                         heads["feed_os"].payload.w4 if cfg.weight_group else None)
             wiring.connect(m, os.a, array.a)
             wiring.connect(m, os.b, array.b)
             feeders = [os]

@@ -79,12 +79,19 @@ class Loader(wiring.Component):
     feeders : int
         Feeders that read the operand buffers (each pulses its own bit of
         ``freed``).
+    limits : tuple of int or None
+        Per bit of ``freed``: a chunk starts only while at most this many
+        chunks are in use (issued, not yet freed) by it; None: 1 each (the
+        double buffers). A reader of a deeper buffer (the accumulator of an
+        engine with ``weight_group``, whose code buffer holds four chunks)
+        allows more.
     """
 
-    def __init__(self, config, layout, jobs, *, feeders=1):
+    def __init__(self, config, layout, jobs, *, feeders=1, limits=None):
         self.config = config
         self.jobs = list(jobs)
         self.feeders = feeders
+        self.limits = tuple(limits) if limits is not None else (1,) * feeders
         super().__init__({
             "chunk": In(stream.Signature(layout)),
             "rd_req": Out(stream.Signature(read_request_layout(config))),
@@ -143,12 +150,13 @@ class Loader(wiring.Component):
 
         issued = Signal()         # a chunk's last request went out
         issued_block = Signal()
-        in_use = [outstanding(m, f"chunks_in_use{f}", issued, self.freed[f])
+        in_use = [outstanding(m, f"chunks_in_use{f}", issued, self.freed[f],
+                              width=max(2, (self.limits[f] + 1).bit_length()))
                   for f in range(self.feeders)]
         blocks_in_use = outstanding(m, "blocks_in_use", issued_block, self.released, width=3)
         slot_free = Const(1)
-        for count in in_use:
-            slot_free = slot_free & (count <= 1)
+        for count, limit in zip(in_use, self.limits):
+            slot_free = slot_free & (count <= limit)
         needs_block = Const(0)
         for number, j in enumerate(jobs):
             if j.block:
@@ -282,11 +290,18 @@ class Int4Unpack(wiring.Component):
         return m
 
 
-def packed_read(m, name, config, port, mem):
+def packed_read(m, name, config, port, mem, packed=None):
     """Connects a feeder's read ``port`` of a dense B buffer (word ``k`` of
     a slot: K row ``k``) to ``mem``, a B buffer of packed 4-bit words (word
     ``k // 2`` of a slot: K rows ``k`` and ``k + 1``, slots of ``k_chunk
-    // 2`` words), through an :class:`Int4Unpack`. Same read latency."""
+    // 2`` words), through an :class:`Int4Unpack`. Same read latency.
+
+    ``packed`` (a signal, for an engine with ``weight_group``): the chunk
+    being read is packed; ``mem`` has dense slots of ``k_chunk`` words (a
+    power of two), a packed chunk's in the first half of its slot, and a
+    chunk that is not packed is read as it is."""
+    if packed is not None:
+        return _mixed_read(m, name, config, port, mem, packed)
     rp = mem.read_port()
     unpack = m.submodules[f"{name}_unpack"] = Int4Unpack(
         lanes=config.lanes, width=config.width, mem_width=config.mem_width)
@@ -295,3 +310,19 @@ def packed_read(m, name, config, port, mem):
         m.d.sync += high.eq(port.addr[0])
     m.d.comb += [rp.addr.eq(port.addr >> 1), rp.en.eq(port.en),
                  unpack.i.eq(rp.data), unpack.high.eq(high), port.data.eq(unpack.o)]
+
+
+def _mixed_read(m, name, config, port, mem, packed):
+    """:func:`packed_read` of a B buffer holding packed or dense chunks."""
+    rp = mem.read_port()
+    unpack = m.submodules[f"{name}_unpack"] = Int4Unpack(
+        lanes=config.lanes, width=config.width, mem_width=config.mem_width)
+    kb = config.k_chunk.bit_length() - 1            # port.addr = slot * k_chunk + k
+    high = Signal(name=f"{name}_high")
+    was_packed = Signal(name=f"{name}_packed")
+    with m.If(port.en):
+        m.d.sync += [high.eq(port.addr[0]), was_packed.eq(packed)]
+    m.d.comb += [rp.addr.eq(Mux(packed, Cat(port.addr[1:kb], Const(0, 1), port.addr[kb:]),
+                                port.addr)),
+                 rp.en.eq(port.en), unpack.i.eq(rp.data), unpack.high.eq(high),
+                 port.data.eq(Mux(was_packed, unpack.o, rp.data))]

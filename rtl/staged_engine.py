@@ -2,11 +2,11 @@
 array, the accumulator and the writer connected (see
 :mod:`bertforge.rtl.engine`)."""
 
-from amaranth.hdl import Cat, Module, unsigned
+from amaranth.hdl import Cat, Module, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 
-from .accumulator import Accumulator, accumulator_fields
+from .accumulator import CODE_SLOTS, Accumulator, accumulator_fields
 from .engine import engine_members, fan_out, project, vector_buffer
 from .loader import Job, Loader
 from .stream import Queue, clamp, delay
@@ -68,8 +68,12 @@ class StagedEngine(wiring.Component):
                                                                    "multiplier", "shift", "int8", "int16",
                                                                    "tiles", "kblocks",
                                                                    "transpose_c"})
-        loader = m.submodules.loader = Loader(cfg, project(layout, loader_fields), jobs,
-                                              feeders=len(feeders))
+        grouped = getattr(cfg, "weight_group", 0)
+        # With group multipliers the accumulator frees a chunk too (the
+        # code buffer's slot), after the feeders.
+        loader = m.submodules.loader = Loader(
+            cfg, project(layout, loader_fields), jobs, feeders=len(feeders) + bool(grouped),
+            limits=(1,) * len(feeders) + (CODE_SLOTS - 1,) if grouped else None)
         accumulator = m.submodules.accumulator = Accumulator(
             cfg, project(layout, accumulator_fields(cfg)), array.signature.members["c"].signature)
         writer = m.submodules.writer = Writer(cfg, project(layout, writer_fields(cfg)),
@@ -152,6 +156,18 @@ class StagedEngine(wiring.Component):
         first_operand = len(self.block_jobs())
         buffers = self.operand_buffers(m, beat, first_operand)
         freed = self.feed(m, array, buffers, heads, loader.loaded)
+        if grouped:     # the code buffer: chunk i's codes at i % CODE_SLOTS
+            code_mem = m.submodules.code_buf = Memory(shape=unsigned(4 * P), depth=CODE_SLOTS,
+                                                      init=[])
+            code_job = [job.name for job in jobs].index("codes")
+            code_slot = Signal(range(CODE_SLOTS), name="code_slot")
+            with m.If(loader.loaded):
+                m.d.sync += code_slot.eq(code_slot + 1)
+            cw = code_mem.write_port()
+            m.d.comb += [cw.addr.eq(code_slot), cw.data.eq(beat.data[:4 * P]),
+                         cw.en.eq(beat.valid & (beat.job == code_job))]
+            wiring.connect(m, accumulator.codes, code_mem.read_port())
+            freed = freed + [accumulator.chunk_done]
         m.d.comb += loader.freed.eq(Cat(*freed))
         wiring.connect(m, array.c, accumulator.c)
 

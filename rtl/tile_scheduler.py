@@ -48,11 +48,17 @@ def command_layout(config):
     with ``config.transpose_c`` has one more, ``transpose_c``: store C
     transposed, element ``(i, j)`` at ``c_addr + j * c_stride + i *
     size`` (``c_stride``: bytes between C's columns; not with ``accumulate``).
+    An engine with ``config.weight_group`` has two more, ``w4`` (B is
+    packed 4-bit weights with group multipliers) and ``mult_addr`` (their
+    codes: ``ceil(k / weight_group)`` rows of ``ceil(n / 2)`` bytes; see
+    :class:`~bertforge.rtl.gemm.GemmConfig`).
     """
     dim, addr = unsigned(config.dim_width), unsigned(config.addr_width)
     bf16 = {"bf16_out": 1} if config.bf16 else {}
     if config.transpose_c:
         bf16["transpose_c"] = 1
+    if getattr(config, "weight_group", 0):
+        bf16.update(w4=1, mult_addr=addr)
     return data.StructLayout({
         "m": dim, "k": dim, "n": dim,
         "a_addr": addr, "b_addr": addr, "c_addr": addr,
@@ -82,6 +88,8 @@ def chunk_layout(config):
     [m0, n0] in the transposed layout)."""
     addr = unsigned(config.addr_width)
     transposed = {"transpose_c": 1} if config.transpose_c else {}
+    if getattr(config, "weight_group", 0):     # the chunk's row of multiplier codes
+        transposed.update(w4=1, mult_base=addr)
     return data.StructLayout({
         "a_base": addr, "b_base": addr, "c_base": addr,
         "a_stride": addr, "b_stride": addr, "c_stride": addr,
@@ -152,6 +160,11 @@ class TileScheduler(wiring.Component):
         # Packed 4-bit B: ceil(k / 2) rows of n bytes, k_chunk // 2 rows a chunk.
         packed = cfg.weight_bits == 4
         b_rows_less = (new.k - 1) >> 1 if packed else new.k - 1
+        # Per command (weight_group): packed B and a row of codes a chunk.
+        grouped = getattr(cfg, "weight_group", 0)
+        if grouped:
+            b_rows_less = Mux(new.w4, (new.k - 1) >> 1, new.k - 1)
+            group_bits = grouped.bit_length() - 1
         # C transposed: N - 1 strides (columns), M elements.
         c_rows_less = Mux(new.transpose_c, new.n - 1, new.m - 1) if cfg.transpose_c else new.m - 1
         c_row_bytes = cmd.n << osize_bits
@@ -161,10 +174,13 @@ class TileScheduler(wiring.Component):
                                   (c_rows_less, new.c_stride)):
             products.append((Signal(dw), None if cfg.compact else Signal(aw + dw), Signal(aw + dw),
                              rows_less, stride))
+        if grouped:         # the codes: ceil(k / group) rows of ceil(n / 2) bytes
+            products.append((Signal(dw), Signal(aw + dw), Signal(aw + dw),
+                             (new.k - 1) >> group_bits, (new.n + 1) >> 1))
         step = Signal(range(dw + 1))
         ends = [Signal(aw + dw + 2) for _ in range(5)]
         a_end, b_end, c_end, bias_end, scale_end = ends
-        (_, _, a_prod, _, _), (_, _, b_prod, _, _), (_, _, c_prod, _, _) = products
+        (_, _, a_prod, _, _), (_, _, b_prod, _, _), (_, _, c_prod, _, _) = products[:3]
         # Registered: the check compares them a cycle after the last product step.
         m.d.sync += [
             a_end.eq(cmd.a_addr + a_prod + cmd.k * esize),
@@ -173,6 +189,9 @@ class TileScheduler(wiring.Component):
             bias_end.eq(cmd.bias_addr + (cmd.n << 2)),
             scale_end.eq(cmd.scale_addr + (cmd.n << 2)),
         ]
+        if grouped:
+            mult_end = Signal(aw + dw + 2)
+            m.d.sync += mult_end.eq(cmd.mult_addr + products[3][2] + ((cmd.n + 1) >> 1))
         narrow = cmd.int8 | cmd.int16
         check = ((cmd.m == 0) | (cmd.k == 0) | (cmd.n == 0) | (a_end > limit) | (b_end > limit)
                  | (c_end > limit) | (cmd.accumulate & narrow) | (cmd.int8 & cmd.int16)
@@ -182,6 +201,8 @@ class TileScheduler(wiring.Component):
             check = check | narrow | (cmd.accumulate & cmd.bf16_out)
         if cfg.transpose_c:     # old C is read row by row
             check = check | (cmd.accumulate & cmd.transpose_c)
+        if grouped:
+            check = check | (cmd.w4 & (mult_end > limit))
 
         # What is left of m, n and k from (m0, n0, k0) on, kept in registers,
         # and whether it is the last block, panel or chunk (registers too:
@@ -226,6 +247,9 @@ class TileScheduler(wiring.Component):
             c_col = Signal(aw)
             c_base = Mux(cmd.transpose_c, c_row + c_col, c_base)
             m.d.comb += d.transpose_c.eq(cmd.transpose_c)
+        if grouped:
+            m_row = Signal(aw)      # mult_addr + (k0 / group) * ceil(n / 2)
+            m.d.comb += [d.w4.eq(cmd.w4), d.mult_base.eq(m_row + (n0 >> 1))]
         m.d.comb += [
             d.a_base.eq(a_row + (k0 << (esize - 1))),
             d.b_base.eq(b_row + (n0 if packed else n0 << (esize - 1))),
@@ -265,6 +289,8 @@ class TileScheduler(wiring.Component):
                     m.next = "MULTIPLY"
             with m.State("MULTIPLY"):
                 strides = (cmd.a_stride, cmd.b_stride, cmd.c_stride)
+                if grouped:
+                    strides += ((cmd.n + 1) >> 1,)
                 for (bits, shifted, product, _, _), stride in zip(products, strides):
                     if cfg.compact:     # dw steps, then the ends' cycle
                         with m.If(step != dw):
@@ -282,6 +308,8 @@ class TileScheduler(wiring.Component):
                              a_row.eq(cmd.a_addr), b_row.eq(cmd.b_addr), c_row.eq(cmd.c_addr)]
                 if cfg.transpose_c:
                     m.d.sync += c_col.eq(0)
+                if grouped:
+                    m.d.sync += m_row.eq(cmd.mult_addr)
                 m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += d.error.eq(bad)
@@ -293,8 +321,14 @@ class TileScheduler(wiring.Component):
                         m.d.sync += [k0.eq(k0 + cfg.k_chunk), *left(*red, red_left - cfg.k_chunk),
                                      b_row.eq(b_row + cmd.b_stride
                                               * (cfg.k_chunk // 2 if packed else cfg.k_chunk))]
+                        if grouped:
+                            m.d.sync += [m_row.eq(m_row + ((cmd.n + 1) >> 1)),
+                                         b_row.eq(b_row + Mux(cmd.w4, cmd.b_stride * (grouped // 2),
+                                                              cmd.b_stride * grouped))]
                     with m.Else():
                         m.d.sync += [k0.eq(0), *left(*red, cmd.k), b_row.eq(cmd.b_addr)]
+                        if grouped:
+                            m.d.sync += m_row.eq(cmd.mult_addr)
                         c_step = cmd.c_stride * cfg.block_rows
                         if cfg.transpose_c:
                             c_step = Mux(cmd.transpose_c, Const(cfg.block_rows) << osize_bits,

@@ -325,8 +325,16 @@ def lowbit_program(config, imodel, seq, valid=None):
     int16 sum and residual and writes the int16 residual (``dst``) and the
     next GEMM's int8 operand (``dst2``, its scale in ``multiplier`` and
     ``shift``); GELU reads FFN 1's int16 and writes the int8 ``g`` with the
-    per-channel scale words at ``params``."""
+    per-channel scale words at ``params``.
+
+    4-bit weights (W4A8: the plan's ``q4``) need a GEMM engine with group
+    multipliers (``[gemm] weight_group`` equal to the weights' group): each
+    is stored packed (``pack_int4(q.T).T``, ``ceil(K / 2)`` rows of N
+    bytes) with its multiplier codes (``K / group`` rows of ``ceil(N / 2)``
+    bytes, :func:`~bertforge.sim.payload_np.pack_codes`), and its command
+    has ``w4`` and ``mult_addr``."""
     from bertforge.rtl.tile_scheduler import CHANNEL_MULT_BITS
+    from .payload_np import pack_codes, pack_int4
     if not config.lowbit:
         raise ParameterError("a low-bit program needs a low-bit encoder top (layernorm "
                              "second_output)")
@@ -352,10 +360,27 @@ def lowbit_program(config, imodel, seq, valid=None):
         regions.append(r)
     read_bytes = memory.end
     n_out = {"q": H, "k": H, "v": H, "o": H, "1": F, "2": H}
-    for r in regions:
+    group = config.gemm.weight_group
+    for plan in imodel.plan:
+        for key, (_, codes, size) in plan.get("q4", {}).items():
+            if not group:
+                raise ParameterError("4-bit weights (W4A8) need a GEMM engine with group "
+                                     f"multipliers: set [gemm] weight_group = {size} and k_chunk "
+                                     f"= {size}")
+            if size != group:
+                raise ParameterError(f"the 4-bit weights come in groups of {size} along K, but "
+                                     f"[gemm] weight_group is {group}")
+            if codes is None:
+                raise ParameterError("the 4-bit weights' group multipliers are not codes of "
+                                     "MULT_CODES (quantize with mult_codes)")
+    for r, plan in zip(regions, imodel.plan):
         for key, (k, n) in {"q": (H, H), "k": (H, H), "v": (H, H), "o": (H, H), "1": (H, F),
                             "2": (F, H)}.items():
-            r[f"w{key}"] = take(k * n)
+            if key in plan.get("q4", {}):
+                r[f"w{key}"] = take(-(-k // 2) * n)
+                r[f"mults_{key}"] = take(-(-k // group) * -(-n // 2))
+            else:
+                r[f"w{key}"] = take(k * n)
             r[f"bias_{key}"] = take(4 * n)
             r[f"scale_{key}"] = take(4 * n)
         r["ln1p"], r["ln2p"] = take(8 * H), take(8 * H)
@@ -375,7 +400,13 @@ def lowbit_program(config, imodel, seq, valid=None):
     ln_scales = []
     for index, (plan, r) in enumerate(zip(imodel.plan, regions)):
         for key in n_out:
-            put(r[f"w{key}"], plan["w"][key], "<i1")
+            if key in plan.get("q4", {}):
+                q, codes, _ = plan["q4"][key]
+                even = np.concatenate([q, np.zeros((q.shape[0] % 2, q.shape[1]), np.int64)])
+                put(r[f"w{key}"], pack_int4(even.T).T, "<u1")
+                put(r[f"mults_{key}"], pack_codes(codes), "<u1")
+            else:
+                put(r[f"w{key}"], plan["w"][key], "<i1")
             put(r[f"bias_{key}"], plan["bias"][key], "<i4")
             put(r[f"scale_{key}"], words(plan["rq"][key]), "<u4")
         put(r["gelu_words"], words(plan["g"]), "<u4")
@@ -401,14 +432,17 @@ def lowbit_program(config, imodel, seq, valid=None):
         mult, shift = plan["ctx"]
         if len(set(mult.tolist())) != 1 or len(set(shift.tolist())) != 1:
             raise ParameterError("the context's requantization must be one scale")
+        w4 = {key: r[f"mults_{key}"] for key in plan.get("q4", {})}
         commands, layer_groups = _lowbit_layer_program(r, S, H, F, heads, d, valid, scales,
-                                                       plan["softmax"], (int(mult[0]), int(shift[0])))
+                                                       plan["softmax"], (int(mult[0]), int(shift[0])),
+                                                       w4)
         programs.append(commands)
         groups.append(layer_groups)
     return image, programs, regions, groups, abits
 
 
-def _lowbit_layer_program(r, S, H, F, heads, d, valid, ln_scales, softmax, ctx_scale):
+def _lowbit_layer_program(r, S, H, F, heads, d, valid, ln_scales, softmax, ctx_scale, w4):
+    """``w4``: the weights (keys) stored as packed 4-bit, with their codes' addresses."""
     commands, groups = [], []
 
     def gemm(a, a_stride, b, b_stride, c, c_stride, m, k, n, key=None, out=8, scale=None, **extra):
@@ -422,6 +456,8 @@ def _lowbit_layer_program(r, S, H, F, heads, d, valid, ln_scales, softmax, ctx_s
             fields = {"per_channel": 1, "scale_addr": r[f"scale_{key}"], "bias": 1,
                       "bias_addr": r[f"bias_{key}"], "multiplier": 0, "shift": 0,
                       ("int8" if out == 8 else "int16"): 1}
+            if key in w4:
+                fields.update(w4=1, mult_addr=w4[key])
         commands.append({"op": OP_GEMM, "gemm": {
             "m": m, "k": k, "n": n, "a_addr": a, "b_addr": b, "c_addr": c, "a_stride": a_stride,
             "b_stride": b_stride, "c_stride": c_stride * out // 8, "accumulate": 0,

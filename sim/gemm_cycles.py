@@ -41,7 +41,10 @@ integer engine's beats.
 With 4-bit weights (``GemmConfig(weight_bits=4)``) B is packed two K rows
 to a byte row (:func:`~bertforge.sim.gemm_golden.packed_b_view`): a chunk
 reads ``ceil(k_len / 2)`` beats of B instead of ``k_len``
-(:func:`b_rows`); the rest is unchanged.
+(:func:`b_rows`); the rest is unchanged. On an engine with group
+multipliers (``GemmConfig(weight_group=...)``) a command with ``w4`` reads
+``ceil(k_len / 2)`` beats of B and one beat of multiplier codes a chunk
+(one group); its other commands run as dense ones.
 """
 
 import math
@@ -92,7 +95,8 @@ def chunks(config, cmd):
     ``config.transpose_c``)."""
     flags = {**{flag: bool(cmd.get(flag)) for flag in _FLAGS},
              "int16": bool(cmd.get("int16") or cmd.get("bf16_out")),
-             "transpose_c": bool(cmd.get("transpose_c") and config.transpose_c)}
+             "transpose_c": bool(cmd.get("transpose_c") and config.transpose_c),
+             "w4": bool(cmd.get("w4") and getattr(config, "weight_group", 0))}
     out = []
     for m0 in range(0, cmd["m"], config.block_rows):
         for n0 in range(0, cmd["n"], config.panel):
@@ -129,7 +133,10 @@ def load_beats(config, chunk, b_rows=None):
 
 def b_rows(config, chunk):
     """B's read beats of a dense chunk: ``k_len``, or ``ceil(k_len / 2)``
-    with packed 4-bit weights (two K rows a beat)."""
+    with packed 4-bit weights (two K rows a beat), plus the beat of
+    multiplier codes of a ``w4`` chunk."""
+    if chunk.get("w4"):
+        return -(-chunk["k_len"] // 2) + 1
     return -(-chunk["k_len"] // 2) if config.weight_bits == 4 else chunk["k_len"]
 
 

@@ -11,12 +11,13 @@ from bertforge.rtl.errors import ParameterError
 
 __all__ = ["gemm_golden", "bf16_gemm_golden", "fp32_add", "command_error", "command_rejected",
            "command_fields", "FIELDS", "reduction_pieces", "run_commands", "write_result",
-           "matrix_view", "c_view", "packed_b_view", "output_dtype", "operand_dtype"]
+           "matrix_view", "c_view", "packed_b_view", "group_mults_view", "output_dtype",
+           "operand_dtype"]
 
 #: The fields :func:`command_error` checks.
 _CHECKED = ("m", "k", "n", "a_addr", "b_addr", "c_addr", "a_stride", "b_stride", "c_stride",
             "accumulate", "int8", "bias", "per_channel", "bias_addr", "scale_addr", "int16",
-            "bf16_out", "transpose_c")
+            "bf16_out", "transpose_c", "w4", "mult_addr")
 #: Fields of a dense command that the golden and cycle models read (``tag`` aside).
 FIELDS = _CHECKED + ("multiplier", "shift")
 _INT32 = (-(1 << 31), (1 << 31) - 1)
@@ -144,7 +145,8 @@ def operand_dtype(config):
 
 def command_error(config, m, k, n, a_addr, b_addr, c_addr, a_stride, b_stride, c_stride,
                   accumulate=False, int8=False, *, bias=False, per_channel=False, bias_addr=0,
-                  scale_addr=0, int16=False, bf16_out=False, transpose_c=False):
+                  scale_addr=0, int16=False, bf16_out=False, transpose_c=False, w4=False,
+                  mult_addr=0):
     """True if the engine rejects this command: a size of 0, a matrix (or,
     when used, the bias vector or the per-channel scale words: N 4-byte
     values each) that leaves the ``2**addr_width`` byte address space,
@@ -154,8 +156,12 @@ def command_error(config, m, k, n, a_addr, b_addr, c_addr, a_stride, b_stride, c
     float32); an integer engine has no ``bf16_out`` (it is ignored). With
     ``transpose_c`` (an engine with ``config.transpose_c``; the others
     ignore it) C is stored transposed (N rows of M elements, ``c_stride``
-    apart), and accumulate is rejected."""
+    apart), and accumulate is rejected. With ``w4`` (an engine with
+    ``config.weight_group``; the others ignore it) B is packed and its
+    multiplier codes (``ceil(k / weight_group)`` rows of ``ceil(n / 2)``
+    bytes at ``mult_addr``) must fit too."""
     narrow = int8 or int16
+    group = getattr(config, "weight_group", 0) if w4 else 0
     transpose_c = transpose_c and config.transpose_c
     if min(m, k, n) == 0 or (accumulate and narrow) or (int8 and int16) or (per_channel and not narrow):
         return True
@@ -165,7 +171,7 @@ def command_error(config, m, k, n, a_addr, b_addr, c_addr, a_stride, b_stride, c
         return True
     osize = output_dtype({"int8": int8, "int16": int16, "bf16_out": bf16_out}, config).itemsize
     esize, limit = config.width // 8, 1 << config.addr_width
-    if config.weight_bits == 4:     # packed B: ceil(k / 2) rows of n bytes
+    if config.weight_bits == 4 or group:     # packed B: ceil(k / 2) rows of n bytes
         b_end = b_addr + (k - 1) // 2 * b_stride + n
     else:
         b_end = b_addr + (k - 1) * b_stride + n * esize
@@ -174,7 +180,8 @@ def command_error(config, m, k, n, a_addr, b_addr, c_addr, a_stride, b_stride, c
                 or c_addr + ((n if transpose_c else m) - 1) * c_stride
                 + (m if transpose_c else n) * osize > limit
                 or (bias and bias_addr + 4 * n > limit)
-                or (per_channel and scale_addr + 4 * n > limit))
+                or (per_channel and scale_addr + 4 * n > limit)
+                or (group and mult_addr + -(-k // group) * -(-n // 2) > limit))
 
 
 def command_fields(cmd, fields=FIELDS):
@@ -204,6 +211,21 @@ def packed_b_view(image, addr, stride, k, n):
     from .payload_np import unpack_int4
     packed = matrix_view(image, addr, stride, -(-k // 2), n, np.uint8)
     return unpack_int4(packed.T).T[:k]
+
+
+def group_mults_view(config, image, addr, k, n):
+    """The ``k`` x ``n`` group multipliers of 4-bit weights whose codes are
+    at byte ``addr``: ``ceil(k / weight_group)`` rows of ``ceil(n / 2)``
+    bytes, column ``2i``'s code in the low nibble of byte ``i`` and
+    ``2i + 1``'s in the high one, decoded through
+    :data:`~bertforge.rtl.accumulator.GROUP_MULTS` and repeated over each
+    group's K rows (int64)."""
+    from bertforge.rtl.accumulator import GROUP_MULTS
+    g = config.weight_group
+    rows, width = -(-k // g), -(-n // 2)
+    raw = matrix_view(image, addr, width, rows, width, np.uint8)
+    codes = np.stack([raw & 15, raw >> 4], axis=2).reshape(rows, 2 * width)[:, :n]
+    return np.repeat(np.array(GROUP_MULTS)[codes], g, axis=0)[:k]
 
 
 def c_view(config, image, c):
@@ -252,6 +274,9 @@ def run_commands(config, image, commands):
         a = matrix_view(image, c["a_addr"], c["a_stride"], c["m"], c["k"], operand)
         if config.weight_bits == 4:
             b = packed_b_view(image, c["b_addr"], c["b_stride"], c["k"], c["n"])
+        elif c["w4"] and getattr(config, "weight_group", 0):     # q * its group's multiplier
+            b = (packed_b_view(image, c["b_addr"], c["b_stride"], c["k"], c["n"])
+                 * group_mults_view(config, image, c["mult_addr"], c["k"], c["n"]))
         else:
             b = matrix_view(image, c["b_addr"], c["b_stride"], c["k"], c["n"], operand)
         write_result(config, image, c, a, b)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bertforge.rtl.accumulator import GROUP_MULT_BITS, GROUP_MULTS
 from .encoder_golden import _layernorm, _q8
 from .payload_np import pack_int4, unpack_int4     # (re-exported: the 4-bit weight format)
 
@@ -47,32 +48,49 @@ __all__ = ["MULT_BITS", "MULT_CODES", "pack_int4", "unpack_int4", "quantize_weig
            "LowbitLayer", "lowbit_layer", "lowbit_forward", "OPERANDS", "IntegerLowbit"]
 
 #: Bits of a 4-bit weight group's integer multiplier.
-MULT_BITS = 8
+MULT_BITS = GROUP_MULT_BITS
 #: The integer group multipliers a 4-bit group code stands for (a 16-entry
-#: table the loader decodes): ``round(2**MULT_BITS * 2**(-(15 - c) / 4))``,
-#: a quarter octave apart, 19 .. 256.
-MULT_CODES = np.array([round((1 << MULT_BITS) * 2.0 ** (-(15 - c) / 4)) for c in range(16)])
+#: table the accumulator decodes: :data:`~bertforge.rtl.accumulator.GROUP_MULTS`):
+#: ``round(2**MULT_BITS * 2**(-(15 - c) / 4))``, a quarter octave apart, 19 .. 256.
+MULT_CODES = np.array(GROUP_MULTS)
 #: The activation operand of each weight GEMM: the weights it multiplies.
 OPERANDS = {"x": ("q", "k", "v"), "ctx": ("o",), "ln1": ("1",), "g": ("2",)}
 
 
-def _group_scales(w, top, group, codes=False):
+def _group_scales(w, top, group, codes=False, search=0, weight=None):
     """Per-output-channel scale and integer group multipliers of ``w``
     (K x N) for levels ``top``; returns (col_scale (N,), mult (K/group, N)).
     ``codes``: each multiplier the smallest of :data:`MULT_CODES` that
-    covers its group (stored as a 4-bit code), else any of 1 .. 2**MULT_BITS."""
+    covers its group (stored as a 4-bit code), else any of 1 .. 2**MULT_BITS.
+    ``search`` (codes only): of that code, the ``search`` codes below it
+    (finer steps that clip the group's largest weights) and the one above,
+    the one whose rounding error weighted by ``weight`` (K,: the Hessian's
+    diagonal, each input channel's energy) is least."""
     k, n = w.shape
     gmax = np.abs(w).reshape(k // group, group, n).max(axis=1)
     col = np.maximum(gmax.max(axis=0), 1e-12) / top
     need = gmax / top / col * (1 << MULT_BITS) - 1e-9
     if codes:
-        return col, MULT_CODES[np.minimum(np.searchsorted(MULT_CODES, need), 15)]
+        cover = np.minimum(np.searchsorted(MULT_CODES, need), 15)
+        if not search:
+            return col, MULT_CODES[cover]
+        wg = w.reshape(k // group, group, n)
+        d = np.asarray(weight, dtype=np.float64).reshape(k // group, group)
+        best, least = cover, np.full(cover.shape, np.inf)
+        for delta in range(-search, 2):
+            code = np.clip(cover + delta, 0, 15)
+            step = (col * MULT_CODES[code] / (1 << MULT_BITS))[:, None, :]
+            e = wg - np.clip(np.floor(wg / step + 0.5), -top - 1, top) * step
+            err = np.einsum("gi,gin->gn", d, e * e)
+            better = err < least
+            best, least = np.where(better, code, best), np.where(better, err, least)
+        return col, MULT_CODES[best]
     mult = np.clip(np.ceil(need), 1, 1 << MULT_BITS)
     return col, mult.astype(np.int64)
 
 
 def quantize_weight(w, bits=8, *, group=None, hessian=None, damp=0.01, act_order=False,
-                    codes=False):
+                    codes=False, code_search=0):
     """Quantize ``w`` (K x N, ``in x out``) symmetrically to ``bits`` bits.
 
     ``group`` None: one scale per output channel (``levels = 2**(bits-1) - 1``);
@@ -80,7 +98,10 @@ def quantize_weight(w, bits=8, *, group=None, hessian=None, damp=0.01, act_order
     (module docstring). ``hessian`` (K x K, ``X^T X`` of calibration
     inputs): GPTQ's error compensation (Frantar et al. 2023), rows in order,
     the error of each row spread over the rows not yet quantized; None:
-    round to nearest.
+    round to nearest. ``code_search`` (with ``codes`` and ``hessian``):
+    each group's code by the least Hessian-weighted rounding error among
+    the covering code, the ``code_search`` below it and the one above
+    (:func:`_group_scales`).
 
     Returns ``(q, col_scale, mult)``: integer ``q`` (K x N), ``col_scale``
     (N,) and ``mult`` (K/group x N integers, or None); the weight is
@@ -92,7 +113,8 @@ def quantize_weight(w, bits=8, *, group=None, hessian=None, damp=0.01, act_order
     if group is not None and (group < 1 or k % group):
         raise ValueError(f"group must divide the {k} input channels, not {group}")
     g = group or k
-    col, mult = _group_scales(w, top, g, codes)
+    weight = None if hessian is None else np.diag(np.asarray(hessian, dtype=np.float64))
+    col, mult = _group_scales(w, top, g, codes, code_search if hessian is not None else 0, weight)
     if group is None:
         mult = np.full((1, n), 1 << MULT_BITS, dtype=np.int64)
     step = col * mult / (1 << MULT_BITS)               # (K/g, N) effective scales
@@ -141,7 +163,7 @@ class LowbitLayer:
 
 
 def lowbit_layer(params, cal, *, wbits=8, group=None, alpha=0.5, smooth=("x", "ctx", "ln1"),
-                 gptq=False, damp=1.0, act_order=False, codes=False):
+                 gptq=False, damp=1.0, act_order=False, codes=False, code_search=0):
     """Quantize one layer's float ``params`` (``w``, ``b``, ``gamma``,
     ``beta`` as :class:`~bertforge.generators.checkpoint.Checkpoint` holds
     them) from calibration statistics ``cal``: per operand of
@@ -168,7 +190,7 @@ def lowbit_layer(params, cal, *, wbits=8, group=None, alpha=0.5, smooth=("x", "c
                 hess = cal[operand]["xtx"] / np.outer(s, s)
             wq[key], col[key], mult[key] = quantize_weight(ws, wbits, group=group, hessian=hess,
                                                            damp=damp, act_order=act_order,
-                                                           codes=codes)
+                                                           codes=codes, code_search=code_search)
     for key in ("q", "k"):
         a_scale[key] = max(cal[key], 1e-12) / 127
     return LowbitLayer(wq=wq, col=col, mult=mult, group=group or 0, smooth=sm, a_scale=a_scale,
@@ -273,11 +295,15 @@ class IntegerLowbit:
             sx = x_scale if index == 0 else ln.out_scale
             nxt = layers[index + 1] if index + 1 < len(layers) else None
             d = layer.wq["q"].shape[1] // heads
-            plan = {"sx": sx, "w": {}, "rq": {}, "bias": {}}
+            plan = {"sx": sx, "w": {}, "rq": {}, "bias": {}, "q4": {}}
             for key, operand, out in (("q", "x", None), ("k", "x", None), ("v", "x", "v"),
                                       ("o", "ctx", "attn"), ("1", "ln1", "h1"), ("2", "g", "f")):
                 q, col, mult = layer.wq[key], layer.col[key], layer.mult[key]
                 plan["w"][key] = q if mult is None else q * np.repeat(mult, layer.group, axis=0)
+                if mult is not None:      # the 4-bit weights and their codes (None: not codes)
+                    codes = np.minimum(np.searchsorted(MULT_CODES, mult), 15)
+                    plan["q4"][key] = (q, codes if np.array_equal(MULT_CODES[codes], mult)
+                                       else None, layer.group)
                 acc = a[operand] * (col if mult is None else col / (1 << MULT_BITS))
                 target = {None: a.get(key), "v": a["ctx"] * s["ctx"], "attn": sx,
                           "h1": gelu.in_scale, "f": ln.out_scale}[out]

@@ -21,7 +21,8 @@ from amaranth.lib import data
 from bertforge.rtl.payload import (bytes_to_words, cast_layout, layout_bytes, layout_width,
                                    words_to_bytes)
 
-__all__ = ["pack_bytes", "unpack_bytes", "pack_beats", "unpack_beats", "pack_int4", "unpack_int4"]
+__all__ = ["pack_bytes", "unpack_bytes", "pack_beats", "unpack_beats", "pack_int4", "unpack_int4",
+           "pack_codes"]
 
 
 def _leaves(layout, value, base):
@@ -182,6 +183,18 @@ def pack_int4(q):
         raise ValueError("4-bit values must lie in -8 .. 7")
     nib = (q & 0xF).astype(np.uint8)
     return nib[..., 0::2] | (nib[..., 1::2] << 4)
+
+
+def pack_codes(codes):
+    """4-bit codes (0 .. 15, rows x n) as ``rows x ceil(n / 2)`` bytes,
+    column ``2i`` in the low nibble of byte ``i`` and ``2i + 1`` in the high
+    one (a zero nibble past an odd n): the group multiplier codes of
+    :class:`~bertforge.rtl.gemm.GemmConfig` ``weight_group``."""
+    codes = np.asarray(codes, dtype=np.int64)
+    if codes.size and (codes.min() < 0 or codes.max() > 15):
+        raise ValueError("4-bit codes must lie in 0 .. 15")
+    codes = np.concatenate([codes, np.zeros((codes.shape[0], codes.shape[1] % 2), np.int64)], axis=1)
+    return pack_int4(np.where(codes > 7, codes - 16, codes))
 
 
 def unpack_int4(b):

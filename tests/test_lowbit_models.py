@@ -96,6 +96,32 @@ def test_gptq_in_activation_order_and_multiplier_codes():
     assert len(MULT_CODES) == 16 and np.all(np.diff(MULT_CODES) > 0) and MULT_CODES[0] >= 1
 
 
+def test_code_search_by_hessian_weighted_error():
+    """``code_search``: each group's code among the covering one, the ones
+    below it (which clip) and the one above, by the least rounding error
+    weighted by the Hessian's diagonal; never worse than the covering code
+    on that error, finer where a group has one outlier in a quiet channel."""
+    from bertforge.sim.lowbit_golden import _group_scales
+    rng = np.random.default_rng(9)
+    w = rng.standard_normal((64, 16))
+    w[5, :8] = 6.0                      # an outlier in each of 8 groups' channel 5 ...
+    weight = rng.uniform(0.5, 2, 64)
+    weight[5] = 1e-4                    # ... which carries almost no energy
+    col, cover = _group_scales(w, 7, 32, codes=True)
+    col2, chosen = _group_scales(w, 7, 32, codes=True, search=3, weight=weight)
+    assert np.array_equal(col, col2) and np.isin(chosen, MULT_CODES).all()
+
+    def err(mult):
+        step = np.repeat(mult, 32, axis=0) * col / (1 << MULT_BITS)
+        e = w - np.clip(np.floor(w / step + 0.5), -8, 7) * step
+        return (weight[:, None] * e * e).reshape(2, 32, 16).sum(axis=1)
+    assert np.all(err(chosen) <= err(cover) + 1e-12)
+    assert np.all(chosen[0, :8] < cover[0, :8])          # the outlier groups clip it
+    q, _, mult = quantize_weight(w, 4, group=32, hessian=np.diag(weight), codes=True,
+                                 code_search=3)
+    assert np.array_equal(mult, chosen)
+
+
 def test_calibration_hessian_sentences(tiny):
     """Hessian-only sentences add to X^T X and leave the activation scales alone."""
     model, ids, stats = tiny
@@ -234,7 +260,7 @@ def test_all_minilm_l6_v2_w8a8_and_w4a8():
     the calibration sentences only (the Hessian sentences too for W4A8's
     GPTQ): W8A8 in the integer golden model meets its targets (cosine >=
     0.99 per evaluation sentence, Spearman >= 0.98); W4A8 holds what
-    docs/lowbit.md reports (cosine min 0.9696, Spearman 0.9727; the issue's
+    docs/lowbit.md reports (cosine min 0.9745, Spearman 0.9764; the issue's
     0.98 cosine is not reached); both within their bytes targets (55% and
     30% of today's)."""
     from bertforge.generators.analyze import load_hardware
@@ -249,7 +275,7 @@ def test_all_minilm_l6_v2_w8a8_and_w4a8():
     ref = np.array([pool(float_forward(model, i), len(i)) for i in ids])
     config = encoder_config(load_hardware(MINILM_HW), MINILM_HW)
     today = bytes_per_sentence(model, 16, "w16a16")["total"]
-    for name, cos_min, rho, share in (("w8a8", 0.99, 0.98, 0.55), ("w4a8", 0.969, 0.97, 0.30)):
+    for name, cos_min, rho, share in (("w8a8", 0.99, 0.98, 0.55), ("w4a8", 0.974, 0.97, 0.30)):
         layers = quantize_model(model, stats, name)
         q = quality(integer_embeddings(model, integer_model(model, config, layers, stats), ids), ref)
         assert q["cosine_min"] >= cos_min and q["spearman"] >= rho, (name, q)
