@@ -398,8 +398,8 @@ def run_fetch(args):
 #: :func:`encode`'s result as ``--json`` prints it (and ``bus``, ``port``,
 #: ``board``, ``soc`` when there).
 REPORT_KEYS = ("checkpoint", "hardware", "design", "seq", "layers", "texts", "match", "cosine_min",
-               "cosine_mean", "spearman", "cycles", "predicted_cycles", "classes", "seconds",
-               "build_seconds", "sim_seconds", "operations", "sentences")
+               "cosine_mean", "spearman", "cycles", "predicted_cycles", "clock_mhz", "classes",
+               "seconds", "build_seconds", "sim_seconds", "operations", "sentences")
 
 
 def model_json(result):

@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["PERIOD_NS", "soc_sim_model", "simulate_soc", "dfi_violations", "soc_encoder",
-           "layers_program", "check_outputs", "output_mismatches", "soc_prepare", "soc_encode", "MINILM_SOC_HW", "soc_hardware", "run_soc_layers", "run_soc_sim",
-           "sim_report", "soc_layer_bench", "BENCH_CASES"]
+           "layers_program", "check_outputs", "output_mismatches", "soc_prepare", "soc_encode",
+           "MINILM_SOC_HW", "MINILM_SENTENCE", "soc_model_rows", "soc_model_bench", "soc_hardware",
+           "run_soc_layers", "run_soc_sim", "sim_report", "soc_layer_bench", "BENCH_CASES"]
 
 #: The simulated clock's period (simulation time only: the SoC's clock is
 #: the map's ``sys_clk_hz``, which its SDRAM timings and UART use).
@@ -467,6 +468,59 @@ def soc_layer_bench(out_dir, cases=BENCH_CASES):
                          "refreshes": perf["refresh"], "analyze_cycles": model_cycles,
                          "over_analyze": cycles / model_cycles - 1,
                          "violations": len(result["violations"]), "seconds": seconds})
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps({"results": rows}, indent=1) + "\n")
+    return rows
+
+
+#: The sentence of the MiniLM bench (and the slow test): 13 tokens, sequence 16.
+MINILM_SENTENCE = "A chef is chopping onions on a cutting board."
+
+
+def soc_model_rows(result):
+    """The bench rows of a :func:`soc_encode` result: per sentence, per
+    operation class (the accelerator's ``BUSY_*`` counters), per layer (with
+    ``per_operation``) and ``all`` (its ``CYCLES``), each with ``analyze``'s
+    cycles for the same engine with the board's SDRAM at the SoC's clock,
+    the layers whose output was bit-exact, the cosine against the float
+    model, the DFI timing violations and the SoC's SDRAM counters."""
+    rows = []
+    layers = result["layers"]
+    per_layer = result["predicted_cycles"] / len(result["sentences"]) / layers
+    for sentence, soc in zip(result["sentences"], result["soc"]):
+        counters = sentence["counters"]
+        common = {"text": sentence["text"], "tokens": sentence["tokens"], "seq": result["seq"],
+                  "layers": layers, "layers_exact": soc["layer_mismatches"].count(0),
+                  "mismatches": sum(soc["layer_mismatches"]), "cosine": sentence["cosine"],
+                  "violations": len(soc["violations"]), "sdram_reads": soc["perf"]["read"],
+                  "sdram_writes": soc["perf"]["write"], "activates": soc["perf"]["activate"],
+                  "refreshes": soc["perf"]["refresh"], "simulated_cycles": soc["simulated_cycles"],
+                  "clock_mhz": result["clock_mhz"]}
+        parts = [(c["class"], counters[f"busy_{c['class']}"], c["predicted"] / len(result["soc"]))
+                 for c in result["classes"]]
+        if soc.get("operations"):
+            parts += [(f"layer {index}", sum(op["counters"]["cycles"] for op in soc["operations"]
+                                             if op["layer"] == index), per_layer)
+                      for index in range(layers)]
+        parts.append(("all", counters["cycles"], sentence["predicted_cycles"]))
+        for name, cycles, predicted in parts:
+            rows.append({**common, "class": name, "cycles": cycles, "analyze_cycles": predicted,
+                         "over_analyze": cycles / predicted - 1,
+                         "ms": cycles / (result["clock_mhz"] * 1e3)})
+    return rows
+
+
+def soc_model_bench(out_dir, texts=(MINILM_SENTENCE,), *, checkpoint="all-minilm-l6-v2", hw=None,
+                    per_operation=False):
+    """Run ``texts`` through every layer of ``checkpoint`` in the simulated
+    SoC (:func:`soc_encode`) and write ``out_dir/bench.json`` (the rows of
+    :func:`soc_model_rows`, plus the run's ``seconds``: what
+    :func:`~bertforge.generators.manual.store_bench` stores). Returns the
+    rows."""
+    result = soc_encode(list(texts), checkpoint=checkpoint, hw=hw, per_operation=per_operation)
+    rows = [{**row, "match": result["match"], "seconds": result["seconds"]}
+            for row in soc_model_rows(result)]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps({"results": rows}, indent=1) + "\n")

@@ -568,9 +568,9 @@ def test_soc_sim_checkpoint(checkpoint, tmp_path):
     the default SoC's tiny encoder): both layers as one program, each
     layer's output read back and bit-exact, the embedding against the
     float model; the report as ``sim model``'s."""
-    import json
     from checkpoint_helpers import TEXTS
     from cli_helpers import run_cli
+    from bertforge.generators.soc_simulate import soc_model_rows
     result = run_cli("soc", "sim", "--checkpoint", str(checkpoint), "--text", TEXTS[0],
                      "--hw", str(TINY_HW), "-o", str(tmp_path), "--json")
     assert result.returncode == 0, result.stderr
@@ -584,6 +584,12 @@ def test_soc_sim_checkpoint(checkpoint, tmp_path):
     assert report["predicted_cycles"] > 0 and soc["perf"]["read"] > 0
     text = (tmp_path / "report.md").read_text()
     assert "match: yes" in text and "elements differing per layer [0, 0]" in text
+    # The bench's rows of it (results/soc_minilm.json is MiniLM's).
+    rows = soc_model_rows(report)
+    assert [row["class"] for row in rows] == ["gemm", "softmax", "layernorm", "gelu", "all"]
+    assert rows[-1]["cycles"] == sentence["cycles"] and rows[-1]["layers_exact"] == 2
+    assert rows[-1]["analyze_cycles"] == report["predicted_cycles"]
+    assert rows[0]["cycles"] == sentence["counters"]["busy_gemm"]
 
 
 @pytest.mark.slow
@@ -592,16 +598,12 @@ def test_minilm_from_sdram():
     (configs/minilm_soc.toml): a 13-token sentence (sequence 16) as one
     program, every layer's output bit for bit the integer golden model's,
     the embedding against the float model (cosine >= 0.99)."""
-    from bertforge.generators.soc_simulate import soc_encode
+    from bertforge.generators.soc_simulate import MINILM_SENTENCE, soc_encode
     result = soc_encode([MINILM_SENTENCE])
     assert result["layers"] == 6 and result["seq"] == 16
     [soc] = result["soc"]
     assert soc["layer_mismatches"] == [0] * 6 and soc["violations"] == []
     assert result["match"] and result["cosine_min"] >= 0.99
-
-
-#: The sentence of the MiniLM test and bench: 13 tokens.
-MINILM_SENTENCE = "A chef is chopping onions on a cutting board."
 
 
 @pytest.fixture(scope="module")
