@@ -374,7 +374,7 @@ def _run_soc_text(args, texts):
                            seq=args.seq)
     key = f"soc sim {prepared[0]} {args.checkpoint} {len(texts)} texts {prepared[1]['seq']}"
     with timed(key, "simulating the SoC", 600, quiet=args.json):
-        result = soc_encode(texts, prepared=prepared)
+        result = soc_encode(texts, prepared=prepared, per_operation=args.per_operation)
     lines = [model_report(result)]
     for number, done in enumerate(result["soc"]):
         perf = done["perf"]
@@ -383,6 +383,11 @@ def _run_soc_text(args, texts):
                      f"{perf['write']:,} writes, {perf['activate']:,} activates, "
                      f"{perf['refresh']:,} refreshes; DFI timing violations "
                      f"{len(done['violations'])}; {done['simulated_cycles']:,} clocks simulated\n")
+        if done["operations"]:
+            layers = sorted({op["layer"] for op in done["operations"]})
+            lines.append("    cycles per layer (each operation its own program): " + ", ".join(
+                f"{sum(op['counters']['cycles'] for op in done['operations'] if op['layer'] == l):,}"
+                for l in layers) + "\n")
     text = "".join(lines)
     if args.out:
         out = Path(args.out)
