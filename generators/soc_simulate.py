@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["PERIOD_NS", "soc_sim_model", "simulate_soc", "dfi_violations", "soc_encoder",
-           "layers_program", "check_outputs", "output_mismatches", "soc_prepare", "soc_encode",
+           "layers_program", "check_outputs", "soc_prepare", "soc_encode",
            "MINILM_SOC_HW", "MINILM_SENTENCE", "soc_model_rows", "soc_model_bench", "soc_hardware",
            "run_soc_layers", "run_soc_sim", "sim_report", "soc_layer_bench", "BENCH_CASES"]
 
@@ -211,12 +211,6 @@ def check_outputs(config, plan, raws):
             mismatches.append(int(np.count_nonzero(hw != x)))
             x = hw
     return mismatches, outputs
-
-
-def output_mismatches(config, plan, raw):
-    """Elements of the last layer's output ``raw`` (bytes read back) that
-    differ from the integer golden model (:func:`check_outputs`)."""
-    return check_outputs(config, plan, [raw])[0][-1]
 
 
 def soc_prepare(texts, *, checkpoint="all-minilm-l6-v2", hw=None, seq=None):
