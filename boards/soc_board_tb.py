@@ -25,8 +25,9 @@ each a dict with ``kind``:
 - ``upload``: :func:`~bertforge.boards.soc_host.upload` of ``data`` (hex)
   at ``addr`` (``force``), as ``bertforge soc run`` uploads to a board;
 - ``run_image``: :func:`~bertforge.boards.soc_host.run_image` (what
-  ``bertforge soc run`` does on a board) of ``blob`` (hex), ``program``,
-  ``records``, ``output``, polling every ``poll_cycles``;
+  ``bertforge soc run`` does on a board) of ``blob`` (hex), ``writes``
+  (``[offset, hex]``), ``program``, ``records``, ``outputs``, polling
+  every ``poll_cycles``;
 - ``program``: ``base``, ``program`` (hex), ``upload`` (write it over
   UARTBone, else it is in the SDRAM already), ``outputs`` (``[addr,
   length]`` ranges read back after), ``poll_cycles``, ``max_polls``,
@@ -192,9 +193,10 @@ async def soc(dut):
             elif kind == "run_image":
                 out = run_image(bus, soc_map, bytes.fromhex(check["blob"]),
                                 program=check["program"], records=check["records"],
-                                output=check["output"], sleep=sleep,
+                                outputs=check["outputs"], sleep=sleep,
+                                writes=[(at, bytes.fromhex(data)) for at, data in check["writes"]],
                                 poll_seconds=check["poll_cycles"] / soc_map["sys_clk_hz"])
-                out["output"] = out["output"].hex()
+                out["outputs"] = [data.hex() for data in out["outputs"]]
             elif kind == "program":
                 out = _program(bus, soc_map, driver, sleep, cycles, check)
             else:

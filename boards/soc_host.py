@@ -195,14 +195,16 @@ def run_program(bus, soc_map, driver, *, polls, interval, sleep=time.sleep):
     return out
 
 
-def run_image(bus, soc_map, blob, *, program, records, output, force_upload=False,
+def run_image(bus, soc_map, blob, *, program, records, outputs, writes=(), force_upload=False,
               sleep=time.sleep, poll_seconds=0.01, timeout_seconds=600):
     """On the SoC behind ``bus``: LiteDRAM's init, :func:`upload` of
-    ``blob`` (bytes from the SDRAM's base on) unless the board holds it,
-    the registers pointed at the program of ``records`` records at byte
-    offset ``program`` in it, :func:`run_program`, and the ``output``
-    range (``(offset, bytes)``) read back. Returns ``{"upload", "run",
-    "output"`` (bytes), ``"seconds"`` (upload and run, wall clock)}."""
+    ``blob`` (bytes from the SDRAM's base on: what stays, the weights)
+    unless the board holds it, ``writes`` (``(offset, bytes)``: what
+    changes from run to run, the input and the program) written and read
+    back, the registers pointed at the program of ``records`` records at
+    byte offset ``program``, :func:`run_program`, and the ``outputs``
+    ranges (``(offset, bytes)``) read back. Returns ``{"upload", "run",
+    "outputs"`` (bytes each), ``"seconds"`` (upload and run, wall clock)}."""
     from .driver import Driver
     base = soc_map["sdram"]["base"]
     driver = Driver(SocRegisters(bus, soc_map), record_bytes=soc_map["accelerator"]["record_bytes"])
@@ -210,11 +212,17 @@ def run_image(bus, soc_map, blob, *, program, records, output, force_upload=Fals
     mark = time.perf_counter()
     sdram_init(bus, soc_map, sleep)
     uploaded = upload(bus, soc_map, base, blob, force=force_upload)
+    for offset, data in writes:
+        bus.write_block(base + offset, data)
+        if bus.read_block(base + offset, len(data)) != bytes(data):
+            raise BertforgeError(f"the SDRAM read back differs from the {len(data):,} bytes "
+                                 f"written at {base + offset:#x}")
     seconds["upload"] = time.perf_counter() - mark
     driver.point(base + program, records)
     mark = time.perf_counter()
     run = run_program(bus, soc_map, driver, polls=max(1, round(timeout_seconds / poll_seconds)),
                       interval=poll_seconds, sleep=sleep)
     seconds["run"] = time.perf_counter() - mark
-    return {"upload": uploaded, "run": run, "output": bus.read_block(base + output[0], output[1]),
+    return {"upload": uploaded, "run": run,
+            "outputs": [bus.read_block(base + offset, size) for offset, size in outputs],
             "seconds": seconds}

@@ -46,8 +46,9 @@ from .cli_common import CliError, bounded_int, save_npy_atomic
 from .encoder_sim import compare_classes, compare_operations, encoder_config, simulate_layers
 from .workload import BertModel
 
-__all__ = ["encode", "read_sentences", "spearman", "CALIBRATION", "EVALUATION", "MINILM_HW",
-           "add_parsers", "run_fetch", "run_sim_model", "run_bench_model", "write_bench_model"]
+__all__ = ["encode", "prepare", "quantized_runs", "encode_programs", "read_sentences", "spearman",
+           "CALIBRATION", "EVALUATION", "MINILM_HW", "add_parsers", "add_checkpoint_arg",
+           "add_text_args", "texts_of", "model_json", "model_report", "REPORT_KEYS", "run_fetch", "run_sim_model", "run_bench_model", "write_bench_model"]
 
 DATA = Path(__file__).parent / "data"
 CALIBRATION = DATA / "calibration.txt"
@@ -72,6 +73,65 @@ def read_sentences(path):
     return texts
 
 
+
+
+def prepare(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=None, seq=None,
+            batch=1, hardware=None):
+    """What :func:`encode` needs before the hardware runs (checked: one
+    line if the texts or the checkpoint do not fit ``hw``): a dict of
+    ``texts``, ``model`` (the checkpoint), ``hardware`` (``analyze``'s, of
+    ``hw`` unless given), ``config`` (the encoder's), ``ids`` (tokens per
+    text), ``seq``, ``batch``, ``groups`` (the texts' tokens in batches, the
+    last filled with copies), ``calibration_ids``, ``prediction``
+    (``analyze`` of one layer) and ``start`` (the wall clock)."""
+    start = time.perf_counter()
+    texts = list(texts)
+    if not texts:
+        raise CliError("no text to encode: give --text or --file")
+    if len(texts) > MAX_TEXTS:
+        raise CliError(f"at most {MAX_TEXTS} texts per run, not {len(texts)}")
+    model = load_checkpoint(checkpoint)
+    hardware = hardware or load_hardware(hw)
+    config = encoder_config(hardware, hw)
+    ids = tokenize(model, texts, config.softmax.l_max)
+    step = config.gemm.mem_bytes // 4           # softmax rows of int32 fill memory words
+    longest = max(max(len(i) for i in ids), seq or 0)
+    seq = max(step, -(-longest // step) * step)
+    if seq > config.softmax.l_max:
+        raise CliError(f"sequence length {seq} exceeds the softmax unit's l_max = "
+                       f"{config.softmax.l_max} of {hw}")
+    try:
+        check_shape(config, seq, model.hidden, model.heads, model.ffn, batch)
+    except ValueError as error:
+        raise CliError(f"{Path(model.path).name} at sequence length {seq} does not fit {hw}: "
+                       f"{error}") from None
+    if hardware.memory.ideal and hardware.mem_bytes_per_cycle < config.gemm.mem_bytes:
+        import dataclasses
+        hardware = dataclasses.replace(hardware, mem_bytes_per_cycle=float(config.gemm.mem_bytes))
+    calibration = calibration or read_sentences(CALIBRATION)
+    calibration_ids = tokenize(model, calibration, config.softmax.l_max)
+    shape = BertModel(Path(model.path).name, model.hidden, model.heads, len(model.layers), model.ffn)
+    prediction = analyze(shape, seq, hardware, batch=batch, bias=True, transpose=True)
+    groups = [ids[start:start + batch] for start in range(0, len(ids), batch)]
+    groups[-1] = groups[-1] + [groups[-1][-1]] * (batch - len(groups[-1]))
+    return {"texts": texts, "model": model, "hardware": hardware, "config": config, "ids": ids,
+            "seq": seq, "batch": batch, "groups": groups, "calibration_ids": calibration_ids,
+            "prediction": prediction, "shape": shape, "start": start}
+
+
+def quantized_runs(prep):
+    """``(qmodel, runs)`` of :func:`prepare`'s ``prep`` (int8 or int16
+    activations, not low-bit): the model quantized for the encoder with
+    the calibration sentences' scales, and per batch layer 0's input (the
+    embeddings of its texts, stacked) and the valid tokens."""
+    config, model, seq, batch = prep["config"], prep["model"], prep["seq"], prep["batch"]
+    qmodel = QuantizedModel(config, model, calibrate_model(model, prep["calibration_ids"]), seq)
+    for layer in qmodel.layers:
+        layer.batch = batch
+    runs = [(np.concatenate([qmodel.input(tokens) for tokens in group]),
+             len(group[0]) if batch == 1 else [len(tokens) for tokens in group])
+            for group in prep["groups"]]
+    return qmodel, runs
 
 
 def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=None, quiet=True,
@@ -105,37 +165,13 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
     ``counters`` the performance counters; ``classes`` are the
     ``BUSY_*`` counters against ``analyze``'s prediction per class, and
     ``operations`` is empty (the top keeps no per-operation stamps)."""
-    start = time.perf_counter()
-    texts = list(texts)
-    if not texts:
-        raise CliError("no text to encode: give --text or --file")
-    if len(texts) > MAX_TEXTS:
-        raise CliError(f"at most {MAX_TEXTS} texts per run, not {len(texts)}")
-    model = load_checkpoint(checkpoint)
-    hardware = load_hardware(hw)
-    config = encoder_config(hardware, hw)
-    ids = tokenize(model, texts, config.softmax.l_max)
-    step = config.gemm.mem_bytes // 4           # softmax rows of int32 fill memory words
-    longest = max(max(len(i) for i in ids), seq or 0)
-    seq = max(step, -(-longest // step) * step)
-    if seq > config.softmax.l_max:
-        raise CliError(f"sequence length {seq} exceeds the softmax unit's l_max = "
-                       f"{config.softmax.l_max} of {hw}")
-    try:
-        check_shape(config, seq, model.hidden, model.heads, model.ffn, batch)
-    except ValueError as error:
-        raise CliError(f"{Path(model.path).name} at sequence length {seq} does not fit {hw}: "
-                       f"{error}") from None
-    if hardware.memory.ideal and hardware.mem_bytes_per_cycle < config.gemm.mem_bytes:
-        import dataclasses
-        hardware = dataclasses.replace(hardware, mem_bytes_per_cycle=float(config.gemm.mem_bytes))
-    calibration = calibration or read_sentences(CALIBRATION)
-    calibration_ids = tokenize(model, calibration, config.softmax.l_max)
-    shape = BertModel(Path(model.path).name, model.hidden, model.heads, len(model.layers), model.ffn)
-    prediction = analyze(shape, seq, hardware, batch=batch, bias=True, transpose=True)
-    out_scale = config.layernorm.out_scale
-    groups = [ids[start:start + batch] for start in range(0, len(ids), batch)]
-    groups[-1] = groups[-1] + [groups[-1][-1]] * (batch - len(groups[-1]))
+    prep = prepare(texts, checkpoint=checkpoint, hw=hw, calibration=calibration, seq=seq,
+                   batch=batch)
+    model, hardware, config, ids, seq, groups, prediction, start = (
+        prep[key] for key in ("model", "hardware", "config", "ids", "seq", "groups", "prediction",
+                              "start"))
+    texts, calibration_ids, out_scale = prep["texts"], prep["calibration_ids"], \
+        config.layernorm.out_scale
     run_cycles = prediction["total_cycles"] * prediction["totals"]["layers"] * len(groups)
     if config.lowbit:
         if bus is not None:
@@ -143,16 +179,13 @@ def encode(texts, *, checkpoint="all-minilm-l6-v2", hw=MINILM_HW, calibration=No
         simulated = _simulate_lowbit(model, config, hardware, hw, calibration_ids, groups, seq,
                                      quiet=quiet, cycles=run_cycles)
     else:
-        top = calibrate_model(model, calibration_ids)
-        qmodel = QuantizedModel(config, model, top, seq)
-        for layer in qmodel.layers:
-            layer.batch = batch
-        runs = [(np.concatenate([qmodel.input(tokens) for tokens in group]),
-                 len(group[0]) if batch == 1 else [len(tokens) for tokens in group])
-                for group in groups]
+        qmodel, runs = quantized_runs(prep)
         if bus is not None:
-            return _encode_axi(texts, ids, runs, model, config, qmodel, hardware, prediction, bus,
-                               batch=batch, seq=seq, quiet=quiet, progress=progress, start=start)
+            from .axi_sim import simulate_axi_encoder
+            return encode_programs(
+                prep, qmodel, runs, lambda layers: simulate_axi_encoder(config, layers, bus=bus,
+                                                                        quiet=quiet),
+                where="on the AXI top", progress=progress, bus=bus)
         simulated = simulate_layers(config, qmodel.layers, runs, mem_latency=hardware.mem_latency,
                                     quiet=quiet, memory=hardware.memory,
                                     clock_mhz=hardware.clock_mhz, cycles=run_cycles)
@@ -252,27 +285,42 @@ def _simulate_lowbit(model, config, hardware, hw, calibration_ids, groups, seq, 
                            cycles=cycles)
 
 
-def _encode_axi(texts, ids, runs, model, config, qmodel, hardware, prediction, bus, *, batch, seq,
-                quiet, progress, start):
-    """:func:`encode` through the encoder's AXI top (``bus``): one program a batch."""
-    from .axi_sim import simulate_axi_encoder
+def encode_programs(prep, qmodel, runs, run_batch, *, where, progress=None, **fields):
+    """:func:`encode`'s result for ``qmodel``'s ``runs`` (:func:`quantized_runs`)
+    run as ONE program a batch by ``run_batch(layers)`` (every layer, its
+    inputs set): a dict with ``run`` (``pc``, ``counters``: the
+    accelerator's registers), ``stages`` (``out``: the last layer's output),
+    ``mismatches`` (per layer and stage against the integer golden model),
+    ``match`` and ``phases`` (``build``, ``simulate`` seconds), as
+    :func:`~bertforge.generators.axi_sim.simulate_axi_encoder` returns it,
+    and optionally ``predictions`` (``analyze`` of each layer at the
+    program's own addresses, else ``prep``'s prediction counts for every
+    layer); ``where`` names the hardware in messages; ``fields`` go into
+    the result."""
+    texts, ids, model, config, hardware, prediction, batch, seq, start = (
+        prep[key] for key in ("texts", "ids", "model", "config", "hardware", "prediction", "batch",
+                              "seq", "start"))
     sentences, embeddings, references, results = [], [], [], []
     match = True
     for number, (x, valid) in enumerate(runs):
         for layer in qmodel.layers:
             layer.valid = valid
         qmodel.layers[0].xq = np.asarray(x, dtype=np.int64)
-        result = simulate_axi_encoder(config, qmodel.layers, bus=bus, quiet=quiet)
+        result = run_batch(qmodel.layers)
         if not result["match"]:
             match = False
             bad = {k: v for k, v in (result["mismatches"] or {}).items() if v}
-            print(f"bertforge: batch {number + 1} on the AXI top: "
+            print(f"bertforge: batch {number + 1} {where}: "
                   + (f"the hardware differs from the golden model in {bad}" if bad else
                      f"the program did not end well ({result['run']})"), file=sys.stderr)
         results.append(result)
-    predicted = prediction["total_cycles"] * len(qmodel.layers) / batch
+    def layer_predictions(result):
+        # analyze of each layer: the batch's own (``predictions``: at its
+        # program's addresses) or the prepared one
+        return result.get("predictions") or [prediction] * len(qmodel.layers)
     for index, (text, tokens) in enumerate(zip(texts, ids)):
         result, place = results[index // batch], index % batch
+        predicted = sum(p["total_cycles"] for p in layer_predictions(result)) / batch
         counters = result["run"]["counters"] if result["run"] else {}
         x = result["stages"]["out"][place * seq:(place + 1) * seq]
         embedding = pool(x * config.layernorm.out_scale, len(tokens))
@@ -287,19 +335,20 @@ def _encode_axi(texts, ids, runs, model, config, qmodel, hardware, prediction, b
         if progress:
             progress(index, sentences[-1])
     by_class = {}
-    for row in prediction["operations"]:
+    for row in (row for result in results for p in layer_predictions(result)
+                for row in p["operations"]):
         by_class[row["class"]] = by_class.get(row["class"], 0) + row["cycles"]
     classes = []
     for name, cycles in by_class.items():
         if f"busy_{name}" not in sentences[0]["counters"]:
             continue
         measured = sum(r["run"]["counters"][f"busy_{name}"] for r in results if r["run"])
-        model_cycles = cycles * len(qmodel.layers) * len(results)
+        model_cycles = cycles
         classes.append({"class": name, "cycles": measured, "predicted": model_cycles,
                         "difference": (measured - model_cycles) / model_cycles})
     return _summary(model, hardware, config, texts, sentences, embeddings, references,
                     seq=seq, batch=batch, layers=len(qmodel.layers), match=match, classes=classes,
-                    operations=[], bus=bus, start=start,
+                    operations=[], start=start, **fields,
                     build_seconds=sum(r["phases"]["build"] for r in results),
                     sim_seconds=sum(r["phases"]["simulate"] for r in results))
 
@@ -315,9 +364,7 @@ def add_parsers(commands, sim_blocks, bench_blocks):
 
     sim = sim_blocks.add_parser("model", help="a BERT checkpoint, every layer on the encoder top")
     _add_common(sim)
-    sim.add_argument("--text", action="append", default=[], metavar="TEXT",
-                     help="a sentence to encode (repeat for more)")
-    sim.add_argument("--file", metavar="SENTENCES.txt", help="sentences, one per line")
+    add_text_args(sim)
     sim.add_argument("--out", metavar="EMB.npy", help="write the N x H float32 embeddings")
     sim.add_argument("--json", action="store_true", help="print the result as JSON")
     sim.add_argument("--seq", type=bounded_int(4096, "a sequence"), default=None, metavar="N",
@@ -340,10 +387,27 @@ def add_parsers(commands, sim_blocks, bench_blocks):
                             "Verilator): quality, bytes per sentence, ULX3S sentences/s")
 
 
-def _add_common(sub):
-    sub.add_argument("--checkpoint", default="all-minilm-l6-v2", metavar="NAME|DIR",
+def add_checkpoint_arg(sub, default="all-minilm-l6-v2", extra=""):
+    """``--checkpoint`` (``sim model``, ``bench model``, ``soc sim``, ``soc run``)."""
+    sub.add_argument("--checkpoint", default=default, metavar="NAME|DIR",
                      help="a named checkpoint (all-minilm-l6-v2, fetched on first use) or a "
-                          "Hugging Face BERT directory")
+                          "Hugging Face BERT directory" + extra)
+
+
+def add_text_args(sub):
+    """``--text`` and ``--file``: the sentences to encode (:func:`texts_of`)."""
+    sub.add_argument("--text", action="append", default=[], metavar="TEXT",
+                     help="a sentence to encode (repeat for more)")
+    sub.add_argument("--file", metavar="SENTENCES.txt", help="sentences, one per line")
+
+
+def texts_of(args):
+    """The sentences of ``--text`` and ``--file``."""
+    return list(args.text) + (read_sentences(args.file) if args.file else [])
+
+
+def _add_common(sub):
+    add_checkpoint_arg(sub)
     sub.add_argument("--hw", metavar="FILE.toml", default=str(MINILM_HW),
                      help="hardware config (default generators/configs/minilm.toml)")
 
@@ -353,8 +417,42 @@ def run_fetch(args):
     return 0
 
 
+#: :func:`encode`'s result as ``--json`` prints it (and ``bus``, ``port``,
+#: ``board``, ``soc`` when there).
+REPORT_KEYS = ("checkpoint", "hardware", "design", "seq", "layers", "texts", "match", "cosine_min",
+               "cosine_mean", "spearman", "cycles", "predicted_cycles", "clock_mhz", "classes",
+               "seconds", "build_seconds", "sim_seconds", "operations", "sentences")
+
+
+def model_json(result):
+    """:func:`encode`'s result for JSON (no arrays)."""
+    return {key: result[key] for key in REPORT_KEYS + ("bus", "port", "board", "soc")
+            if key in result}
+
+
+def model_report(result):
+    """:func:`encode`'s result as text."""
+    lines = [f"{result['design']}: {result['layers']} layers of {result['checkpoint']}, "
+             f"sequence {result['seq']}"]
+    lines += [f"  {s['tokens']:>3} tokens {s['cycles']:>10,} cycles  cosine {s['cosine']:.4f}  "
+              f"{s['text'][:60]}" for s in result["sentences"]]
+    lines.append(f"  cosine mean {result['cosine_mean']:.4f}, min {result['cosine_min']:.4f}"
+                 + (f"; spearman {result['spearman']:.4f}" if result["spearman"] is not None
+                    else ""))
+    lines.append(f"  cycles {result['cycles']:,.0f}, predicted {result['predicted_cycles']:,.0f}")
+    if "counters" in result["sentences"][0]:
+        lines.append("  counters of the first batch: " + ", ".join(
+            f"{name} {value:,}" for name, value in result["sentences"][0]["counters"].items()))
+    lines += [f"    {c['class']:<10} {c['cycles']:>12,} measured {c['predicted']:>12,} "
+              f"predicted {c['difference']:+.2%}" for c in result["classes"]]
+    lines.append(f"  match: {'yes' if result['match'] else 'NO'} (every layer vs the integer "
+                 f"golden model); {result['seconds']:.1f} s (Verilator build "
+                 f"{result['build_seconds']:.1f} s, run {result['sim_seconds']:.1f} s)")
+    return "\n".join(lines) + "\n"
+
+
 def run_sim_model(args):
-    texts = list(args.text) + (read_sentences(args.file) if args.file else [])
+    texts = texts_of(args)
     bus = None
     if wants_axi(args):
         bus = bus_of(encoder_config(load_hardware(args.hw), args.hw), args)
@@ -362,31 +460,8 @@ def run_sim_model(args):
                     batch=args.batch, bus=bus)
     if args.out:
         save_npy_atomic(args.out, result["embeddings"])
-    if args.json:
-        keys = ("checkpoint", "hardware", "design", "seq", "layers", "texts", "match", "cosine_min",
-                "cosine_mean", "spearman", "cycles", "predicted_cycles", "classes", "seconds",
-                "build_seconds", "sim_seconds", "operations", "sentences")
-        keys += ("bus",) if bus is not None else ()
-        print(json.dumps({key: result[key] for key in keys}, indent=2))
-        return 0 if result["match"] else 1
-    else:
-        print(f"{result['design']}: {result['layers']} layers of {result['checkpoint']}, "
-              f"sequence {result['seq']}")
-        for s in result["sentences"]:
-            print(f"  {s['tokens']:>3} tokens {s['cycles']:>10,} cycles  cosine {s['cosine']:.4f}  "
-                  f"{s['text'][:60]}")
-        print(f"  cosine mean {result['cosine_mean']:.4f}, min {result['cosine_min']:.4f}"
-              + (f"; spearman {result['spearman']:.4f}" if result["spearman"] is not None else ""))
-        print(f"  cycles {result['cycles']:,}, predicted {result['predicted_cycles']:,}")
-        if bus is not None:
-            print("  AXI top, counters of the first batch: " + ", ".join(
-                f"{name} {value:,}" for name, value in result["sentences"][0]["counters"].items()))
-        for c in result["classes"]:
-            print(f"    {c['class']:<10} {c['cycles']:>12,} measured {c['predicted']:>12,} "
-                  f"predicted {c['difference']:+.2%}")
-        print(f"  match: {'yes' if result['match'] else 'NO'} (every layer vs the integer golden "
-              f"model); {result['seconds']:.1f} s (Verilator build {result['build_seconds']:.1f} s, "
-              f"run {result['sim_seconds']:.1f} s)")
+    print(json.dumps(model_json(result), indent=2) if args.json else model_report(result),
+          end="\n" if args.json else "")
     return 0 if result["match"] else 1
 
 

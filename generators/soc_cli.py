@@ -10,7 +10,8 @@ from pathlib import Path
 
 from .cli_common import CliError
 
-__all__ = ["add_parser", "run_soc", "soc_accelerator"]
+__all__ = ["add_parser", "run_soc", "soc_accelerator", "LAYER_DEFAULTS", "fill_layer_args",
+           "check_text_args"]
 
 DEFAULT_HW = Path(__file__).parent / "configs" / "tiny.toml"
 
@@ -45,20 +46,46 @@ def add_parser(commands):
 
 
 def _add_layer_args(parser):
-    """The accelerator and the random encoder layers of ``soc run`` and ``soc sim``."""
+    """The accelerator, the random encoder layers (or a checkpoint's and
+    its sentences, the options of ``sim model``) of ``soc run`` and ``soc sim``."""
     from .cli_common import bounded_int
+    from .model_sim import add_checkpoint_arg, add_text_args
     from .workload import MODELS
-    parser.add_argument("--hw", metavar="FILE.toml", default=str(DEFAULT_HW),
+    parser.add_argument("--hw", metavar="FILE.toml", default=None,
                         help="the accelerator's hardware config, as for analyze (the SoC's; "
-                             "default generators/configs/tiny.toml)")
-    parser.add_argument("--model", default="tiny", choices=sorted(MODELS),
-                        help="layer shape (default tiny: hidden 64, 2 heads, FFN 256)")
-    parser.add_argument("--layers", type=bounded_int(12, "layers of one program"), default=1,
-                        metavar="N", help="layers run as one program (default 1)")
-    parser.add_argument("--seq", type=bounded_int(512, "a layer's sequence"), default=8,
-                        metavar="N", help="sequence length (default 8)")
-    parser.add_argument("--seed", type=int, default=0,
+                             "default generators/configs/tiny.toml: a 4 x 4 encoder; with "
+                             "--text generators/configs/minilm_soc.toml)")
+    parser.add_argument("--model", default=None, choices=sorted(MODELS),
+                        help="random layers' shape (default tiny: hidden 64, 2 heads, FFN 256)")
+    parser.add_argument("--layers", type=bounded_int(12, "layers of one program"), default=None,
+                        metavar="N", help="random layers run as one program (default 1)")
+    parser.add_argument("--seq", type=bounded_int(512, "a layer's sequence"), default=None,
+                        metavar="N", help="sequence length (default 8; with --text: pad every "
+                                          "text to at least N tokens, default the longest)")
+    parser.add_argument("--seed", type=int, default=None,
                         help="the random layers' seed (default 0)")
+    add_checkpoint_arg(parser, default=None,
+                       extra="; with --text: every layer of it, instead of random layers")
+    add_text_args(parser)
+
+
+#: The random layers' options and their defaults (``soc sim``, ``soc run``).
+LAYER_DEFAULTS = {"hw": str(DEFAULT_HW), "model": "tiny", "layers": 1, "seq": 8, "seed": 0}
+
+
+def fill_layer_args(args):
+    """The random layers' defaults into ``args`` (options not given)."""
+    for name, value in LAYER_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+
+
+def check_text_args(args):
+    """One line if a random layers' option comes with ``--text`` / ``--checkpoint``."""
+    given = [f"--{name}" for name in ("model", "layers", "seed") if getattr(args, name) is not None]
+    if given:
+        raise CliError(f"{', '.join(given)}: for random layers; with --text or --checkpoint "
+                       f"the checkpoint gives the layers")
 
 
 def _add_run_parser(actions):

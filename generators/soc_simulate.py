@@ -24,13 +24,16 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["PERIOD_NS", "soc_sim_model", "simulate_soc", "dfi_violations", "soc_encoder",
-           "layers_program", "output_mismatches", "soc_hardware", "run_soc_layers", "run_soc_sim",
-           "sim_report", "soc_layer_bench", "BENCH_CASES", "controller_bench"]
+           "layers_program", "check_outputs", "soc_prepare", "soc_encode",
+           "MINILM_SOC_HW", "MINILM_SENTENCE", "soc_model_rows", "soc_model_bench", "soc_hardware",
+           "run_soc_layers", "run_soc_sim", "sim_report", "soc_layer_bench", "BENCH_CASES", "controller_bench"]
 
 #: The simulated clock's period (simulation time only: the SoC's clock is
 #: the map's ``sys_clk_hz``, which its SDRAM timings and UART use).
 PERIOD_NS = 10
 _MODELS = {}
+#: The SoC's accelerator for all-MiniLM-L6-v2 (:func:`soc_encode`).
+MINILM_SOC_HW = Path(__file__).parent / "configs" / "minilm_soc.toml"
 
 
 def soc_sim_model(hw=None):
@@ -95,17 +98,20 @@ def simulate_soc(sim, checks, *, image=None, workdir=None, quiet=True):
     return result
 
 
-def soc_encoder(layers, *, hw=None, upload=True, quiet=True, per_operation=False):
+def soc_encoder(layers, *, hw=None, upload=True, quiet=True, per_operation=False,
+                every_layer=False):
     """Encoder ``layers`` (:class:`~bertforge.sim.encoder_golden.EncoderLayer`,
     one shape, quantized for the accelerator of ``hw``) as ONE program run
     from the simulated SDRAM: the weights and the input loaded through the
     back door, the program written over UARTBone (``upload``; else through
     the back door too), LiteDRAM initialized, the program started by one
     register write, the irq waited for, the last layer's output read back
-    over UARTBone. Returns ``{"match"`` (the output bit for bit the integer
-    golden model's), ``"mismatches"``, ``"program"`` (the check's result:
-    pc, counters, polls), ``"commands"``, ``"violations"``, ``"passed"``,
-    ``"phases"``, ``"cycles"`` (of the whole simulation), ``"layout"`` (per
+    over UARTBone (``every_layer``: every layer's). Returns ``{"match"`` (the
+    outputs bit for bit the integer golden model's), ``"mismatches"`` (in
+    all), ``"layer_mismatches"`` (per layer read back, from the first),
+    ``"outputs"`` (those layers' outputs, int64 rows), ``"program"`` (the
+    check's result: pc, counters, polls), ``"commands"``, ``"violations"``,
+    ``"passed"``, ``"phases"``, ``"cycles"`` (of the whole simulation), ``"layout"`` (per
     layer, each operation's commands, a unit's with its ``record``'s
     address and bytes, for ``analyze``'s ``program``)}.
 
@@ -121,18 +127,21 @@ def soc_encoder(layers, *, hw=None, upload=True, quiet=True, per_operation=False
     plan = layers_program(config, layers, geometry["cols"] * geometry["word_bytes"],
                           geometry["banks"])
     program = plan["program"]
-    memory = np.concatenate([plan["image"], np.frombuffer(program, np.uint8) if not upload
-                             else np.zeros(0, np.uint8)])
+    memory = plan["image"][:plan["base"]]
+    if not upload:
+        memory = np.concatenate([memory, np.frombuffer(program, np.uint8)])
+    outs = plan["outs"] if every_layer else plan["outs"][-1:]
     checks = [{"kind": "sdram_init"},
               {"kind": "program", "base": MAIN_RAM_BASE + plan["base"], "program": program.hex(),
-               "upload": upload, "outputs": [[MAIN_RAM_BASE + plan["out"], plan["out_bytes"]]],
-               "poll_cycles": 20_000, "max_polls": 10_000,
+               "upload": upload, "outputs": [[MAIN_RAM_BASE + at, plan["out_bytes"]] for at in outs],
+               "poll_cycles": 20_000, "max_polls": 1_000_000,
                "segments": plan["segments"] if per_operation else None}]
     result = simulate_soc(sim, checks, image=memory, quiet=quiet)
     out = {"passed": result["passed"], "violations": result.get("violations"),
            "phases": result["phases"], "commands": plan["commands"], "cycles": result.get("cycles"),
-           "log": result.get("log"), "match": False, "mismatches": None, "program": None,
-           "record_bytes": record_bytes(config), "layout": plan["operations"]}
+           "log": result.get("log"), "match": False, "mismatches": None, "layer_mismatches": None,
+           "outputs": None, "program": None, "record_bytes": record_bytes(config),
+           "layout": plan["operations"]}
     if not result["passed"] or len(result.get("checks", [])) != 2:
         return out
     run = result["checks"][1]
@@ -140,7 +149,9 @@ def soc_encoder(layers, *, hw=None, upload=True, quiet=True, per_operation=False
     if per_operation:
         out["operations"] = [{**name, "counters": seg["counters"], "perf": seg["perf"]}
                              for name, seg in zip(plan["names"], run["segments"])]
-    out["mismatches"] = output_mismatches(config, plan, bytes.fromhex(run["outputs"][0]))
+    out["layer_mismatches"], out["outputs"] = check_outputs(
+        config, plan, [bytes.fromhex(raw) for raw in run["outputs"]])
+    out["mismatches"] = sum(out["layer_mismatches"])
     out["match"] = (out["mismatches"] == 0 and run["pc"] == plan["commands"])
     return out
 
@@ -148,19 +159,23 @@ def soc_encoder(layers, *, hw=None, upload=True, quiet=True, per_operation=False
 def layers_program(config, layers, row_bytes, banks):
     """Encoder ``layers`` (one shape) as ONE program in an SDRAM of
     ``banks`` banks of ``row_bytes`` rows: ``{"image"`` (the weights and
-    layer 0's input, from the SDRAM's base), ``"program"`` (the assembled
-    records), ``"base"`` (where the program goes: past the image),
-    ``"out"``, ``"out_bytes"`` (the last layer's output: offset, whole
-    words), ``"commands"``, ``"segments"``/``"names"`` (each operation's
-    record range and its layer, name, class), ``"layers"``, ``"operations"``
-    (per layer, each operation's commands, a unit's with its ``record``'s
-    address and bytes: ``analyze``'s ``program``)}; offsets from the SDRAM's base, the commands' addresses the bus's."""
+    layer 0's input, from the SDRAM's base; zeros from ``"base"`` on),
+    ``"program"`` (the assembled records), ``"base"`` (where the program
+    goes: the first 4 KiB past every tensor), ``"input"`` (layer 0's input:
+    offset, bytes), ``"outs"`` (each layer's output offset), ``"out"``,
+    ``"out_bytes"`` (the last layer's output: offset, whole words),
+    ``"commands"``, ``"segments"``/``"names"`` (each operation's record
+    range and its layer, name, class), ``"layers"``, ``"operations"`` (per
+    layer, each operation's commands, a unit's with its ``record``'s
+    address and bytes: ``analyze``'s ``program``)}; offsets from the
+    SDRAM's base, the commands' addresses the bus's."""
     from bertforge.boards.soc import MAIN_RAM_BASE
     from bertforge.sim.encoder_run import OPERATIONS, model_program
     from .program import assemble, record_bytes
     stack = list(layers)
     image, programs, regions, groups, _ = model_program(config, stack, banks=(row_bytes, banks),
                                                         origin=MAIN_RAM_BASE)
+    base = -(-regions[-1]["end"] // 4096) * 4096
     segments, names, offset, operations = [], [], 0, []
     for index, (program, layer_groups) in enumerate(zip(programs, groups)):
         operations.append({})
@@ -169,33 +184,103 @@ def layers_program(config, layers, row_bytes, banks):
             names.append({"layer": index, "name": name, "class": kind})
             size = record_bytes(config)     # each command with where its record lies
             operations[-1][name] = [{**program[i].get("gemm", program[i]),
-                                     "record": (MAIN_RAM_BASE + image.size + (offset + i) * size,
+                                     "record": (MAIN_RAM_BASE + base + (offset + i) * size,
                                                 size)} for i in members]
         offset += len(program)
     commands = [command for program in programs for command in program]
-    out_bytes = stack[-1].batch * stack[-1].seq * stack[-1].hidden * config.element_bytes
+    first, last = stack[0], stack[-1]
+    in_bytes = first.batch * first.seq * first.hidden * config.element_bytes
+    out_bytes = last.batch * last.seq * last.hidden * config.element_bytes
     return {"image": image, "program": assemble(config, commands),
-            "base": image.size,             # a power of two past every tensor
+            "base": base,
+            "input": (regions[0]["x"], in_bytes), "outs": [r["out"] for r in regions],
             "out": regions[-1]["out"], "out_bytes": -(-out_bytes // 4) * 4,
             "commands": len(commands), "segments": segments, "names": names, "layers": stack,
             "operations": operations}
 
 
-def output_mismatches(config, plan, raw):
-    """Elements of the last layer's output ``raw`` (bytes read back) that
-    differ from the integer golden model run layer by layer on its own
-    output (one program: layer l's output is layer l + 1's input)."""
+def check_outputs(config, plan, raws):
+    """``(mismatches, outputs)``: the hardware's outputs ``raws`` (bytes
+    read back) of the last ``len(raws)`` layers of ``plan`` as int64 rows,
+    and per layer the elements that differ from the integer golden model
+    run on that layer's input (the hardware's previous output where it was
+    read back, else the golden model's: one program, layer l's output is
+    layer l + 1's input)."""
     from bertforge.sim.encoder_golden import encoder_golden
     stack = plan["layers"]
     shape = (stack[-1].batch * stack[-1].seq, stack[-1].hidden)
     dtype = "<i1" if config.element_bytes == 1 else "<i2"
-    raw = bytes(raw)[:int(np.prod(shape)) * config.element_bytes]
-    hw_out = np.frombuffer(raw, dtype=dtype).reshape(shape).astype(np.int64)
-    x = stack[0].xq
-    for layer in stack:
+    size = int(np.prod(shape)) * config.element_bytes
+    outputs = [np.frombuffer(bytes(raw)[:size], dtype=dtype).reshape(shape).astype(np.int64)
+               for raw in raws]
+    first = len(stack) - len(outputs)
+    mismatches, x = [], stack[0].xq
+    for index, layer in enumerate(stack):
         layer.xq = x
         x = encoder_golden(config, layer)["out"]
-    return int(np.count_nonzero(hw_out != x))
+        if index >= first:
+            hw = outputs[index - first]
+            mismatches.append(int(np.count_nonzero(hw != x)))
+            x = hw
+    return mismatches, outputs
+
+
+def soc_prepare(texts, *, checkpoint="all-minilm-l6-v2", hw=None, seq=None):
+    """``(hw, prep)``: :func:`~bertforge.generators.model_sim.prepare` of
+    ``texts`` for the SoC's accelerator ``hw`` (default
+    ``configs/minilm_soc.toml``), the prediction :func:`soc_hardware`'s
+    (checked: one line if they do not fit)."""
+    from .model_sim import prepare
+    hw = str(hw or MINILM_SOC_HW)
+    return hw, prepare(texts, checkpoint=checkpoint, hw=hw, seq=seq, hardware=soc_hardware(hw))
+
+
+def soc_encode(texts, *, checkpoint="all-minilm-l6-v2", hw=None, seq=None, quiet=True,
+               progress=None, per_operation=False, prepared=None):
+    """Sentence embeddings of ``texts`` from the simulated SoC, as
+    :func:`~bertforge.generators.model_sim.encode` makes them on the
+    encoder's harness (its preparation, quantization and report): per
+    sentence the embeddings on the host, every layer of ``checkpoint`` as
+    ONE program from the SDRAM (:func:`soc_encoder`: weights, input and
+    program through the back door, one register write starts it), every
+    layer's output read back over UARTBone and checked bit for bit against
+    the integer golden model, the embedding against the float model.
+    ``hw``: the SoC's accelerator (default ``configs/minilm_soc.toml``);
+    the prediction is :func:`soc_hardware`'s, each layer's commands at
+    the program's addresses (``prepared``: :func:`soc_prepare`
+    of them, done already). The result is ``encode``'s
+    plus ``soc``: per batch its ``layer_mismatches``, the SoC's ``perf``
+    counters, ``violations`` (DFI timing) and ``simulated_cycles`` (and
+    with ``per_operation``, each operation run as its own program,
+    :func:`soc_encoder`'s ``operations``)."""
+    from bertforge.rtl.errors import BertforgeError
+    from .analyze import analyze
+    from .model_sim import encode_programs, quantized_runs
+    hw, prep = prepared or soc_prepare(texts, checkpoint=checkpoint, hw=hw, seq=seq)
+    qmodel, runs = quantized_runs(prep)
+    details = []
+
+    def run_batch(layers):
+        result = soc_encoder(layers, hw=hw, upload=False, every_layer=True, quiet=quiet,
+                             per_operation=per_operation)
+        if result["program"] is None:
+            raise BertforgeError(f"the SoC simulation failed; its log: {result['log']}")
+        details.append({"layer_mismatches": result["layer_mismatches"],
+                        "perf": result["program"]["perf"], "violations": result["violations"],
+                        "simulated_cycles": result["cycles"],
+                        "operations": result.get("operations")})
+        return {"run": result["program"], "stages": {"out": result["outputs"][-1]},
+                "mismatches": {f"layer{index}.out": count
+                               for index, count in enumerate(result["layer_mismatches"])},
+                "match": result["match"] and not result["violations"],
+                "phases": result["phases"],
+                # analyze of each layer, its commands at the program's addresses
+                "predictions": [analyze(prep["shape"], prep["seq"], prep["hardware"], bias=True,
+                                        transpose=True, program=layout)
+                                for layout in result["layout"]]}
+    out = encode_programs(prep, qmodel, runs, run_batch, where="in the SoC", progress=progress)
+    out["soc"] = details
+    return out
 
 
 def soc_hardware(hw=None):
@@ -271,8 +356,16 @@ def run_soc_layers(*, hw=None, model="tiny", layers=1, seq=8, seed=0, per_operat
 
 
 def run_soc_sim(args):
-    """``bertforge soc sim``: :func:`~bertforge.generators.soc_simulate.run_soc_layers`."""
+    """``bertforge soc sim``: :func:`~bertforge.generators.soc_simulate.run_soc_layers`,
+    or with ``--text``/``--file``/``--checkpoint`` :func:`soc_encode`."""
     from bertforge.sim.longrun import timed
+    from .model_sim import texts_of
+    from .soc_cli import check_text_args, fill_layer_args
+    texts = texts_of(args)
+    if texts or args.checkpoint:
+        check_text_args(args)
+        return _run_soc_text(args, texts)
+    fill_layer_args(args)
     key = f"soc sim {args.hw} {args.model} {args.layers} {args.seq} {args.per_operation}"
     with timed(key, "simulating the SoC", 60, quiet=args.json):
         result = run_soc_layers(hw=args.hw, model=args.model, layers=args.layers, seq=args.seq,
@@ -284,6 +377,43 @@ def run_soc_sim(args):
         (out / "report.json").write_text(json.dumps(result, indent=2) + "\n")
         (out / "report.md").write_text(text)
     print(json.dumps(result, indent=2) if args.json else text, end="" if not args.json else "\n")
+    if not result["match"]:
+        print("bertforge: error: the SoC's output differs from the integer golden model",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_soc_text(args, texts):
+    """``bertforge soc sim --text``: :func:`soc_encode`, reported as ``sim model`` reports."""
+    from bertforge.sim.longrun import timed
+    from .model_sim import model_json, model_report
+    prepared = soc_prepare(texts, checkpoint=args.checkpoint or "all-minilm-l6-v2", hw=args.hw,
+                           seq=args.seq)
+    key = f"soc sim {prepared[0]} {args.checkpoint} {len(texts)} texts {prepared[1]['seq']}"
+    with timed(key, "simulating the SoC", 600, quiet=args.json):
+        result = soc_encode(texts, prepared=prepared, per_operation=args.per_operation)
+    lines = [model_report(result)]
+    for number, done in enumerate(result["soc"]):
+        perf = done["perf"]
+        lines.append(f"  batch {number + 1} in the SoC: elements differing per layer "
+                     f"{done['layer_mismatches']}; SDRAM {perf['read']:,} reads, "
+                     f"{perf['write']:,} writes, {perf['activate']:,} activates, "
+                     f"{perf['refresh']:,} refreshes; DFI timing violations "
+                     f"{len(done['violations'])}; {done['simulated_cycles']:,} clocks simulated\n")
+        if done["operations"]:
+            layers = sorted({op["layer"] for op in done["operations"]})
+            lines.append("    cycles per layer (each operation its own program): " + ", ".join(
+                f"{sum(op['counters']['cycles'] for op in done['operations'] if op['layer'] == l):,}"
+                for l in layers) + "\n")
+    text = "".join(lines)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.json").write_text(json.dumps(model_json(result), indent=2) + "\n")
+        (out / "report.md").write_text(text)
+    print(json.dumps(model_json(result), indent=2) if args.json else text,
+          end="\n" if args.json else "")
     if not result["match"]:
         print("bertforge: error: the SoC's output differs from the integer golden model",
               file=sys.stderr)
@@ -363,10 +493,7 @@ def soc_layer_bench(out_dir, cases=BENCH_CASES):
                          "refreshes": perf["refresh"], "analyze_cycles": model_cycles,
                          "over_analyze": cycles / model_cycles - 1,
                          "violations": len(result["violations"]), "seconds": seconds})
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.json").write_text(json.dumps({"results": rows}, indent=1) + "\n")
-    return rows
+    return _bench_rows(out_dir, rows)
 
 
 #: The MiniLM engines :func:`controller_bench` costs (hardware configs in ``configs/``).
@@ -405,6 +532,62 @@ def controller_bench(out_dir, configs=CONTROLLER_CONFIGS, batches=(1, 8)):
                              "sentences_per_second": totals["sentences_per_second_at_board_clock"],
                              "gemm_share": gemm / result["total_cycles"],
                              "seconds": time.perf_counter() - start})
+    return _bench_rows(out_dir, rows)
+
+
+#: The sentence of the MiniLM bench (and the slow test): 13 tokens, sequence 16.
+MINILM_SENTENCE = "A chef is chopping onions on a cutting board."
+
+
+def soc_model_rows(result):
+    """The bench rows of a :func:`soc_encode` result: per sentence, per
+    operation class (the accelerator's ``BUSY_*`` counters), per layer (with
+    ``per_operation``) and ``all`` (its ``CYCLES``), each with ``analyze``'s
+    cycles for the same engine with the board's SDRAM at the SoC's clock,
+    the layers whose output was bit-exact, the cosine against the float
+    model, the DFI timing violations and the SoC's SDRAM counters."""
+    rows = []
+    layers = result["layers"]
+    per_layer = result["predicted_cycles"] / len(result["sentences"]) / layers
+    for sentence, soc in zip(result["sentences"], result["soc"]):
+        counters = sentence["counters"]
+        common = {"text": sentence["text"], "tokens": sentence["tokens"], "seq": result["seq"],
+                  "layers": layers, "layers_exact": soc["layer_mismatches"].count(0),
+                  "mismatches": sum(soc["layer_mismatches"]), "cosine": sentence["cosine"],
+                  "violations": len(soc["violations"]), "sdram_reads": soc["perf"]["read"],
+                  "sdram_writes": soc["perf"]["write"], "activates": soc["perf"]["activate"],
+                  "refreshes": soc["perf"]["refresh"], "simulated_cycles": soc["simulated_cycles"],
+                  "clock_mhz": result["clock_mhz"]}
+        parts = [(c["class"], counters[f"busy_{c['class']}"], c["predicted"] / len(result["soc"]))
+                 for c in result["classes"]]
+        if soc.get("operations"):
+            parts += [(f"layer {index}", sum(op["counters"]["cycles"] for op in soc["operations"]
+                                             if op["layer"] == index), per_layer)
+                      for index in range(layers)]
+        parts.append(("all", counters["cycles"], sentence["predicted_cycles"]))
+        for name, cycles, predicted in parts:
+            rows.append({**common, "class": name, "cycles": cycles, "analyze_cycles": predicted,
+                         "over_analyze": cycles / predicted - 1,
+                         "ms": cycles / (result["clock_mhz"] * 1e3)})
+    return rows
+
+
+def soc_model_bench(out_dir, texts=(MINILM_SENTENCE,), *, checkpoint="all-minilm-l6-v2", hw=None,
+                    per_operation=False):
+    """Run ``texts`` through every layer of ``checkpoint`` in the simulated
+    SoC (:func:`soc_encode`) and write ``out_dir/bench.json`` (the rows of
+    :func:`soc_model_rows`, plus the run's ``seconds``: what
+    :func:`~bertforge.generators.manual.store_bench` stores). Returns the
+    rows."""
+    result = soc_encode(list(texts), checkpoint=checkpoint, hw=hw, per_operation=per_operation)
+    rows = [{**row, "match": result["match"], "seconds": result["seconds"]}
+            for row in soc_model_rows(result)]
+    return _bench_rows(out_dir, rows)
+
+
+def _bench_rows(out_dir, rows):
+    """Write ``rows`` as ``out_dir/bench.json`` (what
+    :func:`~bertforge.generators.manual.store_bench` reads); returns them."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps({"results": rows}, indent=1) + "\n")

@@ -94,8 +94,9 @@ def model_program(config, layers, *, banks=None, origin=0):
     (:class:`~bertforge.sim.encoder_golden.EncoderLayer`, one shape): the
     memory image (layer 0's input, every layer's weights), one command
     list per layer, per layer
-    the byte address of each tensor, per layer the command indices of each
-    of :data:`OPERATIONS`, and the memory's address bits. Activations come
+    the byte address of each tensor (and ``end``: the first byte past them
+    all), per layer the command indices of each of :data:`OPERATIONS`, and
+    the memory's address bits. Activations come
     first (every layer's own, so each can be read back and checked; layer
     ``l``'s input is layer ``l - 1``'s ``out``), then the weights.
 
@@ -144,6 +145,8 @@ def model_program(config, layers, *, banks=None, origin=0):
         for key in layer.words or {}:
             r[f"scale_{key}"] = take(4 * n_out[key])
         r["read_bytes"] = read_bytes
+    for r in regions:
+        r["end"] = memory.end          # the first byte past every tensor
     abits = max(12, (memory.end + 2 * mb - 1).bit_length())
     image = np.zeros(1 << abits, dtype=np.uint8)
     dtype = "<i1" if eb == 1 else "<i2"
@@ -164,7 +167,8 @@ def model_program(config, layers, *, banks=None, origin=0):
         for key, values in (layer.words or {}).items():
             put(r[f"scale_{key}"], values, "<u4")
         commands, layer_groups = layer_program(config, layer, {
-            key: value + origin if key != "read_bytes" else value for key, value in r.items()})
+            key: value + origin if key not in ("read_bytes", "end") else value
+            for key, value in r.items()})
         programs.append(commands)
         groups.append(layer_groups)
     return image, programs, regions, groups, abits

@@ -6,6 +6,7 @@ build serves every test. The host code is the board's: UARTBone frames
 A tiny encoder layer runs from the SDRAM, bit-exact; the full tiny layer
 and UARTBone's 100 ms resynchronization are ``slow``."""
 
+import json
 import re
 from pathlib import Path
 
@@ -487,27 +488,133 @@ def test_upload_checks_readback_and_fit(model):
         upload(bus, soc_map, marker_address(soc_map) - 8, data)
 
 
+TINY_HW = Path(__file__).parents[1] / "generators" / "configs" / "tiny.toml"
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A random checkpoint of the tiny shape (hidden 64, 2 heads, FFN 256), 2 layers."""
+    from checkpoint_helpers import write_checkpoint
+    return write_checkpoint(tmp_path_factory.mktemp("checkpoint"), seed=3)
+
+
+def _checkpoint_layers(checkpoint, text, hw=TINY_HW):
+    """``(config, layers)``: the checkpoint's layers quantized for ``hw``'s
+    SoC (as soc_encode and soc run make them), layer 0's input the text's."""
+    from bertforge.generators.model_sim import prepare, quantized_runs
+    from bertforge.generators.soc_simulate import soc_hardware
+    prep = prepare([text], checkpoint=checkpoint, hw=hw, hardware=soc_hardware(hw))
+    qmodel, [(x, valid)] = quantized_runs(prep)
+    for layer in qmodel.layers:
+        layer.valid = valid
+    qmodel.layers[0].xq = np.asarray(x, dtype=np.int64)
+    return prep["config"], qmodel.layers
+
+
+def test_board_blob_keeps_the_weights(model, checkpoint):
+    """``soc run``'s SDRAM image of a checkpoint (generators/soc_run.py
+    ``board_blob``): the upload (marked, skipped when the board holds it)
+    is the weights alone, the same for every sentence; each sentence's
+    input and program are written beside it; together they are the image
+    the simulation loads."""
+    from checkpoint_helpers import TEXTS
+    from bertforge.generators.soc_run import board_blob
+    soc_map = model[1]["map"]
+    plans = []
+    for text in TEXTS[:2]:
+        config, layers = _checkpoint_layers(checkpoint, text)
+        plan, blob, writes = board_blob(config, layers, soc_map)
+        memory = bytearray(plan["base"] + len(plan["program"]))
+        memory[:len(blob)] = blob
+        for at, data in writes:
+            memory[at:at + len(data)] = data
+        assert bytes(memory[:plan["base"]]) == plan["image"][:plan["base"]].tobytes()
+        assert bytes(memory[plan["base"]:]) == plan["program"]
+        at, size = plan["input"]
+        assert not any(blob[at:at + size]) and len(blob) <= plan["base"]
+        assert writes[0][0] == at and any(writes[0][1])
+        plans.append((blob, writes))
+    (blob_a, writes_a), (blob_b, writes_b) = plans
+    assert blob_a == blob_b and writes_a[0][1] != writes_b[0][1]
+
+
 @pytest.mark.slow
-def test_board_run_on_the_simulated_soc(model):
+def test_board_run_on_the_simulated_soc(model, tmp_path):
     """``soc run``'s host path (generators/soc_run.py ``board_blob``,
     boards/soc_host.py ``run_image``) with the transport swapped: over the
-    simulated UART, the whole image uploaded bit by bit and read back, the
-    layer run, its output bit-exact; then again, the upload skipped."""
+    simulated UART, a one-layer checkpoint's weights uploaded bit by bit
+    and read back, the sentence's input and the program written, the layer
+    run, its output bit-exact; then another sentence, the upload skipped."""
+    from checkpoint_helpers import TEXTS, write_checkpoint
     from bertforge.generators.soc_run import board_blob
-    from bertforge.generators.soc_simulate import output_mismatches
-    config, sim = model
-    plan, blob = board_blob(config, [_tiny_layer(config, 8)], sim["map"])
-    check = {"kind": "run_image", "blob": blob.hex(), "program": plan["base"],
-             "records": plan["commands"], "output": [plan["out"], plan["out_bytes"]],
-             "poll_cycles": 20_000}
-    run = simulate_soc(sim, [check, check])
+    from bertforge.generators.soc_simulate import check_outputs
+    _, sim = model
+    one = write_checkpoint(tmp_path / "one", seed=4, layers=1)
+    checks, plans = [], []
+    for text in TEXTS[:2]:
+        config, layers = _checkpoint_layers(one, text)
+        plan, blob, writes = board_blob(config, layers, sim["map"])
+        checks.append({"kind": "run_image", "blob": blob.hex(), "program": plan["base"],
+                       "writes": [[at, data.hex()] for at, data in writes],
+                       "records": plan["commands"], "outputs": [[plan["out"], plan["out_bytes"]]],
+                       "poll_cycles": 20_000})
+        plans.append(plan)
+    run = simulate_soc(sim, checks)
     assert run["passed"], run.get("log")
     first, second = run["checks"]
     assert first["upload"]["uploaded"] and not second["upload"]["uploaded"]
-    for done in (first, second):
+    outputs = []
+    for done, plan in zip((first, second), plans):
         assert done["run"]["pc"] == plan["commands"] == 14
-        assert output_mismatches(config, plan, bytes.fromhex(done["output"])) == 0
-    assert run["bytes_sent"] > 2 * len(blob) // 2
+        mismatches, [out] = check_outputs(config, plan, [bytes.fromhex(done["outputs"][0])])
+        assert mismatches == [0]
+        outputs.append(out)
+    assert not np.array_equal(*outputs)
+    assert run["bytes_sent"] > 2 * len(bytes.fromhex(checks[0]["blob"])) // 2
+
+
+def test_soc_sim_checkpoint(checkpoint, tmp_path):
+    """``bertforge soc sim --checkpoint DIR --text ...``: a sentence's
+    embedding from the simulated SoC (the random two-layer checkpoint on
+    the default SoC's tiny encoder): both layers as one program, each
+    layer's output read back and bit-exact, the embedding against the
+    float model; the report as ``sim model``'s."""
+    from checkpoint_helpers import TEXTS
+    from cli_helpers import run_cli
+    from bertforge.generators.soc_simulate import soc_model_rows
+    result = run_cli("soc", "sim", "--checkpoint", str(checkpoint), "--text", TEXTS[0],
+                     "--hw", str(TINY_HW), "-o", str(tmp_path), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report == json.loads((tmp_path / "report.json").read_text())
+    assert report["match"] and report["layers"] == 2 and report["texts"] == 1
+    [soc] = report["soc"]
+    assert soc["layer_mismatches"] == [0, 0] and soc["violations"] == []
+    [sentence] = report["sentences"]
+    assert sentence["cosine"] >= 0.99 and sentence["cycles"] == sentence["counters"]["cycles"] > 0
+    assert report["predicted_cycles"] > 0 and soc["perf"]["read"] > 0
+    text = (tmp_path / "report.md").read_text()
+    assert "match: yes" in text and "elements differing per layer [0, 0]" in text
+    # The bench's rows of it (results/soc_minilm.json is MiniLM's).
+    rows = soc_model_rows(report)
+    assert [row["class"] for row in rows] == ["gemm", "softmax", "layernorm", "gelu", "all"]
+    assert rows[-1]["cycles"] == sentence["cycles"] and rows[-1]["layers_exact"] == 2
+    assert rows[-1]["analyze_cycles"] == report["predicted_cycles"]
+    assert rows[0]["cycles"] == sentence["counters"]["busy_gemm"]
+
+
+@pytest.mark.slow
+def test_minilm_from_sdram():
+    """all-MiniLM-L6-v2, all six layers, from the simulated SoC's SDRAM
+    (configs/minilm_soc.toml): a 13-token sentence (sequence 16) as one
+    program, every layer's output bit for bit the integer golden model's,
+    the embedding against the float model (cosine >= 0.99)."""
+    from bertforge.generators.soc_simulate import MINILM_SENTENCE, soc_encode
+    result = soc_encode([MINILM_SENTENCE])
+    assert result["layers"] == 6 and result["seq"] == 16
+    [soc] = result["soc"]
+    assert soc["layer_mismatches"] == [0] * 6 and soc["violations"] == []
+    assert result["match"] and result["cosine_min"] >= 0.99
 
 
 @pytest.fixture(scope="module")
@@ -536,6 +643,42 @@ def test_soc_run_without_a_board(sim_map, tmp_path):
     (tmp_path / "bad.json").write_text("[]")
     assert_one_line_error(run_cli("soc", "run", "--port", port, "--map", str(tmp_path / "bad.json")),
                           "is not a SoC map")
+    # A checkpoint's sentences: the map must carry configs/minilm_soc.toml's accelerator.
+    assert_one_line_error(run_cli("soc", "run", "--port", port, "--map", str(sim_map), "--text",
+                                  "a sentence"), "not the accelerator of")
+    minilm = tmp_path / "minilm_map.json"
+    minilm.write_text(json.dumps(_renamed_map(sim_map)))
+    assert_one_line_error(run_cli("soc", "run", "--port", port, "--map", str(minilm),
+                                  "--text", "a sentence"), f"cannot open the serial port {port}")
+
+
+def _renamed_map(path):
+    """The simulation SoC's map naming configs/minilm_soc.toml's accelerator."""
+    from bertforge.generators.analyze import load_hardware
+    from bertforge.generators.axi_sim import axi_name
+    from bertforge.generators.encoder_sim import encoder_config
+    from bertforge.generators.soc_simulate import MINILM_SOC_HW
+    soc_map = json.loads(path.read_text())
+    soc_map["accelerator"]["module"] = axi_name(encoder_config(load_hardware(MINILM_SOC_HW),
+                                                               MINILM_SOC_HW))
+    return soc_map
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--text", "a man", "--layers", "2", "--seed", "1"],
+     "--layers, --seed: for random layers; with --text or --checkpoint"),
+    (["--checkpoint", "CHECKPOINT"], "no text to encode: give --text or --file"),
+    (["--checkpoint", "WIDE", "--text", "a man", "--hw", str(TINY_HW)],
+     "at sequence length 4 does not fit"),
+    (["--text", "a man", "--file", "/nonexistent.txt"], "sentence file /nonexistent.txt does not exist"),
+])
+def test_soc_text_errors(args, message, checkpoint, tmp_path):
+    """``soc sim`` / ``soc run`` with sentences: one-line errors (before any simulation)."""
+    from checkpoint_helpers import write_checkpoint
+    from cli_helpers import assert_one_line_error, run_cli
+    wide = write_checkpoint(tmp_path / "wide", hidden=128, layers=1)     # h_max 64 in tiny.toml
+    args = [{"CHECKPOINT": str(checkpoint), "WIDE": str(wide)}.get(a, a) for a in args]
+    assert_one_line_error(run_cli("soc", "sim", *args), message)
 
 
 def test_flash_design_soc(tmp_path):
