@@ -9,12 +9,12 @@ accelerator's counters read."""
 
 import contextlib
 import json
-import sys
 import time
 from pathlib import Path
 
 from .cli_common import CliError
 from .soc_cli import check_text_args, fill_layer_args
+from .soc_simulate import golden_exit
 
 __all__ = ["DEFAULT_MAP", "open_port", "board_blob", "board_layers", "run_soc_text", "run_soc_run"]
 
@@ -119,6 +119,12 @@ def _board(port, baudrate, soc_map):
             raise CliError(f"on {port}: {error}") from None
 
 
+def _upload_text(up, seconds):
+    """What :func:`~bertforge.boards.soc_host.upload` did, in words."""
+    return (f"uploaded and read back ({seconds['upload']:.1f} s)" if up["uploaded"]
+            else f"already on the board (CRC-32 {up['crc32']:#010x})")
+
+
 def run_soc_text(args, texts):
     """``bertforge soc run --text/--file``: the sentences' embeddings from
     the board, every layer of ``--checkpoint`` as one program a sentence,
@@ -157,15 +163,9 @@ def run_soc_text(args, texts):
         for number, done in enumerate(boards):
             up = done["upload"]
             print(f"  sentence {number + 1}: weights {up['bytes']:,} bytes "
-                  + (f"uploaded and read back ({done['seconds']['upload']:.1f} s)" if up["uploaded"]
-                     else f"already on the board (CRC-32 {up['crc32']:#010x})")
-                  + f"; layers bit-exact: {done['layer_mismatches'].count(0)} of "
+                  + _upload_text(up, done["seconds"]) + f"; layers bit-exact: {done['layer_mismatches'].count(0)} of "
                   f"{len(done['layer_mismatches'])}")
-    if not result["match"]:
-        print("bertforge: error: the board's output differs from the integer golden model",
-              file=sys.stderr)
-        return 1
-    return 0
+    return golden_exit(result["match"], "the board")
 
 
 def run_soc_run(args):
@@ -202,16 +202,10 @@ def run_soc_run(args):
         up = result["upload"]
         print(f"{module} on {soc_map['board']} ({args.port}): {args.layers} x {args.model} "
               f"layer, sequence {args.seq}")
-        print(f"  upload: {up['bytes']:,} bytes, "
-              + (f"written and read back ({result['seconds']['upload']:.1f} s)" if up["uploaded"]
-                 else f"already on the board (CRC-32 {up['crc32']:#010x})"))
+        print(f"  upload: {up['bytes']:,} bytes, " + _upload_text(up, result["seconds"]))
         print(f"  cycles {counters['cycles']:,} ({counters['cycles'] / soc_map['sys_clk_hz'] * 1e3:.2f} ms), "
               f"predicted {predicted:,} (analyze, ULX3S SDRAM)")
         print("  counters: " + ", ".join(f"{name} {value:,}" for name, value in counters.items()))
         print(f"  match: {'yes' if result['match'] else 'NO'} (the last layer's output vs the "
               f"integer golden model)")
-    if not result["match"]:
-        print("bertforge: error: the board's output differs from the integer golden model",
-              file=sys.stderr)
-        return 1
-    return 0
+    return golden_exit(result["match"], "the board")

@@ -26,7 +26,7 @@ import numpy as np
 __all__ = ["PERIOD_NS", "soc_sim_model", "simulate_soc", "dfi_violations", "soc_encoder",
            "layers_program", "check_outputs", "soc_prepare", "soc_encode",
            "MINILM_SOC_HW", "MINILM_SENTENCE", "soc_model_rows", "soc_model_bench", "soc_hardware",
-           "run_soc_layers", "run_soc_sim", "sim_report", "soc_layer_bench", "BENCH_CASES", "controller_bench"]
+           "run_soc_layers", "run_soc_sim", "sim_report", "golden_exit", "soc_layer_bench", "BENCH_CASES", "controller_bench"]
 
 #: The simulated clock's period (simulation time only: the SoC's clock is
 #: the map's ``sys_clk_hz``, which its SDRAM timings and UART use).
@@ -370,18 +370,7 @@ def run_soc_sim(args):
     with timed(key, "simulating the SoC", 60, quiet=args.json):
         result = run_soc_layers(hw=args.hw, model=args.model, layers=args.layers, seq=args.seq,
                                 seed=args.seed, per_operation=args.per_operation)
-    text = sim_report(result)
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "report.json").write_text(json.dumps(result, indent=2) + "\n")
-        (out / "report.md").write_text(text)
-    print(json.dumps(result, indent=2) if args.json else text, end="" if not args.json else "\n")
-    if not result["match"]:
-        print("bertforge: error: the SoC's output differs from the integer golden model",
-              file=sys.stderr)
-        return 1
-    return 0
+    return _report(args, result, sim_report(result), result["match"])
 
 
 def _run_soc_text(args, texts):
@@ -406,19 +395,30 @@ def _run_soc_text(args, texts):
             lines.append("    cycles per layer (each operation its own program): " + ", ".join(
                 f"{sum(op['counters']['cycles'] for op in done['operations'] if op['layer'] == l):,}"
                 for l in layers) + "\n")
-    text = "".join(lines)
+    return _report(args, model_json(result), "".join(lines), result["match"])
+
+
+def _report(args, data, text, match):
+    """``soc sim``'s end: ``data`` and ``text`` as ``report.json`` and
+    ``report.md`` in ``--out``, printed (``--json``: the JSON), and the exit
+    code (:func:`golden_exit`)."""
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "report.json").write_text(json.dumps(model_json(result), indent=2) + "\n")
+        (out / "report.json").write_text(json.dumps(data, indent=2) + "\n")
         (out / "report.md").write_text(text)
-    print(json.dumps(model_json(result), indent=2) if args.json else text,
-          end="\n" if args.json else "")
-    if not result["match"]:
-        print("bertforge: error: the SoC's output differs from the integer golden model",
-              file=sys.stderr)
-        return 1
-    return 0
+    print(json.dumps(data, indent=2) if args.json else text, end="\n" if args.json else "")
+    return golden_exit(match, "the SoC")
+
+
+def golden_exit(match, hardware):
+    """0, or 1 after one line on stderr that ``hardware``'s output differs
+    from the integer golden model."""
+    if match:
+        return 0
+    print(f"bertforge: error: {hardware}'s output differs from the integer golden model",
+          file=sys.stderr)
+    return 1
 
 
 def sim_report(result):

@@ -62,3 +62,44 @@ def write_checkpoint(path, seed=0, **shape):
         single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
     tokenizer.save(str(path / "tokenizer.json"))
     return path
+
+
+def sim_model_low_bit(checkpoint, hw, out, capsys):
+    """``sim model --json`` of two texts (8 and 4 tokens) on the low-bit
+    top of ``hw``, the embeddings written to ``out``: its JSON, checked
+    (bit-exact, both layers at sequence 8, every operation's cycles and the
+    total as ``analyze`` predicts, the embeddings' shape)."""
+    from bertforge.generators.cli import main
+    argv = ["sim", "model", "--checkpoint", str(checkpoint), "--hw", str(hw), "--json",
+            "--out", str(out), "--text", TEXTS[0], "--text", "rain falls"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["match"] and result["layers"] == 2 and result["seq"] == 8
+    for op in result["operations"]:
+        assert op["cycles"] == op["predicted"], op
+    assert result["cycles"] == result["predicted_cycles"]
+    assert np.load(out).shape == (2, 64)
+    return result
+
+
+def low_bit_stalled(config, model, imodel, ids, seed):
+    """The first two sentences of ``ids``, both layers of ``imodel`` in one
+    run of the low-bit top behind random memory latency and stalls on every
+    stream: ``(result, runs)``, every stage of every layer checked bit-exact
+    (q, k, v, ctx, attn, both layernorm outputs, h1, g, f, out)."""
+    from bertforge.generators.encoder_sim import simulate_lowbit
+    from bertforge.sim.bert_golden import embed
+    runs = []
+    for tokens in ids[:2]:
+        x = np.zeros((12, model.hidden))
+        x[:len(tokens)] = embed(model, tokens)
+        runs.append((*imodel.input(x), len(tokens)))
+    result = simulate_lowbit(config, imodel, runs, mem_latency=2, lat_mask=7, p_req=0.3,
+                             p_data=0.3, p_wr=0.3, seed=seed)
+    for run in result["runs"]:
+        assert len(run) == 2
+        for layer in run:
+            assert layer["passed"] and layer["match"], layer["mismatches"]
+            assert set(layer["mismatches"]) >= {"q", "k", "v", "ctx", "attn", "ln1", "ln1_8", "h1",
+                                                "g", "f", "out"}
+    return result, runs

@@ -10,7 +10,6 @@ minilm_w4a8.toml. The real all-MiniLM-L6-v2 runs under ``-m slow``."""
 
 import copy
 import dataclasses
-import json
 import re
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from bertforge.generators.cli import main
 from bertforge.generators.encoder_sim import TINY_INT8_HW, encoder_config
 from bertforge.rtl.errors import ParameterError
 
-from checkpoint_helpers import TEXTS, write_checkpoint
+from checkpoint_helpers import TEXTS, low_bit_stalled, sim_model_low_bit, write_checkpoint
 
 TINY_W4A8_HW = TINY_INT8_HW.with_name("tiny_w4a8.toml")
 MINILM_W4A8_HW = TINY_INT8_HW.with_name("minilm_w4a8.toml")
@@ -48,44 +47,21 @@ def w4_model(checkpoint):
 
 
 def test_sim_model_w4a8_on_a_random_checkpoint(checkpoint, tmp_path, capsys):
-    out = tmp_path / "emb.npy"
-    argv = ["sim", "model", "--checkpoint", str(checkpoint), "--hw", str(TINY_W4A8_HW), "--json",
-            "--out", str(out), "--text", TEXTS[0], "--text", "rain falls"]   # 8 and 4 tokens
-    assert main(argv) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert result["match"] and result["layers"] == 2 and result["seq"] == 8
+    result = sim_model_low_bit(checkpoint, TINY_W4A8_HW, tmp_path / "emb.npy", capsys)
     assert result["design"].endswith("_w4a8")
-    for op in result["operations"]:
-        assert op["cycles"] == op["predicted"], op
-    assert result["cycles"] == result["predicted_cycles"]
     assert result["cosine_min"] > 0.95
-    assert np.load(out).shape == (2, 64)
 
 
 def test_w4a8_layers_with_memory_stalls(w4_model):
     """Both layers of two sentences in one run behind random memory latency
     and stalls: every stage bit-exact, the weights 4-bit with codes."""
-    from bertforge.generators.encoder_sim import simulate_lowbit
-    from bertforge.sim.bert_golden import embed
     model, ids, config, imodel = w4_model
     plan = imodel.plan[0]
     assert set(plan["q4"]) == {"q", "k", "v", "o", "1", "2"}
     q, codes, group = plan["q4"]["2"]
     assert group == 32 and q.min() >= -8 and q.max() <= 7 and codes.shape == (256 // 32, 64)
     assert len(np.unique(codes)) > 4            # the groups use several multipliers
-    runs = []
-    for tokens in ids[:2]:
-        x = np.zeros((12, model.hidden))
-        x[:len(tokens)] = embed(model, tokens)
-        runs.append((*imodel.input(x), len(tokens)))
-    result = simulate_lowbit(config, imodel, runs, mem_latency=2, lat_mask=7, p_req=0.3,
-                             p_data=0.3, p_wr=0.3, seed=6)
-    for run in result["runs"]:
-        assert len(run) == 2
-        for layer in run:
-            assert layer["passed"] and layer["match"], layer["mismatches"]
-            assert set(layer["mismatches"]) >= {"q", "k", "v", "ctx", "attn", "ln1", "ln1_8", "h1",
-                                                "g", "f", "out"}
+    low_bit_stalled(config, model, imodel, ids, seed=6)
 
 
 def test_w4a8_program_refuses(w4_model):
