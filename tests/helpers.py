@@ -100,3 +100,34 @@ def gemm_pair_problems(config, **fields):
         dict(raw=dict(at_top, a_addr=scratch, c_addr=top - 7)),                  # C one past
         dict(raw=dict(at_top, a_addr=scratch, c_addr=top - 8)),                  # C ends at the top
     ]
+
+
+# ---- the GEMM engine in its Verilator harness ---------------------------------
+
+#: Random memory latency and valid/ready stalls on every stream of the GEMM harness.
+GEMM_STRESS = dict(lat_min=2, lat_mask=15, p_req=70, p_data=70, p_wr=70, p_cmd=90, p_done=90)
+
+
+def gemm_exact(config, problems, rng, workdir):
+    """Compute-bound ``problems`` on ``config``'s engine in Verilator
+    without stalls: bit-exact, and the cycles the cycle model's."""
+    from bertforge.generators.gemm_sim import layout_problems, simulate_gemm
+    image, commands = layout_problems(config, problems, rng)
+    result = simulate_gemm(config, image, commands, seed=5, lat_min=3, workdir=workdir)
+    assert result["match"] and result["passed"], result.get("log")
+    assert result["model_exact"]
+    assert result["cycles"] == result["model_cycles"]
+
+
+def gemm_stressed(config, problems, rng, workdir):
+    """``problems`` behind :data:`GEMM_STRESS`, the last two a command
+    whose operand leaves memory (refused) and one that just fits:
+    bit-exact against the golden model, stalled, only the first refused.
+    Returns ``(image, commands)`` (the memory after the run)."""
+    from bertforge.generators.gemm_sim import layout_problems, simulate_gemm
+    image, commands = layout_problems(config, problems, rng)
+    result = simulate_gemm(config, image, commands, seed=12, workdir=workdir, **GEMM_STRESS)
+    assert result["match"] and result["passed"], result.get("log")
+    assert result["stalls"]
+    assert result["errors"] == [False] * (len(problems) - 2) + [True, False]
+    return result["image"], commands

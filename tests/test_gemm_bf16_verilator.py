@@ -43,7 +43,7 @@ SLOW = [
                arith="bf16"),
 ]
 
-STRESS = dict(lat_min=2, lat_mask=15, p_req=70, p_data=70, p_wr=70, p_cmd=90, p_done=90)
+from helpers import GEMM_STRESS as STRESS
 
 
 def bf(rows):

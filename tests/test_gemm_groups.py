@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from bertforge.generators.gemm_sim import layout_problems, read_matrix, simulate_gemm
+from bertforge.generators.gemm_sim import layout_problems, read_matrix
 from bertforge.rtl.accumulator import GROUP_MULTS
 from bertforge.rtl.errors import ParameterError
 from bertforge.rtl.gemm import GemmConfig
@@ -24,6 +24,7 @@ from bertforge.sim.gemm_golden import gemm_golden, group_mults_view, run_command
 from bertforge.sim.lowbit_golden import MULT_CODES
 from bertforge.sim.payload_np import pack_codes
 
+from helpers import gemm_exact, gemm_stressed
 from test_gemm_amaranth import run_engine
 
 G8 = GemmConfig(rows=2, cols=2, mem_width=32, addr_width=13, k_chunk=8, weight_group=8)
@@ -75,7 +76,7 @@ def test_mixed_b_read_in_amaranth():
     (``packed_read`` with ``packed``): a packed chunk's row ``k`` is nibble
     ``k % 2`` of word ``k // 2`` of its slot, sign-extended; a dense
     chunk's is word ``k`` as it is; same one-cycle latency."""
-    from amaranth.hdl import Module, Signal
+    from amaranth.hdl import Module
     from amaranth.lib import wiring
     from amaranth.lib.memory import Memory
     from amaranth.lib.wiring import In, Out
@@ -190,7 +191,6 @@ def test_group_parameter_checks():
 # ---- Verilator: one model, 2x2 output stationary, groups of 16
 
 VG = GemmConfig(rows=2, cols=2, mem_width=32, addr_width=15, k_chunk=16, weight_group=16)
-STRESS = dict(lat_min=2, lat_mask=15, p_req=70, p_data=70, p_wr=70, p_cmd=90, p_done=90)
 
 
 def test_engine_with_group_multipliers_in_verilator(tmp_path):
@@ -201,11 +201,7 @@ def test_engine_with_group_multipliers_in_verilator(tmp_path):
              w4_problem(rng, 4, 4 * kc, 2 * p, group=16),
              dict(m=2, k=3 * kc, n=p),                                  # dense, between
              w4_problem(rng, 2, 3 * kc, p, pad=3, group=16)]
-    image, commands = layout_problems(VG, bound, rng)
-    result = simulate_gemm(VG, image, commands, seed=5, lat_min=3, workdir=tmp_path / "exact")
-    assert result["match"] and result["passed"], result.get("log")
-    assert result["model_exact"]
-    assert result["cycles"] == result["model_cycles"]
+    gemm_exact(VG, bound, rng, tmp_path / "exact")
 
     # Random shapes, extremes, saturation and bad commands behind random stalls.
     shapes = [(int(m), int(k), int(n)) for m, k, n in rng.integers(1, 40, (4, 3))]
@@ -220,12 +216,7 @@ def test_engine_with_group_multipliers_in_verilator(tmp_path):
         dict(raw=dict(m=2, k=33, n=4, b_addr=0, b_stride=4, w4=1,       # codes just fit
                       mult_addr=(1 << 15) - 6, a_addr=0, a_stride=3, c_addr=(1 << 15) - 64,
                       c_stride=16))]
-    image, commands = layout_problems(VG, problems, rng)
-    result = simulate_gemm(VG, image, commands, seed=12, workdir=tmp_path / "stress", **STRESS)
-    assert result["match"] and result["passed"], result.get("log")
-    assert result["stalls"]
-    assert result["errors"] == [False] * (len(problems) - 2) + [True, False]
-    out = result["image"]
+    out, commands = gemm_stressed(VG, problems, rng, tmp_path / "stress")
     for prob, cmd in zip(given, commands):
         assert np.array_equal(read_matrix(VG, out, cmd), dense_product16(prob))
 

@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from bertforge.generators.gemm_sim import (layout_problems, random_operands, read_matrix,
-                                           simulate_gemm)
+from bertforge.generators.gemm_sim import layout_problems, random_operands, read_matrix
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
 from bertforge.rtl.gemm import GemmConfig, GemmEngine
 from bertforge.rtl.loader import Int4Unpack
@@ -24,6 +23,7 @@ from bertforge.sim.gemm_cycles import b_rows, chunks, gemm_cycles, load_beats
 from bertforge.sim.gemm_golden import gemm_golden, packed_b_view, run_commands
 from bertforge.sim.lowbit_golden import pack_int4, unpack_int4
 
+from helpers import gemm_exact, gemm_stressed
 from test_gemm_amaranth import run_engine
 
 
@@ -139,7 +139,6 @@ def test_parameters():
 # ---- Verilator: one model, 2x2 output stationary
 
 W4 = GemmConfig(rows=2, cols=2, mem_width=32, addr_width=15, k_chunk=16, weight_bits=4)
-STRESS = dict(lat_min=2, lat_mask=15, p_req=70, p_data=70, p_wr=70, p_cmd=90, p_done=90)
 
 
 def test_engine_with_packed_weights_in_verilator(tmp_path):
@@ -148,11 +147,7 @@ def test_engine_with_packed_weights_in_verilator(tmp_path):
     bound = [dict(m=2, k=2 * kc, n=p, bias=True, scale=np.linspace(2e-3, 3e-2, p)),
              dict(m=4, k=4 * kc, n=2 * p),
              dict(m=2, k=3 * kc, n=p, pad=3)]
-    image, commands = layout_problems(W4, bound, np.random.default_rng(5))
-    result = simulate_gemm(W4, image, commands, seed=5, lat_min=3, workdir=tmp_path / "exact")
-    assert result["match"] and result["passed"], result.get("log")
-    assert result["model_exact"]
-    assert result["cycles"] == result["model_cycles"]
+    gemm_exact(W4, bound, np.random.default_rng(5), tmp_path / "exact")
 
     # Random shapes, extremes, saturation and bad commands behind random stalls.
     rng = np.random.default_rng(11)
@@ -170,12 +165,7 @@ def test_engine_with_packed_weights_in_verilator(tmp_path):
         dict(raw=dict(m=2, k=3, n=4, b_addr=(1 << 15) - 8, b_stride=4,      # B just fits
                       a_addr=0, a_stride=3, c_addr=(1 << 15) - 64, c_stride=16))]
     rng = np.random.default_rng(12)
-    image, commands = layout_problems(W4, problems, rng)
-    result = simulate_gemm(W4, image, commands, seed=12, workdir=tmp_path / "stress", **STRESS)
-    assert result["match"] and result["passed"], result.get("log")
-    assert result["stalls"]
-    assert result["errors"] == [False] * (len(problems) - 2) + [True, False]
-    out = result["image"]
+    out, commands = gemm_stressed(W4, problems, rng, tmp_path / "stress")
     for prob, cmd in zip(dense, commands):
         assert np.array_equal(read_matrix(W4, out, cmd), gemm_golden(W4, prob["a"], prob["b"]))
     assert set(np.unique(dense[-1]["b"])) == {-8, 7}

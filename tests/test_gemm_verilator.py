@@ -57,7 +57,7 @@ SLOW = [
     dataclasses.replace(COMPACT, transpose_c=True),
 ]
 
-STRESS = dict(lat_min=2, lat_mask=15, p_req=70, p_data=70, p_wr=70, p_cmd=90, p_done=90)
+from helpers import GEMM_STRESS as STRESS
 
 
 def compute_bound(config):
