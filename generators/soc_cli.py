@@ -67,6 +67,9 @@ def _add_layer_args(parser):
     add_checkpoint_arg(parser, default=None,
                        extra="; with --text: every layer of it, instead of random layers")
     add_text_args(parser)
+    parser.add_argument("--batch", type=bounded_int(64, "a batch"), default=1, metavar="B",
+                        help="with --text: B sentences a program, stacked along M for the "
+                             "projections and the FFN (default 1)")
 
 
 #: The random layers' options and their defaults (``soc sim``, ``soc run``).
@@ -74,7 +77,11 @@ LAYER_DEFAULTS = {"hw": str(DEFAULT_HW), "model": "tiny", "layers": 1, "seq": 8,
 
 
 def fill_layer_args(args):
-    """The random layers' defaults into ``args`` (options not given)."""
+    """The random layers' defaults into ``args`` (options not given); one
+    line for ``--batch``, which needs sentences."""
+    if args.batch != 1:
+        raise CliError("--batch: for sentences; give --text or --file (random layers run "
+                       "one at a time)")
     for name, value in LAYER_DEFAULTS.items():
         if getattr(args, name) is None:
             setattr(args, name, value)

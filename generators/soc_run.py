@@ -142,7 +142,7 @@ def run_soc_text(args, texts):
     boards = []
     with _board(args.port, baudrate, soc_map) as bus:
         prep = prepare(texts, checkpoint=args.checkpoint or "all-minilm-l6-v2", hw=hw,
-                       seq=args.seq, hardware=soc_hardware(hw))
+                       seq=args.seq, batch=args.batch, hardware=soc_hardware(hw))
         qmodel, runs = quantized_runs(prep)
 
         def run_batch(layers):

@@ -225,14 +225,16 @@ def check_outputs(config, plan, raws):
     return mismatches, outputs
 
 
-def soc_prepare(texts, *, checkpoint="all-minilm-l6-v2", hw=None, seq=None):
+def soc_prepare(texts, *, checkpoint="all-minilm-l6-v2", hw=None, seq=None, batch=1):
     """``(hw, prep)``: :func:`~bertforge.generators.model_sim.prepare` of
     ``texts`` for the SoC's accelerator ``hw`` (default
-    ``configs/minilm_soc.toml``), the prediction :func:`soc_hardware`'s
-    (checked: one line if they do not fit)."""
+    ``configs/minilm_soc.toml``), ``batch`` sentences a program, the
+    prediction :func:`soc_hardware`'s (checked: one line if they do not
+    fit)."""
     from .model_sim import prepare
     hw = str(hw or MINILM_SOC_HW)
-    return hw, prepare(texts, checkpoint=checkpoint, hw=hw, seq=seq, hardware=soc_hardware(hw))
+    return hw, prepare(texts, checkpoint=checkpoint, hw=hw, seq=seq, batch=batch,
+                       hardware=soc_hardware(hw))
 
 
 def soc_encode(texts, *, checkpoint="all-minilm-l6-v2", hw=None, seq=None, quiet=True,
@@ -275,8 +277,9 @@ def soc_encode(texts, *, checkpoint="all-minilm-l6-v2", hw=None, seq=None, quiet
                 "match": result["match"] and not result["violations"],
                 "phases": result["phases"],
                 # analyze of each layer, its commands at the program's addresses
-                "predictions": [analyze(prep["shape"], prep["seq"], prep["hardware"], bias=True,
-                                        transpose=True, program=layout)
+                "predictions": [analyze(prep["shape"], prep["seq"], prep["hardware"],
+                                        batch=prep["batch"], bias=True, transpose=True,
+                                        program=layout)
                                 for layout in result["layout"]]}
     out = encode_programs(prep, qmodel, runs, run_batch, where="in the SoC", progress=progress)
     out["soc"] = details
@@ -378,7 +381,7 @@ def _run_soc_text(args, texts):
     from bertforge.sim.longrun import timed
     from .model_sim import model_json, model_report
     prepared = soc_prepare(texts, checkpoint=args.checkpoint or "all-minilm-l6-v2", hw=args.hw,
-                           seq=args.seq)
+                           seq=args.seq, batch=args.batch)
     key = f"soc sim {prepared[0]} {args.checkpoint} {len(texts)} texts {prepared[1]['seq']}"
     with timed(key, "simulating the SoC", 600, quiet=args.json):
         result = soc_encode(texts, prepared=prepared, per_operation=args.per_operation)
