@@ -173,6 +173,16 @@ def test_engine(config, tmp_path):
     pairs = run_pairs(config, tmp_path, seed=config.rows)
     # every functional cover point (sim/funcov_tb.py, the harness's bits) of the three runs
     assert uncovered([exact, stress, pairs], WAIVED) == []
+    # and none that did not happen: the exact run's memory and completions
+    # never stall (no p_* knob), so no output is ever held and the engine
+    # never fills up (a cover bit stuck at 1 would hide a missing stimulus)
+    assert held_outputs(exact) == []
+
+
+def held_outputs(result):
+    """The ``stalled`` and ``full`` bins that ``result``'s run hit."""
+    return [f"{point}:{name}" for point, bins in result["functional_coverage"].items()
+            if point.endswith((".stalled", ".full")) for name, hits in bins.items() if hits]
 
 
 def test_serial_engine_behind_a_command_queue(tmp_path):
@@ -227,13 +237,17 @@ def test_refused_command_with_k_of_16_bits_keeps_its_tag(tmp_path):
     result = simulate_gemm(config, image, commands, seed=12, workdir=tmp_path / "k16")
     check(result, commands, config)
     assert result["errors"] == [True, False] and result["tags_ok"]
+    assert held_outputs(result) == []
 
 
 def test_far_rows_and_a_bias_at_the_top_of_memory(tmp_path):
     """Over random memory: row strides with their top bit set (17,424 and
     16,400 bytes: the rows of A, then of B, half a memory apart), and a bias that
     ends exactly at the top of memory (the largest accepted), stay
-    bit-exact."""
+    bit-exact; so does C += A @ B with A's stride 2,064 (bit 11: the loader's
+    descriptors carry the accumulate flag beside the stride); and B ending
+    exactly at the top of memory is accepted, one byte further refused (the
+    range check's shift-and-add of (K - 1) * b_stride)."""
     config = TINY
     top = 1 << config.addr_width
     image = np.random.default_rng(13).integers(0, 256, top, dtype=np.uint8)
@@ -242,10 +256,35 @@ def test_far_rows_and_a_bias_at_the_top_of_memory(tmp_path):
                 dict(m=2, k=2, n=8, a_addr=512, a_stride=16, b_addr=576, b_stride=16400,
                      c_addr=640, c_stride=32, tag=1),
                 dict(m=2, k=4, n=3, a_addr=768, a_stride=16, b_addr=800, b_stride=16,
-                     c_addr=896, c_stride=16, bias=1, bias_addr=top - 12, tag=2)]
+                     c_addr=896, c_stride=16, bias=1, bias_addr=top - 12, tag=2),
+                dict(m=2, k=4, n=3, a_addr=1024, a_stride=2064, b_addr=1100, b_stride=16,
+                     c_addr=1200, c_stride=16, accumulate=1, tag=3)]
+    b_at_top = dict(m=2, k=7, n=3, a_addr=1300, a_stride=16, b_stride=24, c_addr=1400,
+                    c_stride=16)
+    commands += [dict(b_at_top, b_addr=top - 6 * 24 - 3, tag=4),
+                 dict(b_at_top, b_addr=top - 6 * 24 - 2, tag=5)]
     result = simulate_gemm(config, image, commands, seed=13, workdir=tmp_path / "far")
     check(result, commands, config)
-    assert result["errors"] == [False, False, False]
+    assert result["errors"] == [False] * 5 + [True]
+    assert held_outputs(result) == []
+
+
+def test_accumulate_saturates_and_per_channel_scales_without_bias(tmp_path):
+    """C += A @ B from old C at the int32 limits, pushed past them (the
+    accumulator's saturating add, both columns of the array, both ways),
+    and per-channel scales with no bias (the scale vector is then the
+    loader's first job), int8 and int16."""
+    config = TINY
+    lo, hi = -(1 << 31), (1 << 31) - 1
+    problems = [dict(m=2, k=4, n=2, accumulate=1, a=[[127] * 4, [-128] * 4], b=[[127, 127]] * 4,
+                     c_old=np.array([[hi, hi], [lo, lo]])),
+                dict(m=3, k=9, n=5, scale=np.linspace(2e-3, 9e-3, 5)),
+                dict(m=3, k=9, n=5, int16=1, scale=np.linspace(2e-2, 9e-2, 5))]
+    image, commands = layout_problems(config, problems, np.random.default_rng(14))
+    result = simulate_gemm(config, image, commands, seed=14, workdir=tmp_path / "limits")
+    check(result, commands, config)
+    assert result["errors"] == [False] * 3 and held_outputs(result) == []
+    assert read_matrix(config, result["image"], commands[0]).tolist() == [[hi, hi], [lo, lo]]
 
 
 def transposed(problems):

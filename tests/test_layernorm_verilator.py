@@ -1,6 +1,8 @@
 """The emitted LayerNorm Verilog in Verilator against the golden and cycle
 models, without and with stalls."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -43,6 +45,66 @@ def _small_data(seed):
     return xs, rs, gamma, beta
 
 
+#: Vectors on a rounding boundary of the output for one low bit of the
+#: datapath, found by a search over random vectors with the golden model and
+#: a model of the change (mutation testing, docs/verification-coverage.md):
+#: bit 8 of lane 3's normalization input and bit 5 of R (both: the first),
+#: bit 12 of lane 3's product ``num * R``, and bit 10 of the mantissa in the
+#: first Newton step (R one unit off; 1 random vector in 120,000 does it).
+#: With the gamma and beta of ``_small_data(5)``.
+BOUNDARY_VECTORS = [np.array([-1, 1, 0, 0, -1, 0, -1, 1]), np.array([0, 1, -2, -3, 2, 0, 0, 2]),
+                    np.array([29144, -5597, 560, 294])]
+
+
+def _corner_vectors(rng):
+    """Vectors whose statistics' low bits reach the output: ``D = H*S2 -
+    S1**2`` a power of 4 (``R = 2**20`` exactly: its top bit), a large
+    offset with a spread of +-2 (``H*S2`` and ``S1**2`` agree in their top
+    30 bits; S2's accumulator passes 2**35), tiny spreads (``D < 2**16``:
+    the product's low bits reach z), and :data:`BOUNDARY_VECTORS`."""
+    vs = [np.array([1, -1, 1, -1]) << k for k in range(15)]
+    vs += [np.array([1, -1, 1, -1, -1, 1, -1, 1]) << k for k in (0, 7, 14)]
+    for _ in range(12):
+        offset = int(rng.choice([-1, 1])) * int(rng.integers(40000, 65000))
+        vs.append(offset + rng.integers(-2, 3, 4 * int(rng.integers(3, 17))))
+    for _ in range(100):
+        spread = int(rng.integers(1, 4))
+        vs.append(rng.integers(-spread, spread + 1, 4 * int(rng.integers(1, 17))))
+    return vs + BOUNDARY_VECTORS
+
+
+def _extreme_vectors(config):
+    """One vector of one beat per interval of the reciprocal square root's
+    seed table (rtl/rsqrt.py: ``[a, -a, 0, ...]``, ``D = 2 * lanes * a**2``
+    in ``[i, i + 1) * 2**18``, i = 16..63), then a +1 and a -1 impulse at
+    each lane of the longest vector (``|z| = sqrt(H - 1)``: with gamma near
+    its top the output saturates both ways on every lane)."""
+    lanes = config.lanes
+    vs = []
+    for index in range(16, 64):
+        a = math.isqrt((index << 18) // (2 * lanes)) + 1
+        vs.append(np.array([a, -a] + [0] * (lanes - 2)))
+    for lane in range(lanes):
+        for sign in (1, -1):
+            vs.append(sign * (np.arange(config.h_max) == lane).astype(np.int64))
+    return vs
+
+
+def _check_saturating(config, xs, rs, seed):
+    """``xs`` (and ``rs``) with gamma at its top and beta 0, bit-exact; the
+    impulses of :func:`_extreme_vectors` (vectors 48 on) reach both output
+    limits on every lane."""
+    gamma = np.full(config.h_max, (1 << (config.param_width - 1)) - 1)
+    beta = np.zeros(config.h_max, np.int64)
+    result = simulate_layernorm(config, xs, rs, gamma, beta, seed=seed)
+    assert result["passed"] and result["match"]
+    for k, (x, y) in enumerate(zip(xs, result["outputs"])):
+        assert np.array_equal(y, layernorm_golden(config, x, rs[k] if rs else None, gamma, beta))
+    impulses = np.stack([y[:config.lanes] for y in result["outputs"][48:48 + 2 * config.lanes]])
+    top = (1 << (config.out_width - 1))
+    assert (impulses.max(axis=0) == top - 1).all() and (impulses.min(axis=0) == -top).all()
+
+
 def test_verilator_small_clean_then_stalls():
     xs, rs, gamma, beta = _small_data(5)
     clean = simulate_layernorm(SMALL, xs, rs, gamma, beta, seed=5)
@@ -62,6 +124,19 @@ def test_verilator_small_clean_then_stalls():
     full = simulate_layernorm(SMALL, xs, rs, gamma, beta, seed=8, x_gap=0.2, y_stall=0.9)
     assert full["passed"] and full["match"]
     assert uncovered([clean, stalled, burst, full], WAIVED) == []
+    # x + r = v over the whole int17 range: r = v // 2, x = v - r
+    vs = _corner_vectors(np.random.default_rng(9))
+    cr = [v // 2 for v in vs]
+    cx = [v - r for v, r in zip(vs, cr)]
+    corners = simulate_layernorm(SMALL, cx, cr, gamma, beta, seed=9)
+    assert corners["passed"] and corners["match"] and corners["max_abs_err"] <= 1
+    for x, r, y in zip(cx, cr, corners["outputs"]):
+        assert np.array_equal(y, layernorm_golden(SMALL, x, r, gamma, beta))
+    # the seed intervals, saturation on every lane, and x + r alternating
+    # between -65,536 and 65,534: the largest D (bit 43)
+    ex = _extreme_vectors(SMALL) + [np.where(np.arange(64) % 2, 32767, -32768)]
+    er = [np.zeros(len(x), np.int64) for x in ex[:-1]] + [ex[-1]]
+    _check_saturating(SMALL, ex, er, seed=10)
 
 
 #: Functional cover points no run can hit, and why: LayerNorm takes an x and
@@ -80,6 +155,8 @@ def test_verilator_int32_no_residual_stalls():
     assert result["passed"] and result["match"] and result["max_abs_err"] <= 1
     for x, y in zip(xs, result["outputs"]):
         assert np.array_equal(y, layernorm_golden(WIDE, x, None, gamma, beta))
+    # 54 vectors in one run: the statistics queue's pointers (23 deep) wrap
+    _check_saturating(WIDE, _extreme_vectors(WIDE), None, seed=10)
 
 
 @pytest.mark.slow
