@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from bertforge.sim.encoder_golden import cosine, encoder_float, encoder_golden
-from bertforge.sim.encoder_harness import encoder_harness_verilog
+from bertforge.sim.encoder_harness import MAX_COMMANDS, encoder_harness_verilog, queue_depth
 from bertforge.sim.encoder_run import OPERATIONS, read_stages
 from .analyze import analyze, load_hardware
 from .bench import add_bench_out, columns, write_results
@@ -94,8 +94,8 @@ def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, 
             "p_data": p_data, "p_wr": p_wr, "read_bytes": regions[0]["read_bytes"],
             "timeout": 50_000_000}
     result = simulate(config, "bertforge.sim.encoder_tb", spec, harness=encoder_harness_verilog,
-                      extra=(abits, *sdram), waves=waves, workdir=workdir, quiet=quiet,
-                      cycles=cycles)
+                      extra=_harness_extra(abits, sdram, programs), waves=waves, workdir=workdir,
+                      quiet=quiet, cycles=cycles)
     out_runs = []
     for (x, valid), measured in zip(runs, result["runs"]):
         got = measured["image"]
@@ -147,7 +147,8 @@ def simulate_lowbit(config, imodel, runs, *, mem_latency=1, seed=0, lat_mask=0, 
             "lat_min": mem_latency, "lat_mask": lat_mask, "p_req": p_req, "p_data": p_data,
             "p_wr": p_wr, "read_bytes": regions[0]["read_bytes"], "timeout": 50_000_000}
     result = simulate(config, "bertforge.sim.encoder_tb", spec, harness=encoder_harness_verilog,
-                      extra=(abits,), workdir=workdir, quiet=quiet, cycles=cycles)
+                      extra=_harness_extra(abits, (), programs), workdir=workdir, quiet=quiet,
+                      cycles=cycles)
     hidden, ffn = imodel.plan[0]["w"]["1"].shape
     out_runs = []
     for (x16, x8, valid), measured in zip(runs, result["runs"]):
@@ -167,6 +168,16 @@ def simulate_lowbit(config, imodel, runs, *, mem_latency=1, seed=0, lat_mask=0, 
         out_runs.append(per_layer)
     return {"runs": out_runs, "phases": result["phases"],
             "sim_seconds": sum(e["sim_seconds"] for run in out_runs for e in run)}
+
+
+def _harness_extra(abits, sdram, programs):
+    """``encoder_harness_verilog``'s arguments after the config: the
+    default queue unless the longest program needs a deeper one (the
+    harness of a program that fits the default stays as it was)."""
+    depth = queue_depth(max(len(p) for run in programs for p in run))
+    if depth == MAX_COMMANDS:
+        return (abits, *sdram)
+    return (abits, *(sdram or (None, 100.0)), depth)
 
 
 def _operations(stamps, groups):
