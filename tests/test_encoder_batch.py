@@ -11,7 +11,7 @@ import pytest
 
 from bertforge.generators.analyze import analyze, load_hardware
 from bertforge.generators.encoder_sim import (TINY16_HW, TINY_HW, encoder_config, run_encoder,
-                                              simulate_layers)
+                                              sdram_row, simulate_layers)
 from bertforge.generators.model_sim import encode
 from bertforge.sim.encoder_golden import encoder_golden, random_layer
 from bertforge.sim.encoder_harness import MAX_COMMANDS, queue_depth
@@ -63,6 +63,10 @@ def test_batch_of_two_in_verilator():
     for op in result["operations"]:
         assert op["cycles"] == op["predicted"], op
     assert result["cycles"] == result["predicted_cycles"]
+    row = sdram_row("tiny.toml", result)       # the SDRAM bench's row of a run
+    assert (row["engine"], row["batch"], row["cycles"]) == ("4x4", 2, result["cycles"])
+    assert row["gemm_difference"] == row["softmax_difference"] == 0 and row["match"]
+    assert row["sentences_per_second"] == 2 * 100e6 / (2 * result["cycles"])   # 2 layers, 100 MHz
 
 
 def test_program_longer_than_the_default_queue():
