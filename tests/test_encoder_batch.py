@@ -11,7 +11,7 @@ import pytest
 
 from bertforge.generators.analyze import analyze, load_hardware
 from bertforge.generators.encoder_sim import (TINY16_HW, TINY_HW, encoder_config, run_encoder,
-                                              sdram_row, simulate_layers)
+                                              sdram_row, simulate_layers, write_sdram_rows)
 from bertforge.generators.model_sim import encode
 from bertforge.sim.encoder_golden import encoder_golden, random_layer
 from bertforge.sim.encoder_harness import MAX_COMMANDS, queue_depth
@@ -56,7 +56,7 @@ def test_batch_program():
         "softmax"]["cycles"]                 # a softmax command per sentence
 
 
-def test_batch_of_two_in_verilator():
+def test_batch_of_two_in_verilator(tmp_path):
     result = run_encoder(TINY_HW, seq=16, batch=2, seed=1)
     assert result["passed"] and result["match"], result["mismatches"]
     assert result["batch"] == 2 and result["commands"] == program_commands(16, 2, 2)
@@ -67,6 +67,9 @@ def test_batch_of_two_in_verilator():
     assert (row["engine"], row["batch"], row["cycles"]) == ("4x4", 2, result["cycles"])
     assert row["gemm_difference"] == row["softmax_difference"] == 0 and row["match"]
     assert row["sentences_per_second"] == 2 * 100e6 / (2 * result["cycles"])   # 2 layers, 100 MHz
+    write_sdram_rows(tmp_path, [row])
+    assert (f"| tiny.toml | 4x4 | 2 | {result['cycles']:,} | {result['cycles']:,} | +0.0% | +0.0% "
+            f"| +0.0% | +0.0% | +0.0% | yes |") in (tmp_path / "bench.md").read_text()
 
 
 def test_program_longer_than_the_default_queue():
