@@ -431,9 +431,9 @@ def sdram_row(config_name, result):
 def sdram_bench(out_dir, cases=SDRAM_CASES, seed=0):
     """One MiniLM layer (16 tokens, random weights) per case of ``cases``
     on the ULX3S SDRAM in Verilator, against ``analyze``:
-    ``out_dir/bench.json`` rows of :func:`sdram_row`. A batch-8 layer on
-    the 16 x 16 engine simulates for about 45 minutes: set
-    ``BERTFORGE_MAX_MINUTES``. Returns the rows."""
+    ``out_dir/bench.json`` rows of :func:`sdram_row`. The four cases took
+    10, 27, 12 and 34 minutes on 2 shared CPUs (a batch-8 layer is past the
+    default 30-minute limit: set ``BERTFORGE_MAX_MINUTES``). Returns the rows."""
     rows = []
     for name, batch in cases:
         print(f"sdram: {name}, batch {batch}", file=sys.stderr, flush=True)
