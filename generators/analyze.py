@@ -254,11 +254,12 @@ def _gemm_command(engine, op, command):
     on), row-major."""
     mb, eb = engine.mem_bytes, engine.width // 8
     size = 1 if command["int8"] else 2 if command.get("int16") else 4
-    cmd = dict(command, a_stride=op.k * eb, b_stride=op.n * eb,
+    a_row, b_row = _row_strides(op)
+    cmd = dict(command, a_stride=a_row * eb, b_stride=b_row * eb,
                c_stride=(op.m if op.transpose_c else op.n) * size)
     at = 0
-    for name, nbytes in (("a_addr", op.m * op.k * eb), ("c_addr", op.m * op.n * size),
-                         ("b_addr", op.k * op.n * eb), ("bias_addr", 4 * op.n),
+    for name, nbytes in (("a_addr", op.m * a_row * eb), ("c_addr", op.m * op.n * size),
+                         ("b_addr", op.k * b_row * eb), ("bias_addr", 4 * op.n),
                          ("scale_addr", 4 * op.n)):
         cmd[name] = at
         at += -(-nbytes // mb) * mb
@@ -368,23 +369,31 @@ def _record_fetch(dram, cmd, mb):
     return dram.run([(0, at + offset, mb) for offset in range(0, size, mb)])
 
 
+def _row_strides(op):
+    """Elements from one row of GEMM ``op``'s A (B) to the next in memory:
+    ``op.a_stride`` (``op.b_stride``), or ``K`` (``N``) when packed."""
+    return op.a_stride or op.k, op.b_stride or op.n
+
+
 def _sdram_bandwidth(hw, op, engine, command):
     """Bytes per cycle the SDRAM gives the engine's reads of one command of
     ``op``: its read beats at the SDRAM's word cycles, plus a row miss
     (tRP + tRCD) each time a request enters another SDRAM row (row-major
-    operands: A rows ``K`` elements apart, B rows ``N`` apart; a strided
+    operands: A rows ``K`` elements apart, B rows ``N`` apart, or the
+    op's strides when they are slices of wider matrices; a strided
     row crosses into the next row once per ``row bytes / stride``
     requests), plus refresh."""
     mem, mb = hw.memory, engine.mem_bytes
     t = mem.timing(hw.clock_mhz)
     page = mem.row_words(engine.mem_width) * mb
     eb = engine.width // 8
+    a_row, b_row = _row_strides(op)
     beats = misses = 0.0
     for ch in chunks(engine, command):
         beats += load_beats(engine, ch)
         a_bytes = -(-ch["k_len"] // engine.lanes) * mb     # an A row's request
-        for rows, stride, size in ((ch["m_len"], op.k * eb, a_bytes),
-                                   (ch["k_len"], op.n * eb, mb)):
+        for rows, stride, size in ((ch["m_len"], a_row * eb, a_bytes),
+                                   (ch["k_len"], b_row * eb, mb)):
             span = rows * size if stride <= size else rows * stride   # contiguous, or strided
             misses += min(rows, span / page)
     cycles = beats * mem.word_cycles(engine.mem_width, hw.clock_mhz) + misses * (t["trp"] + t["trcd"])

@@ -79,8 +79,8 @@ _ERRORS = _CYCLES + ("max_abs_err", "mean_abs_err")
 _DENSE = ("dense_cycles", "dense_model_cycles", "dense_match", "speedup_vs_dense")
 _ENGINE = ("bound", "model_exact", "sim_cycles_per_second")
 #: Result keys of ``sim encoder`` besides the block, design, config, model, seq and seed.
-_ENCODER = ("hardware", "stalls", "commands", "cycles", "predicted_cycles", "difference",
-            "classes", "operations", "match", "mismatches", "passed", "max_error",
+_ENCODER = ("hardware", "batch", "stalls", "commands", "cycles", "predicted_cycles",
+            "difference", "classes", "operations", "match", "mismatches", "passed", "max_error",
             "output_lsb", "cosine", "sim_seconds", "sim_cycles_per_second", "waves", "notes")
 
 BLOCKS = {block.name: block for block in [

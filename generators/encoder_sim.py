@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from bertforge.sim.encoder_golden import cosine, encoder_float, encoder_golden
-from bertforge.sim.encoder_harness import encoder_harness_verilog
+from bertforge.sim.encoder_harness import MAX_COMMANDS, encoder_harness_verilog, queue_depth
 from bertforge.sim.encoder_run import OPERATIONS, read_stages
 from .analyze import analyze, load_hardware
 from .bench import add_bench_out, columns, write_results
@@ -27,7 +27,8 @@ from .simulate import simulate
 from .workload import MODELS
 
 __all__ = ["encoder_config", "simulate_encoder", "simulate_layers", "simulate_lowbit", "run_encoder",
-           "compare_operations", "compare_classes"]
+           "compare_operations", "compare_classes", "SDRAM_CASES", "SDRAM_COLUMNS", "sdram_row",
+           "sdram_bench", "write_sdram_rows"]
 
 #: Longest sequence a simulated layer may have (the softmax unit's l_max bounds it too).
 MAX_SEQ = 4096
@@ -94,8 +95,8 @@ def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, 
             "p_data": p_data, "p_wr": p_wr, "read_bytes": regions[0]["read_bytes"],
             "timeout": 50_000_000}
     result = simulate(config, "bertforge.sim.encoder_tb", spec, harness=encoder_harness_verilog,
-                      extra=(abits, *sdram), waves=waves, workdir=workdir, quiet=quiet,
-                      cycles=cycles)
+                      extra=_harness_extra(abits, sdram, programs), waves=waves, workdir=workdir,
+                      quiet=quiet, cycles=cycles)
     out_runs = []
     for (x, valid), measured in zip(runs, result["runs"]):
         got = measured["image"]
@@ -147,7 +148,8 @@ def simulate_lowbit(config, imodel, runs, *, mem_latency=1, seed=0, lat_mask=0, 
             "lat_min": mem_latency, "lat_mask": lat_mask, "p_req": p_req, "p_data": p_data,
             "p_wr": p_wr, "read_bytes": regions[0]["read_bytes"], "timeout": 50_000_000}
     result = simulate(config, "bertforge.sim.encoder_tb", spec, harness=encoder_harness_verilog,
-                      extra=(abits,), workdir=workdir, quiet=quiet, cycles=cycles)
+                      extra=_harness_extra(abits, (), programs), workdir=workdir, quiet=quiet,
+                      cycles=cycles)
     hidden, ffn = imodel.plan[0]["w"]["1"].shape
     out_runs = []
     for (x16, x8, valid), measured in zip(runs, result["runs"]):
@@ -167,6 +169,16 @@ def simulate_lowbit(config, imodel, runs, *, mem_latency=1, seed=0, lat_mask=0, 
         out_runs.append(per_layer)
     return {"runs": out_runs, "phases": result["phases"],
             "sim_seconds": sum(e["sim_seconds"] for run in out_runs for e in run)}
+
+
+def _harness_extra(abits, sdram, programs):
+    """``encoder_harness_verilog``'s arguments after the config: the
+    default queue unless the longest program needs a deeper one (the
+    harness of a program that fits the default stays as it was)."""
+    depth = queue_depth(max(len(p) for run in programs for p in run))
+    if depth == MAX_COMMANDS:
+        return (abits, *sdram)
+    return (abits, *(sdram or (None, 100.0)), depth)
 
 
 def _operations(stamps, groups):
@@ -383,3 +395,72 @@ def bench(args):
         "predicted = bertforge analyze on the same hardware config; match = every stage equals "
         "the integer golden model; cosine and max error against the float64 layer"])
     return 0 if all(r["match"] for r in rows) else 1
+
+
+#: The MiniLM layers :func:`sdram_bench` runs on the ULX3S SDRAM: (hardware
+#: config in ``configs/``, batch).
+SDRAM_CASES = (("minilm_ulx3s.toml", 1), ("minilm_ulx3s.toml", 8), ("minilm_8x8_ulx3s.toml", 1),
+               ("minilm_8x8_ulx3s.toml", 8))
+#: The operation classes of a layer, in the bench's columns.
+CLASSES = ("gemm", "softmax", "layernorm", "gelu")
+
+
+def sdram_row(config_name, result):
+    """The bench row of a :func:`run_encoder` result (``config_name``: its
+    hardware config): the engine, batch, measured and ``analyze`` cycles,
+    the difference per operation class, bit-exactness, sentences per second
+    at the config's clock for the model's layers (measured cycles), and
+    the run's minutes (elaborate, build, simulate, check)."""
+    from bertforge.rtl.gemm import GemmConfig
+    gemm = GemmConfig(**result["config"]["gemm"])
+    hw = load_hardware(TINY_HW.parent / config_name)
+    layers = MODELS[result["model"]].layers
+    row = {"config": config_name, "engine": f"{gemm.rows}x{gemm.cols}", "batch": result["batch"],
+           "seq": result["seq"], "commands": result["commands"], "cycles": result["cycles"],
+           "predicted_cycles": result["predicted_cycles"], "difference": result["difference"],
+           "match": result["match"], "bit_exact": "yes" if result["match"] else "NO",
+           "cosine": result["cosine"], "clock_mhz": hw.clock_mhz,
+           "sentences_per_second": result["batch"] * hw.clock_mhz * 1e6 / (layers * result["cycles"]),
+           "minutes": sum(result["phases"].values()) / 60}
+    for c in result["classes"]:
+        row[f"{c['class']}_cycles"], row[f"{c['class']}_predicted"] = c["cycles"], c["predicted"]
+        row[f"{c['class']}_difference"] = c["difference"]
+    return row
+
+
+def sdram_bench(out_dir, cases=SDRAM_CASES, seed=0):
+    """One MiniLM layer (16 tokens, random weights) per case of ``cases``
+    on the ULX3S SDRAM in Verilator, against ``analyze``:
+    ``out_dir/bench.json`` rows of :func:`sdram_row`. The four cases took
+    10, 27, 12 and 34 minutes on 2 shared CPUs (a batch-8 layer is past the
+    default 30-minute limit: set ``BERTFORGE_MAX_MINUTES``). Returns the rows."""
+    rows = []
+    for name, batch in cases:
+        print(f"sdram: {name}, batch {batch}", file=sys.stderr, flush=True)
+        result = run_encoder(TINY_HW.parent / name, model="minilm-l6-h384", seq=16, batch=batch,
+                             seed=seed, quiet=False)
+        rows.append(sdram_row(name, result))
+    write_sdram_rows(out_dir, rows)
+    return rows
+
+
+#: The SDRAM bench's table: (header, format template of a row).
+SDRAM_COLUMNS = [("config", "{config}"), ("engine", "{engine}"), ("batch", "{batch}"),
+                 ("cycles", "{cycles:,}"), ("analyze", "{predicted_cycles:,}"),
+                 ("diff", "{difference:+.1%}"),
+                 *[(name, f"{{{name}_difference:+.1%}}") for name in CLASSES],
+                 ("bit-exact", "{bit_exact}"), ("sentences/s", "{sentences_per_second:.2f}"),
+                 ("minutes", "{minutes:.0f}")]
+
+
+def write_sdram_rows(out_dir, rows):
+    """``bench.json`` and ``bench.md`` of :func:`sdram_bench`'s rows."""
+    table = columns(*[(header, lambda row, t=template: t.format(**row))
+                      for header, template in SDRAM_COLUMNS])
+    write_results(out_dir, "sdram_minilm", rows, table,
+                  "MiniLM, one layer at 16 tokens, on the ULX3S SDRAM in Verilator", notes=[
+                      "random MiniLM-shaped weights; analyze on the same hardware config (no "
+                      "biases, X^T on the engine, as the program runs)",
+                      "per class: measured against predicted cycles; sentences/s: six layers of "
+                      "the measured cycles at the config's clock",
+                      "minutes: the whole run (elaborate, Verilator build, simulate, check)"])

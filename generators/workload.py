@@ -113,6 +113,8 @@ class Operation:
     transpose_c: bool = False   # gemm: C stored transposed (the engine's transpose_c)
     int16_out: bool = False     # gemm: int16 (requantized) results (the low-bit top's)
     w4: bool = False            # gemm: B packed 4-bit weights with group multiplier codes (W4A8)
+    a_stride: int = 0           # gemm: elements from one A row to the next in memory (0: k)
+    b_stride: int = 0           # gemm: the same for B (0: n); a head's slice of Q, K^T, V is strided
 
     @property
     def macs(self):
@@ -157,9 +159,11 @@ def encoder_layer(model, seq, batch=1, training=False, *, bias=True, precision="
     ops = [
         Operation("q, v projections", "gemm", 2, m=tokens, k=h, n=h, **linear),
         Operation("k projection", "gemm", 1, m=h, k=h, n=tokens),
-        Operation("attention scores", "gemm", batch * heads, m=seq, k=d, n=seq, int8_out=False),
+        Operation("attention scores", "gemm", batch * heads, m=seq, k=d, n=seq, int8_out=False,
+                  a_stride=h, b_stride=tokens),     # Q's head slice, K^T's sentence and head slice
         Operation("softmax", "softmax", batch * heads, rows=seq, length=seq),
-        Operation("attention context", "gemm", batch * heads, m=seq, k=seq, n=d),
+        Operation("attention context", "gemm", batch * heads, m=seq, k=seq, n=d,
+                  b_stride=h),                      # V's head slice
         Operation("output projection", "gemm", 1, m=tokens, k=h, n=h, **linear),
         Operation("residual + layernorm 1", "layernorm", 1, rows=tokens, length=h),
         Operation("ffn 1", "gemm", 1, m=tokens, k=h, n=model.ffn, **linear),

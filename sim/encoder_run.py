@@ -9,7 +9,7 @@ runs in HDL (:class:`~bertforge.sim.encoder_harness.EncoderHarness`).
 
 import numpy as np
 
-from .encoder_harness import MAX_COMMANDS
+from .encoder_harness import QUEUE_LIMIT
 from bertforge.rtl.encoder import OP_GELU, OP_GEMM, OP_LAYERNORM, OP_SOFTMAX
 from bertforge.rtl.errors import ParameterError
 
@@ -59,11 +59,11 @@ def check_shape(config, seq, hidden, heads, ffn, batch=1):
                                  f"({mb // eb} elements of {eb} bytes)")
     if hidden % heads:
         raise ParameterError(f"hidden {hidden} is not a multiple of heads {heads}")
-    if program_commands(seq, heads, batch) > MAX_COMMANDS:
+    if program_commands(seq, heads, batch) > QUEUE_LIMIT:
         sentences = "" if batch == 1 else f"{batch} x "
         raise ParameterError(f"a layer of {sentences}sequence length {seq} and {heads} heads needs "
                              f"{program_commands(seq, heads, batch)} commands; the harness queue "
-                             f"holds {MAX_COMMANDS}")
+                             f"holds at most {QUEUE_LIMIT}")
 
 
 def encoder_program(config, layer):

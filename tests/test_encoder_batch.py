@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 
 from bertforge.generators.analyze import analyze, load_hardware
-from bertforge.generators.encoder_sim import TINY16_HW, TINY_HW, encoder_config, run_encoder
+from bertforge.generators.encoder_sim import (TINY16_HW, TINY_HW, encoder_config, run_encoder,
+                                              sdram_row, simulate_layers, write_sdram_rows)
 from bertforge.generators.model_sim import encode
 from bertforge.sim.encoder_golden import encoder_golden, random_layer
+from bertforge.sim.encoder_harness import MAX_COMMANDS, queue_depth
 from bertforge.sim.encoder_run import check_shape, encoder_program, program_commands
 
 from checkpoint_helpers import write_checkpoint
@@ -44,9 +46,9 @@ def test_batch_program():
     ffn1 = commands[groups[7][0]]["gemm"]
     assert (ffn1["m"], ffn1["k"], ffn1["n"]) == (32, 64, 256)      # one weight read for both
     assert [commands[i]["gemm"]["m"] for i in groups[2]] == [16] * 4   # scores per sentence, head
-    with pytest.raises(ValueError, match=r"^a layer of 37 x sequence length 32 and 2 heads needs "
-                                         r"194 commands; the harness queue holds 192$"):
-        check_shape(CONFIG, 32, 64, 2, 256, batch=37)
+    with pytest.raises(ValueError, match=r"^a layer of 204 x sequence length 32 and 2 heads needs "
+                                         r"1029 commands; the harness queue holds at most 1024$"):
+        check_shape(CONFIG, 32, 64, 2, 256, batch=204)
     one = analyze("tiny", 16, load_hardware(TINY_HW), bias=False, transpose=True)
     two = analyze("tiny", 16, load_hardware(TINY_HW), batch=2, bias=False, transpose=True)
     ops = {r["operation"]: r for r in two["operations"]}
@@ -54,13 +56,35 @@ def test_batch_program():
         "softmax"]["cycles"]                 # a softmax command per sentence
 
 
-def test_batch_of_two_in_verilator():
+def test_batch_of_two_in_verilator(tmp_path):
     result = run_encoder(TINY_HW, seq=16, batch=2, seed=1)
     assert result["passed"] and result["match"], result["mismatches"]
     assert result["batch"] == 2 and result["commands"] == program_commands(16, 2, 2)
     for op in result["operations"]:
         assert op["cycles"] == op["predicted"], op
     assert result["cycles"] == result["predicted_cycles"]
+    row = sdram_row("tiny.toml", result)       # the SDRAM bench's row of a run
+    assert (row["engine"], row["batch"], row["cycles"]) == ("4x4", 2, result["cycles"])
+    assert row["gemm_difference"] == row["softmax_difference"] == 0 and row["match"]
+    assert row["sentences_per_second"] == 2 * 100e6 / (2 * result["cycles"])   # 2 layers, 100 MHz
+    write_sdram_rows(tmp_path, [row])
+    assert (f"| tiny.toml | 4x4 | 2 | {result['cycles']:,} | {result['cycles']:,} | +0.0% | +0.0% "
+            f"| +0.0% | +0.0% | +0.0% | yes |") in (tmp_path / "bench.md").read_text()
+
+
+def test_program_longer_than_the_default_queue():
+    """A program of more commands than the default harness queue (192) runs
+    on a deeper one (256; the default's Verilog is unchanged): 21 sentences
+    of 4 tokens, 4 heads, 198 commands, every stage bit-exact and every
+    command stamped in order."""
+    layer = random_layer(CONFIG, 4, 64, 4, 64, seed=5, batch=21)
+    assert program_commands(4, 4, 21) == 198 > MAX_COMMANDS and queue_depth(198) == 256
+    result = simulate_layers(CONFIG, [layer], [(layer.xq, None)], mem_latency=4)
+    run = result["runs"][0][0]
+    assert run["match"], run["mismatches"]
+    assert run["passed"] and run["commands"] == 198
+    assert all(0 < s <= e for s, e in zip(run["starts"], run["ends"]))
+    assert run["ends"] == sorted(run["ends"]) and run["ends"][-1] == run["cycles"]
 
 
 def test_sim_model_batch_of_two_gives_each_sentence_its_embedding(tmp_path):

@@ -73,6 +73,6 @@ def test_int16_activations():
     with pytest.raises(ValueError, match=r"^hidden 376 must be a multiple of the 64-byte memory word "
                                          r"\(32 elements of 2 bytes\)$"):
         check_shape(config, 32, 376, 8, 1536)
-    with pytest.raises(ValueError, match=r"^a layer of sequence length 128 and 96 heads needs 202 "
-                                         r"commands; the harness queue holds 192$"):
-        check_shape(config, 128, 384, 96, 1536)
+    with pytest.raises(ValueError, match=r"^a layer of 2 x sequence length 128 and 384 heads needs 1547 "
+                                         r"commands; the harness queue holds at most 1024$"):
+        check_shape(config, 128, 384, 384, 1536, batch=2)
