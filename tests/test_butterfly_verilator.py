@@ -121,6 +121,12 @@ def mixed_jobs(config, seed):
     # shift has more than three bits (the others use 0, 15 saturated and 16)
     small = (np.arange(lanes * 8).reshape(lanes, 8) * 37) % 401 - 200
     j.vectors("linear", 8, lanes, small, small[:, ::-1], shift=12)
+    # shift 10 with small weights and data (none saturates in 3 stages):
+    # the products' bits from 9 up reach the rounding of every stage, so an
+    # error of 512 in a product moves outputs (mutation testing, seed 2)
+    small_w = min(1024, (1 << (config.weight_width - 1)) - 1)
+    j.weights(8, j.rng.integers(-small_w, small_w + 1, (3, 4, 4)))
+    j.vectors("linear", 8, 4 * lanes, j.rng.integers(-256, 257, (4 * lanes, 8)), shift=10)
     j.vectors("ifft", 64, lanes)
     # n = 2: one 2x2 block / one radix-2 stage, lanes > n/2 on 8 lanes.
     j.weights(2, isolate=True)
@@ -202,7 +208,7 @@ def test_mixed_commands_match_golden_and_cycle_model(config, tmp_path):
     assert result["errors_checked"] == len(jobs.jobs)
     # Every compute job and every segment matches the cycle model.
     computes = [job for job in jobs.jobs if job.get("batch")]
-    assert result["model_checked"] == len(result["jobs"]) == len(computes) == 56
+    assert result["model_checked"] == len(result["jobs"]) == len(computes) == 57
     for job in result["jobs"]:
         assert job["cycles"] == job["model_cycles"]
     segments = result["segments"]
