@@ -107,7 +107,9 @@ def extreme_softmax_rows(config, rng):
 
 def simulate_softmax(config, scenarios, *, seed=0, waves=False, workdir=None, quiet=True):
     """Run ``scenarios`` (dicts with ``rows`` from :func:`make_rows` and
-    optional ``x_gap``, ``y_stall``) one after another in one Verilator
+    optional ``x_gap``, ``y_stall`` and ``reset_after``: ``{"rows": ...,
+    "cycles": n}``, rows offered to the stalled block for ``n`` cycles, then
+    a reset, before the scenario) one after another in one Verilator
     simulation of the emitted ``config``.
 
     Returns ``(passed, results)``: one result dict per scenario (``cycles``,
@@ -116,7 +118,10 @@ def simulate_softmax(config, scenarios, *, seed=0, waves=False, workdir=None, qu
     outputs read from the hardware.
     """
     specs = [{"data": scenario["rows"], "x_gap": scenario.get("x_gap", 0.0),
-              "y_stall": scenario.get("y_stall", 0.0)} for scenario in scenarios]
+              "y_stall": scenario.get("y_stall", 0.0),
+              **({"reset_after": {"data": scenario["reset_after"]["rows"],
+                                  "cycles": scenario["reset_after"]["cycles"]}}
+                 if "reset_after" in scenario else {})} for scenario in scenarios]
     from bertforge.sim.softmax_cycles import softmax_cycles
     cycles = sum(softmax_cycles(config, [int(n) for n in scenario["rows"]["lengths"]])
                  for scenario in scenarios if len(scenario["rows"]["lengths"]))

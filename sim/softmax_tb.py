@@ -6,7 +6,10 @@ done one after another in the same simulation, each with ``data`` (an
 ``.npz`` with ``x`` (R x L, padded), ``mask`` (R x L bools, True =
 excluded), ``lengths``, ``multipliers``, ``shifts``, ``scales``), ``x_gap``
 (idle probability before each input beat) and ``y_stall`` (probability of
-``ready`` low per cycle).
+``ready`` low per cycle) and, optionally, ``reset_after`` (``data`` and
+``cycles``): a run cut short before the scenario: those rows offered for
+``cycles`` cycles with the output stalled, then a reset (the scenario then
+runs on the reset block and must be as exact as ever).
 
 Every run checks each output element and ``last`` flag against the golden
 model (padding lanes must be 0), measures the error against float softmax
@@ -88,6 +91,12 @@ async def softmax_rows(dut):
     await tb.reset()
     results, failures = [], []
     for index, scenario in enumerate(spec["scenarios"]):
+        cut = scenario.get("reset_after")
+        taken = None
+        if cut:
+            cut_payloads, _ = softmax_input_beats(config, load_rows(cut["data"]))
+            (taken,) = await tb.reset_mid_stream([StreamDriver(dut, "x", cut_payloads, tb.rng)],
+                                                 [StreamMonitor(dut, "y", tb.rng)], cut["cycles"])
         rows = load_rows(scenario["data"])
         lengths = [int(n) for n in rows["lengths"]]
         payloads, beats = softmax_input_beats(config, rows)
@@ -123,7 +132,8 @@ async def softmax_rows(dut):
             "elements_per_cycle": elements / cycles, "match": mismatches == 0,
             "mismatches": mismatches, "stalls": stalls, "max_abs_err": max_err,
             "mean_abs_err": mean_err, "sim_cycles_per_second": cycles / seconds,
-            "outputs": outputs, "functional_coverage": cover.report()})
+            "outputs": outputs, "functional_coverage": cover.report(),
+            "beats_before_reset": taken})
         if mismatches:
             failures.append(f"scenario {index}: {mismatches} values or last flags differ "
                             "from the golden model")

@@ -102,6 +102,25 @@ class StreamTB:
             await RisingEdge(self.dut.clk)
         self.dut.rst.value = 0
 
+    async def reset_mid_stream(self, drivers, monitors, cycles):
+        """Offer the ``drivers``' beats for ``cycles`` cycles while every
+        monitor holds ``ready`` low (the block fills with data it cannot
+        give), then drop ``valid`` and reset the block: a run cut short.
+        Returns the beats the drivers sent before the reset."""
+        for monitor in monitors:
+            monitor.ready_now = False
+            monitor.ready.value = 0
+        for _ in range(cycles):
+            for driver in drivers:
+                driver.drive()
+            await RisingEdge(self.dut.clk)
+            for driver in drivers:
+                driver.sample()
+        for driver in drivers:
+            driver.valid.value = 0
+        await self.reset()
+        return [driver.sent for driver in drivers]
+
     async def run(self, drivers, monitors, expected, *, timeout, drain=64, coverage=None):
         """Run until every driver is done and monitor ``i`` has ``expected[i]``
         beats, then ``drain`` more cycles with ``ready`` high: any beat that

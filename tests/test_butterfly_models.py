@@ -9,8 +9,9 @@ import pytest
 from config_helpers import config_tests
 from bertforge.generators.cli import main
 from bertforge.generators.emit import emit_verilog
-from bertforge.rtl.butterfly import (COMPUTE_LATENCY, ButterflyConfig, ButterflyEngine,
-                                     command_is_valid, stage_period, twiddle_table)
+from bertforge.rtl.butterfly import (COMPUTE_LATENCY, FFT_GUARD_BITS, ButterflyConfig,
+                                     ButterflyEngine, command_is_valid, stage_period,
+                                     twiddle_table)
 from bertforge.rtl.fixed import Q
 from bertforge.sim import fixed_golden
 from bertforge.sim.butterfly_cycles import (butterfly_cycles, butterfly_groups,
@@ -139,6 +140,27 @@ def test_fft_extremes():
     fre, fim = butterfly_fft(config, x, np.zeros_like(x))
     back_re, _ = butterfly_fft(config, fre, fim, inverse=True)
     assert np.max(np.abs(back_re * n - x)) < 4 * n
+
+
+@pytest.mark.parametrize("width", [8, 16])
+def test_fft_stages_never_reach_their_inner_clamps(width):
+    """The FFT's per-stage requantizations saturate to ``signed(width + 1 +
+    G)``, but no input reaches those clamps (their lines are the butterfly's
+    unreached lines, and mutants of them survive: they are equivalent;
+    docs/verification-coverage.md). A complex value's magnitude ``M`` grows
+    per stage at most by the largest twiddle's ``|W|`` (``(a + b) / 2`` and
+    ``(a - b) W / 2``) plus the rounding of two components (``sqrt(2) / 2``);
+    inputs start at ``sqrt(2) * 2**(width - 1 + G)``. Each component is at
+    most ``M``, below the clamps after all ``log2(1024)`` stages."""
+    for n_max in (4, 16, 256, 1024):
+        config = ButterflyConfig(n_max=n_max, width=width)
+        frac = config.twiddle_format.frac_bits
+        w_max = max(1.0, max(np.hypot(re, im) for re, im in twiddle_table(config)) / (1 << frac))
+        bound = np.sqrt(2) * (1 << (width - 1 + FFT_GUARD_BITS))
+        for _ in range(config.log_n_max):
+            bound = bound * w_max + np.sqrt(2) / 2
+        # the clamps: 2**(width + G) - 1 and -2**(width + G)
+        assert bound < (1 << (width + FFT_GUARD_BITS)) - 1
 
 
 def test_bit_reverse_and_lengths():

@@ -102,6 +102,18 @@ def mixed_jobs(config, seed):
     j.vectors("linear", 8, lanes, -x8 - 1, shift=15, mult=65535)
     j.weights(8)
     j.vectors("linear", 8, lanes, np.where(np.arange(8) % 2 == 0, j.lo, j.hi)[None, :].repeat(lanes, 0))
+    # FFT outputs past full scale: square corners that follow bin 1's
+    # twiddles (n = 8) give it 1.2 times full scale, in each component and
+    # sign; group g's lane l takes kind (g + l) % 4, so every lane clamps
+    # its re and im high and low (the output clamps' lines).
+    w = np.exp(-2j * np.pi * np.arange(8) / 8)
+    corner = lambda value: np.where(value >= 0, j.hi, j.lo)     # noqa: E731
+    kinds = [(corner(w.real), corner(-w.imag)), (corner(-w.real), corner(w.imag)),
+             (corner(w.imag), corner(w.real)), (corner(-w.imag), corner(-w.real))]
+    order = [(g + lane) % 4 for g in range(4) for lane in range(lanes)]
+    j.corners = len(j.jobs)
+    j.vectors("fft", 8, 4 * lanes, np.array([kinds[k][0] for k in order]),
+              np.array([kinds[k][1] for k in order]))
     # Modes and lengths back to back without waiting.
     j.vectors("fft", 8, 3 * lanes)
     j.vectors("linear", 8, lanes + 1)
@@ -109,6 +121,12 @@ def mixed_jobs(config, seed):
     # shift has more than three bits (the others use 0, 15 saturated and 16)
     small = (np.arange(lanes * 8).reshape(lanes, 8) * 37) % 401 - 200
     j.vectors("linear", 8, lanes, small, small[:, ::-1], shift=12)
+    # shift 10 with small weights and data (none saturates in 3 stages):
+    # the products' bits from 9 up reach the rounding of every stage, so an
+    # error of 512 in a product moves outputs (mutation testing, seed 2)
+    small_w = min(1024, (1 << (config.weight_width - 1)) - 1)
+    j.weights(8, j.rng.integers(-small_w, small_w + 1, (3, 4, 4)))
+    j.vectors("linear", 8, 4 * lanes, j.rng.integers(-256, 257, (4 * lanes, 8)), shift=10)
     j.vectors("ifft", 64, lanes)
     # n = 2: one 2x2 block / one radix-2 stage, lanes > n/2 on 8 lanes.
     j.weights(2, isolate=True)
@@ -190,7 +208,7 @@ def test_mixed_commands_match_golden_and_cycle_model(config, tmp_path):
     assert result["errors_checked"] == len(jobs.jobs)
     # Every compute job and every segment matches the cycle model.
     computes = [job for job in jobs.jobs if job.get("batch")]
-    assert result["model_checked"] == len(result["jobs"]) == len(computes) == 55
+    assert result["model_checked"] == len(result["jobs"]) == len(computes) == 57
     for job in result["jobs"]:
         assert job["cycles"] == job["model_cycles"]
     segments = result["segments"]
@@ -206,6 +224,10 @@ def test_mixed_commands_match_golden_and_cycle_model(config, tmp_path):
     assert check_against_golden(config, jobs, result) == len(result["jobs"])
     # Saturation is reached in the linear extremes.
     assert any(np.max(np.abs(v)) >= 32767 for k, v in result["outputs"].items() if "re" in k)
+    # and in the FFT's outputs, both components at both ends
+    for part in ("re", "im"):
+        bin1 = result["outputs"][f"y_{part}_{jobs.corners}"][:, 1]
+        assert bin1.max() == 32767 and bin1.min() == -32768
 
     stalled = simulate_butterfly(config, jobs.jobs, jobs.arrays, seed=2, cmd_gap=0.3, x_gap=0.4,
                                  w_gap=0.4, y_stall=0.5, workdir=tmp_path / "stalls")
