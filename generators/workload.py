@@ -113,6 +113,7 @@ class Operation:
     transpose_c: bool = False   # gemm: C stored transposed (the engine's transpose_c)
     int16_out: bool = False     # gemm: int16 (requantized) results (the low-bit top's)
     w4: bool = False            # gemm: B packed 4-bit weights with group multiplier codes (W4A8)
+    gelu: bool = False          # gemm: GELU on its writer, int8 out (the low-bit top's FFN 1)
 
     @property
     def macs(self):
