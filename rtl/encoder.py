@@ -36,7 +36,15 @@ output's gamma, int16), then ``length * 4`` bytes later those of
 output at ``dst2`` (stride ``dst2_stride``, command fields of the low-bit
 top only) with the scale ``multiplier``/``shift``, two writes an output
 beat. ``OP_GELU`` first reads ``length`` 32-bit scale words at ``params``
-(one per channel), then int16 rows, and writes int8.
+(one per channel), then int16 rows, and writes int8. An ``OP_GEMM`` with
+``gelu`` (a low-bit field) puts GELU on the engine's writer: the GELU
+adapter first reads the ``length`` (= N) scale words at ``params``, then
+the GEMM runs and its int16 results go through GELU instead of to memory:
+element ``(i, j)`` is written as int8 at ``dst + i * dst_stride + j``
+(``rows`` = M; N a multiple of the engine's ``panel``); the GEMM's C is
+never written (``c_addr``/``c_stride`` are only range-checked). It starts
+only when everything before it has completed, nothing starts until its
+last GELU write, and it completes then (a rejected GEMM at once).
 
 Sequencing: a command starts when everything before it has completed, with
 one exception: a GEMM command without ``barrier`` that follows a GEMM goes
@@ -514,8 +522,8 @@ class EncoderTop(wiring.Component):
             m.d.comb += [unit.scales.valid.eq(valid & ~u_phase), unit.scales.payload.last.eq(last),
                          unit.x.valid.eq(valid & u_phase)]
             if fuse:    # the engine's order: the channels of the block's columns
-                at = self._block_walk(m, f"{name}_u", go, length, step=x_ready & valid & u_phase & fuse[1],
-                                      row_end=last)
+                at = self._block_walk(m, f"{name}_u", go, length,
+                                      step=x_ready & valid & u_phase & fuse[1], row_end=last)
                 shift_bits = lanes.bit_length() - 1
                 m.d.comb += [unit.seek.eq(fuse[1]),
                              unit.seek_channel.eq((at["n0"] + u_elem) >> shift_bits)]
@@ -626,8 +634,9 @@ class EncoderTop(wiring.Component):
         """The engine's order of a command's results (``rows`` x ``length``,
         the command's M and N; blocks of ``block_rows`` rows by ``panel``
         columns, the columns' blocks inner; ``length`` is N after ``go``) one
-        ``step`` at a time, a block's row ending at ``row_end``. Returns ``n0`` (the block's first
-        column), ``done`` (this step ends the matrix) and, with ``base``
+        ``step`` at a time, a block's row ending at ``row_end``. Returns
+        ``n0`` (the block's first column), ``done`` (this step ends the
+        matrix) and, with ``base``
         (``(address, row stride)`` at ``go``), ``addr``: the step's row's
         address of the block's first column."""
         g = self.config.gemm
