@@ -75,7 +75,8 @@ from bertforge.rtl.gemm import GemmConfig
 from bertforge.rtl.layernorm import LayerNormConfig
 from bertforge.rtl.softmax import SoftmaxConfig
 from bertforge.rtl.sparse_engine import SparseEngineConfig
-from bertforge.sim.encoder_cycles import ADAPTER_FILL, lowbit_layernorm_cycles, operation_gap
+from bertforge.sim.encoder_cycles import (ADAPTER_FILL, fused_gelu_cycles, lowbit_layernorm_cycles,
+                                          operation_gap)
 from bertforge.sim.gelu_cycles import gelu_cycles
 from bertforge.sim.gemm_cycles import b_rows, chunks, gemm_cycles, ideal_cycles, load_beats
 from bertforge.sim.sdram import LiteDram, MemoryConfig, memory_from_table
@@ -242,6 +243,8 @@ def _gemm(hw, op, engine, program=None):
         return _litedram_gemm(hw, op, config, command, program), op.count * ideal(config, command)
     bw = hw.mem_bytes_per_cycle if hw.memory.ideal else _sdram_bandwidth(hw, op, engine, command)
     one = model(config, [command], lat=hw.mem_latency, bw=bw)["cycles"]
+    if op.gelu:         # GELU on the writer: its scale words first, its pipeline after
+        one += fused_gelu_cycles(hw.mem_latency, op.n, engine.mem_bytes)
     if op.count == 1:
         return one, ideal(config, command)
     two = model(config, [command] * 2, lat=hw.mem_latency, bw=bw)["cycles"]
@@ -561,6 +564,8 @@ def _gemm_bytes(hw, op, engine):
         b = -(-op.k // 2) * op.n + -(-op.k // engine.weight_group) * -(-op.n // 2)
     out = op.m * op.n * (eb if narrow else 2 if op.int16_out else 4)
     extra = 4 * op.n * (int(op.bias) + int(op.per_channel and (narrow or op.int16_out)))
+    if op.gelu:     # GELU on the writer: int8 results, and GELU's scale words
+        out, extra = op.m * op.n, extra + 4 * op.n
     if op.sparse_weights or op.transpose_c:
         weights, acts = b + extra, a
     elif op.name == "k projection":
@@ -601,15 +606,18 @@ def _unit_bytes(op, engine, lowbit=False):
 def _lowbit_operation(op, w4=False):
     """``op`` as the low-bit top runs it (``lowbit_program`` of
     :mod:`bertforge.sim.encoder_run`): K with its bias and per-channel
-    scales, the output projection and the FFN int16 out, layernorm and
-    GELU on int16 inputs; with ``w4`` (an engine with group multipliers:
-    W4A8) every weight GEMM's B is packed 4-bit weights with their codes."""
+    scales, the output projection and the FFN int16 out of the engine,
+    FFN 1's through GELU on its writer (``gelu``: int8 out), layernorm on
+    int16 inputs; with ``w4`` (an engine with group multipliers: W4A8)
+    every weight GEMM's B is packed 4-bit weights with their codes."""
     if w4 and op.name in ("q, v projections", "k projection", "output projection", "ffn 1",
                           "ffn 2"):
         op = dataclasses.replace(op, w4=True)
     if op.name == "k projection":
         return dataclasses.replace(op, bias=True, per_channel=True)
-    if op.name in ("output projection", "ffn 1", "ffn 2"):
+    if op.name == "ffn 1":      # int16 out of the engine, through GELU on its writer
+        return dataclasses.replace(op, int8_out=False, int16_out=True, gelu=True)
+    if op.name in ("output projection", "ffn 2"):
         return dataclasses.replace(op, int8_out=False, int16_out=True)
     if op.kind in ("layernorm", "gelu"):
         return dataclasses.replace(op, element_bytes=2)
@@ -640,8 +648,9 @@ def analyze(model, seq, hw, *, batch=1, training=False, bias=True, precision="in
                               "take a hardware config without [sparse]")
         ops = [dataclasses.replace(op, m=op.n, n=op.m, transpose_c=True)
                if op.name == "k projection" else op for op in ops]
-    if hw.layernorm.second_output:
-        ops = [_lowbit_operation(op, bool(hw.gemm.weight_group)) for op in ops]
+    if hw.layernorm.second_output:      # GELU runs on FFN 1's writer: no GELU operation
+        ops = [_lowbit_operation(op, bool(hw.gemm.weight_group)) for op in ops
+               if (op.name, op.backward) != ("gelu", False)]
     engine = _precision_engine(hw, precision)
     rows = []
     for op in ops:

@@ -134,7 +134,7 @@ def simulate_lowbit(config, imodel, runs, *, mem_latency=1, seed=0, lat_mask=0, 
     list of per-layer dicts as :func:`simulate_layers`'s (``cycles``,
     ``ops``, ``stages``, ``output``, ``golden``, ``mismatches``,
     ``match``)."""
-    from bertforge.sim.encoder_run import lowbit_program, read_lowbit_stages
+    from bertforge.sim.encoder_run import LOWBIT_OPERATIONS, lowbit_program, read_lowbit_stages
     seq = np.shape(runs[0][0])[0]
     valids = {valid for _, _, valid in runs}
     image, _, regions, groups, abits = lowbit_program(config, imodel, seq)
@@ -163,7 +163,7 @@ def simulate_lowbit(config, imodel, runs, *, mem_latency=1, seed=0, lat_mask=0, 
             per_layer.append({"cycles": stamps["cycles"], "commands": len(stamps["starts"]),
                               "passed": not any(stamps["errors"]), "stages": stages,
                               "output": stages["out"], "golden": golden,
-                              "ops": _operations(stamps, groups[index]),
+                              "ops": _operations(stamps, groups[index], LOWBIT_OPERATIONS),
                               "sim_seconds": stamps["sim_seconds"], "mismatches": mismatches,
                               "match": not any(mismatches.values())})
         out_runs.append(per_layer)
@@ -181,10 +181,10 @@ def _harness_extra(abits, sdram, programs):
     return (abits, *(sdram or (None, 100.0)), depth)
 
 
-def _operations(stamps, groups):
+def _operations(stamps, groups, operations=OPERATIONS):
     starts, ends = stamps["starts"], stamps["ends"]
     ops, previous_end = [], 0
-    for (name, kind), members in zip(OPERATIONS, groups):
+    for (name, kind), members in zip(operations, groups, strict=True):
         busy = ends[members[-1]] - starts[members[0]] + 1
         span = ends[members[-1]] - previous_end
         ops.append({"name": name, "class": kind, "busy": busy, "span": span, "gap": span - busy})

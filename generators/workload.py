@@ -115,6 +115,7 @@ class Operation:
     w4: bool = False            # gemm: B packed 4-bit weights with group multiplier codes (W4A8)
     a_stride: int = 0           # gemm: elements from one A row to the next in memory (0: k)
     b_stride: int = 0           # gemm: the same for B (0: n); a head's slice of Q, K^T, V is strided
+    gelu: bool = False          # gemm: GELU on its writer, int8 out (the low-bit top's FFN 1)
 
     @property
     def macs(self):

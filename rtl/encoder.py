@@ -36,7 +36,15 @@ output's gamma, int16), then ``length * 4`` bytes later those of
 output at ``dst2`` (stride ``dst2_stride``, command fields of the low-bit
 top only) with the scale ``multiplier``/``shift``, two writes an output
 beat. ``OP_GELU`` first reads ``length`` 32-bit scale words at ``params``
-(one per channel), then int16 rows, and writes int8.
+(one per channel), then int16 rows, and writes int8. An ``OP_GEMM`` with
+``gelu`` (a low-bit field) puts GELU on the engine's writer: the GELU
+adapter first reads the ``length`` (= N) scale words at ``params``, then
+the GEMM runs and its int16 results go through GELU instead of to memory:
+element ``(i, j)`` is written as int8 at ``dst + i * dst_stride + j``
+(``rows`` = M; N a multiple of the engine's ``panel``); the GEMM's C is
+never written (``c_addr``/``c_stride`` are only range-checked). It starts
+only when everything before it has completed, nothing starts until its
+last GELU write, and it completes then (a rejected GEMM at once).
 
 Sequencing: a command starts when everything before it has completed, with
 one exception: a GEMM command without ``barrier`` that follows a GEMM goes
@@ -201,7 +209,7 @@ class EncoderConfig:
 def encoder_command_layout(config):
     """One sequencer command (see the module docstring)."""
     addr = unsigned(config.gemm.addr_width)
-    second = {"dst2": addr, "dst2_stride": addr} if config.lowbit else {}
+    second = {"dst2": addr, "dst2_stride": addr, "gelu": 1} if config.lowbit else {}
     return data.StructLayout({
         "op": unsigned(2), "barrier": 1, "gemm": command_layout(config.gemm),
         "src": addr, "src2": addr, "dst": addr, "params": addr,
@@ -240,21 +248,47 @@ class EncoderTop(wiring.Component):
         engine = m.submodules.engine = GemmEngine(cfg.gemm)
         softmax = m.submodules.softmax = Softmax(cfg.softmax)
         layernorm = m.submodules.layernorm = LayerNorm(cfg.layernorm)
-        gelu = m.submodules.gelu = Gelu(cfg.gelu)
+        lowbit = cfg.lowbit
+        gelu = m.submodules.gelu = Gelu(cfg.gelu, seek=lowbit)
 
         cmd = self.cmd
         op = cmd.payload.op
         outstanding = Signal(range(64))
         unit = Signal(2)
         idle = outstanding == 0
-        can = cmd.valid & (idle | ((op == OP_GEMM) & (unit == OP_GEMM) & ~cmd.payload.barrier))
-        m.d.comb += [engine.cmd.payload.eq(cmd.payload.gemm),
-                     engine.cmd.valid.eq(can & (op == OP_GEMM)),
-                     cmd.ready.eq(can & ((op != OP_GEMM) | engine.cmd.ready)),
-                     engine.done.ready.eq(1)]
-        taken = cmd.valid & cmd.ready
-        with m.If(taken):
-            m.d.sync += unit.eq(op)
+        # The low-bit top's GEMM with ``gelu`` (GELU on the engine's writer):
+        # it starts the GELU adapter (its scale words) while it waits at the
+        # head of the stream, then goes to the engine; nothing else runs
+        # meanwhile. ``fusing``: from its start to its last GELU write.
+        if lowbit:
+            fused = (op == OP_GEMM) & cmd.payload.gelu
+            fusing, issued, loaded = Signal(), Signal(), Signal()
+            queued = (op == OP_GEMM) & ~fused
+            can = cmd.valid & ~fusing & (idle | (queued & (unit == OP_GEMM)
+                                                 & ~cmd.payload.barrier))
+            issue = cmd.valid & fusing & loaded & ~issued
+            m.d.comb += [engine.cmd.payload.eq(cmd.payload.gemm),
+                         engine.cmd.valid.eq((can & queued) | issue),
+                         cmd.ready.eq((can & ~fused & ((op != OP_GEMM) | engine.cmd.ready))
+                                      | (issue & engine.cmd.ready)),
+                         engine.done.ready.eq(1)]
+            taken = cmd.valid & cmd.ready
+            fuse_go = cmd.valid & fused & idle & ~fusing
+            with m.If(taken & ~fusing):
+                m.d.sync += unit.eq(op)
+            with m.If(fuse_go):
+                m.d.sync += [unit.eq(OP_GELU), fusing.eq(1)]
+            with m.If(issue & engine.cmd.ready):
+                m.d.sync += issued.eq(1)
+        else:
+            can = cmd.valid & (idle | ((op == OP_GEMM) & (unit == OP_GEMM) & ~cmd.payload.barrier))
+            m.d.comb += [engine.cmd.payload.eq(cmd.payload.gemm),
+                         engine.cmd.valid.eq(can & (op == OP_GEMM)),
+                         cmd.ready.eq(can & ((op != OP_GEMM) | engine.cmd.ready)),
+                         engine.done.ready.eq(1)]
+            taken = cmd.valid & cmd.ready
+            with m.If(taken):
+                m.d.sync += unit.eq(op)
 
         eb, ub = cfg.element_bytes, cfg.unit_bytes
         adapters = {
@@ -263,42 +297,72 @@ class EncoderTop(wiring.Component):
                                       lanes=cfg.softmax.lanes),
             OP_LAYERNORM: self._adapter(m, "ln", layernorm, cmd, taken & (op == OP_LAYERNORM),
                                         sources=2, ebytes=ub, obytes=ub, lanes=cfg.layernorm.lanes),
-            OP_GELU: self._adapter(m, "ge", gelu, cmd, taken & (op == OP_GELU), sources=1, ebytes=ub,
-                                   obytes=eb, lanes=cfg.gelu.lanes),
+            OP_GELU: self._adapter(m, "ge", gelu, cmd, (taken & (op == OP_GELU)) | fuse_go
+                                   if lowbit else taken & (op == OP_GELU),
+                                   sources=1, ebytes=ub, obytes=eb, lanes=cfg.gelu.lanes,
+                                   fuse=(fuse_go, fusing) if lowbit else None),
         }
         gemm_done = engine.done.valid
+        ge = adapters[OP_GELU]
         finish = Signal()
-        m.d.comb += finish.eq(gemm_done | adapters[OP_SOFTMAX]["finish"]
-                              | adapters[OP_LAYERNORM]["finish"] | adapters[OP_GELU]["finish"])
+        if lowbit:
+            error = gemm_done & engine.done.payload.error
+        m.d.comb += finish.eq((gemm_done & (~fusing | error) if lowbit else gemm_done)
+                              | adapters[OP_SOFTMAX]["finish"]
+                              | adapters[OP_LAYERNORM]["finish"] | ge["finish"])
+        if lowbit:
+            m.d.comb += loaded.eq(ge["loaded"])
+            with m.If(fusing & (ge["finish"] | error)):
+                m.d.sync += [fusing.eq(0), issued.eq(0)]
         m.d.sync += outstanding.eq(outstanding + taken - finish)
         m.d.comb += [
             self.finish.eq(finish),
             self.finish_error.eq(gemm_done & engine.done.payload.error),
             self.start.eq((taken & (op == OP_GEMM)) | adapters[OP_SOFTMAX]["start"]
-                          | adapters[OP_LAYERNORM]["start"] | adapters[OP_GELU]["start"]),
+                          | adapters[OP_LAYERNORM]["start"] | ge["start"]),
         ]
 
-        # Memory interface: the unit of the running command owns it.
+        # Memory interface: the unit of the running command owns it; a
+        # GEMM with ``gelu`` (after the scale words): the engine reads, its
+        # writes go to the GELU adapter, which writes.
+        def reads(src):
+            return [self.rd_req.payload.eq(src.rd_req.payload),
+                    self.rd_req.valid.eq(src.rd_req.valid),
+                    src.rd_req.ready.eq(self.rd_req.ready),
+                    src.rd_data.payload.eq(self.rd_data.payload),
+                    src.rd_data.valid.eq(self.rd_data.valid),
+                    self.rd_data.ready.eq(src.rd_data.ready)]
+
+        def writes(src, dst):
+            return [dst.payload.eq(src.wr_req.payload), dst.valid.eq(src.wr_req.valid),
+                    src.wr_req.ready.eq(dst.ready)]
         sources = {OP_GEMM: engine, **{k: a["mem"] for k, a in adapters.items()}}
         with m.Switch(unit):
             for key, src in sources.items():
                 with m.Case(key):
-                    m.d.comb += [
-                        self.rd_req.payload.eq(src.rd_req.payload),
-                        self.rd_req.valid.eq(src.rd_req.valid),
-                        src.rd_req.ready.eq(self.rd_req.ready),
-                        src.rd_data.payload.eq(self.rd_data.payload),
-                        src.rd_data.valid.eq(self.rd_data.valid),
-                        self.rd_data.ready.eq(src.rd_data.ready),
-                        self.wr_req.payload.eq(src.wr_req.payload),
-                        self.wr_req.valid.eq(src.wr_req.valid),
-                        src.wr_req.ready.eq(self.wr_req.ready),
-                    ]
+                    if key == OP_GELU and lowbit:
+                        with m.If(fusing & loaded):
+                            m.d.comb += reads(engine) + writes(engine, ge["feed"])
+                            m.d.comb += writes(src, self.wr_req)
+                        with m.Else():
+                            m.d.comb += reads(src) + writes(src, self.wr_req)
+                    else:
+                        m.d.comb += reads(src) + writes(src, self.wr_req)
         return m
 
-    def _adapter(self, m, name, unit, cmd, go, *, sources, ebytes, obytes, lanes):
+    def _adapter(self, m, name, unit, cmd, go, *, sources, ebytes, obytes, lanes, fuse=None):
         """Reader, word queues, unpacker and writer in front of ``unit``.
-        Returns ``{"mem": interface, "start": strobe, "finish": strobe}``."""
+        Returns ``{"mem": interface, "start": strobe, "finish": strobe}``.
+
+        ``fuse`` (the low-bit GELU): ``(fused, fusing)``, a GEMM with
+        ``gelu`` starts the adapter (``go`` with ``fused``) and runs
+        (``fusing``): the adapter loads its scale words, then (``loaded``,
+        returned) takes the engine's int16 write beats (``feed``, returned)
+        instead of memory words, a block of ``panel`` columns and up to
+        ``block_rows`` rows at a time in the engine's order
+        (:mod:`~bertforge.rtl.tile_scheduler`), and writes GELU's int8
+        results at ``dst`` (row stride ``dst_stride``) of a ``rows`` x
+        ``length`` matrix (the GEMM's M and N)."""
         g = self.config.gemm
         MB = g.mem_bytes
         aw = g.addr_width
@@ -370,7 +434,14 @@ class EncoderTop(wiring.Component):
                                  base0.eq(base0 + s_stride), base1.eq(base1 + s2_stride)]
                     with m.If(r_row == r_rows - 1):
                         m.d.sync += r_row.eq(0)
-                        if has_params:
+                        if fuse:
+                            with m.If(~r_phase & fuse[1]):
+                                m.d.sync += r_busy.eq(0)        # the engine feeds the rows
+                            with m.Elif(~r_phase):
+                                m.d.sync += [r_phase.eq(1), base0.eq(src)]
+                            with m.Else():
+                                m.d.sync += r_busy.eq(0)
+                        elif has_params:
                             with m.If(~r_phase):
                                 m.d.sync += [r_phase.eq(1), base0.eq(src)]
                                 if is_ln:
@@ -387,7 +458,16 @@ class EncoderTop(wiring.Component):
             queues.append(q)
         which = Signal(name=f"{name}_which")
         rd = mem.rd_data
-        if sources == 1:
+        u_phase = Signal(name=f"{name}_u_phase")
+        feed = None
+        if fuse:        # the engine's write beats after the scale words
+            feed = stream.Signature(write_request_layout(g)).flip().create(path=(name, "feed"))
+            feeding = fuse[1] & u_phase
+            q = queues[0].i
+            m.d.comb += [q.payload.eq(Mux(feeding, feed.payload.data, rd.payload)),
+                         q.valid.eq(Mux(feeding, feed.valid, rd.valid)),
+                         rd.ready.eq(q.ready & ~feeding), feed.ready.eq(q.ready & feeding)]
+        elif sources == 1:
             wiring.connect(m, wiring.flipped(rd), queues[0].i)
         else:
             for i, q in enumerate(queues):
@@ -400,7 +480,6 @@ class EncoderTop(wiring.Component):
         per_word = MB // (lanes * ebytes)
         bits = lanes * ebytes * 8
         sub = Signal(range(max(per_word, 2)), name=f"{name}_sub")
-        u_phase = Signal(name=f"{name}_u_phase")
         u_elem = Signal(16, name=f"{name}_u_elem")
         u_started = Signal(name=f"{name}_u_started")
         with m.If(go):
@@ -410,7 +489,10 @@ class EncoderTop(wiring.Component):
             valid = valid & q.o.valid
         pieces = [q.o.payload.word_select(sub, bits) if per_word > 1 else q.o.payload[:bits]
                   for q in queues]
+        panel = self.config.gemm.panel
         last = u_elem + lanes == length
+        if fuse:        # a block's row of the engine's results: panel columns
+            last = u_elem + lanes == Mux(fuse[1] & u_phase, panel, length)
         x_ready = unit.x.ready
         w = 8 * ebytes      # bits of one input element (int8, int16 or int32)
         words_end = per_word - 1
@@ -439,6 +521,12 @@ class EncoderTop(wiring.Component):
         elif has_params and not is_ln:      # the low-bit GELU: scale words, then rows
             m.d.comb += [unit.scales.valid.eq(valid & ~u_phase), unit.scales.payload.last.eq(last),
                          unit.x.valid.eq(valid & u_phase)]
+            if fuse:    # the engine's order: the channels of the block's columns
+                at = self._block_walk(m, f"{name}_u", go, length,
+                                      step=x_ready & valid & u_phase & fuse[1], row_end=last)
+                shift_bits = lanes.bit_length() - 1
+                m.d.comb += [unit.seek.eq(fuse[1]),
+                             unit.seek_channel.eq((at["n0"] + u_elem) >> shift_bits)]
             for lane in range(lanes):
                 m.d.comb += [unit.scales.payload.words[lane].eq(ppieces[0][32 * lane:32 * lane + 32]),
                              unit.x.payload.data[lane].eq(element(pieces[0], lane))]
@@ -476,7 +564,8 @@ class EncoderTop(wiring.Component):
                 if has_params:
                     m.d.sync += u_phase.eq(1)
         start = Signal(name=f"{name}_start")
-        m.d.comb += start.eq(step & u_phase & ~u_started)
+        m.d.comb += start.eq(step & u_phase & ~u_started & ~fuse[1] if fuse
+                             else step & u_phase & ~u_started)
         with m.If(start):
             m.d.sync += u_started.eq(1)
 
@@ -515,12 +604,73 @@ class EncoderTop(wiring.Component):
                          wr.payload.bytes.eq(lanes * obytes), wr.valid.eq(y.valid),
                          y.ready.eq(wr.ready)]
         finish = Signal(name=f"{name}_finish")
+        if fuse:
+            row_end = w_off + lanes == Mux(fuse[1], panel, length)
+            to = self._block_walk(m, f"{name}_w", go, length, step=y.valid & y.ready & fuse[1],
+                                  row_end=row_end, base=(p.dst, d_stride))
+            m.d.comb += wr.payload.addr.eq(Mux(fuse[1], to["addr"], w_addr) + offset)
         with m.If(y.valid & y.ready):
             m.d.sync += w_off.eq(w_off + lanes)
-            with m.If(w_off + lanes == length):
+            with m.If(row_end if fuse else w_off + lanes == length):
                 m.d.sync += [w_off.eq(0), w_row.eq(w_row + 1), w_addr.eq(w_addr + d_stride)]
                 if second:
                     m.d.sync += w_addr2.eq(w_addr2 + d2_stride)
-                with m.If(w_row == rows - 1):
-                    m.d.comb += finish.eq(1)
-        return {"mem": mem, "start": start, "finish": finish}
+                if fuse:
+                    with m.If(fuse[1]):
+                        m.d.comb += finish.eq(to["done"])
+                    with m.Elif(w_row == rows - 1):
+                        m.d.comb += finish.eq(1)
+                else:
+                    with m.If(w_row == rows - 1):
+                        m.d.comb += finish.eq(1)
+        out = {"mem": mem, "start": start, "finish": finish}
+        if fuse:
+            loaded = Signal(name=f"{name}_loaded")
+            m.d.comb += loaded.eq(u_phase)
+            out.update(feed=feed, loaded=loaded)
+        return out
+
+    def _block_walk(self, m, name, go, length, *, step, row_end, base=None):
+        """The engine's order of a command's results (``rows`` x ``length``,
+        the command's M and N; blocks of ``block_rows`` rows by ``panel``
+        columns, the columns' blocks inner; ``length`` is N after ``go``) one
+        ``step`` at a time, a block's row ending at ``row_end``. Returns
+        ``n0`` (the block's first column), ``done`` (this step ends the
+        matrix) and, with ``base``
+        (``(address, row stride)`` at ``go``), ``addr``: the step's row's
+        address of the block's first column."""
+        g = self.config.gemm
+        P, R = g.panel, g.block_rows
+        p = self.cmd.payload
+        r = Signal(range(R), name=f"{name}_r")
+        n0 = Signal(16, name=f"{name}_n0")
+        m_left = Signal(16, name=f"{name}_m_left")    # rows from the block's first on
+        block_end = row_end & ((r == R - 1) | (r == m_left - 1))
+        n_end = block_end & (n0 + P == length)
+        done = n_end & (m_left <= R)
+        with m.If(go):
+            m.d.sync += [r.eq(0), n0.eq(0), m_left.eq(p.rows)]
+        with m.If(step & row_end):
+            m.d.sync += r.eq(r + 1)
+            with m.If(block_end):
+                m.d.sync += [r.eq(0), n0.eq(n0 + P)]
+                with m.If(n_end):
+                    m.d.sync += [n0.eq(0), m_left.eq(m_left - R)]
+        out = {"n0": n0, "done": done}
+        if base is not None:
+            aw = g.addr_width
+            addr, block, first = (Signal(aw, name=f"{name}_{what}")
+                                  for what in ("addr", "block", "first"))
+            start, stride = base
+            with m.If(go):
+                m.d.sync += [addr.eq(start), block.eq(start), first.eq(start)]
+            with m.If(step & row_end):
+                m.d.sync += addr.eq(addr + stride)
+                with m.If(block_end):
+                    m.d.sync += [addr.eq(block + P), block.eq(block + P)]
+                    with m.If(n_end):
+                        down = first + stride * R
+                        m.d.sync += [addr.eq(down), block.eq(down), first.eq(down)]
+            out["addr"] = addr
+        return out
+

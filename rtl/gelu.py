@@ -141,6 +141,13 @@ class Gelu(wiring.Component):
     loads channels 0, 1, ... in order (before the rows that use them), and
     element ``j`` of each row takes word ``j``.
 
+    ``seek`` (constructor argument, with ``channel_scales``): two more
+    inputs, ``seek`` and ``seek_channel``; an input beat taken while
+    ``seek`` is high uses the words of beat ``seek_channel`` (channel
+    ``seek_channel * lanes`` on) instead of the next in order, and the
+    order continues after it. The low-bit encoder top runs GELU on the GEMM
+    engine's output, which comes a block of columns at a time.
+
     ``last`` passes through with its beat. Throughput: one beat per cycle
     (a stall-all pipeline: every stage moves when the output register is
     empty or being read). Latency: :data:`GELU_LATENCY` (6) cycles from
@@ -150,10 +157,15 @@ class Gelu(wiring.Component):
     Parameters
     ----------
     config : GeluConfig
+    seek : bool
+        The ``seek`` and ``seek_channel`` inputs (``channel_scales`` only).
     """
 
-    def __init__(self, config):
+    def __init__(self, config, *, seek=False):
         self.config = check_instance("config", config, GeluConfig)
+        if seek and not config.channel_scales:
+            raise ParameterError("seek needs channel_scales")
+        self.seek_ports = seek
         ports = {
             "x": In(stream.Signature(row_layout(signed(config.in_width), config.lanes))),
             "y": Out(stream.Signature(row_layout(signed(config.out_width), config.lanes))),
@@ -161,6 +173,9 @@ class Gelu(wiring.Component):
         if config.channel_scales:
             ports["scales"] = In(stream.Signature(data.StructLayout({
                 "words": data.ArrayLayout(unsigned(32), config.lanes), "last": 1})))
+        if seek:
+            ports["seek"] = In(1)
+            ports["seek_channel"] = In(range(config.channels_max // config.lanes))
         super().__init__(ports)
 
     def elaborate(self, platform):
@@ -253,9 +268,12 @@ class Gelu(wiring.Component):
         # The channel of the next input beat; its words leave the read port
         # beside stage 1 (both move on ``advance``).
         channel = Signal(range(depth), name="scale_channel")
-        m.d.comb += [read.addr.eq(channel), read.en.eq(advance)]
+        at = channel
+        if self.seek_ports:
+            at = Mux(self.seek, self.seek_channel, channel)
+        m.d.comb += [read.addr.eq(at), read.en.eq(advance)]
         with m.If(advance & self.x.valid):
-            m.d.sync += channel.eq(Mux(self.x.payload.last | (channel == depth - 1), 0, channel + 1))
+            m.d.sync += channel.eq(Mux(self.x.payload.last | (at == depth - 1), 0, at + 1))
         out = []
         for lane in range(cfg.lanes):
             word = read.data[32 * lane:32 * (lane + 1)]

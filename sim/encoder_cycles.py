@@ -30,6 +30,10 @@ shipped low-bit configs; measured there), so the reads set the pace:
   writes (the int16 residual, the int8 operand), so the unit's busy time
   is :func:`lowbit_layernorm_cycles`;
 - GELU: ``ADAPTER_FILL + lat + 4 F / mem_bytes`` (the scale words).
+- a GEMM with GELU on its writer (FFN 1; there is no GELU command):
+  :func:`fused_gelu_cycles` more than the GEMM alone (its busy time:
+  the scale words before the engine starts, the GELU unit after its last
+  write beat).
 
 This holds when memory answers one beat per cycle after ``lat`` cycles
 (the adapters then feed their unit at one beat per cycle, so the unit models
@@ -38,7 +42,8 @@ apply unchanged); measured equal in Verilator by ``tests/test_encoder.py``.
 
 from bertforge.rtl.errors import ParameterError
 
-__all__ = ["ADAPTER_FILL", "operation_gap", "lowbit_layernorm_cycles"]
+__all__ = ["ADAPTER_FILL", "operation_gap", "lowbit_layernorm_cycles", "fused_gelu_cycles",
+           "FUSED_GELU_TAIL"]
 
 #: Cycles from an elementwise command's dispatch to its unit's first input,
 #: less the memory's read latency (one source word needed).
@@ -73,3 +78,19 @@ def lowbit_layernorm_cycles(config, rows, length):
     from bertforge.rtl.layernorm import LN_OUT_LATENCY, LN_STATS_LATENCY
     beats = length // config.lanes
     return beats - 1 + LN_STATS_LATENCY + LN_OUT_LATENCY + 2 * rows * beats
+
+
+#: Cycles of a GEMM with GELU on its writer beyond the engine's own and the
+#: scale words' reads: the engine's command after the last scale word, and
+#: its last write beat through the adapter's word queue, the unpacker, the
+#: GELU unit (:data:`~bertforge.rtl.gelu.GELU_LATENCY`) and the write.
+FUSED_GELU_TAIL = 7
+
+
+def fused_gelu_cycles(lat, length, mem_bytes):
+    """Cycles a low-bit GEMM with GELU on its writer (``length``: N, the
+    channels) takes beyond :func:`~bertforge.sim.gemm_cycles.gemm_cycles`
+    of the same command: the GELU adapter's dispatch and its ``4 N``
+    bytes of scale words (as a GELU command's gap), then
+    :data:`FUSED_GELU_TAIL`."""
+    return ADAPTER_FILL + lat + 4 * length // mem_bytes + FUSED_GELU_TAIL

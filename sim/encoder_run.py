@@ -15,7 +15,7 @@ from bertforge.rtl.errors import ParameterError
 
 __all__ = ["encoder_program", "model_program", "layer_program", "read_stages", "check_shape",
            "OPERATIONS", "program_commands", "elementwise_program", "lowbit_program",
-           "read_lowbit_stages"]
+           "read_lowbit_stages", "LOWBIT_OPERATIONS"]
 
 #: Operations of the program, in order: (workload name, class); the names are
 #: those of :func:`bertforge.generators.workload.encoder_layer` (costed by
@@ -26,6 +26,9 @@ OPERATIONS = [
     ("output projection", "gemm"), ("residual + layernorm 1", "layernorm"), ("ffn 1", "gemm"),
     ("gelu", "gelu"), ("ffn 2", "gemm"), ("residual + layernorm 2", "layernorm"),
 ]
+#: The low-bit top's operations: :data:`OPERATIONS` with GELU on FFN 1's
+#: writer (one command, the GEMM's, for both).
+LOWBIT_OPERATIONS = [(name, kind) for name, kind in OPERATIONS if name != "gelu"]
 #: Activation tensors of a layer in memory order (layer 0 also has ``x``; a
 #: later layer's ``x`` is the previous layer's ``out``).
 ACTIVATIONS = ("q", "kt", "v", "scores", "p", "ctx", "attn", "ln1", "h1", "g", "f", "out")
@@ -300,7 +303,7 @@ def read_stages(image, regions, layer, config=None):
 #: element, rows, columns) with T tokens, H hidden, F FFN, heads of S x S;
 #: ``x16``/``x8`` (layer 0's input: the int16 residual and the int8
 #: smoothed operand) are the previous layer's ``out``/``out8`` after it.
-LOWBIT_ACTIVATIONS = ("q", "kt", "v", "scores", "p", "ctx", "attn", "ln1", "ln1_8", "h1", "g", "f",
+LOWBIT_ACTIVATIONS = ("q", "kt", "v", "scores", "p", "ctx", "attn", "ln1", "ln1_8", "g", "f",
                       "out", "out8")
 
 
@@ -328,8 +331,10 @@ def lowbit_program(config, imodel, seq, valid=None):
     the output projection, FFN 1 and FFN 2 int16; each layernorm reads the
     int16 sum and residual and writes the int16 residual (``dst``) and the
     next GEMM's int8 operand (``dst2``, its scale in ``multiplier`` and
-    ``shift``); GELU reads FFN 1's int16 and writes the int8 ``g`` with the
-    per-channel scale words at ``params``.
+    ``shift``); FFN 1's command has ``gelu``: its int16 results go through
+    the GELU unit (the per-channel scale words at ``params``) to the int8
+    ``g`` at ``dst``, and the int16 ``h1`` is never stored (the GEMM's C
+    address and stride, g's here, are only range-checked).
 
     4-bit weights (W4A8: the plan's ``q4``) need a GEMM engine with group
     multipliers (``[gemm] weight_group`` equal to the weights' group): each
@@ -350,9 +355,12 @@ def lowbit_program(config, imodel, seq, valid=None):
     if F > config.gelu.channels_max:
         raise ParameterError(f"ffn {F} exceeds the GELU unit's channels_max = "
                              f"{config.gelu.channels_max}")
+    if F % config.gemm.panel:
+        raise ParameterError(f"ffn {F} must be a multiple of the GEMM engine's {config.gemm.panel}-"
+                             "column panel (GELU on FFN 1's writer takes whole panels)")
     act = {"x16": T * H * 2, "x8": T * H, "q": T * H, "kt": H * T, "v": T * H,
            "scores": heads * S * S * 4, "p": heads * S * S, "ctx": T * H, "attn": T * H * 2,
-           "ln1": T * H * 2, "ln1_8": T * H, "h1": T * F * 2, "g": T * F, "f": T * H * 2,
+           "ln1": T * H * 2, "ln1_8": T * H, "g": T * F, "f": T * H * 2,
            "out": T * H * 2, "out8": T * H}
     regions, memory = [], _Image(mb)
     take = memory.take
@@ -493,13 +501,16 @@ def _lowbit_layer_program(r, S, H, F, heads, d, valid, ln_scales, softmax, ctx_s
                          "dst2": out8, "dst2_stride": H, "rows": T, "length": H,
                          "multiplier": scale[0], "shift": scale[1]})
     group(lambda: layernorm(r["attn"], r["x16"], r["ln1p"], r["ln1"], r["ln1_8"], ln_scales[0]))
-    group(lambda: gemm(r["ln1_8"], H, r["w1"], F, r["h1"], F, T, H, F, "1", out=16))
-    group(lambda: commands.append({"op": OP_GELU, "src": r["h1"], "src_stride": 2 * F,
-                                   "params": r["gelu_words"], "dst": r["g"], "dst_stride": F,
-                                   "rows": T, "length": F}))
+
+    def ffn1():     # GELU on its writer: int16 results -> GELU -> int8 g
+        gemm(r["ln1_8"], H, r["w1"], F, r["g"], F, T, H, F, "1", out=16)
+        commands[-1].update(gelu=1, params=r["gelu_words"], dst=r["g"], dst_stride=F, rows=T,
+                            length=F)
+    group(ffn1)
     group(lambda: gemm(r["g"], F, r["w2"], H, r["f"], H, T, F, H, "2", out=16))
     group(lambda: layernorm(r["f"], r["ln1"], r["ln2p"], r["out"], r["out8"], ln_scales[1]))
-    assert len(commands) == program_commands(S, heads) and len(groups) == len(OPERATIONS)
+    assert len(commands) == program_commands(S, heads) - 1
+    assert len(groups) == len(LOWBIT_OPERATIONS)
     return commands, groups
 
 
@@ -511,7 +522,7 @@ def read_lowbit_stages(image, r, seq, hidden, ffn, heads):
     shapes = {"x16": ((S, H), "<i2"), "x8": ((S, H), "<i1"), "q": ((S, H), "<i1"),
               "kt": ((H, S), "<i1"), "v": ((S, H), "<i1"), "ctx": ((S, H), "<i1"),
               "attn": ((S, H), "<i2"), "ln1": ((S, H), "<i2"), "ln1_8": ((S, H), "<i1"),
-              "h1": ((S, F), "<i2"), "g": ((S, F), "<i1"), "f": ((S, H), "<i2"),
+              "g": ((S, F), "<i1"), "f": ((S, H), "<i2"),
               "out": ((S, H), "<i2"), "out8": ((S, H), "<i1")}
     stages = {key: _read(image, r[key], shape, dtype) for key, (shape, dtype) in shapes.items()}
     stages["k"] = stages.pop("kt").T

@@ -86,7 +86,8 @@ def low_bit_stalled(config, model, imodel, ids, seed):
     """The first two sentences of ``ids``, both layers of ``imodel`` in one
     run of the low-bit top behind random memory latency and stalls on every
     stream: ``(result, runs)``, every stage of every layer checked bit-exact
-    (q, k, v, ctx, attn, both layernorm outputs, h1, g, f, out)."""
+    (q, k, v, ctx, attn, both layernorm outputs, g (GELU on FFN 1's writer:
+    there is no int16 h1 in memory), f, out)."""
     from bertforge.generators.encoder_sim import simulate_lowbit
     from bertforge.sim.bert_golden import embed
     runs = []
@@ -100,6 +101,7 @@ def low_bit_stalled(config, model, imodel, ids, seed):
         assert len(run) == 2
         for layer in run:
             assert layer["passed"] and layer["match"], layer["mismatches"]
-            assert set(layer["mismatches"]) >= {"q", "k", "v", "ctx", "attn", "ln1", "ln1_8", "h1",
-                                                "g", "f", "out"}
+            assert set(layer["mismatches"]) >= {"q", "k", "v", "ctx", "attn", "ln1", "ln1_8", "g",
+                                                "f", "out"}
+            assert "h1" not in layer["stages"]
     return result, runs
