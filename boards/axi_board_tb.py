@@ -14,13 +14,19 @@ the assembled bytes), ``commands`` (their dicts, for the golden model),
 ``fail_read`` / ``fail_write`` (``[lo, hi)`` byte ranges answered SLVERR),
 ``abort_after`` (cycles after start to write CTRL.abort).
 
-Each run checks the error code, the program counter, ``irq`` (high at the
-end, low after the W1C clear) and, for runs without a bus error, that the
+Before the runs the register file is read back (:meth:`TB.registers`:
+every register after reset, the writable ones after writes of all ones
+and byte by byte, the unmapped words). Each run checks the error code, the
+program counter, ``irq`` (high at the end, low after the W1C clear) and,
+for runs without a bus error, that the
 whole memory equals the golden model's
 (:func:`bertforge.sim.gemm_golden.run_commands` of the commands that ran,
-on the memory as the run found it). Results: one dict per run (code, pc,
-counters, match) under ``runs``; the final memory in the ``.npy`` file
-named by ``image``.
+on the memory as the run found it). Results: ``registers``; one dict per
+run (code, pc, counters, match; ``elapsed``, clock cycles from the start
+to the end seen; ``irq_status``, and ``irq`` under each ``IRQ_ENABLE``
+value, ``irq_enabled``; ``steps``, the counters' steps summed by
+:meth:`TB.count_steps`) under ``runs``; the final memory in the ``.npy``
+file named by ``image``.
 """
 
 import json
@@ -32,6 +38,7 @@ import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam, AxiResp
 
 from bertforge.boards.driver import REG, AsyncDriver, ProgramError
@@ -67,6 +74,14 @@ class CocotbBackend:
 
     async def write_block(self, addr, data):
         self.ram.write(addr, data)
+
+
+#: The counters whose steps :meth:`TB.count_steps` sums.
+STEPS = ("cycles", "busy_gemm", "busy_softmax", "busy_layernorm", "busy_gelu", "bytes_read",
+         "bytes_written", "mem_wait")
+
+#: The bytes written one lane at a time by :meth:`TB.registers`.
+LANE_BYTES = (0x3D, 0xC6, 0x5B, 0xA7)
 
 
 def _pauses(rng, probability):
@@ -137,11 +152,57 @@ class TB:
         out["id_after_write"] = await lite.read_dword(REG["ID"])
         return out
 
+    async def count_steps(self):
+        """The performance counters' steps summed cycle by cycle (the top's
+        ``*_step`` wires, cleared with the counters by ``clear``), into
+        ``self.steps``: each counter must read its sum."""
+        dut, self.steps = self.dut, {}
+        if not hasattr(dut, "clear"):
+            return
+        wires = {name: getattr(dut, f"{name}_step") for name in STEPS
+                 if hasattr(dut, f"{name}_step")}
+        while True:
+            await RisingEdge(dut.clk)
+            if dut.clear.value:
+                self.steps = dict.fromkeys(wires, 0)
+            else:
+                for name, wire in wires.items():
+                    self.steps[name] = self.steps.get(name, 0) + int(wire.value)
+
+    async def registers(self):
+        """The register file read back: every mapped register (response and
+        data) after reset; each read-write one after a write of all ones, of
+        one byte lane at a time (``WSTRB``) from 0, and of 0 again; the data of
+        every unmapped word (``[resp, data]`` pairs, by register name)."""
+        from bertforge.rtl.axi_regmap import REGISTERS
+        lite, names = self.lite, {v: k for k, v in AxiResp.__members__.items()}
+
+        async def read(addr):
+            answer = await lite.read(addr, 4)
+            return [names[answer.resp], int.from_bytes(answer.data, "little")]
+        out = {"reset": {r["name"]: await read(r["offset"]) for r in REGISTERS}}
+        mapped = {r["offset"] for r in REGISTERS}
+        out["unmapped"] = [await read(addr) for addr in range(0, 256, 4) if addr not in mapped]
+        writable = ("PROG_BASE_LO", "PROG_BASE_HI", "PROG_LEN", "IRQ_ENABLE", "IRQ_STATUS")
+        out["ones"], out["lanes"] = {}, {}
+        for name in writable:
+            await lite.write_dword(REG[name], 0xFFFFFFFF)
+            out["ones"][name] = await read(REG[name])
+            await lite.write_dword(REG[name], 0)
+            out["lanes"][name] = []
+            for lane, byte in enumerate(LANE_BYTES):
+                await lite.write(REG[name] + lane, bytes([byte]))
+                out["lanes"][name].append(await read(REG[name]))
+            await lite.write_dword(REG[name], 0)
+        out["cleared"] = {name: await read(REG[name]) for name in writable}
+        return out
+
     async def run(self, run):
         dut, driver = self.dut, self.driver
         before = self.memory()
         self.inject(run.get("fail_read"), run.get("fail_write"))
         await driver.load(run["base"], bytes.fromhex(run["program"]))
+        start = get_sim_time("ns")
         await driver.run(irq=True)
         if run.get("abort_after") is not None:
             await ClockCycles(dut.clk, run["abort_after"])
@@ -151,11 +212,20 @@ class TB:
         except ProgramError as error:
             code = error.code
             pc = await self.lite.read_dword(REG["PC"])
+        elapsed = round((get_sim_time("ns") - start) / 10)
         await RisingEdge(dut.clk)
         irq = int(dut.irq.value)
+        # irq follows each status bit only with its enable bit
+        irq_status = await self.lite.read_dword(REG["IRQ_STATUS"])
+        irq_enabled = []
+        for enable in (0, 1, 2, 3):
+            await self.lite.write_dword(REG["IRQ_ENABLE"], enable)
+            await RisingEdge(dut.clk)
+            irq_enabled.append(int(dut.irq.value))
         await self.lite.write_dword(REG["IRQ_STATUS"], 3)
         await ClockCycles(dut.clk, 2)
         irq_after = int(dut.irq.value)
+        steps = dict(self.steps)
         counters = await driver.counters()
         self.inject()
         ran = [c for c in run["commands"] if c.get("opcode", "run") == "run"][:pc]
@@ -168,6 +238,8 @@ class TB:
         checked = self.golden and not (run.get("fail_read") or run.get("fail_write"))
         mismatches = int(np.count_nonzero(got != expected)) if checked else None
         return {"code": code, "pc": pc, "irq": irq, "irq_after": irq_after, "counters": counters,
+                "elapsed": elapsed, "irq_status": irq_status, "irq_enabled": irq_enabled,
+                "steps": steps,
                 "mismatches": mismatches, "errors": errors}
 
 
@@ -179,7 +251,9 @@ async def axi_programs(dut):
     image = np.load(spec["image"]).astype(np.uint8)
     tb.ram.write(0, image.tobytes())
     await tb.reset()
-    results = {"responses": await tb.responses(), "config": await tb.driver.config(), "runs": []}
+    cocotb.start_soon(tb.count_steps())
+    results = {"registers": await tb.registers(), "responses": await tb.responses(),
+               "config": await tb.driver.config(), "runs": []}
     for run in spec["runs"]:
         results["runs"].append(await tb.run(run))
         with open(spec["result_path"], "w") as f:

@@ -1,6 +1,6 @@
 """``bertforge mutate BLOCK``: mutation testing of a block's emitted Verilog.
 
-    bertforge mutate gelu [--count 50] [--seed 1] [--design NAME] [--depth 20]
+    bertforge mutate gelu [--count 50] [--seed 1] [--design NAME] [--module M ...] [--depth 20]
                           [--tests tests/test_gelu_verilator.py ...] [-k EXPR] [--out DIR]
 
 1. The block's own Verilator tests (``tests/test_<block>_verilator.py`` of
@@ -10,7 +10,10 @@
    design mutated: the others would only repeat the original's runs). The design
    mutated is ``--design`` (a top-level name, or its start) or the one they
    run most often.
-2. yosys ``mutate -list`` samples ``--count`` mutants (``--seed``);
+2. yosys ``mutate -list`` samples ``--count`` mutants (``--seed``), of the
+   cells of the modules ``--module`` names only when given (yosys module
+   patterns: ``gemm_2x2_os_axi.regs``, the AXI top's register file;
+   ``gemm_2x2_os_axi.master*``, its master and the master's queues);
    mutant 0 is the design rewritten by yosys with no mutation, which must
    pass (a check of the flow; status ``passed``).
 3. Each mutant is checked against the original by a bounded formal
@@ -55,6 +58,9 @@ def add_parser(commands):
     sub.add_argument("--seed", type=int, default=1, help="yosys's sampling seed (default 1)")
     sub.add_argument("--design", help="the design to mutate: a top-level name (or its start) "
                                       "that the tests simulate (default: the one run most)")
+    sub.add_argument("--module", nargs="+", default=[], metavar="M",
+                     help="sample mutants of these modules of the design only (yosys patterns: "
+                          "TOP.sub, TOP.sub*)")
     sub.add_argument("--depth", type=int, default=20,
                      help="cycles of the bounded equivalence check (default 20)")
     sub.add_argument("--eq-timeout", type=float, default=120.0,
@@ -96,7 +102,9 @@ def _table(document):
                     f"{m.get('killed_by', '')} | {m['seconds']:.0f} |")
     s = document["summary"]
     return "\n".join([
-        f"{document['block']} ({document['design']}): {s['mutants']} mutants, {s['killed']} killed, "
+        f"{document['block']} ({document['design']}"
+        f"{', modules ' + ' '.join(document['modules']) if document.get('modules') else ''}"
+        f"): {s['mutants']} mutants, {s['killed']} killed, "
         f"{s['survived']} survived, {s['equivalent']} equivalent; score {s['score']}; "
         f"{s['seconds']:.0f} s ({s['seconds_per_mutant']:.0f} s per mutant)", "", *rows])
 
@@ -123,7 +131,7 @@ def _previous(path, document):
     except (OSError, ValueError):
         return {}
     same = all(old.get(key) == document.get(key)
-               for key in ("design", "seed", "count", "depth", "tests", "select"))
+               for key in ("design", "seed", "count", "depth", "tests", "select", "modules"))
     return {m["command"]: m for m in old.get("mutants", []) if m["index"] > 0} if same else {}
 
 
@@ -166,9 +174,14 @@ def run_mutate(args):
     original = out / "original.v"
     shutil.copyfile(record / chosen, original)
     say(f"mutating {top} (run {runs[chosen]} times by the tests; tests took {base_seconds:.0f} s)")
-    sampled = [dict(mutate.NONE)] + mutate.mutations(original, top, args.count, args.seed, out / "work")
+    listed = mutate.mutations(original, top, args.count, args.seed, out / "work", args.module)
+    if not listed:
+        raise CliError(f"yosys finds no cell to mutate in {top}"
+                       + (f" modules {' '.join(args.module)}" if args.module else ""))
+    sampled = [dict(mutate.NONE)] + listed
     document = {"block": args.block, "design": top, "count": args.count, "seed": args.seed,
                 "depth": args.depth, "tests": [t.name for t in tests], "select": args.select,
+                **({"modules": args.module} if args.module else {}),
                 "baseline_seconds": round(base_seconds, 1), "mutants": []}
     timeout = max(120.0, 10 * base_seconds)
     done = _previous(out / "mutate.json", document)

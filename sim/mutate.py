@@ -95,15 +95,19 @@ def _parse(line):
     return fields
 
 
-def mutations(verilog_path, top, count, seed, workdir):
+def mutations(verilog_path, top, count, seed, workdir, modules=()):
     """``count`` mutations (dicts: ``command``, ``mode``, ``module``,
     ``cell``, ``port``, ``portbit``, ``wire``, ``src``, ``lines``) of the
-    Verilog file's design, sampled by yosys with ``seed``."""
+    Verilog file's design, sampled by yosys with ``seed``; only of the cells
+    of ``modules`` (yosys module patterns, e.g. ``top.regs``, ``top.master*``)
+    when given."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     listing = workdir / "mutations.ys"
+    selection = "".join(f" {m}" for m in modules)
     _yosys(f"{_read(verilog_path)}prep -top {top}\n"
-           f"mutate -list {count} -seed {seed} -o /w/mutations.ys\n", workdir, verilog_path)
+           f"mutate -list {count} -seed {seed} -o /w/mutations.ys{selection}\n", workdir,
+           verilog_path)
     text = listing.read_text()
     return [_parse(line) for line in text.splitlines() if line.startswith("mutate")]
 

@@ -1,14 +1,19 @@
 """The GEMM engine on AXI (rtl/axi_top.py) in Verilator with cocotbext-axi:
 ``AxiRam`` with random pauses on all five channels, ``AxiLiteMaster`` on the
 registers, programs assembled by generators/program.py and run through
-boards/driver.py. One model (32-bit data) runs every case in one
-simulation; the other data widths (and a 64-bit address bus) are ``slow``."""
+boards/driver.py. The register file is read back register by register,
+and every performance counter must equal the sum of its step (issue 40:
+they kill mutants of the register file and the counters). One model
+(32-bit data) runs every case in one simulation; the other data widths
+(and a 64-bit address bus) are ``slow``."""
 
 import numpy as np
 import pytest
 
 from bertforge.generators.axi_sim import program_run, simulate_axi
 from bertforge.generators.gemm_sim import layout_problems
+from bertforge.boards.axi_board_tb import LANE_BYTES
+from bertforge.rtl.axi_regmap import REGISTERS
 from bertforge.rtl.axi_top import ERR_ABORTED, ERR_BAD_OPCODE, ERR_REJECTED
 from bertforge.rtl.gemm import GemmConfig
 
@@ -51,8 +56,8 @@ def span(cmd, which):
 def scenario(config, seed=0):
     """Memory and runs: good programs, a read error, a write error, buffers at
     unaligned bases straddling 4 KB boundaries, a bad opcode, an END, an abort,
-    a command the engine rejects (M = 0) in the middle of a program, then a
-    good program."""
+    a command the engine rejects (M = 0) in the middle of a program, then
+    good programs (the last straddling 0x8000)."""
     rng = np.random.default_rng(seed)
     image = np.zeros(1 << config.addr_width, dtype=np.uint8)
     good = place(config, image, problems(5, rng), 0x0000, rng)
@@ -60,6 +65,8 @@ def scenario(config, seed=0):
     # unaligned bases (odd offsets) and buffers across the 4 KB boundaries at 0x3000
     straddle = place(config, image, problems(4, rng, big=True), 0x3000 - 0x95, rng)
     more = place(config, image, problems(8, rng), 0x5000 + 1, rng)
+    # and across 0x8000, where bit 12 of the address is clear (0x3000 has it set)
+    straddle_low = place(config, image, problems(4, rng, big=True), 0x8000 - 0x95, rng)
     base = 0xC000
     runs = [
         program_run(config, good, base=base),
@@ -76,17 +83,32 @@ def scenario(config, seed=0):
         program_run(config, [more[4], dict(more[5], m=0), more[6]], base=base + 0x3400,
                     expect_code=ERR_REJECTED, expect_pc=1),
         program_run(config, faulty[3:], base=base + 0x3800),
+        program_run(config, straddle_low, base=base + 0x3C00),
     ]
     return image, runs
 
 
-def check(result, runs):
+def check(result, runs, config):
     assert result["passed"], result.get("log")
     got = result["runs"]
     assert [r["code"] for r in got] == [r["expect_code"] for r in runs]
     for run, r in zip(runs, got):
         counters = r["counters"]
-        assert 0 < counters["busy_gemm"] <= counters["cycles"]
+        assert 0 < counters["busy_gemm"] <= counters["cycles"] <= r["elapsed"]
+        # each counter is the sum of its step since the start (the top's wires)
+        assert {"cycles", "busy_gemm", "bytes_read", "bytes_written", "mem_wait"} <= set(r["steps"])
+        assert {name: counters[name] for name in r["steps"]} == r["steps"]
+        # the unit counters of a GEMM engine read 0; a beat moves at most
+        # mem_bytes bytes a cycle, and only while a program runs
+        assert counters["busy_softmax"] == counters["busy_layernorm"] == counters["busy_gelu"] == 0
+        assert counters["mem_wait"] <= counters["cycles"]
+        assert counters["bytes_read"] <= config.mem_bytes * counters["cycles"]
+        assert counters["bytes_written"] <= config.mem_bytes * counters["cycles"]
+        # IRQ_STATUS holds done (bit 0) or error (bit 1); irq follows a bit
+        # only with its IRQ_ENABLE bit (enables 0, 1, 2, 3 in turn)
+        status = 1 if r["code"] == 0 else 2
+        assert r["irq_status"] == status
+        assert r["irq_enabled"] == [0, status & 1, status >> 1, 1]
         assert counters["bytes_read"] >= len(run["program"]) // 2 * min(1, r["pc"])
     aborted = got[6]
     assert 1 <= aborted["pc"] < 6
@@ -94,13 +116,15 @@ def check(result, runs):
     assert rejected["pc"] == 1 and after["pc"] == len(runs[8]["commands"])
     assert rejected["mismatches"] == 0 and after["mismatches"] == 0
     assert got[0]["pc"] == 5 and got[0]["counters"]["bytes_written"] > 0
+    assert got[9]["pc"] == len(runs[9]["commands"]) and got[9]["mismatches"] == 0
 
 
 def test_axi_gemm_programs():
     config = config_for(32)
     image, runs = scenario(config)
     result = simulate_axi(config, image, runs, pause=0.3, seed=1)
-    check(result, runs)
+    check(result, runs, config)
+    check_registers(result["registers"], config)
     assert result["config"]["rows"] == 2 and result["config"]["mem_width"] == 32
     assert result["config"]["magic"] == 0x42464731
     # Registers answer OKAY; unmapped addresses and writes to read-only
@@ -109,6 +133,39 @@ def test_axi_gemm_programs():
         "read_id": "OKAY", "read_unmapped": "SLVERR", "read_unmapped_top": "SLVERR",
         "write_irq_enable": "OKAY", "write_unmapped": "SLVERR", "write_id": "SLVERR",
         "write_status": "SLVERR", "write_cycles": "SLVERR", "id_after_write": 0x42464731}
+
+
+def word(register, **values):
+    """The 32-bit value of ``register`` (of the map) with its fields at
+    ``values`` (the others at their reset value)."""
+    fields = next(r for r in REGISTERS if r["name"] == register)["fields"]
+    return sum(values.get(f["name"], f["reset"]) << f["lsb"] for f in fields)
+
+
+def check_registers(got, config):
+    """The register file's read-back (the testbench's ``registers``): the
+    values after reset (configuration words from ``config``), every
+    unmapped word SLVERR and 0, the read-write registers' kept bits after a
+    write of all ones, byte lane by byte lane (``WSTRB``), and 0 again."""
+    dataflow, units = int(config.dataflow == "ws"), 1
+    expect = {r["name"]: 0 for r in REGISTERS}
+    expect.update(ID=word("ID"), VERSION=word("VERSION"),
+                  CONFIG0=word("CONFIG0", rows=config.rows, cols=config.cols, dataflow=dataflow,
+                               bf16=int(config.bf16), width=config.width,
+                               acc_width=config.acc_width),
+                  CONFIG1=word("CONFIG1", mem_width=config.mem_width,
+                               addr_width=config.addr_width, lanes=config.lanes, units=units))
+    assert got["reset"] == {name: ["OKAY", value] for name, value in expect.items()}
+    assert got["unmapped"] == [["SLVERR", 0]] * (64 - len(REGISTERS))
+    # PROG_BASE keeps the engine's address bits (16 here); IRQ_STATUS is
+    # write-1-to-clear: software writes never set it
+    kept = {"PROG_BASE_LO": (1 << config.addr_width) - 1, "PROG_BASE_HI": 0,
+            "PROG_LEN": 0xFFFF, "IRQ_ENABLE": 3, "IRQ_STATUS": 0}
+    assert got["ones"] == {name: ["OKAY", mask] for name, mask in kept.items()}
+    lanes = [sum(b << 8 * i for i, b in enumerate(LANE_BYTES[:n + 1])) for n in range(4)]
+    assert got["lanes"] == {name: [["OKAY", v & mask] for v in lanes]
+                            for name, mask in kept.items()}
+    assert got["cleared"] == {name: ["OKAY", 0] for name in kept}
 
 
 #: The AXI parameters of the top at each wider data width (one Verilator
@@ -124,7 +181,7 @@ def test_axi_gemm_widths(mem_width):
     config = config_for(mem_width)
     image, runs = scenario(config, seed=mem_width)
     result = simulate_axi(config, image, runs, pause=0.3, seed=mem_width, bus=WIDTH_BUS[mem_width])
-    check(result, runs)
+    check(result, runs, config)
 
 
 @pytest.mark.slow

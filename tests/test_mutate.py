@@ -34,6 +34,36 @@ def test_mutants_of_a_tiny_design_and_their_equivalence(tmp_path):
     assert "module tiny(clk, a, b, y);" in text and "1'h0" in text
 
 
+_TWO = """module \\two.inner (a, y);
+  input [3:0] a;
+  output [3:0] y;
+  assign y = a ^ 4'h5;
+endmodule
+module two(clk, a, y);
+  input clk;
+  input [3:0] a;
+  output reg [3:0] y = 4'h0;
+  wire [3:0] z;
+  \\two.inner  inner (.a(a), .y(z));
+  always @(posedge clk)
+    y <= z + a;
+endmodule
+"""
+
+
+def test_mutants_of_one_submodule_only(tmp_path):
+    """``modules``: the cells of an Amaranth-style submodule (``\\two.inner``,
+    named as yosys patterns are) only; no module matched, no mutants."""
+    source = tmp_path / "two.v"
+    source.write_text(_TWO)
+    both = mutate.mutations(source, "two", 12, 1, tmp_path / "both")
+    assert {m["module"] for m in both} == {"two", "two.inner"}
+    inner = mutate.mutations(source, "two", 6, 1, tmp_path / "inner", ["two.inner"])
+    assert len(inner) == 6 and {m["module"] for m in inner} == {"two.inner"}
+    assert all(set(m["lines"]) <= {1, 2, 3, 4, 5} for m in inner)    # lines of two.inner
+    assert mutate.mutations(source, "two", 6, 1, tmp_path / "none", ["two.nothing"]) == []
+
+
 @pytest.mark.parametrize("args, message", [
     (["--count", "0"], "--count must be at least 1, not 0"),
     (["--depth", "0"], "--depth must be at least 1, not 0"),
