@@ -257,8 +257,9 @@ ISSUE_GAP = 2
 #: Cycles from the end of chunk ``i``'s feed until chunk ``i + 2`` (same
 #: operand buffer slot) can issue its first read request. It binds only
 #: when chunks are memory bound, every other chunk waiting for a slot (was 3;
-#: measured 5 on the 16 x 16 int8 engine's attention context GEMMs and on a
-#: 4 x 4 engine's m=4, k=16, n=4 commands back to back).
+#: measured 5 on the 16 x 16 int8 engine's attention context GEMMs, on
+#: ``minilm.toml``'s int16 q projection with bias and scales and on a 4 x 4
+#: engine's m=4, k=16, n=4 commands back to back).
 SLOT_FREE = 5
 
 
