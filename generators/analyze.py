@@ -223,9 +223,10 @@ def _precision_engine(hw, precision):
 
 
 def _gemm(hw, op, engine, program=None):
-    """Cycles of ``op.count`` commands back to back (the count-th from the
-    first two: each further command adds what the second did), and the
-    ideal cycles of the MACs the array must do (compressed ones when sparse)."""
+    """Cycles of ``op.count`` commands back to back (the model's walk over
+    all of them: small memory-bound commands, such as the attention GEMMs
+    on a 16 x 16 engine, need not add the same cycles each), and the ideal
+    cycles of the MACs the array must do (compressed ones when sparse)."""
     narrow = op.int8_out and not engine.bf16    # a bf16 engine writes float32
     command = {"m": op.m, "k": op.k, "n": op.n, "int8": int(narrow), "bias": int(op.bias),
                "per_channel": int(op.per_channel and narrow), "transpose_c": int(op.transpose_c),
@@ -242,13 +243,10 @@ def _gemm(hw, op, engine, program=None):
     if not hw.memory.ideal and hw.memory.controller == "litedram" and hw.sparse is None:
         return _litedram_gemm(hw, op, config, command, program), op.count * ideal(config, command)
     bw = hw.mem_bytes_per_cycle if hw.memory.ideal else _sdram_bandwidth(hw, op, engine, command)
-    one = model(config, [command], lat=hw.mem_latency, bw=bw)["cycles"]
+    cycles = model(config, [command] * op.count, lat=hw.mem_latency, bw=bw)["cycles"]
     if op.gelu:         # GELU on the writer: its scale words first, its pipeline after
-        one += fused_gelu_cycles(hw.mem_latency, op.n, engine.mem_bytes)
-    if op.count == 1:
-        return one, ideal(config, command)
-    two = model(config, [command] * 2, lat=hw.mem_latency, bw=bw)["cycles"]
-    return one + (op.count - 1) * (two - one), op.count * ideal(config, command)
+        cycles += fused_gelu_cycles(hw.mem_latency, op.n, engine.mem_bytes)
+    return cycles, op.count * ideal(config, command)
 
 
 def _gemm_command(engine, op, command):

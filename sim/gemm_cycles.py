@@ -13,7 +13,9 @@ bias and scale words: :func:`load_beats`); the array, busy ``max(k_len,
 rows)`` cycles per OS tile or ``max(m_len, rows)`` per WS weight block
 (:func:`~bertforge.sim.systolic_cycles.systolic_tile_period`); and the
 writer. A chunk is fed once it is loaded; a chunk loads once the chunk two
-before it has been fed (double buffering) and, if it reads old C, bias or
+before it has been fed (double buffering, :data:`SLOT_FREE`), once the
+loader has issued the previous chunk's requests, a row a cycle, and gone
+idle a cycle (:data:`ISSUE_GAP`), and, if it reads old C, bias or
 scales, once the writer has written the block two before it (the block
 buffers hold two blocks; :data:`RELEASE`).
 
@@ -28,7 +30,14 @@ where the writer takes ``ceil(n_len / Q)`` cycles per output row, int32,
 int16 or int8, ``Q = mem_bytes // 4`` (:func:`write_cycles`); a command that
 stores C transposed (``transpose_c``) writes an element a cycle instead.
 
-Otherwise (memory bound) the same walk estimates it.
+Otherwise (memory bound) the same walk estimates it. With the harness's
+memory (fixed latency, a beat a cycle) it is exact for small commands back
+to back whose rows are one beat each, such as the attention GEMMs of a 16 x
+16 engine (issues 35/36: the loader's idle cycle between chunks and the
+operand slot's release came 2 cycles later than modelled: 11 cycles per
+12 heads, of the score GEMMs and of the context GEMMs alike, at
+all-MiniLM's 16 tokens); ``exact`` stays False there, as no general
+bound is known.
 
 A bf16 engine (``GemmConfig(arith="bf16")``) has the same cycles, with no
 extra: its PEs keep the integer PE's pipeline (a one-cycle rounded add after
@@ -52,7 +61,8 @@ import math
 from bertforge.sim.systolic_cycles import systolic_cycles, systolic_tile_period
 
 __all__ = ["gemm_cycles", "serial_cycles", "scheduler_offsets", "SERIAL_SUM_WAIT", "ideal_cycles", "chunks",
-           "load_beats", "b_rows", "write_cycles", "timeline", "START", "END", "RELEASE",
+           "load_beats", "load_requests", "b_rows", "write_cycles", "timeline", "START", "END",
+           "RELEASE", "ISSUE_GAP", "SLOT_FREE",
            "EXACT_MAX_LATENCY", "start_cycles"]
 
 #: Cycles from the first command handshake to the first read request, plus
@@ -131,6 +141,17 @@ def load_beats(config, chunk, b_rows=None):
     return beats
 
 
+def load_requests(config, chunk, b_rows=None):
+    """Read requests of a chunk, one per row of each loader job (a row of
+    A, B, old C, bias or scales, whatever its beats): ``m_len + b_rows``
+    plus the block rows of :func:`load_beats` in a block's first chunk."""
+    b_rows = chunk["k_len"] if b_rows is None else b_rows
+    rows = chunk["m_len"] + b_rows
+    if chunk["first"]:
+        rows += chunk["m_len"] * chunk["accumulate"] + chunk["bias"] + chunk["per_channel"]
+    return rows
+
+
 def b_rows(config, chunk):
     """B's read beats of a dense chunk: ``k_len``, or ``ceil(k_len / 2)``
     with packed 4-bit weights (two K rows a beat), plus the beat of
@@ -186,7 +207,8 @@ def gemm_cycles(config, commands, *, lat=1, bw=0, memory=None, writes=None):
     return timeline(config, all_chunks, busy, [load_beats(config, ch, b_rows(config, ch)) for ch in all_chunks],
                     systolic_cycles(sysconfig, ks) - sum(busy), start=start_cycles(config),
                     lat=lat, bw=bw, exact=len(valid) == len(commands), emitted=emitted, memory=memory,
-                    writes=writes)
+                    writes=writes,
+                    requests=[load_requests(config, ch, b_rows(config, ch)) for ch in all_chunks])
 
 
 def _block_jobs(chunk):
@@ -225,10 +247,24 @@ SCHEDULER_ROOM = 29
 SCHEDULER_CHUNK = 2
 #: Cycles between a command's last descriptor and the next command's first, less ``dim_width``.
 SCHEDULER_COMMAND = 5
+#: Cycles from the loader's last read request of a chunk to the first of the
+#: next chunk: the issuer goes idle after a chunk's last request and takes
+#: the next descriptor the cycle after (:class:`~bertforge.rtl.loader.Loader`).
+#: It shows when the memory serves requests as fast as they come (rows of one
+#: beat, as in the attention GEMMs of a 16 x 16 engine) and the chunks are
+#: memory bound: a cycle per chunk.
+ISSUE_GAP = 2
+#: Cycles from the end of chunk ``i``'s feed until chunk ``i + 2`` (same
+#: operand buffer slot) can issue its first read request. It binds only
+#: when chunks are memory bound, every other chunk waiting for a slot (was 3;
+#: measured 5 on the 16 x 16 int8 engine's attention context GEMMs, on
+#: ``minilm.toml``'s int16 q projection with bias and scales and on a 4 x 4
+#: engine's m=4, k=16, n=4 commands back to back).
+SLOT_FREE = 5
 
 
 def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact, emitted=None,
-             memory=None, writes=None):
+             memory=None, writes=None, requests=None):
     """The walk of the module docstring (shared with the sparse engine's
     model) over ``chunks``, chunk ``i`` busy on the array ``busy[i]`` cycles
     after reading ``loads[i]`` beats; ``drain``: cycles from the end of a
@@ -254,12 +290,18 @@ def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact, emitt
     engine's own (2). ``writes``: the cycles a block's rows take to leave
     the writer, a callable ``(chunk) -> cycles`` of its last chunk (default
     :func:`write_cycles`: a piece a cycle, every write taken at once).
+
+    ``requests``: the read requests of each chunk (:func:`load_requests`;
+    None: not applied). The loader issues one a cycle and a chunk's first
+    :data:`ISSUE_GAP` cycles after the previous chunk's last, so with
+    ``memory`` None a chunk's data cannot begin before that.
     """
     writes = writes or (lambda chunk: write_cycles(config, chunk))
     beat_time = 1.0 if bw <= 0 or bw >= config.mem_bytes else config.mem_bytes / bw
     exact = exact and beat_time == 1.0 and lat <= EXACT_MAX_LATENCY
     lat = max(lat, 2)   # a request reaches the head of the memory's queue in 2 cycles
     mem_free = start + lat
+    issue_free = start  # the loader's issuer: the first request of the next chunk
     feed = []           # (start, end) of each chunk on the array
     written = []        # per block: (its chunk index, the cycle its last row has left the writer)
     stalled = False
@@ -273,10 +315,13 @@ def timeline(config, chunks, busy, loads, drain, *, start, lat, bw, exact, emitt
                 emit = max(emit, feed[room][1] + SCHEDULER_ROOM)
             ready = max(ready, emit)
         if index >= 2:   # its buffer slot frees once chunk index-2 is fed
-            ready = max(ready, feed[index - 2][1] + 3)
+            ready = max(ready, feed[index - 2][1] + SLOT_FREE)
         if _block_jobs(chunk) and len(written) >= 2:
             ready = max(ready, written[-2][1] + RELEASE)
         if memory is None:
+            if requests is not None:
+                ready = max(ready, issue_free)
+                issue_free = ready + requests[index] - 1 + ISSUE_GAP
             begin = max(mem_free, ready + lat)
             end = begin + math.ceil(loads[index] * beat_time)
         else:

@@ -13,7 +13,7 @@ descriptors a register after it (:data:`START` is the dense engine's plus 7). Co
              + END + rows(last block) * ceil(n_len(last block) / Q)
 """
 
-from .gemm_cycles import START as DENSE_START, chunks, load_beats, timeline
+from .gemm_cycles import START as DENSE_START, chunks, load_beats, load_requests, timeline
 from .gemm_golden import command_fields
 from .sparse_cycles import sparse_cycles, nm_tile_beats, nm_tile_period
 from .sparse_engine_golden import SPARSE_FIELDS, sparse_command_error
@@ -52,4 +52,5 @@ def sparse_engine_cycles(config, commands, *, lat=1, bw=0):
     return timeline(config, [ch for ch, _ in work], busy,
                     [load_beats(config, ch, 2 * kc) for ch, kc in work],
                     sparse_cycles(sparse, tiles) - sum(busy), start=START + config.dim_width,
-                    lat=lat, bw=bw, exact=len(valid) == len(commands))
+                    lat=lat, bw=bw, exact=len(valid) == len(commands),
+                    requests=[load_requests(config, ch, 2 * kc) for ch, kc in work])
