@@ -607,10 +607,19 @@ def _lowbit_operation(op, w4=False):
     scales, the output projection and the FFN int16 out of the engine,
     FFN 1's through GELU on its writer (``gelu``: int8 out), layernorm on
     int16 inputs; with ``w4`` (an engine with group multipliers: W4A8)
-    every weight GEMM's B is packed 4-bit weights with their codes."""
+    every weight GEMM's B is packed 4-bit weights with their codes. The
+    q and v projections are one GEMM (``[Wq | Wv]``, N = 2H) writing q's
+    and v's rows side by side, so the attention GEMMs read their head
+    slices with a row stride of 2H."""
     if w4 and op.name in ("q, v projections", "k projection", "output projection", "ffn 1",
                           "ffn 2"):
         op = dataclasses.replace(op, w4=True)
+    if op.name == "q, v projections":
+        return dataclasses.replace(op, count=1, n=2 * op.n)
+    if op.name == "attention scores":
+        return dataclasses.replace(op, a_stride=2 * op.a_stride)
+    if op.name == "attention context":
+        return dataclasses.replace(op, b_stride=2 * op.b_stride)
     if op.name == "k projection":
         return dataclasses.replace(op, bias=True, per_channel=True)
     if op.name == "ffn 1":      # int16 out of the engine, through GELU on its writer

@@ -161,7 +161,9 @@ def layer_tensors(model, seq, precision):
     the layer input's operand copy is read by the q, v and k projections;
     the k projection stores ``K^T`` itself). With
     operands narrower than the residual, each layernorm writes two copies:
-    the residual (``residual_bytes``) and the smoothed int8 operand. 4-bit
+    the residual (``residual_bytes``) and the smoothed int8 operand, and
+    the low-bit program runs the q and v projections as one GEMM (``[Wq |
+    Wv]``), so that operand is read twice, by it and the k projection. 4-bit
     group multipliers take a byte each, or half a byte as codes
     (``mult_codes``); with ``gelu_fused`` the GELU unit takes FFN 1's
     results on the writer's way out, so its int16 input is not moved."""
@@ -176,7 +178,9 @@ def layer_tensors(model, seq, precision):
         rows.append(("group multipliers", sum(k // p.group * n for k, n in shapes.values()),
                      0.5 if p.mult_codes else 1, 1))
     two = a != r
-    rows += [("x operand", s * h, a, 4 if two else 5),   # written by the last layernorm; one copy: also the residual
+    # written by the last layernorm, read by q and v (one GEMM when two copies) and k;
+    # one copy: also the residual
+    rows += [("x operand", s * h, a, 3 if two else 5),
              ("q", s * h, a, 2), ("k^T", s * h, a, 2), ("v", s * h, a, 2),
              ("scores (int32)", heads * s * s, 4, 2), ("p", heads * s * s, a, 2),
              ("ctx", s * h, a, 2), ("attn", s * h, r, 2), ("ln1", s * h, r, 3 if not two else 2),

@@ -302,8 +302,9 @@ def read_stages(image, regions, layer, config=None):
 #: Activation tensors of a low-bit layer in memory order: (name, bytes per
 #: element, rows, columns) with T tokens, H hidden, F FFN, heads of S x S;
 #: ``x16``/``x8`` (layer 0's input: the int16 residual and the int8
-#: smoothed operand) are the previous layer's ``out``/``out8`` after it.
-LOWBIT_ACTIVATIONS = ("q", "kt", "v", "scores", "p", "ctx", "attn", "ln1", "ln1_8", "g", "f",
+#: smoothed operand) are the previous layer's ``out``/``out8`` after it;
+#: ``qv``: q and v side by side, rows of 2H (one GEMM writes both).
+LOWBIT_ACTIVATIONS = ("qv", "kt", "scores", "p", "ctx", "attn", "ln1", "ln1_8", "g", "f",
                       "out", "out8")
 
 
@@ -316,6 +317,30 @@ def _interleave(first, second, lanes):
     return np.concatenate([a, b], axis=1).ravel()
 
 
+def _lowbit_gemms(plan, H, F):
+    """A low-bit layer's GEMM operands by the program's keys, each
+    ``(K, N, weights, q4, bias, (multipliers, shifts))`` (``q4``: the
+    plan's ``(q, codes, group)`` of 4-bit weights, or None): ``qv`` is the
+    q and v projections as one GEMM, ``[Wq | Wv]`` with their per-channel
+    scales, biases and group codes side by side along N (each is per
+    output column, so q's and v's results are those of two GEMMs)."""
+    def one(key):
+        q4 = plan.get("q4", {}).get(key)
+        return plan["w"][key], q4, plan["bias"][key], plan["rq"][key]
+
+    def cat(a, b):
+        return np.concatenate([np.asarray(a), np.asarray(b)], axis=-1)
+    (wq, q4q, bq, rq), (wv, q4v, bv, rv) = one("q"), one("v")
+    if (q4q is None) != (q4v is None):
+        raise ParameterError("the q and v projections' weights must both be 4-bit or both not")
+    q4 = None if q4q is None else (cat(q4q[0], q4v[0]), None if q4q[1] is None or q4v[1] is None
+                                   else cat(q4q[1], q4v[1]), q4q[2])
+    gemms = {"qv": (H, 2 * H, cat(wq, wv), q4, cat(bq, bv), (cat(rq[0], rv[0]), cat(rq[1], rv[1])))}
+    for key, (k, n) in {"k": (H, H), "o": (H, H), "1": (H, F), "2": (F, H)}.items():
+        gemms[key] = (k, n, *one(key))
+    return gemms
+
+
 def lowbit_program(config, imodel, seq, valid=None):
     """``(image, programs, regions, groups, abits)`` of an
     :class:`~bertforge.sim.lowbit_golden.IntegerLowbit` model (one sentence
@@ -325,7 +350,11 @@ def lowbit_program(config, imodel, seq, valid=None):
     (``x16`` then ``x8``) is written by the caller at ``regions[0]["x16"]``.
 
     The commands follow :func:`layer_program` (the same :data:`OPERATIONS`)
-    with int8 GEMM operands: q, v and ``K^T`` int8 with per-channel scales
+    with int8 GEMM operands, but the q and v projections are one GEMM
+    (:func:`_lowbit_gemms`: ``[Wq | Wv]``, N = 2H) writing ``qv``, q's and
+    v's rows side by side (rows of 2H), which the attention GEMMs read
+    with a row stride of 2H: the layer's int8 input is read twice, not
+    three times. q, v and ``K^T`` int8 with per-channel scales
     and int32 biases (V at the context's smoothed scale, per channel); ``P
     V`` int8 with one scale;
     the output projection, FFN 1 and FFN 2 int16; each layernorm reads the
@@ -358,7 +387,7 @@ def lowbit_program(config, imodel, seq, valid=None):
     if F % config.gemm.panel:
         raise ParameterError(f"ffn {F} must be a multiple of the GEMM engine's {config.gemm.panel}-"
                              "column panel (GELU on FFN 1's writer takes whole panels)")
-    act = {"x16": T * H * 2, "x8": T * H, "q": T * H, "kt": H * T, "v": T * H,
+    act = {"x16": T * H * 2, "x8": T * H, "qv": T * 2 * H, "kt": H * T,
            "scores": heads * S * S * 4, "p": heads * S * S, "ctx": T * H, "attn": T * H * 2,
            "ln1": T * H * 2, "ln1_8": T * H, "g": T * F, "f": T * H * 2,
            "out": T * H * 2, "out8": T * H}
@@ -371,7 +400,7 @@ def lowbit_program(config, imodel, seq, valid=None):
             r[name] = take(act[name])
         regions.append(r)
     read_bytes = memory.end
-    n_out = {"q": H, "k": H, "v": H, "o": H, "1": F, "2": H}
+    gemms = [_lowbit_gemms(plan, H, F) for plan in imodel.plan]
     group = config.gemm.weight_group
     for plan in imodel.plan:
         for key, (_, codes, size) in plan.get("q4", {}).items():
@@ -385,10 +414,9 @@ def lowbit_program(config, imodel, seq, valid=None):
             if codes is None:
                 raise ParameterError("the 4-bit weights' group multipliers are not codes of "
                                      "MULT_CODES (quantize with mult_codes)")
-    for r, plan in zip(regions, imodel.plan):
-        for key, (k, n) in {"q": (H, H), "k": (H, H), "v": (H, H), "o": (H, H), "1": (H, F),
-                            "2": (F, H)}.items():
-            if key in plan.get("q4", {}):
+    for r, layer in zip(regions, gemms):
+        for key, (k, n, _, q4, _, _) in layer.items():
+            if q4 is not None:
                 r[f"w{key}"] = take(-(-k // 2) * n)
                 r[f"mults_{key}"] = take(-(-k // group) * -(-n // 2))
             else:
@@ -411,16 +439,16 @@ def lowbit_program(config, imodel, seq, valid=None):
     lanes = config.layernorm.lanes
     ln_scales = []
     for index, (plan, r) in enumerate(zip(imodel.plan, regions)):
-        for key in n_out:
-            if key in plan.get("q4", {}):
-                q, codes, _ = plan["q4"][key]
+        for key, (_, _, w, q4, bias, rq) in gemms[index].items():
+            if q4 is not None:
+                q, codes, _ = q4
                 even = np.concatenate([q, np.zeros((q.shape[0] % 2, q.shape[1]), np.int64)])
                 put(r[f"w{key}"], pack_int4(even.T).T, "<u1")
                 put(r[f"mults_{key}"], pack_codes(codes), "<u1")
             else:
-                put(r[f"w{key}"], plan["w"][key], "<i1")
-            put(r[f"bias_{key}"], plan["bias"][key], "<i4")
-            put(r[f"scale_{key}"], words(plan["rq"][key]), "<u4")
+                put(r[f"w{key}"], w, "<i1")
+            put(r[f"bias_{key}"], bias, "<i4")
+            put(r[f"scale_{key}"], words(rq), "<u4")
         put(r["gelu_words"], words(plan["g"]), "<u4")
         scales = []
         for which, name in ((0, "ln1p"), (1, "ln2p")):
@@ -444,7 +472,8 @@ def lowbit_program(config, imodel, seq, valid=None):
         mult, shift = plan["ctx"]
         if len(set(mult.tolist())) != 1 or len(set(shift.tolist())) != 1:
             raise ParameterError("the context's requantization must be one scale")
-        w4 = {key: r[f"mults_{key}"] for key in plan.get("q4", {})}
+        w4 = {key: r[f"mults_{key}"] for key, gemm in gemms[len(programs)].items()
+              if gemm[3] is not None}
         commands, layer_groups = _lowbit_layer_program(r, S, H, F, heads, d, valid, scales,
                                                        plan["softmax"], (int(mult[0]), int(shift[0])),
                                                        w4)
@@ -481,17 +510,17 @@ def _lowbit_layer_program(r, S, H, F, heads, d, valid, ln_scales, softmax, ctx_s
         commands[start]["barrier"] = 1
         groups.append(list(range(start, len(commands))))
     T = S
-    group(lambda: (gemm(r["x8"], H, r["wq"], H, r["q"], H, T, H, H, "q"),
-                   gemm(r["x8"], H, r["wv"], H, r["v"], H, T, H, H, "v")))
+    qv = r["qv"]        # q's row then v's row: rows of 2H
+    group(lambda: gemm(r["x8"], H, r["wqv"], 2 * H, qv, 2 * H, T, H, 2 * H, "qv"))
     group(lambda: gemm(r["x8"], H, r["wk"], H, r["kt"], T, T, H, H, "k", transpose_c=1))
-    group(lambda: [gemm(r["q"] + h * d, H, r["kt"] + h * d * T, T, r["scores"] + h * S * S * 4, S,
+    group(lambda: [gemm(qv + h * d, 2 * H, r["kt"] + h * d * T, T, r["scores"] + h * S * S * 4, S,
                         S, d, S, out=32) for h in range(heads)])
     mult, shift = softmax
     group(lambda: commands.append({"op": OP_SOFTMAX, "src": r["scores"], "src_stride": 4 * S,
                                    "dst": r["p"], "dst_stride": S, "rows": heads * S, "length": S,
                                    "valid": valid if valid and valid < S else 0,
                                    "multiplier": mult, "shift": shift}))
-    group(lambda: [gemm(r["p"] + h * S * S, S, r["v"] + h * d, H, r["ctx"] + h * d, H, S, S, d,
+    group(lambda: [gemm(r["p"] + h * S * S, S, qv + H + h * d, 2 * H, r["ctx"] + h * d, H, S, S, d,
                         scale=ctx_scale) for h in range(heads)])
     group(lambda: gemm(r["ctx"], H, r["wo"], H, r["attn"], H, T, H, H, "o", out=16))
 
@@ -509,7 +538,7 @@ def _lowbit_layer_program(r, S, H, F, heads, d, valid, ln_scales, softmax, ctx_s
     group(ffn1)
     group(lambda: gemm(r["g"], F, r["w2"], H, r["f"], H, T, F, H, "2", out=16))
     group(lambda: layernorm(r["f"], r["ln1"], r["ln2p"], r["out"], r["out8"], ln_scales[1]))
-    assert len(commands) == program_commands(S, heads) - 1
+    assert len(commands) == program_commands(S, heads) - 2
     assert len(groups) == len(LOWBIT_OPERATIONS)
     return commands, groups
 
@@ -519,11 +548,13 @@ def read_lowbit_stages(image, r, seq, hidden, ffn, heads):
     :meth:`~bertforge.sim.lowbit_golden.IntegerLowbit.run`'s stages, with
     ``k`` read from ``K^T``)."""
     S, H, F = seq, hidden, ffn
-    shapes = {"x16": ((S, H), "<i2"), "x8": ((S, H), "<i1"), "q": ((S, H), "<i1"),
-              "kt": ((H, S), "<i1"), "v": ((S, H), "<i1"), "ctx": ((S, H), "<i1"),
+    shapes = {"x16": ((S, H), "<i2"), "x8": ((S, H), "<i1"), "qv": ((S, 2 * H), "<i1"),
+              "kt": ((H, S), "<i1"), "ctx": ((S, H), "<i1"),
               "attn": ((S, H), "<i2"), "ln1": ((S, H), "<i2"), "ln1_8": ((S, H), "<i1"),
               "g": ((S, F), "<i1"), "f": ((S, H), "<i2"),
               "out": ((S, H), "<i2"), "out8": ((S, H), "<i1")}
     stages = {key: _read(image, r[key], shape, dtype) for key, (shape, dtype) in shapes.items()}
     stages["k"] = stages.pop("kt").T
+    qv = stages.pop("qv")
+    stages["q"], stages["v"] = qv[:, :H], qv[:, H:]
     return stages

@@ -195,6 +195,9 @@ def test_bytes_per_sentence_scale_with_the_precision(tiny):
     assert rows["x operand"] == (16 * h, 2, 5) and rows["out"][2] == 0 and "x^T" not in rows
     assert rows["scores (int32)"] == (model.heads * 256, 4, 2)
     assert rows["h1 (GELU input)"] == (16 * f, 2, 2)          # today's GELU reads it from memory
+    # the low-bit program: the int8 x written once, read by the fused q|v GEMM and by k
+    low = {name: (n, size, moved) for name, n, size, moved in layer_tensors(model, 16, "w4a8")}
+    assert low["x operand"] == (16 * h, 1, 3) and low["x residual"] == (16 * h, 2, 1)
 
 
 def test_bench_model_precision_axis(tiny, tmp_path):
