@@ -465,15 +465,14 @@ def lowbit_program(config, imodel, seq, valid=None):
             scales.append((mult2, shift2))
         ln_scales.append(scales)
     programs, groups = [], []
-    for r, scales in zip(regions, ln_scales):
-        plan = imodel.plan[len(programs)]
+    for r, scales, plan, layer in zip(regions, ln_scales, imodel.plan, gemms):
         # P V: V is stored at the context's smoothed scale per channel, so
         # one scale (1/128, P's) is left: every channel's word is the same
         mult, shift = plan["ctx"]
         if len(set(mult.tolist())) != 1 or len(set(shift.tolist())) != 1:
             raise ParameterError("the context's requantization must be one scale")
-        w4 = {key: r[f"mults_{key}"] for key, gemm in gemms[len(programs)].items()
-              if gemm[3] is not None}
+        w4 = {key: r[f"mults_{key}"] for key, (_, _, _, q4, _, _) in layer.items()
+              if q4 is not None}
         commands, layer_groups = _lowbit_layer_program(r, S, H, F, heads, d, valid, scales,
                                                        plan["softmax"], (int(mult[0]), int(shift[0])),
                                                        w4)
