@@ -12,7 +12,9 @@ programs run one after the other, each with ``base``, ``program`` (hex of
 the assembled bytes), ``commands`` (their dicts, for the golden model),
 ``expect_code`` (STATUS.error_code), optionally ``expect_pc``,
 ``fail_read`` / ``fail_write`` (``[lo, hi)`` byte ranges answered SLVERR),
-``abort_after`` (cycles after start to write CTRL.abort).
+``abort_after`` (cycles after start to write CTRL.abort), ``records`` (the
+PROG_LEN written, when not the program's records: a longer program wraps
+around the memory), ``polls`` (of STATUS before giving up; default 100,000).
 
 Before the runs the register file is read back (:meth:`TB.registers`:
 every register after reset, the writable ones after writes of all ones
@@ -25,7 +27,7 @@ on the memory as the run found it). Results: ``registers``; one dict per
 run (code, pc, counters, match; ``elapsed``, clock cycles from the start
 to the end seen; ``irq_status``, and ``irq`` under each ``IRQ_ENABLE``
 value, ``irq_enabled``; ``steps``, the counters' steps summed by
-:meth:`TB.count_steps`) under ``runs``; the final memory in the ``.npy``
+:meth:`TB.count_steps`; ``write_bursts``, its count of AW handshakes) under ``runs``; the final memory in the ``.npy``
 file named by ``image``.
 """
 
@@ -155,19 +157,22 @@ class TB:
     async def count_steps(self):
         """The performance counters' steps summed cycle by cycle (the top's
         ``*_step`` wires, cleared with the counters by ``clear``), into
-        ``self.steps``: each counter must read its sum."""
-        dut, self.steps = self.dut, {}
+        ``self.steps``: each counter must read its sum; and the write
+        bursts (AW handshakes) since the last ``clear``, into ``self.bursts``."""
+        dut, self.steps, self.bursts = self.dut, {}, 0
         if not hasattr(dut, "clear"):
             return
         wires = {name: getattr(dut, f"{name}_step") for name in STEPS
                  if hasattr(dut, f"{name}_step")}
+        awvalid, awready = dut.m_axi_awvalid, dut.m_axi_awready
         while True:
             await RisingEdge(dut.clk)
             if dut.clear.value:
-                self.steps = dict.fromkeys(wires, 0)
+                self.steps, self.bursts = dict.fromkeys(wires, 0), 0
             else:
                 for name, wire in wires.items():
                     self.steps[name] = self.steps.get(name, 0) + int(wire.value)
+                self.bursts += int(awvalid.value) & int(awready.value)
 
     async def registers(self):
         """The register file read back: every mapped register (response and
@@ -202,13 +207,15 @@ class TB:
         before = self.memory()
         self.inject(run.get("fail_read"), run.get("fail_write"))
         await driver.load(run["base"], bytes.fromhex(run["program"]))
+        if run.get("records") is not None:     # PROG_LEN other than the program's records
+            await driver.point(run["base"], run["records"])
         start = get_sim_time("ns")
         await driver.run(irq=True)
         if run.get("abort_after") is not None:
             await ClockCycles(dut.clk, run["abort_after"])
             await self.lite.write_dword(REG["CTRL"], 2)
         try:
-            pc, code = await driver.wait(), 0
+            pc, code = await driver.wait(run.get("polls", 100_000)), 0
         except ProgramError as error:
             code = error.code
             pc = await self.lite.read_dword(REG["PC"])
@@ -225,7 +232,7 @@ class TB:
         await self.lite.write_dword(REG["IRQ_STATUS"], 3)
         await ClockCycles(dut.clk, 2)
         irq_after = int(dut.irq.value)
-        steps = dict(self.steps)
+        steps, bursts = dict(self.steps), self.bursts
         counters = await driver.counters()
         self.inject()
         ran = [c for c in run["commands"] if c.get("opcode", "run") == "run"][:pc]
@@ -239,7 +246,7 @@ class TB:
         mismatches = int(np.count_nonzero(got != expected)) if checked else None
         return {"code": code, "pc": pc, "irq": irq, "irq_after": irq_after, "counters": counters,
                 "elapsed": elapsed, "irq_status": irq_status, "irq_enabled": irq_enabled,
-                "steps": steps,
+                "steps": steps, "write_bursts": bursts,
                 "mismatches": mismatches, "errors": errors}
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from .gemm_cycles import chunks, gemm_cycles
 
 __all__ = ["AxiReads", "axi_top_cycles", "chunk_requests", "block_writes", "axi_write_cycles",
-           "write_beats", "write_drain", "COMMAND", "PROGRAM"]
+           "write_beats", "write_bursts", "write_drain", "COMMAND", "PROGRAM"]
 
 #: Cycles per command besides the record's read (first beat ``latency`` after
 #: the AR), the engine's own and its last write burst's beats: the fetcher's
@@ -184,24 +184,17 @@ def write_beats(config, cmd, chunk):
     return out
 
 
-def write_drain(config, timed_beats, max_burst=16):
-    """Cycles from the last of ``timed_beats`` (``(cycle, word)``, in order)
-    to the response of its write burst, less 3 (a single beat's), on a slave
-    that takes everything at once (``AxiRam``), following the master's rules
-    (:class:`~bertforge.rtl.axi.AxiMaster`):
-
-    - a beat to the held beat's word a cycle later (two, if the burst is not
-      full) merges into it; a beat to the next word a cycle or two later
-      extends the burst unless it is full (``min(max_burst,
-      MAX_WRITE_BURST)`` beats) or its word ends a 4 KB page; otherwise the
-      burst ends at the next beat, or 2 cycles after its last (1 if full);
-    - a beat enters the W queue when the next beat comes (the last when its
-      burst ends) and leaves it 2 cycles later at the earliest, a cycle
-      after its burst ended, in order, a beat a cycle; a burst's AW leaves
-      2 cycles after it ended, a burst a cycle;
-    - the slave answers a burst when its AW has come if its last beat came
-      by then, else the cycle after its last beat; bursts in order.
-    """
+def write_bursts(config, timed_beats, max_burst=16):
+    """The write bursts the master makes of ``timed_beats`` (``(cycle,
+    word)``, in order) on a slave that takes everything at once, following
+    its rules (:class:`~bertforge.rtl.axi.AxiMaster`): a beat to the held
+    beat's word a cycle later (two, if the burst is not full) merges into
+    it; a beat to the next word a cycle or two later extends the burst
+    unless it is full (``min(max_burst, MAX_WRITE_BURST)`` beats) or its
+    word ends a 4 KB page; otherwise the burst ends at the next beat, or 2
+    cycles after its last (1 if full). Per burst ``[pushes, end]``: the
+    cycle each beat enters the W queue (when the next beat comes, the last
+    when the burst ends) and the cycle it ends."""
     from bertforge.rtl.axi import MAX_WRITE_BURST
     longest = min(max_burst, MAX_WRITE_BURST)
     page = 4096 // config.mem_bytes
@@ -223,15 +216,29 @@ def write_drain(config, timed_beats, max_burst=16):
             bursts[-1][1] = end
         bursts.append([[None], None])
         last = (cycle, word)
-    full = len(bursts[-1][0]) == longest or last[1] % page == page - 1
-    bursts[-1][1] = bursts[-1][0][-1] = last[0] + (1 if full else 2)
+    if last is not None:
+        full = len(bursts[-1][0]) == longest or last[1] % page == page - 1
+        bursts[-1][1] = bursts[-1][0][-1] = last[0] + (1 if full else 2)
+    return bursts
+
+
+def write_drain(config, timed_beats, max_burst=16):
+    """Cycles from the last of ``timed_beats`` (``(cycle, word)``, in order)
+    to the response of its write burst, less 3 (a single beat's), on a slave
+    that takes everything at once (``AxiRam``): the bursts of
+    :func:`write_bursts`; a beat leaves the W queue 2 cycles after it
+    entered at the earliest, a cycle after its burst ended, in order, a beat
+    a cycle; a burst's AW leaves 2 cycles after it ended, a burst a cycle;
+    the slave answers a burst when its AW has come if its last beat came by
+    then, else the cycle after its last beat; bursts in order.
+    """
     w = aw = answer = -10 ** 9
-    for pushes, end in bursts:
+    for pushes, end in write_bursts(config, timed_beats, max_burst):
         aw = max(end + 2, aw + 1)
         for push in pushes:
             w = max(w + 1, push + 2, end + 1)
         answer = max(answer + 1, aw if w <= aw else w + 1)
-    return answer - last[0] - 3
+    return answer - timed_beats[-1][0] - 3
 
 
 def axi_top_cycles(config, program, *, latency, max_burst=16, max_reads=4, record_words=None):

@@ -14,7 +14,7 @@ from bertforge.generators.axi_sim import program_run, simulate_axi
 from bertforge.generators.gemm_sim import layout_problems
 from bertforge.boards.axi_board_tb import LANE_BYTES
 from bertforge.rtl.axi_regmap import REGISTERS
-from bertforge.rtl.axi_top import ERR_ABORTED, ERR_BAD_OPCODE, ERR_REJECTED
+from bertforge.rtl.axi_top import ERR_ABORTED, ERR_BAD_OPCODE, ERR_REJECTED, record_bytes
 from bertforge.rtl.gemm import GemmConfig
 
 ADDR_FIELDS = ("a_addr", "b_addr", "c_addr", "bias_addr", "scale_addr")
@@ -133,6 +133,70 @@ def test_axi_gemm_programs():
         "read_id": "OKAY", "read_unmapped": "SLVERR", "read_unmapped_top": "SLVERR",
         "write_irq_enable": "OKAY", "write_unmapped": "SLVERR", "write_id": "SLVERR",
         "write_status": "SLVERR", "write_cycles": "SLVERR", "id_after_write": 0x42464731}
+
+
+def one_block_items(count, rng):
+    """Problems whose C is one block of the engine (at most ``m_tile`` rows,
+    4 columns): the writer writes it in one go, a piece a cycle."""
+    kinds = [{}, {"bias": True}, {"scale": 0.01}, {"accumulate": True}, {"scale": 0.001, "int16": 1}]
+    return [{"m": int(rng.integers(1, 3)), "k": int(rng.integers(1, 20)),
+             "n": int(rng.integers(2, 5)), **kinds[i % len(kinds)]} for i in range(count)]
+
+
+#: One record of the wrapping program: C = A @ B of one int8 element, A
+#: and B read from the record itself, C written to its byte 31 (past the
+#: record's 235 bits: the record stays the same command).
+WRAP_COMMAND = dict(m=1, k=4, n=1, a_addr=0, b_addr=0, a_stride=4, b_stride=1, c_addr=31,
+                    c_stride=1, int8=1, multiplier=1 << 30, shift=30)
+
+
+def test_axi_write_bursts():
+    """Without pauses, the write bursts (the testbench counts AW
+    handshakes) equal the cycle model's, :func:`write_bursts` of the
+    writer's beats, for programs of one-block GEMMs, the first with C at
+    odd addresses: each int32 spans two words, and the master merges the
+    beats of a word into one (issue 40: mutant 23 of the AXI top, the
+    merge tied off, only adds bursts)."""
+    from bertforge.sim.axi_cycles import write_beats, write_bursts
+    from bertforge.sim.gemm_cycles import chunks
+    config = config_for(32)
+    rng = np.random.default_rng(7)
+    image = np.zeros(1 << config.addr_width, dtype=np.uint8)
+    odd = place(config, image, one_block_items(10, rng), 0x1000 + 3, rng)
+    even = place(config, image, one_block_items(5, rng), 0x2000, rng)
+    runs = [program_run(config, odd, base=0xC000), program_run(config, even, base=0xC800)]
+    result = simulate_axi(config, image, runs, pause=0.0, seed=2)
+    assert result["passed"], result.get("log")
+    for cmds, got in zip((odd, even), result["runs"]):
+        assert got["code"] == 0 and got["pc"] == len(cmds) and got["mismatches"] == 0
+        beats = []
+        for cmd in cmds:
+            blocks = [c for c in chunks(config, cmd) if c["last"]]
+            assert len(blocks) == 1
+            beats.append(write_beats(config, cmd, blocks[0]))
+        assert got["write_bursts"] == sum(len(write_bursts(config, b)) for b in beats)
+    # the odd C's rows have beats to the word of the beat before (merged)
+    assert sum(a[1] == b[1] for cmd in odd for row in [write_beats(
+        config, cmd, chunks(config, cmd)[-1])] for a, b in zip(row, row[1:])) >= 10
+
+
+@pytest.mark.slow
+def test_axi_program_past_4096_records():
+    """A program of 4,097 records (PROG_LEN) from 0: the fetch address
+    wraps around the 64 KB memory (2,048 records, all the same command), so
+    the program counter passes 4,096 (bit 12: mutant 43 of the AXI top) and
+    the program ends there with every command run (390,000 cycles: 70 to
+    130 s on the shared machine; too long for the default run)."""
+    config = config_for(32)
+    image = np.zeros(1 << config.addr_width, dtype=np.uint8)
+    records = (1 << config.addr_width) // record_bytes(config)
+    run = program_run(config, [WRAP_COMMAND] * records, base=0, records=2 * records + 1,
+                      polls=200_000)
+    run["commands"] = [WRAP_COMMAND] * (2 * records + 1)
+    result = simulate_axi(config, image, [run], pause=0.0, seed=2)
+    assert result["passed"], result.get("log")
+    got = result["runs"][0]
+    assert got["code"] == 0 and got["pc"] == 2 * records + 1 > 1 << 12 and got["mismatches"] == 0
 
 
 def word(register, **values):
