@@ -88,6 +88,39 @@ def test_edges_partial_groups_accumulate_int8_and_bad_commands_with_stalls(tmp_p
 WAIVED = {f"sparse_engine.rd_data.refused:{b}" for b in ("1", "2-3", "4+")}
 
 
+def requantization_problems(rng):
+    """Commands whose requantization reaches the bits the other tests leave
+    alone (issue 40: the sparse engine's mutants 2, 11, 12, 18, 21, 24):
+    a per-tensor multiplier with bits 26, 27 and 30 set on an int8 C with
+    negative sums and K = 40 (bit 5) and tag 0x81 (bit 7); an int16 C
+    with multiplier ``2**27`` (a unit of bit 11 moves outputs by 1/8);
+    and per-channel scales of 8-bit multipliers (a bit is a large part of
+    each) on 8 columns, their scale words at an address with bit 11 set
+    (after a filler problem)."""
+    multipliers = [int(v) | 0x20 for v in rng.integers(1, 256, 8)]
+    return [
+        dict(m=3, k=40, n=5, pat_n=2, pat_m=4, int8=1, multiplier=0x4C3A5F21, shift=38,
+             tag=0x81),
+        dict(m=4, k=64, n=8, pat_n=4, pat_m=8, int16=1, multiplier=1 << 27, shift=29),
+        dict(m=4, k=96, n=8, pat_n=4, pat_m=8),
+        dict(m=4, k=48, n=8, pat_n=2, pat_m=4, int16=1, multipliers=multipliers,
+             shifts=[8] * 8),
+    ]
+
+
+def test_requantization_corners(tmp_path):
+    rng = np.random.default_rng(9)
+    image, commands = layout_sparse_problems(TINY, requantization_problems(rng), rng)
+    assert commands[3]["scale_addr"] >> 11 & 1 and commands[0]["tag"] == 0x81
+    result = simulate_sparse_engine(TINY, image, commands, seed=9, workdir=tmp_path)
+    assert result["passed"], result["log"]
+    assert result["match"] and not any(result["errors"])
+    # the int8 C has values of both signs, and the int16 ones are not all saturated
+    c = [read_c(result["image"], cmd) for cmd in commands]
+    assert c[0].min() < 0 < c[0].max()
+    assert all(np.count_nonzero(np.abs(c[i]) < 32767) > c[i].size // 2 for i in (1, 3))
+
+
 def test_results_equal_the_dense_product_of_the_pruned_weights(tmp_path):
     rng = np.random.default_rng(4)
     a = rng.integers(-128, 128, (6, 50))
