@@ -68,7 +68,7 @@ def random_softmax_rows(config, rows, length, rng, *, mask_rate=0.3):
 def extreme_softmax_rows(config, rng):
     """The special rows: all equal, one huge value, all very negative, fully
     masked but one, fully masked, L = 1, L = l_max at full range, huge and
-    tiny scales. Rows are whole beats when the config has no mask."""
+    tiny scales (10.0: a shift of 0). Rows are whole beats when the config has no mask."""
     lo, hi = _int_range(config)
     n = config.l_max
     if not config.mask:
@@ -102,6 +102,7 @@ def extreme_softmax_rows(config, rng):
         add([lo])                                               # L = 1 at the bottom
     else:
         add(rng.integers(lo, hi, config.lanes, endpoint=True))  # shortest row
+    add(rng.integers(lo, hi, n, endpoint=True), scale=10.0)    # largest scales: shift 0
     return make_rows(config, x_rows, masks, scales)
 
 

@@ -26,7 +26,7 @@ from .params import Config, check_choice, check_instance, check_int
 from .stream import Queue
 from bertforge.rtl.errors import ParameterError
 
-__all__ = ["ButterflyConfig", "ButterflyEngine", "MODES", "COMPUTE_LATENCY", "SLOTS",
+__all__ = ["ButterflyConfig", "ButterflyEngine", "MODES", "fft_magnitude_bounds", "COMPUTE_LATENCY", "SLOTS",
            "twiddle_table", "FFT_GUARD_BITS", "stage_period", "command_is_valid"]
 
 #: Command modes (the ``mode`` field of a command).
@@ -120,6 +120,24 @@ def twiddle_table(config):
         table.append((math.floor(math.cos(angle) * (1 << frac) + 0.5),
                       math.floor(-math.sin(angle) * (1 << frac) + 0.5)))
     return table
+
+
+def fft_magnitude_bounds(config):
+    """``(bounds, w_max)``: ``bounds[s]`` bounds the magnitude ``|v|`` (raw
+    units, real and imaginary parts as one complex number) of every value
+    after ``s`` FFT stages, ``s = 0 .. log2(n_max)``, for every input and
+    every length; ``w_max`` is the largest rounded twiddle's ``|W|`` (at
+    least 1). Inputs start at ``sqrt(2) * 2**(width - 1 + G)``; a stage's
+    ``(a + b) / 2`` and ``(a - b) W / 2`` grow it at most by ``w_max``, plus
+    the rounding of two components (``sqrt(2) / 2``)."""
+    frac = config.twiddle_format.frac_bits
+    w_max = max(1.0, max(math.hypot(re, im) for re, im in twiddle_table(config)) / (1 << frac))
+    bound = math.sqrt(2) * (1 << (config.width - 1 + FFT_GUARD_BITS))
+    bounds = [bound]
+    for _ in range(config.log_n_max):
+        bound = bound * w_max + math.sqrt(2) / 2
+        bounds.append(bound)
+    return bounds, w_max
 
 
 def complex_layout(width):
@@ -372,8 +390,14 @@ class ButterflyEngine(wiring.Component):
             # a = v[i] is in bank i[0], b = v[i + n/2] in the other one.
             m.d.comb += port.addr.eq(Mux(i[0] == b, a_addr, b_addr))
         twiddle_index = Signal(range(cfg.n_max // 2))
+        # ((i >> s) << s) << (log2 n_max - log2 n), cut to the index's bits,
+        # as a right shift of the reversed bits (a left shift by a run-time
+        # amount is as wide as the largest amount allows).
+        index_bits = max(ln - 1, 1)
+        reversed_index = Signal(index_bits)
         m.d.comb += [
-            twiddle_index.eq((((i >> s) << s) << (ln - c.logn).as_unsigned())[:max(ln - 1, 1)]),
+            reversed_index.eq((i >> s)[:index_bits][::-1] >> (s + (ln - c.logn).as_unsigned())),
+            twiddle_index.eq(reversed_index[::-1]),
             tw_rd.addr.eq(twiddle_index),
             w_rd.addr.eq(Cat(i[:ln - 1], s)),
         ]
@@ -404,6 +428,8 @@ class ButterflyEngine(wiring.Component):
         tw_im = Signal(signed(frac + 3))
         m.d.comb += tw_im.eq(Mux(p1.mode == MODES["ifft"], -tw.im, tw.im))
         linear1 = p1.mode == MODES["linear"]
+        bounds, w_max = fft_magnitude_bounds(cfg)
+        m_in = bounds[-2]       # a stage's input: after at most log2(n_max) - 1 stages
         linear2 = p2.mode == MODES["linear"]
 
         top_word, bot_word = [], []
@@ -435,17 +461,33 @@ class ButterflyEngine(wiring.Component):
             m.d.comb += [lin_top.eq(prods[0] + prods[1]), lin_bot.eq(prods[2] + prods[3]),
                          fft_bre.eq(prods[0] - prods[1])]
             narrow, wide = signed(width), signed(inner)
+            # Stage inputs have |a|, |b| <= m_in (fft_magnitude_bounds), so
+            # a component of a + b is within 2 m_in and one of (a - b) W
+            # within 2 m_in |W|: their requantizations need no clamp while
+            # the bound fits `wide` (requantize decides).
+            sum_range = (-math.ceil(2 * m_in), math.ceil(2 * m_in))
+            rot = math.ceil(2 * m_in * w_max * (1 << frac))
+            # Linear mode: a and b are `width`-bit values (loaded, or a
+            # stage's narrow result), so w0 a + w1 b is within 2**(width +
+            # weight_width - 1): width + weight_width + 1 bits.
+            lin_bits = width + ww + 1
+            top_lin = requantize(lin_top[:lin_bits].as_signed(), p2.mult, p2.shift, narrow)
+            bot_lin = requantize(lin_bot[:lin_bits].as_signed(), p2.mult, p2.shift, narrow)
+            top_re_fft = requantize(sum_re, 1, 1, wide, value_range=sum_range)
+            top_im_fft = requantize(sum_im, 1, 1, wide, value_range=sum_range)
+            bot_re_fft = requantize(fft_bre, 1, frac + 1, wide, value_range=(-rot, rot))
+            bot_im_fft = requantize(lin_bot, 1, frac + 1, wide, value_range=(-rot, rot))
             top_re = Signal(wide, name=f"l{lane}_top_re")
             top_im = Signal(wide, name=f"l{lane}_top_im")
             bot_re = Signal(wide, name=f"l{lane}_bot_re")
             bot_im = Signal(wide, name=f"l{lane}_bot_im")
             m.d.sync += [
-                top_re.eq(Mux(linear2, requantize(lin_top, p2.mult, p2.shift, narrow).as_signed(),
-                              requantize(sum_re, 1, 1, wide))),
-                bot_re.eq(Mux(linear2, requantize(lin_bot, p2.mult, p2.shift, narrow).as_signed(),
-                              requantize(fft_bre, 1, frac + 1, wide))),
-                top_im.eq(Mux(linear2, 0, requantize(sum_im, 1, 1, wide))),
-                bot_im.eq(Mux(linear2, 0, requantize(lin_bot, 1, frac + 1, wide))),
+                top_re.eq(Mux(linear2, top_lin.as_signed(),
+                              top_re_fft)),
+                bot_re.eq(Mux(linear2, bot_lin.as_signed(),
+                              bot_re_fft)),
+                top_im.eq(Mux(linear2, 0, top_im_fft)),
+                bot_im.eq(Mux(linear2, 0, bot_im_fft)),
             ]
             top_word += [top_re, top_im]
             bot_word += [bot_re, bot_im]

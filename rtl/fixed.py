@@ -13,7 +13,7 @@ round to nearest with ties toward +infinity, saturate. Its numpy twin is
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Const, Mux, Shape, signed, unsigned
+from amaranth.hdl import Cat, Const, Mux, Shape, Value, signed, unsigned
 
 from .params import check_int
 from bertforge.rtl.errors import ParameterError
@@ -61,22 +61,72 @@ class Q:
         return f"{'' if self.signed else 'U'}Q{self.int_bits}.{self.frac_bits}"
 
 
-def requantize(value, multiplier, shift, out_shape):
+def _range(operand):
+    """``(lo, hi)`` of an int or of an Amaranth value's shape."""
+    if isinstance(operand, int):
+        return operand, operand
+    shape = Value.cast(operand).shape()
+    if shape.signed:
+        return -(1 << (shape.width - 1)), (1 << (shape.width - 1)) - 1
+    return 0, (1 << shape.width) - 1
+
+
+def _drop_low(value, bits):
+    """``value >> bits`` for a constant ``bits``, as a slice (yosys writes a
+    constant shift at the operand's width, padded with constant bits)."""
+    value = Value.cast(value)
+    if bits == 0 or bits >= len(value):
+        return value >> bits
+    high = value[bits:]
+    return high.as_signed() if value.shape().signed else high
+
+
+def requantize(value, multiplier, shift, out_shape, *, value_range=None):
     """Expression for ``clamp((value * multiplier + round) >> shift)`` in
     ``out_shape`` (a signed or unsigned shape), with ``round = 2**(shift-1)``
     (0 when ``shift`` is 0). ``multiplier`` and ``shift`` may be run-time
     values (``shift`` unsigned) or ints.
 
+    A run-time shift rounds as ``(((p << 1) >> shift) + 1) >> 1``, equal to
+    ``(p + 2**(shift-1)) >> shift`` for every shift (0 included) and no
+    wider than ``p`` plus two bits (the form with ``1 << shift`` is as wide
+    as the largest shift allows: 114 bits for a 48-bit product and a 6-bit
+    shift).
+
+    A clamp is emitted only where the result can leave ``out_shape``: from
+    the range of ``value`` (its shape's, or ``value_range = (lo, hi)`` when
+    the caller has a tighter bound), of ``multiplier`` (an int, or its
+    shape's) and of ``shift`` (a run-time shift may be 0), decided at
+    elaboration; the rounded result lies between the product's extremes
+    rounded at the smallest shift (rounding to nearest moves a value toward
+    0, never past it).
+
     Purely combinational: callers register the result (and may register the
     product first) to meet timing.
     """
-    product = value * multiplier
+    product = value if isinstance(multiplier, int) and multiplier == 1 else value * multiplier
+    value_lo, value_hi = _range(value) if value_range is None else value_range
+    mult_lo, mult_hi = _range(multiplier)
+    corners = [a * b for a in (value_lo, value_hi) for b in (mult_lo, mult_hi)]
+    low_shift = shift if isinstance(shift, int) else 0
     if isinstance(shift, int):
-        rounding = (1 << shift) >> 1
+        shifted = _drop_low((product + ((1 << shift) >> 1)) if shift else product, shift)
     else:
-        rounding = (Const(1, len(product) + 1) << shift) >> 1
-    shifted = (product + rounding) >> shift
+        shifted = _drop_low(((product << 1) >> shift) + 1, 1)
+    result_lo, result_hi = ((c + ((1 << low_shift) >> 1)) >> low_shift
+                            for c in (min(corners), max(corners)))
     out_shape = Shape.cast(out_shape)
     lo = -(1 << (out_shape.width - 1)) if out_shape.signed else 0
     hi = (1 << (out_shape.width - 1)) - 1 if out_shape.signed else (1 << out_shape.width) - 1
-    return Mux(shifted > hi, hi, Mux(shifted < lo, lo, shifted))[:out_shape.width]
+    shifted = Value.cast(shifted)
+    width = out_shape.width
+    pad = width - len(shifted)
+    if pad > 0:         # a narrow value in a wide result: extend it
+        result = Cat(shifted, (shifted[-1] if shifted.shape().signed else Const(0, 1)).replicate(pad))
+    else:               # in range, the value is its low bits: the muxes are `width` bits wide
+        result = shifted[:width]
+    if result_lo < lo:
+        result = Mux(shifted < lo, Const(lo & ((1 << width) - 1), width), result)
+    if result_hi > hi:
+        result = Mux(shifted > hi, Const(hi, width), result)
+    return result

@@ -202,48 +202,68 @@ class Gelu(wiring.Component):
             for k in range(1, GELU_LATENCY):
                 m.d.sync += [valid[k].eq(valid[k - 1]), last[k].eq(last[k - 1])]
 
+        # Ranges, from the tables and the scales (intermediates sized to
+        # them; requantize leaves out a clamp they cannot reach): h over
+        # every segment and fraction, x over every input, y = relu(x) << 4 - h.
+        h_values = [b + ((k * f + (1 << (seg_bits - 1))) >> seg_bits)
+                    for b, k in zip(base_table, slope_table) for f in range(1 << seg_bits)]
+        h_lo, h_hi = min(h_values + [0]), max(h_values + [0])
+        in_range = (-(1 << (cfg.in_width - 1)) * cfg.in_mult, ((1 << (cfg.in_width - 1)) - 1) * cfg.in_mult)
+        # x over every input (the input requantization is monotonic)
+        x_lo, x_hi = (min(max((v + ((1 << cfg.in_shift) >> 1)) >> cfg.in_shift, GELU_X.min_raw),
+                          GELU_X.max_raw) for v in in_range)
+        mag_bits = max(max(-x_lo, x_hi).bit_length(), seg_bits + idx_bits + 1)
+        y_lo, y_hi = -h_hi, (max(x_hi, 0) << y_shift) - h_lo
+        mult_hi = (1 << CHANNEL_MULT_BITS) - 1 if cfg.channel_scales else cfg.out_mult
+        out_corners = [y * k for y in (y_lo, y_hi) for k in (0 if cfg.channel_scales else mult_hi, mult_hi)]
+        out_range = (min(out_corners), max(out_corners))
+
         if cfg.channel_scales:
             words = self._scale_words(m, advance)
         for lane in range(cfg.lanes):
             raw = self.x.payload.data[lane]
             product = register(signed(cfg.in_width + cfg.in_mult.bit_length() + 1),
                                f"l{lane}_in_product")
-            x = register(GELU_X.shape, f"l{lane}_x")
-            mag = Signal(unsigned(GELU_X.width), name=f"l{lane}_mag")
-            base = register(signed(GELU_Y.width), f"l{lane}_base")
-            slope = register(signed(GELU_Y.width), f"l{lane}_slope")
+            x = register(range(min(x_lo, -1), max(x_hi, 1) + 1), f"l{lane}_x")
+            mag = Signal(unsigned(mag_bits), name=f"l{lane}_mag")
+            base = register(range(min(base_table), max(base_table) + 1), f"l{lane}_base")
+            slope = register(range(min(slope_table), max(slope_table) + 1), f"l{lane}_slope")
             frac = register(unsigned(seg_bits), f"l{lane}_frac")
             beyond = register(1, f"l{lane}_beyond")
-            relu = register(signed(GELU_Y.width + 1), f"l{lane}_relu")
-            h = Signal(signed(GELU_Y.width + seg_bits + 2), name=f"l{lane}_h")
-            y = register(signed(GELU_Y.width + 2), f"l{lane}_y")
+            relu = register(range(max(x_hi, 1) + 1), f"l{lane}_relu")      # max(x, 0)
+            h = Signal(range(h_lo, h_hi + 1), name=f"l{lane}_h")
+            y = register(range(y_lo, y_hi + 1), f"l{lane}_y")
             out_mult, out_shift = cfg.out_mult, cfg.out_shift
             if cfg.channel_scales:      # this beat's words (stage 4) and shift (stage 5)
                 out_mult, out_shift = words[lane][0][:CHANNEL_MULT_BITS], words[lane][1]
-            mult_bits = CHANNEL_MULT_BITS if cfg.channel_scales else cfg.out_mult.bit_length()
-            out_product = register(signed(GELU_Y.width + 2 + mult_bits + 1), f"l{lane}_out_product")
+            out_product = register(range(out_range[0], out_range[1] + 1), f"l{lane}_out_product")
             out = register(signed(cfg.out_width), f"l{lane}_out")
 
+            rounded = slope * frac + (1 << (seg_bits - 1))
+            correction = rounded[seg_bits:]      # >> seg_bits, without yosys's padding
+            if rounded.shape().signed:
+                correction = correction.as_signed()
             m.d.comb += [
                 mag.eq(Mux(x < 0, -x, x)),
-                h.eq(base + ((slope * frac + (1 << (seg_bits - 1))) >> seg_bits)),
+                h.eq(base + correction),
                 self.y.payload.data[lane].eq(out),
             ]
-            bases = Array(Const(v, signed(GELU_Y.width)) for v in base_table)
-            slopes = Array(Const(v, signed(GELU_Y.width)) for v in slope_table)
+            bases = Array(Const(v, base.shape()) for v in base_table)
+            slopes = Array(Const(v, slope.shape()) for v in slope_table)
             index = mag[seg_bits:seg_bits + idx_bits]
             with m.If(advance):
                 m.d.sync += [
                     product.eq(raw * cfg.in_mult),
-                    x.eq(requantize(product, 1, cfg.in_shift, GELU_X.shape)),
+                    x.eq(requantize(product, 1, cfg.in_shift, GELU_X.shape, value_range=in_range)),
                     base.eq(bases[index]),
                     slope.eq(slopes[index]),
                     frac.eq(mag[:seg_bits]),
                     beyond.eq(mag >= limit),
-                    relu.eq(Mux(x < 0, 0, x) << y_shift),
-                    y.eq(relu - Mux(beyond, 0, h)),
+                    relu.eq(Mux(x < 0, 0, x)),
+                    y.eq((relu << y_shift) - Mux(beyond, 0, h)),
                     out_product.eq(y * out_mult),
-                    out.eq(requantize(out_product, 1, out_shift, signed(cfg.out_width))),
+                    out.eq(requantize(out_product, 1, out_shift, signed(cfg.out_width),
+                                      value_range=out_range)),
                 ]
         return m
 

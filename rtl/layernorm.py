@@ -219,7 +219,10 @@ class LayerNorm(wiring.Component):
         s1_shape = signed(vw + hbits)
         s2_shape = unsigned(2 * vw + hbits)
         d_width = max(hbits + 2 * vw + hbits, 2 * (vw + hbits)) + 1
-        rsqrt = RsqrtPipeline(d_width)
+        # D = H**2 var <= h_max**2 ((v_max - v_min) / 2)**2 (Popoviciu), below
+        # the width of H*S2: the rsqrt normalizes D at its own width.
+        d_bits = max((cfg.h_max ** 2 * ((1 << vw) - 1) ** 2 // 4).bit_length(), 1)
+        rsqrt = RsqrtPipeline(d_bits)
 
         # ---- gamma / beta memory -------------------------------------------
         pw = cfg.param_width
@@ -315,12 +318,12 @@ class LayerNorm(wiring.Component):
         # D = H*S2 - S1**2, then rsqrt; S1 and H ride along.
         hs2, s1sq = register(unsigned(d_width), "hs2"), register(unsigned(d_width), "s1sq")
         s1_5, h_5 = register(s1_shape, "s1_5"), register(unsigned(hbits), "h_5")
-        d6 = register(unsigned(d_width), "d6")
+        d6 = register(unsigned(d_bits), "d6")
         s1_6, h_6 = register(s1_shape, "s1_6"), register(unsigned(hbits), "h_6")
         valid5, valid6 = Signal(name="valid5"), Signal(name="valid6")
         m.d.sync += [hs2.eq(h_4 * s2_4), s1sq.eq((s1_4 * s1_4).as_unsigned()), s1_5.eq(s1_4),
                      h_5.eq(h_4), valid5.eq(valid4),
-                     d6.eq(hs2 - s1sq), s1_6.eq(s1_5), h_6.eq(h_5), valid6.eq(valid5)]
+                     d6.eq((hs2 - s1sq)[:d_bits]), s1_6.eq(s1_5), h_6.eq(h_5), valid6.eq(valid5)]
         rsqrt.add_to(m)
         m.d.comb += rsqrt.d.eq(d6)
         s1_c = delay(m, s1_6, RSQRT_STAGES, "s1_r")

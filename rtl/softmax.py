@@ -343,20 +343,25 @@ class Softmax(wiring.Component):
         s5 = b_stage({**{f"f{j}": s4[f"hi{j}"] * s4[f"lo{j}"] for j in range(lanes)},
                     **{f"n{j}": s4[f"n{j}"] for j in range(lanes)}, "mask": s4["mask"]},
                    {"valid": s4["valid"], "last": s4["last"]}, 5)
-        # b6: e = round(round(f / 2**(2P - W)) / 2**n), 0 if masked or tiny.
+        # b6: e = round(round(f / 2**(2P - W)) / 2**n), 0 if masked. The
+        # rounding shift is written narrow: (((mant << 1) >> n) + 1) >> 1 is
+        # (mant + 2**(n-1)) >> n for every n (0 included); mant <= 2**W (f <=
+        # 2**2P), so it is 0 for n >= W + 2 (the golden model's "tiny") and
+        # at most 2**W: e fits W + 1 bits.
         drop = 2 * cfg.table_frac - cfg.exp_frac
         values = {}
         for j in range(lanes):
             mant = Signal(e_shape, name=f"mant{j}")
-            m.d.comb += mant.eq((s5[f"f{j}"] + (1 << (drop - 1))) >> drop)
-            n = s5[f"n{j}"]
-            shifted = Signal(cfg.exp_frac + 2, name=f"eshift{j}")
-            m.d.comb += shifted.eq((mant + ((Const(1, cfg.exp_frac + 2) << n) >> 1)) >> n)
-            tiny = n >= cfg.exp_frac + 2
-            values[f"e{j}"] = Mux(s5["mask"][j] | tiny, 0, shifted)[:e_shape.width]
+            m.d.comb += mant.eq((s5[f"f{j}"] + (1 << (drop - 1)))[drop:])
+            shifted = Signal(e_shape.width + 2, name=f"eshift{j}")
+            m.d.comb += shifted.eq((Cat(Const(0, 1), mant) >> s5[f"n{j}"]) + 1)
+            e = shifted[1:]
+            if cfg.mask:        # (without a mask input the mask bits are constant 0)
+                e = Mux(s5["mask"][j], 0, e)
+            values[f"e{j}"] = e[:e_shape.width]
         s6 = b_stage(values, {"valid": s5["valid"], "last": s5["last"]}, 6)
         # b7: e leaves to the queue; the row sum goes to the divider.
-        lane_sum = Signal(cfg.sum_width)
+        lane_sum = Signal((lanes << cfg.exp_frac).bit_length())     # each e <= 2**exp_frac
         m.d.comb += lane_sum.eq(sum(s6[f"e{j}"] for j in range(lanes)))
         s7 = b_stage({**{f"e{j}": s6[f"e{j}"] for j in range(lanes)}, "lane_sum": lane_sum},
                    {"valid": s6["valid"], "last": s6["last"]}, 7)
@@ -411,20 +416,28 @@ class Softmax(wiring.Component):
         """Restoring division of ``2**K`` by ``sum_in``, ``DIV_BITS_PER_STAGE``
         quotient bits per registered stage. Returns ``(valid, quotient)``."""
         cfg = self.config
-        rem_width = cfg.sum_width + 1
+        # A row's sum is 0 (every element masked) or at least 2**exp_frac
+        # (its max has e = 2**exp_frac), so the remainder, below the
+        # divisor, fits the sum's width. (A sum of 0 gives a quotient of all
+        # ones whatever the remainder: ge is always true.)
+        rem_width = cfg.sum_width
         # 2**K >> recip_width = 2**(exp_frac - 1) < sum: the quotient fits.
-        rem = Const(1 << (cfg.exp_frac - 1), rem_width)
+        rem = 1 << (cfg.exp_frac - 1)
         quotient = Const(0, 0)
         valid, divisor = valid_in, sum_in
         bit = cfg.recip_width
         for k in range(cfg.div_stages):
             for _ in range(min(DIV_BITS_PER_STAGE, bit)):
                 bit -= 1
-                doubled = Signal(rem_width + 1, name=f"div{k}_dbl{bit}")
+                if isinstance(rem, int):        # the first step: a constant, no wire
+                    doubled = Const(rem << 1, rem_width + 1)
+                else:
+                    doubled = Signal(rem_width + 1, name=f"div{k}_dbl{bit}")
+                    m.d.comb += doubled.eq(rem << 1)
                 ge = Signal(name=f"div{k}_ge{bit}")
                 nxt = Signal(rem_width, name=f"div{k}_rem{bit}")
-                m.d.comb += [doubled.eq(rem << 1), ge.eq(doubled >= divisor),
-                             nxt.eq(Mux(ge, doubled - divisor, doubled))]
+                m.d.comb += [ge.eq(doubled >= divisor),
+                             nxt.eq(Mux(ge, (doubled - divisor)[:rem_width], doubled[:rem_width]))]
                 rem, quotient = nxt, Cat(ge, quotient)
             r_rem = Signal(rem_width, name=f"div{k}_r", reset_less=True)
             r_q = Signal(len(quotient), name=f"div{k}_q", reset_less=True)

@@ -11,7 +11,7 @@ from bertforge.generators.cli import main
 from bertforge.generators.emit import emit_verilog
 from bertforge.rtl.butterfly import (COMPUTE_LATENCY, FFT_GUARD_BITS, ButterflyConfig,
                                      ButterflyEngine, command_is_valid, stage_period,
-                                     twiddle_table)
+                                     fft_magnitude_bounds, twiddle_table)
 from bertforge.rtl.fixed import Q
 from bertforge.sim import fixed_golden
 from bertforge.sim.butterfly_cycles import (butterfly_cycles, butterfly_groups,
@@ -144,23 +144,31 @@ def test_fft_extremes():
 
 @pytest.mark.parametrize("width", [8, 16])
 def test_fft_stages_never_reach_their_inner_clamps(width):
-    """The FFT's per-stage requantizations saturate to ``signed(width + 1 +
-    G)``, but no input reaches those clamps (their lines are the butterfly's
-    unreached lines, and mutants of them survive: they are equivalent;
-    docs/verification-coverage.md). A complex value's magnitude ``M`` grows
-    per stage at most by the largest twiddle's ``|W|`` (``(a + b) / 2`` and
-    ``(a - b) W / 2``) plus the rounding of two components (``sqrt(2) / 2``);
-    inputs start at ``sqrt(2) * 2**(width - 1 + G)``. Each component is at
-    most ``M``, below the clamps after all ``log2(1024)`` stages."""
+    """The FFT's per-stage requantizations to ``signed(width + 1 + G)``
+    need no clamp, and the RTL emits none (``rtl.fixed.requantize`` leaves
+    out a clamp the operands' ranges cannot reach): a complex value's
+    magnitude ``M`` grows per stage at most by the largest twiddle's ``|W|``
+    (``(a + b) / 2`` and ``(a - b) W / 2``) plus the rounding of two
+    components (``sqrt(2) / 2``), from ``sqrt(2) * 2**(width - 1 + G)``
+    (``fft_magnitude_bounds``); each component is at most ``M``, inside the
+    clamps after all ``log2(1024)`` stages. The golden model keeps its
+    clamps: with the bound they are never taken, so both agree."""
     for n_max in (4, 16, 256, 1024):
         config = ButterflyConfig(n_max=n_max, width=width)
         frac = config.twiddle_format.frac_bits
-        w_max = max(1.0, max(np.hypot(re, im) for re, im in twiddle_table(config)) / (1 << frac))
-        bound = np.sqrt(2) * (1 << (width - 1 + FFT_GUARD_BITS))
-        for _ in range(config.log_n_max):
-            bound = bound * w_max + np.sqrt(2) / 2
+        bounds, w_max = fft_magnitude_bounds(config)
+        assert w_max == max(1.0, max(np.hypot(re, im) for re, im in twiddle_table(config)) / (1 << frac))
+        assert bounds[0] == np.sqrt(2) * (1 << (width - 1 + FFT_GUARD_BITS))
+        assert len(bounds) == config.log_n_max + 1
         # the clamps: 2**(width + G) - 1 and -2**(width + G)
-        assert bound < (1 << (width + FFT_GUARD_BITS)) - 1
+        assert bounds[-1] < (1 << (width + FFT_GUARD_BITS)) - 1
+    # the engine's Verilog: no FFT stage clamp (to 20 bits), and the 16-bit
+    # clamps of the linear mode (top and bottom) and of the drain (re and
+    # im) on each of the 2 lanes
+    config = ButterflyConfig(n_max=256, lanes=2, width=16, weight_width=16)
+    verilog = emit_verilog(config, ButterflyEngine(config))
+    assert "20'h7ffff" not in verilog and "20'h80000" not in verilog
+    assert verilog.count("? 16'h7fff") == verilog.count("? 16'h8000") == 8
 
 
 def test_bit_reverse_and_lengths():
