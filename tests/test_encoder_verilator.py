@@ -7,10 +7,16 @@ and the layer's, equal the prediction: the k projection stores K^T
 directly, so there are no one-column transposing commands), and with
 random memory latency and stalls on every stream (still bit-exact)."""
 
+import numpy as np
 import pytest
 
-from bertforge.generators.encoder_sim import TINY16_HW, TINY_HW, run_encoder
+from bertforge.generators.analyze import load_hardware
+from bertforge.generators.encoder_sim import TINY16_HW, TINY_HW, encoder_config, run_encoder
+from bertforge.generators.simulate import simulate
+from bertforge.rtl.encoder import OP_GELU
 from bertforge.sim.coverage import uncovered
+from bertforge.sim.encoder_harness import encoder_harness_verilog
+from bertforge.sim.gelu_golden import gelu_golden
 
 
 @pytest.mark.parametrize("hw, target", [(TINY_HW, 0.99), (TINY16_HW, 0.9999)])
@@ -55,3 +61,41 @@ def test_layer_with_random_memory_stalls_is_still_exact():
 #:   the queue fills 5 cycles after the scheduler took the burst's first
 #:   command, lasts at least 14 cycles and every later one about 19.
 WAIVED = {"encoder.cmd.idle:True", "encoder.cmd.refused:1", "encoder.cmd.refused:2-3"}
+
+
+#: The int8 layer's harness memory (tiny.toml, seq 32: 2**17 bytes), so
+#: that :func:`_program` runs on the model the layer tests built.
+ABITS = 17
+
+
+def _program(config, image, commands):
+    """Run ``commands`` (one program) on the int8 layer's harness with the
+    memory ``image``; ``(memory after, stamps and counts)``."""
+    spec = {"image": image, "programs": [[commands]], "abits": ABITS,
+            "mem_bytes": config.gemm.mem_bytes, "seed": 0, "lat_min": 1, "lat_mask": 0,
+            "p_req": 0, "p_data": 0, "p_wr": 0, "read_bytes": image.size, "timeout": 1_000_000}
+    result = simulate(config, "bertforge.sim.encoder_tb", spec, harness=encoder_harness_verilog,
+                      extra=(ABITS,))
+    run = result["runs"][0]
+    return run["image"], run["layers"][0]
+
+
+def test_gelu_past_32768_rows_then_another():
+    """A GELU command of 32,769 rows (one word each, strides 0: the row
+    counts' bit 15), then a GELU of 2 rows of other values: the first takes
+    its 4 beats a row, nothing of it is left for the second (a reader that
+    missed its last row would still be reading)."""
+    config = encoder_config(load_hardware(TINY_HW), TINY_HW)
+    rng = np.random.default_rng(3)
+    image = np.zeros(1 << ABITS, dtype=np.uint8)
+    x = rng.integers(-128, 128, size=48, dtype=np.int64)
+    image[0x1000:0x1030] = x.astype(np.int8).view(np.uint8)
+    gelu = {"op": OP_GELU, "length": 16, "src_stride": 0, "dst_stride": 0}
+    memory, run = _program(config, image, [
+        dict(gelu, rows=32769, src=0x1000, dst=0x2000),
+        dict(gelu, rows=2, src=0x1010, dst=0x3000, src_stride=16, dst_stride=16)])
+    assert run["completions"] == 2 and not any(run["errors"])
+    assert run["ends"][0] - run["starts"][0] >= 4 * 32769
+    want = gelu_golden(config.gelu, x).astype(np.int8).view(np.uint8)
+    assert (memory[0x2000:0x2010] == want[:16]).all()
+    assert (memory[0x3000:0x3020] == want[16:]).all()
