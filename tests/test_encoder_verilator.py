@@ -13,10 +13,13 @@ import pytest
 from bertforge.generators.analyze import load_hardware
 from bertforge.generators.encoder_sim import TINY16_HW, TINY_HW, encoder_config, run_encoder
 from bertforge.generators.simulate import simulate
-from bertforge.rtl.encoder import OP_GELU
+from bertforge.rtl.encoder import OP_GELU, OP_LAYERNORM, OP_SOFTMAX
 from bertforge.sim.coverage import uncovered
 from bertforge.sim.encoder_harness import encoder_harness_verilog
+from bertforge.sim.encoder_golden import probabilities_int8
 from bertforge.sim.gelu_golden import gelu_golden
+from bertforge.sim.layernorm_golden import layernorm_golden
+from bertforge.sim.softmax_golden import softmax_golden
 
 
 @pytest.mark.parametrize("hw, target", [(TINY_HW, 0.99), (TINY16_HW, 0.9999)])
@@ -78,6 +81,55 @@ def _program(config, image, commands):
                       extra=(ABITS,))
     run = result["runs"][0]
     return run["image"], run["layers"][0]
+
+
+#: Address bits 17 to 31: the harness memory (2**17 bytes) ignores them.
+HIGH = 0xFFFE0000
+
+
+def test_elementwise_commands_at_aliased_addresses():
+    """Softmax (a padding mask), layernorm and GELU with bits 17 to 31 set
+    in every address and stride: the adapters carry them (row bases and
+    strides add mod 2**32) and the memory reads and writes the aliases, so
+    a bit above the memory that leaks into one below it changes the
+    results."""
+    config = encoder_config(load_hardware(TINY_HW), TINY_HW)
+    rng = np.random.default_rng(4)
+    image = np.zeros(1 << ABITS, dtype=np.uint8)
+
+    def put(addr, stride, rows):
+        for i, row in enumerate(rows):
+            data = row.view(np.uint8)
+            image[addr + i * stride:addr + i * stride + data.size] = data
+    scores = rng.integers(-3000, 3000, size=(4, 8)).astype(np.int32)
+    put(0x1000, 64, scores)
+    x, r = (rng.integers(-100, 100, size=(3, 16)).astype(np.int8) for _ in range(2))
+    gamma, beta = rng.integers(-128, 128, size=(2, 16)).astype(np.int8)
+    put(0x3000, 32, x)
+    put(0x4000, 48, r)
+    put(0x5000, 16, [gamma, beta])
+    g = rng.integers(-128, 128, size=(2, 16)).astype(np.int8)
+    put(0x7000, 80, g)
+    high = lambda **fields: {k: v + HIGH if k in ADDRESSES else v for k, v in fields.items()}  # noqa: E731
+    memory, run = _program(config, image, [
+        high(op=OP_SOFTMAX, src=0x1000, src_stride=64, dst=0x2000, dst_stride=16, rows=4, length=8,
+             valid=6, multiplier=0xDCF6, shift=16),
+        high(op=OP_LAYERNORM, src=0x3000, src_stride=32, src2=0x4000, src2_stride=48,
+             params=0x5000, dst=0x6000, dst_stride=16, rows=3, length=16),
+        high(op=OP_GELU, src=0x7000, src_stride=80, dst=0x8000, dst_stride=32, rows=2, length=16)])
+    assert run["completions"] == 3 and not any(run["errors"])
+    mask = np.broadcast_to(np.arange(8) >= 6, (4, 8))
+    p = probabilities_int8(softmax_golden(config.softmax, scores.astype(np.int64), mask, 0xDCF6, 16))
+    ln = np.stack([layernorm_golden(config.layernorm, a, b, gamma, beta) for a, b in zip(x, r)])
+    ge = gelu_golden(config.gelu, g.astype(np.int64))
+    for addr, stride, want in ((0x2000, 16, p), (0x6000, 16, ln), (0x8000, 32, ge)):
+        for i, row in enumerate(want):
+            got = memory[addr + i * stride:addr + i * stride + row.size].view(np.int8)
+            assert (got == row).all(), (hex(addr), i, got, row)
+
+
+#: The command fields that are addresses or strides.
+ADDRESSES = {"src", "src_stride", "src2", "src2_stride", "params", "dst", "dst_stride"}
 
 
 def test_gelu_past_32768_rows_then_another():
