@@ -71,12 +71,15 @@ WAIVED = {"encoder.cmd.idle:True", "encoder.cmd.refused:1", "encoder.cmd.refused
 ABITS = 17
 
 
-def _program(config, image, commands):
+def _program(config, image, commands, **knobs):
     """Run ``commands`` (one program) on the int8 layer's harness with the
-    memory ``image``; ``(memory after, stamps and counts)``."""
+    memory ``image`` (``knobs``: the memory's ``seed``, ``lat_mask``,
+    ``p_req``, ``p_data``, ``p_wr``; default none); ``(memory after,
+    stamps and counts)``."""
     spec = {"image": image, "programs": [[commands]], "abits": ABITS,
             "mem_bytes": config.gemm.mem_bytes, "seed": 0, "lat_min": 1, "lat_mask": 0,
-            "p_req": 0, "p_data": 0, "p_wr": 0, "read_bytes": image.size, "timeout": 1_000_000}
+            "p_req": 0, "p_data": 0, "p_wr": 0, **knobs, "read_bytes": image.size,
+            "timeout": 1_000_000}
     result = simulate(config, "bertforge.sim.encoder_tb", spec, harness=encoder_harness_verilog,
                       extra=(ABITS,))
     run = result["runs"][0]
@@ -88,11 +91,12 @@ HIGH = 0xFFFE0000
 
 
 def test_elementwise_commands_at_aliased_addresses():
-    """Softmax (a padding mask), layernorm and GELU with bits 17 to 31 set
-    in every address and stride: the adapters carry them (row bases and
-    strides add mod 2**32) and the memory reads and writes the aliases, so
-    a bit above the memory that leaks into one below it changes the
-    results."""
+    """Softmax (a padding mask), two layernorms and GELU with bits 17 to 31
+    set in every address and stride: the adapters carry them (row bases
+    and strides add mod 2**32) and the memory reads and writes the aliases,
+    so a bit above the memory that leaks into one below it changes the
+    results. The memory stalls requests and data at random (a register that
+    goes wrong only on some cycles is read on other cycles than without)."""
     config = encoder_config(load_hardware(TINY_HW), TINY_HW)
     rng = np.random.default_rng(4)
     image = np.zeros(1 << ABITS, dtype=np.uint8)
@@ -107,6 +111,7 @@ def test_elementwise_commands_at_aliased_addresses():
     gamma, beta = rng.integers(-128, 128, size=(2, 16)).astype(np.int8)
     put(0x3000, 32, x)
     put(0x4000, 48, r)
+    put(0x4800, 16, r[::-1])
     put(0x5000, 16, [gamma, beta])
     g = rng.integers(-128, 128, size=(2, 16)).astype(np.int8)
     put(0x7000, 80, g)
@@ -116,13 +121,18 @@ def test_elementwise_commands_at_aliased_addresses():
              valid=6, multiplier=0xDCF6, shift=16),
         high(op=OP_LAYERNORM, src=0x3000, src_stride=32, src2=0x4000, src2_stride=48,
              params=0x5000, dst=0x6000, dst_stride=16, rows=3, length=16),
-        high(op=OP_GELU, src=0x7000, src_stride=80, dst=0x8000, dst_stride=32, rows=2, length=16)])
-    assert run["completions"] == 3 and not any(run["errors"])
+        high(op=OP_LAYERNORM, src=0x3000, src_stride=32, src2=0x4800, src2_stride=16,
+             params=0x5000, dst=0x9000, dst_stride=16, rows=3, length=16),
+        high(op=OP_GELU, src=0x7000, src_stride=80, dst=0x8000, dst_stride=32, rows=2, length=16)],
+        seed=5, lat_mask=3, p_req=77, p_data=77, p_wr=77)
+    assert run["completions"] == 4 and not any(run["errors"])
     mask = np.broadcast_to(np.arange(8) >= 6, (4, 8))
     p = probabilities_int8(softmax_golden(config.softmax, scores.astype(np.int64), mask, 0xDCF6, 16))
-    ln = np.stack([layernorm_golden(config.layernorm, a, b, gamma, beta) for a, b in zip(x, r)])
+    ln = [np.stack([layernorm_golden(config.layernorm, a, b, gamma, beta) for a, b in zip(x, res)])
+          for res in (r, r[::-1])]
     ge = gelu_golden(config.gelu, g.astype(np.int64))
-    for addr, stride, want in ((0x2000, 16, p), (0x6000, 16, ln), (0x8000, 32, ge)):
+    for addr, stride, want in ((0x2000, 16, p), (0x6000, 16, ln[0]), (0x9000, 16, ln[1]),
+                               (0x8000, 32, ge)):
         for i, row in enumerate(want):
             got = memory[addr + i * stride:addr + i * stride + row.size].view(np.int8)
             assert (got == row).all(), (hex(addr), i, got, row)
