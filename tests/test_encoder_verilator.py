@@ -122,7 +122,7 @@ def test_elementwise_commands_at_aliased_addresses():
         high(op=OP_LAYERNORM, src=0x3000, src_stride=32, src2=0x4000, src2_stride=48,
              params=0x5000, dst=0x6000, dst_stride=16, rows=3, length=16),
         high(op=OP_LAYERNORM, src=0x3000, src_stride=32, src2=0x4800, src2_stride=16,
-             params=0x5000, dst=0x9000, dst_stride=16, rows=3, length=16),
+             params=0x5000, dst=0x9400, dst_stride=16, rows=3, length=16),
         high(op=OP_GELU, src=0x7000, src_stride=80, dst=0x8000, dst_stride=32, rows=2, length=16)],
         seed=5, lat_mask=3, p_req=77, p_data=77, p_wr=77)
     assert run["completions"] == 4 and not any(run["errors"])
@@ -131,7 +131,7 @@ def test_elementwise_commands_at_aliased_addresses():
     ln = [np.stack([layernorm_golden(config.layernorm, a, b, gamma, beta) for a, b in zip(x, res)])
           for res in (r, r[::-1])]
     ge = gelu_golden(config.gelu, g.astype(np.int64))
-    for addr, stride, want in ((0x2000, 16, p), (0x6000, 16, ln[0]), (0x9000, 16, ln[1]),
+    for addr, stride, want in ((0x2000, 16, p), (0x6000, 16, ln[0]), (0x9400, 16, ln[1]),
                                (0x8000, 32, ge)):
         for i, row in enumerate(want):
             got = memory[addr + i * stride:addr + i * stride + row.size].view(np.int8)
