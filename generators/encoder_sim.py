@@ -69,7 +69,9 @@ def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, 
     ``check``, ``match``/``mismatches`` (every stage against the integer
     golden model run on the hardware's own input of that layer). ``cycles``:
     the predicted cycles of the whole run, for its time estimate (refused
-    past the limit, progress when long; see :mod:`bertforge.sim.longrun`).
+    past the limit, progress when long; see :mod:`bertforge.sim.longrun`)
+    and the testbench's timeout (a layer's program fails past 10 times it,
+    at least 10**6 cycles: a design that hangs; without it 5 * 10**7).
     ``tail``: every run ends with
     :func:`~bertforge.sim.encoder_run.elementwise_program` on the last
     layer (elementwise commands back to back, rewriting values the layer
@@ -93,7 +95,8 @@ def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, 
             "abits": abits, "mem_bytes": config.gemm.mem_bytes,
             "seed": seed, "lat_min": mem_latency, "lat_mask": lat_mask, "p_req": p_req,
             "p_data": p_data, "p_wr": p_wr, "read_bytes": regions[0]["read_bytes"],
-            "timeout": 50_000_000}
+            # a layer's program that runs 10 times the whole run's prediction hangs
+            "timeout": 50_000_000 if cycles is None else max(1_000_000, 10 * cycles)}
     result = simulate(config, "bertforge.sim.encoder_tb", spec, harness=encoder_harness_verilog,
                       extra=_harness_extra(abits, sdram, programs), waves=waves, workdir=workdir,
                       quiet=quiet, cycles=cycles)

