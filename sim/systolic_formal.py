@@ -5,9 +5,12 @@ and its output queue never refuses a row (the credits never let a row in
 flight meet a full queue).
 """
 
+import dataclasses
+
 from amaranth.hdl import Signal
 
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
+from .formal import VerilogDesign
 from .formal_specs import StreamSpec, Timing, job_end, last_out, stream_proofs
 
 __all__ = ["SystolicSpec", "systolic_proofs"]
@@ -23,6 +26,9 @@ class SystolicSpec(StreamSpec):
 
     def instantiate(self, m, platform):
         array = self.make()
+        if isinstance(array, VerilogDesign):    # its queue is inside the Verilog: not reached
+            m.submodules.dut, self.queue = array, None
+            return array
         inner = array.elaborate(platform)      # to reach the output queue
         array._MustUse__used = True            # elaborated here, by hand
         m.submodules.dut = inner
@@ -32,6 +38,8 @@ class SystolicSpec(StreamSpec):
     def build(self, m, platform):
         super().build(m, platform)
         array, queue = self.dut, self.queue
+        if queue is None:
+            return
         self.check(m, "queue_never_refuses", ~queue.i.valid | queue.i.ready)
         was_full = Signal()
         m.d.sync += was_full.eq(was_full | (queue.level == queue.depth))
@@ -39,7 +47,7 @@ class SystolicSpec(StreamSpec):
                    was_full & array.c.valid & array.c.ready & array.c.payload.last)
 
 
-def systolic_proofs(*, make=None, configs=None):
+def systolic_proofs(*, make=None, configs=None, config=None):
     """The proofs of the systolic array, 2x3, both dataflows, 8-bit operands,
     16-bit accumulators: the stream rules on ``c`` by k-induction; the
     output queue never refusing a row by bmc over enough cycles to fill the
@@ -47,9 +55,12 @@ def systolic_proofs(*, make=None, configs=None):
     tile's last row within :func:`~bertforge.sim.systolic_cycles.systolic_cycles`
     of one-beat tiles less 1 (OS; WS: less the ``rows`` cycles of its
     weight block too) of its last ``a`` beat, and ``c`` valid within as
-    many with ``c.ready`` low."""
+    many with ``c.ready`` low. ``config``: that one config only.
+    ``queue_never_refuses`` and ``reaches_full_queue`` read the output
+    queue inside the array (:attr:`~bertforge.sim.formal.Proof.internal`)."""
     from .systolic_cycles import systolic_cycles
     proofs = []
+    configs = [config] if config is not None else configs
     for config in configs or [SystolicConfig(rows=2, cols=3, dataflow=d, acc_width=16)
                               for d in ("os", "ws")]:
         build = make or SystolicArray
@@ -66,4 +77,4 @@ def systolic_proofs(*, make=None, configs=None):
             overrides={"queue_never_refuses": ("bmc", depth),
                        "reaches_full_queue": ("cover", depth)},
             quick=() if ws else ("c_valid_held",))
-    return proofs
+    return [dataclasses.replace(p, internal=p.name in SystolicSpec.PROPERTIES) for p in proofs]
