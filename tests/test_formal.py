@@ -189,6 +189,7 @@ def _patched_array(output_queue):
     for case in [(fault, queue, name, dataflow) for dataflow in ("os", "ws")
                  for fault, queue, name in [
                      ("credits_off_by_two", _leaky_output_queue, "queue_never_refuses"),
+                     ("credits_off_by_two", _leaky_output_queue, "rows_conserved"),
                      ("valid_drops", _glitchy_output_queue, "c_valid_held")]]])
 def test_broken_systolic_fails(fault, output_queue, name, dataflow, tmp_path):
     config = SystolicConfig(rows=2, cols=3, dataflow=dataflow, acc_width=16)
