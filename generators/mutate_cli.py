@@ -2,7 +2,7 @@
 
     bertforge mutate gelu [--count 50] [--seed 1] [--design NAME] [--module M ...] [--depth 20]
                           [--tests tests/test_gelu_verilator.py ...] [-k EXPR] [--out DIR]
-                          [--no-proofs] [--proof-timeout 300]
+                          [--no-proofs] [--proof-timeout 600]
 
 1. The block's own Verilator tests (``tests/test_<block>_verilator.py`` of
    the source tree, or ``--tests``) run once on the original, recording the
@@ -85,9 +85,9 @@ def add_parser(commands):
     sub.add_argument("--out", default=None, help="result directory (default mutate-BLOCK)")
     sub.add_argument("--no-proofs", dest="proofs", action="store_false",
                      help="do not run the block's proofs against the mutants the tests leave")
-    sub.add_argument("--proof-timeout", type=float, default=300.0, metavar="S",
+    sub.add_argument("--proof-timeout", type=float, default=600.0, metavar="S",
                      help="seconds for one proof on one mutant; past them it is an error, not "
-                          "a kill (default 300)")
+                          "a kill (default 600)")
 
 
 def _pytest(tests, env_extra, timeout, select=None):

@@ -63,9 +63,10 @@ from amaranth.hdl import (Assert, Assume, Cover, ClockDomain, ClockSignal, Elabo
 from amaranth.lib import wiring
 
 from bertforge.rtl.errors import BertforgeError
+from .children import descendants
 
 __all__ = ["FormalError", "Spec", "Proof", "Result", "Replay", "VerilogDesign", "run_proof",
-           "run_proofs",
+           "run_proofs", "kill_tree",
            "tool_environment", "read_trace", "replay", "write_replay_script", "summary"]
 
 #: Seconds a single SymbiYosys run may take before it counts as an error.
@@ -287,6 +288,17 @@ class VerilogDesign(wiring.Component):
         return m
 
 
+def kill_tree(process):
+    """SIGKILL ``process``, its process group and every descendant (sby
+    starts its solvers in groups of their own: a timed-out run left
+    yosys-smtbmc and yices running)."""
+    for pid in [*descendants(process.pid), process.pid]:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
 _LAUNCHERS = {"yosys": "_run_yosys_argv", "yosys-smtbmc": "_run_yosys_smtbmc_argv",
               "yosys-witness": "_run_yosys_witness_argv"}
 
@@ -383,11 +395,10 @@ def run_proof(proof, workdir, *, depth=None, verilog=None, timeout=None):
     try:
         output, _ = process.communicate(timeout=timeout or TIMEOUT)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
+        kill_tree(process)
         output = process.communicate()[0] + f"\nTIMEOUT after {timeout or TIMEOUT} s"
     except BaseException:       # interrupted or terminated: the solvers go too
-        with contextlib.suppress(OSError):
-            os.killpg(process.pid, signal.SIGKILL)
+        kill_tree(process)
         process.wait()
         raise
     seconds = time.monotonic() - start
