@@ -2,6 +2,7 @@
 
     bertforge mutate gelu [--count 50] [--seed 1] [--design NAME] [--module M ...] [--alone]
                           [--depth 20] [--tests tests/test_gelu_verilator.py ...] [-k EXPR] [--out DIR]
+                          [--no-proofs] [--proof-timeout 600]
 
 1. The block's own Verilator tests (``tests/test_<block>_verilator.py`` of
    the source tree, or ``--tests``) run once on the original, recording the
@@ -25,22 +26,33 @@
    equivalence check (:func:`bertforge.sim.mutate.equivalent`); equivalent
    ones are dropped.
 4. The tests run again with the mutant substituted for the original
-   (``BERTFORGE_MUTANT``): a failing test kills it, else it survived. A
-   run past the timeout kills it too (a mutant that hangs the tests): the
-   largest of 120 s, 10 times the original's run and 3 times mutant 0's
-   (which builds a model, as every mutant's run does).
+   (``BERTFORGE_MUTANT``): a failing test kills it. A run past the
+   timeout kills it too (a mutant that hangs the tests): the largest of
+   120 s, 10 times the original's run and 3 times mutant 0's (which builds
+   a model, as every mutant's run does).
+5. The block's proofs (those of ``bertforge prove BLOCK``, stated for the
+   config of the design mutated, read from its Verilog header) run against
+   each mutant the tests leave (and mutant 0, which must pass them): the
+   spec instantiates the mutant's Verilog module
+   (:class:`~bertforge.sim.formal.VerilogDesign`) and SymbiYosys reads it
+   beside the spec. A failed proof kills the mutant (``killed by proof
+   NAME``; the proofs stop at the first), else it survived. Properties
+   that read signals inside the design (:attr:`~bertforge.sim.formal.Proof.internal`)
+   are left out and named. A design that is not the block's own
+   component (a harness, the AXI top) has no proofs: one line says so
+   and the mutants are tested only. ``--no-proofs`` skips this step;
+   ``--proof-timeout`` bounds each proof (past it: ``error``, not a kill).
 
 A run into a directory that holds the ``mutate.json`` of an earlier run of
 the same design, seed, count, depth and tests keeps the mutants it decided
-(a run cut short resumes).
+(a run cut short resumes); a survivor it holds without proof results gets
+its proofs run (an earlier run's survivors, run against the proofs).
 
 Writes ``DIR/mutate.json`` (after every mutant) and ``DIR/mutate.md``: each
 mutant's mode, cell, source lines of the original Verilog, status
-(killed by which test, survived, equivalent) and seconds; the score is
-killed / (killed + survived). Exit code 0.
-
-Not done: the block's proofs are not run against the mutants (they are
-stated on the amaranth component, not on Verilog).
+(killed by which test or proof, survived, equivalent), seconds, and each
+proof's status and seconds; the score is killed / (killed + survived).
+Exit code 0.
 """
 
 import json
@@ -83,6 +95,11 @@ def add_parser(commands):
     sub.add_argument("-k", dest="select", default=None, metavar="EXPR",
                      help="only the tests that pytest's -k EXPR selects")
     sub.add_argument("--out", default=None, help="result directory (default mutate-BLOCK)")
+    sub.add_argument("--no-proofs", dest="proofs", action="store_false",
+                     help="do not run the block's proofs against the mutants the tests leave")
+    sub.add_argument("--proof-timeout", type=float, default=600.0, metavar="S",
+                     help="seconds for one proof on one mutant; past them it is an error, not "
+                          "a kill (default 600)")
 
 
 def _pytest(tests, env_extra, timeout, select=None):
@@ -106,17 +123,23 @@ def _pytest(tests, env_extra, timeout, select=None):
 
 
 def _table(document):
-    rows = ["| # | mode | cell | Verilog lines | status | killed by | s |", "|---|---|---|---|---|---|---|"]
+    rows = ["| # | mode | cell | Verilog lines | status | killed by | s | proofs (s) |",
+            "|---|---|---|---|---|---|---|---|"]
     for m in document["mutants"]:
+        proofs = ", ".join(f"{name} {r['status']}" for name, r in m.get("proofs", {}).items())
+        if proofs:
+            proofs += f" ({m['proof_seconds']:.0f})"
         rows.append(f"| {m['index']} | {m['mode']} | `{m['cell']}` {m.get('port', '')}"
                     f"{'[' + m['portbit'] + ']' if m.get('portbit') else ''} | "
                     f"{','.join(map(str, m['lines']))} | {m['status']} | "
-                    f"{m.get('killed_by', '')} | {m['seconds']:.0f} |")
+                    f"{m.get('killed_by', '')} | {m['seconds']:.0f} | "
+                    f"{proofs} |")
     s = document["summary"]
     return "\n".join([
         f"{document['block']} ({document['design']}"
         f"{', modules ' + ' '.join(document['modules']) if document.get('modules') else ''}"
-        f"): {s['mutants']} mutants, {s['killed']} killed, "
+        f"): {s['mutants']} mutants, {s['killed']} killed"
+        f"{f' ({n} by a proof)' if (n := s.get('killed_by_proof')) else ''}, "
         f"{s['survived']} survived, {s['equivalent']} equivalent; score {s['score']}; "
         f"{s['seconds']:.0f} s ({s['seconds_per_mutant']:.0f} s per mutant)", "", *rows])
 
@@ -125,13 +148,25 @@ def _summary(mutants):
     """Counts, score and the seconds spent on the mutants (their own sum, so
     that a resumed run counts the mutants of the earlier one too)."""
     counts = Counter(m["status"] for m in mutants if m["index"] > 0)
-    seconds = sum(m["seconds"] for m in mutants if m["index"] > 0)
+    seconds = sum(m["seconds"] + m.get("proof_seconds", 0) for m in mutants if m["index"] > 0)
     killed, survived = counts["killed"], counts["survived"]
     done = sum(counts.values())
-    return {"mutants": done, "killed": killed, "survived": survived,
+    by_proof = sum(1 for m in mutants if m.get("killed_by", "").startswith("proof "))
+    return {"mutants": done, "killed": killed, "killed_by_proof": by_proof, "survived": survived,
             "equivalent": counts["equivalent"],
             "score": round(killed / (killed + survived), 3) if killed + survived else None,
             "seconds": round(seconds, 1), "seconds_per_mutant": round(seconds / max(done, 1), 1)}
+
+
+def _saved(document, entry, out, say, total):
+    """Add ``entry`` to the report, write ``mutate.json`` and say how it ended."""
+    document["mutants"].append(entry)
+    document["summary"] = _summary(document["mutants"])
+    (out / "mutate.json").write_text(json.dumps(document, indent=1) + "\n")
+    proved = (f"; proofs {entry['proof_seconds']:.0f} s" if "proof_seconds" in entry else "")
+    say(f"mutant {entry['index']}/{total - 1} {entry['mode']} {entry['cell']}: {entry['status']}"
+        f"{' by ' + entry['killed_by'] if entry.get('killed_by', '').startswith('proof') else ''}"
+        f" ({entry['seconds']:.0f} s{proved})")
 
 
 def _previous(path, document):
@@ -147,6 +182,48 @@ def _previous(path, document):
     return {m["command"]: m for m in old.get("mutants", []) if m["index"] > 0} if same else {}
 
 
+def _design_proofs(block, verilog_path, top):
+    """``(proofs, internal, reason)``: the block's proofs (``bertforge prove``'s)
+    stated for the config of the design ``top`` (read from the header of
+    its emitted Verilog, ``// config: {...}``) with the module ``top`` of
+    a Verilog file as their design (:class:`~bertforge.sim.formal.VerilogDesign`);
+    ``internal``: the names of those that read signals inside the design,
+    left out; ``reason``: why there are none."""
+    from bertforge.sim.formal import VerilogDesign
+    if not block.proofs:
+        return [], [], f"the block {block.name} has no proofs"
+    head = verilog_path.read_text()[:4096].splitlines()
+    kind = head[0].removeprefix("// Generated by bertforge from ") if head else ""
+    config = None
+    if kind == getattr(block.config, "__name__", None) and len(head) > 1 and \
+            head[1].startswith("// config: "):
+        config = block.config(**json.loads(head[1].removeprefix("// config: ")))
+    if config is None or config.name != top:
+        return [], [], (f"{top} is not a {block.name} component (the proofs are stated on the "
+                         f"component; a harness or top around it has none)")
+    proofs = block.proofs(make=lambda config: VerilogDesign(block.component(config), top),
+                          config=config)
+    return ([p for p in proofs if not p.internal],
+            [f"{p.name} [{p.config}]" for p in proofs if p.internal], None)
+
+
+def _prove_mutant(entry, proofs, mutant, work, timeout):
+    """Run ``proofs`` (of one config) against the Verilog ``mutant`` (in ``work/proofs``),
+    stopping at the first that fails: ``entry["proofs"]`` (name -> status,
+    seconds), ``entry["proof_seconds"]``; the failed proof's name, or None."""
+    from bertforge.sim.formal import run_proof
+    entry["proofs"], failed = {}, None
+    for proof in proofs:
+        result = run_proof(proof, work / "proofs", verilog=mutant, timeout=timeout)
+        entry["proofs"][proof.name] = {"status": result.status,
+                                       "seconds": round(result.seconds, 1)}
+        if result.status == "failed":
+            failed = proof.name
+            break
+    entry["proof_seconds"] = round(sum(r["seconds"] for r in entry["proofs"].values()), 1)
+    return failed
+
+
 def run_mutate(args):
     from .cli_common import CliError
     from bertforge.sim import cache, mutate, runner
@@ -160,6 +237,8 @@ def run_mutate(args):
     if args.alone and args.eq_timeout > 0:
         raise CliError("--alone checks no equivalence (its miter needs the whole design): "
                        "give --eq-timeout 0")
+    if args.proof_timeout <= 0:
+        raise CliError(f"--proof-timeout must be positive, not {args.proof_timeout}")
     tests = [Path(t) for t in args.tests] if args.tests else [
         _ROOT / "tests" / f"test_{args.block}_verilator.py"]
     for test in tests:
@@ -197,6 +276,18 @@ def run_mutate(args):
         raise CliError(f"yosys finds no cell to mutate in {top}"
                        + (f" modules {' '.join(args.module)}" if args.module else ""))
     sampled = [dict(mutate.NONE)] + listed
+    from .blocks import BLOCKS
+    proofs = []
+    if args.proofs:
+        proofs, internal, reason = _design_proofs(BLOCKS[args.block], original, top)
+        if reason:
+            say(f"no proofs for {top}: {reason}; the mutants are tested only")
+        else:
+            say(f"the survivors of the tests meet {len(proofs)} proofs of "
+                f"{args.block} [{proofs[0].config}] on their Verilog: "
+                f"{', '.join(p.name for p in proofs)}"
+                + (f" (not run, they read signals inside the design: {', '.join(internal)})"
+                   if internal else ""))
     document = {"block": args.block, "design": top, "count": args.count, "seed": args.seed,
                 "depth": args.depth, "tests": [t.name for t in tests], "select": args.select,
                 **({"modules": args.module} if args.module else {}),
@@ -205,11 +296,22 @@ def run_mutate(args):
     timeout = max(120.0, 10 * base_seconds)
     done = _previous(out / "mutate.json", document)
     for index, mutation in enumerate(sampled):
+        work = out / "work" / f"m{index:03d}"
         if mutation["command"] in done:         # a run cut short is resumed
-            document["mutants"].append(dict(done[mutation["command"]], index=index))
+            entry = dict(done[mutation["command"]], index=index)
+            if proofs and entry["status"] == "survived" and "proofs" not in entry:
+                mutant = work / "mutant.v"
+                if not mutant.exists():
+                    work.mkdir(parents=True, exist_ok=True)
+                    mutate.write_mutant(original, top, mutation, mutant, work)
+                failed = _prove_mutant(entry, proofs, mutant, work, args.proof_timeout)
+                if failed:
+                    entry.update(status="killed", killed_by=f"proof {failed}")
+                _saved(document, entry, out, say, len(sampled))
+            else:
+                document["mutants"].append(entry)
             continue
         mark = time.monotonic()
-        work = out / "work" / f"m{index:03d}"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         entry = {"index": index, **{k: mutation.get(k, "") for k in
@@ -253,13 +355,16 @@ def run_mutate(args):
             if code == 0 and index > 0:
                 (work / "tests.log").write_text(output)
         entry["seconds"] = round(time.monotonic() - mark, 1)
+        if proofs and entry["status"] in ("passed", "survived"):
+            failed = _prove_mutant(entry, proofs, mutant, work, args.proof_timeout)
+            if failed and index == 0:
+                raise CliError(f"the proof {failed} fails on the design rewritten by yosys "
+                               f"without a mutation; see {work / 'proofs'}")
+            if failed:
+                entry.update(status="killed", killed_by=f"proof {failed}")
         if index > 0:
             shutil.rmtree(work / "eq" / "sby", ignore_errors=True)
-        document["mutants"].append(entry)
-        document["summary"] = _summary(document["mutants"])
-        (out / "mutate.json").write_text(json.dumps(document, indent=1) + "\n")
-        say(f"mutant {index}/{len(sampled) - 1} {entry['mode']} {entry['cell']}: {entry['status']} "
-            f"({entry['seconds']:.0f} s)")
+        _saved(document, entry, out, say, len(sampled))
     document["summary"] = _summary(document["mutants"])
     (out / "mutate.json").write_text(json.dumps(document, indent=1) + "\n")
     text = _table(document)

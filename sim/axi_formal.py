@@ -21,7 +21,10 @@ burst whose address was taken), with any response code. Properties:
 - ``reads_bounded``, ``writes_bounded``: never more bursts in flight than
   configured;
 - ``no_beat_from_nothing``: read data reaches the engine only for beats it
-  asked for; ``idle_means_answered``: ``idle`` only when every requested
+  asked for; ``no_beat_lost`` (data conservation under any stalls of
+  ``rd_data``): every word taken on R reaches the engine: the words taken
+  exceed the beats delivered by at most one per unaligned request (its
+  first word, realigned into its beats), never fewer; ``idle_means_answered``: ``idle`` only when every requested
   beat was delivered and every write burst answered (so the top, which
   waits for ``idle``, never ends a command with a request unanswered);
 - ``reaches_answered``: a cover, an unaligned request answered in full
@@ -56,7 +59,8 @@ class AxiMasterSpec(Spec):
                   "w_valid_held", "w_payload_held", "rd_data_valid_held", "rd_data_payload_held",
                   "ar_no_4k_crossing", "aw_no_4k_crossing", "w_matches_aw", "reads_bounded",
                   "writes_bounded",
-                  "no_beat_from_nothing", "idle_means_answered", "reaches_answered",
+                  "no_beat_from_nothing", "no_beat_lost", "idle_means_answered",
+                  "reaches_answered",
                   "reaches_write_burst")
 
     def __init__(self, make, *, max_reads, max_writes, only=None):
@@ -130,6 +134,13 @@ class AxiMasterSpec(Spec):
                      given.eq(given + (dut.rd_data.valid & dut.rd_data.ready))]
         self.check(m, "no_beat_from_nothing", ~dut.rd_data.valid | (asked != given))
         self.check(m, "idle_means_answered", ~dut.idle | ((asked == given) & (writes_open == 0)))
+        # Conservation: R words taken = beats delivered + one word per
+        # unaligned request (at most; its first word is held to realign).
+        words, skewed = Signal(COUNT), Signal(COUNT)
+        m.d.sync += [words.eq(words + (dut.m_axi_rvalid & dut.m_axi_rready)),
+                     skewed.eq(skewed + (dut.rd_req.valid & dut.rd_req.ready
+                                         & (dut.rd_req.payload.addr[:(MB - 1).bit_length()] != 0)))]
+        self.check(m, "no_beat_lost", (words >= given) & (words - given <= skewed))
         unaligned = Signal()
         with m.If(dut.rd_req.valid & dut.rd_req.ready & (dut.rd_req.payload.addr[:2] != 0)
                   & (dut.rd_req.payload.beats == 3)):
@@ -237,6 +248,8 @@ class BrokenAxiMaster(wiring.Component):
     show each proof bites): ``"arvalid_drops"`` (valid withdrawn while
     stalled), ``"arlen_plus_one"`` (bursts one beat longer: 4 KB crossings),
     ``"idle_always"``, ``"extra_beat"`` (read data offered with nothing asked),
+    ``"rready_always"`` (R taken whatever the engine's ready: a beat offered
+    to a stalled engine is lost; mutant 19 of the AXI top's sample),
     ``"wdata_flips"`` (payload changes while stalled), ``"wlast_dropped"``
     (a W burst runs into the next)."""
 
@@ -255,7 +268,7 @@ class BrokenAxiMaster(wiring.Component):
         names = [n for n in inner.signature.members if n.startswith("m_axi_")]
         changed = {"arvalid_drops": "m_axi_arvalid", "arlen_plus_one": "m_axi_arlen",
                    "wdata_flips": "m_axi_wdata", "idle_always": "idle",
-                   "wlast_dropped": "m_axi_wlast",
+                   "wlast_dropped": "m_axi_wlast", "rready_always": "m_axi_rready",
                    "extra_beat": None}[self.fault]
         forward_ports(m, self, inner, [n for n in names if n != changed]
                       + [n for n in ("error", "error_clear", "bytes_read", "bytes_written",
@@ -280,4 +293,6 @@ class BrokenAxiMaster(wiring.Component):
             m.d.comb += self.m_axi_wlast.eq(inner.m_axi_wlast & ~toggle)
         elif self.fault == "idle_always":
             m.d.comb += self.idle.eq(1)
+        elif self.fault == "rready_always":
+            m.d.comb += self.m_axi_rready.eq(1)
         return m

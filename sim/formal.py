@@ -19,6 +19,14 @@ its assumptions are always in), so every property gets its own status,
 time and trace. :func:`summary` gives the count and solver time per method
 and the total.
 
+A proof can run on a design's Verilog instead of its amaranth component
+(``bertforge mutate``: a mutant's): :class:`VerilogDesign` has the
+component's ports and instantiates the Verilog module (an amaranth
+``Instance``: the emitted module's ports are the signature's members
+joined by ``__``, and ``clk``, ``rst``), and :func:`run_proof` reads the
+Verilog file (``verilog=``) beside the spec. A property that reads
+signals inside the design (:attr:`Proof.internal`) cannot be stated on it.
+
 A failed assertion is debugged like a test failure: :func:`run_proof`
 writes ``replay.py`` beside the counterexample's ``trace.vcd``, and
 :func:`replay` runs the counterexample in amaranth.sim (no SymbiYosys, no
@@ -50,11 +58,15 @@ from typing import Callable
 
 from amaranth.asserts import AnyConst, AnySeq
 from amaranth.back import rtlil
-from amaranth.hdl import Assert, Assume, Cover, ClockDomain, Elaboratable, Module, Signal, Value
+from amaranth.hdl import (Assert, Assume, Cover, ClockDomain, ClockSignal, Elaboratable, Instance,
+                          Module, ResetSignal, Signal, Value)
+from amaranth.lib import wiring
 
 from bertforge.rtl.errors import BertforgeError
+from .children import descendants
 
-__all__ = ["FormalError", "Spec", "Proof", "Result", "Replay", "run_proof", "run_proofs",
+__all__ = ["FormalError", "Spec", "Proof", "Result", "Replay", "VerilogDesign", "run_proof",
+           "run_proofs", "kill_tree",
            "tool_environment", "read_trace", "replay", "write_replay_script", "summary"]
 
 #: Seconds a single SymbiYosys run may take before it counts as an error.
@@ -189,7 +201,9 @@ class Proof:
     influence (:data:`CONE_SCRIPT`: the spec flattened, its memories mapped
     to registers, every bit no property or assumption reads removed): a
     property of the control (a latency bound, a cover, a ``valid`` rule)
-    leaves the data path out."""
+    leaves the data path out. ``internal``: the property reads signals
+    inside the design, not only its ports (it cannot be checked on a
+    :class:`VerilogDesign`)."""
 
     block: str
     name: str
@@ -200,6 +214,7 @@ class Proof:
     together: tuple = ()
     slow: bool = False
     cone: bool = False
+    internal: bool = False
 
     def __post_init__(self):
         if self.method not in ("prove", "bmc", "cover"):
@@ -249,6 +264,39 @@ class Result:
         else:
             what = f"ERROR: see {self.workdir / 'logfile.txt'}"
         return f"{head}{what} [{self.seconds:.1f} s]"
+
+
+class VerilogDesign(wiring.Component):
+    """A design under proof given as Verilog: the ports of ``component``
+    (its signature), the module ``module`` of a Verilog file (read by
+    :func:`run_proof`'s ``verilog``) instantiated inside. The module's ports
+    are named as amaranth emits a component's (:func:`~bertforge.generators.emit.port_list`):
+    each member's path joined by ``__``, then ``clk`` and ``rst``."""
+
+    def __init__(self, component, module):
+        component._MustUse__silence = True     # only its signature is used
+        self.module = module
+        super().__init__(component.signature)
+
+    def elaborate(self, platform):
+        m = Module()
+        ports = {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
+        for path, member, value in self.signature.flatten(self):
+            name = "__".join(str(part) for part in path)
+            ports[("i_" if member.flow == wiring.In else "o_") + name] = Value.cast(value)
+        m.submodules.design = Instance(self.module, **ports)
+        return m
+
+
+def kill_tree(process):
+    """SIGKILL ``process``, its process group and every descendant (sby
+    starts its solvers in groups of their own: a timed-out run left
+    yosys-smtbmc and yices running)."""
+    for pid in [*descendants(process.pid), process.pid]:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 _LAUNCHERS = {"yosys": "_run_yosys_argv", "yosys-smtbmc": "_run_yosys_smtbmc_argv",
@@ -308,19 +356,23 @@ def tool_environment(bin_dir):
 CONE_SCRIPT = "flatten\nmemory_map -formal\nsimplemap\nopt_clean\n"
 
 
-def _sby_text(method, depth, cone=False):
+def _sby_text(method, depth, cone=False, verilog=False):
+    read, files = ("read_verilog design.v\n", "design.v\n") if verilog else ("", "")
     return (f"[options]\nmode {method}\ndepth {depth}\n\n"
             f"[engines]\nsmtbmc yices\n\n"
-            f"[script]\nread_rtlil design.il\nprep -top top\n{CONE_SCRIPT if cone else ''}\n"
-            f"[files]\ndesign.il\n")
+            f"[script]\nread_rtlil design.il\n{read}prep -top top\n"
+            f"{CONE_SCRIPT if cone else ''}\n"
+            f"[files]\ndesign.il\n{files}")
 
 
 _DONE = re.compile(r"DONE \((\w+), rc=(\d+)\)")
 
 
-def run_proof(proof, workdir, *, depth=None):
+def run_proof(proof, workdir, *, depth=None, verilog=None, timeout=None):
     """Run one proof in ``workdir/<block>/<config>/<name>`` (replaced);
-    ``depth`` overrides the proof's."""
+    ``depth`` overrides the proof's. ``verilog``: a Verilog file read with
+    the spec (the module of its :class:`VerilogDesign`). ``timeout``:
+    seconds before the run counts as an error (default :data:`TIMEOUT`)."""
     depth = proof.depth if depth is None else depth
     label = re.sub(r"[^\w.-]+", "_", proof.config)
     root = Path(workdir).resolve()
@@ -330,7 +382,9 @@ def run_proof(proof, workdir, *, depth=None):
     task.mkdir(parents=True)
     spec = proof.spec(only=(proof.name, *proof.together))
     (task / "design.il").write_text(rtlil.convert(spec, ports=[spec.cd.clk], platform="formal"))
-    (task / "proof.sby").write_text(_sby_text(proof.method, depth, proof.cone))
+    if verilog is not None:
+        shutil.copyfile(verilog, task / "design.v")
+    (task / "proof.sby").write_text(_sby_text(proof.method, depth, proof.cone, verilog is not None))
     env = tool_environment(root / ".bin")
     start = time.monotonic()
     process = subprocess.Popen(
@@ -339,13 +393,12 @@ def run_proof(proof, workdir, *, depth=None):
         cwd=task, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True)      # its own process group: a timeout ends the solver too
     try:
-        output, _ = process.communicate(timeout=TIMEOUT)
+        output, _ = process.communicate(timeout=timeout or TIMEOUT)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output = process.communicate()[0] + f"\nTIMEOUT after {TIMEOUT} s"
+        kill_tree(process)
+        output = process.communicate()[0] + f"\nTIMEOUT after {timeout or TIMEOUT} s"
     except BaseException:       # interrupted or terminated: the solvers go too
-        with contextlib.suppress(OSError):
-            os.killpg(process.pid, signal.SIGKILL)
+        kill_tree(process)
         process.wait()
         raise
     seconds = time.monotonic() - start
@@ -380,11 +433,12 @@ def _trace(sby_dir, names):
     return None
 
 
-def run_proofs(proofs, workdir, *, depth=None, report=None):
-    """Run ``proofs`` in order; ``report(result)`` is called as each ends."""
+def run_proofs(proofs, workdir, *, depth=None, report=None, verilog=None, timeout=None):
+    """Run ``proofs`` in order (``verilog``, ``timeout``: as :func:`run_proof`);
+    ``report(result)`` is called as each ends."""
     results = []
     for proof in proofs:
-        result = run_proof(proof, workdir, depth=depth)
+        result = run_proof(proof, workdir, depth=depth, verilog=verilog, timeout=timeout)
         if report:
             report(result)
         results.append(result)

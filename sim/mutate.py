@@ -34,14 +34,12 @@ import fnmatch
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from .children import descendants
-from .formal import FormalError, tool_environment
+from .formal import FormalError, kill_tree, tool_environment
 
 __all__ = ["mutations", "write_mutant", "equivalent", "split", "NONE"]
 
@@ -50,17 +48,6 @@ __all__ = ["mutations", "write_mutant", "equivalent", "split", "NONE"]
 NONE = {"command": "", "mode": "none", "module": "", "cell": "", "src": ""}
 
 TIMEOUT = 600
-
-
-def _kill(process):
-    """SIGKILL ``process``, its process group and every descendant (sby
-    starts its solvers in groups of their own: a timed-out check left
-    yosys-smtbmc and yices running)."""
-    for pid in [*descendants(process.pid), process.pid]:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(OSError):
-        os.killpg(process.pid, signal.SIGKILL)
 
 
 def _yosys(script, workdir, verilog_path, timeout=TIMEOUT):
@@ -79,7 +66,7 @@ def _yosys(script, workdir, verilog_path, timeout=TIMEOUT):
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill(process)
+        kill_tree(process)
         raise FormalError(f"yosys took over {timeout} s on {workdir / 'script.ys'}") from None
     if process.returncode:
         raise FormalError(f"yosys failed on {workdir / 'script.ys'}: "
@@ -236,7 +223,7 @@ def equivalent(verilog_path, top, mutation, workdir, *, depth=20, timeout=TIMEOU
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         # not decided within the time: the mutant is kept (tested)
-        _kill(process)
+        kill_tree(process)
         (workdir / "miter.log").write_text(process.communicate()[0] + f"\nTIMEOUT after {timeout} s")
         return "unknown", time.monotonic() - start
     (workdir / "miter.log").write_text(output)

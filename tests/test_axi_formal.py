@@ -19,8 +19,8 @@ def _proof(proofs, name):
 def test_gemm_block_lists_the_axi_proofs():
     names = {p.name for p in BLOCKS["gemm"].proofs() if p.config.startswith("axi master")}
     assert {"ar_valid_held", "w_payload_held", "ar_no_4k_crossing", "aw_no_4k_crossing",
-            "w_matches_aw", "reads_bounded", "writes_bounded", "no_beat_from_nothing", "idle_means_answered",
-            "reaches_answered"} <= names
+            "w_matches_aw", "reads_bounded", "writes_bounded", "no_beat_from_nothing",
+            "no_beat_lost", "idle_means_answered", "reaches_answered"} <= names
 
 
 @pytest.mark.parametrize("fault, name", [
@@ -30,6 +30,7 @@ def test_gemm_block_lists_the_axi_proofs():
     pytest.param("wdata_flips", "w_payload_held", marks=pytest.mark.slow),
     pytest.param("extra_beat", "no_beat_from_nothing", marks=pytest.mark.slow),
     pytest.param("idle_always", "idle_means_answered", marks=pytest.mark.slow),
+    ("rready_always", "no_beat_lost"),      # the AXI top's mutant 19 (4 s)
 ])
 def test_broken_master_fails(fault, name, tmp_path):
     proofs = axi_proofs(make=lambda: BrokenAxiMaster(fault, **AXI_FORMAL_ARGS),
