@@ -127,6 +127,9 @@ def mixed_jobs(config, seed):
     small_w = min(1024, (1 << (config.weight_width - 1)) - 1)
     j.weights(8, j.rng.integers(-small_w, small_w + 1, (3, 4, 4)))
     j.vectors("linear", 8, 4 * lanes, j.rng.integers(-256, 257, (4 * lanes, 8)), shift=10)
+    # an even multiplier and a shift of 32: every other job's multiplier is
+    # odd (bit 0 never fell) and its shift below 32 (bit 5 never rose)
+    j.vectors("linear", 8, lanes, mult=0xAAAA, shift=32)
     j.vectors("ifft", 64, lanes)
     # n = 2: one 2x2 block / one radix-2 stage, lanes > n/2 on 8 lanes.
     j.weights(2, isolate=True)
@@ -208,7 +211,7 @@ def test_mixed_commands_match_golden_and_cycle_model(config, tmp_path):
     assert result["errors_checked"] == len(jobs.jobs)
     # Every compute job and every segment matches the cycle model.
     computes = [job for job in jobs.jobs if job.get("batch")]
-    assert result["model_checked"] == len(result["jobs"]) == len(computes) == 57
+    assert result["model_checked"] == len(result["jobs"]) == len(computes) == 58
     for job in result["jobs"]:
         assert job["cycles"] == job["model_cycles"]
     segments = result["segments"]
