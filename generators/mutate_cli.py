@@ -294,6 +294,7 @@ def run_mutate(args):
                 **({"alone": True} if args.alone else {}),
                 "baseline_seconds": round(base_seconds, 1), "mutants": []}
     timeout = max(120.0, 10 * base_seconds)
+    alone = args.module if args.alone else ()    # the modules rewritten alone
     done = _previous(out / "mutate.json", document)
     for index, mutation in enumerate(sampled):
         work = out / "work" / f"m{index:03d}"
@@ -303,7 +304,7 @@ def run_mutate(args):
                 mutant = work / "mutant.v"
                 if not mutant.exists():
                     work.mkdir(parents=True, exist_ok=True)
-                    mutate.write_mutant(original, top, mutation, mutant, work)
+                    mutate.write_mutant(original, top, mutation, mutant, work, alone)
                 failed = _prove_mutant(entry, proofs, mutant, work, args.proof_timeout)
                 if failed:
                     entry.update(status="killed", killed_by=f"proof {failed}")
@@ -329,8 +330,7 @@ def run_mutate(args):
             entry["status"] = "equivalent"
         else:
             mutant = work / "mutant.v"
-            mutate.write_mutant(original, top, mutation, mutant, work,
-                                args.module if args.alone else ())
+            mutate.write_mutant(original, top, mutation, mutant, work, alone)
             (work / "original.sha256").write_text(digest + "\n")
             scratch = work / "tmp"      # the failed runs' work directories land here
             scratch.mkdir()

@@ -26,8 +26,9 @@ from .params import Config, check_choice, check_instance, check_int
 from .stream import Queue
 from bertforge.rtl.errors import ParameterError
 
-__all__ = ["ButterflyConfig", "ButterflyEngine", "MODES", "fft_magnitude_bounds", "COMPUTE_LATENCY", "SLOTS",
-           "twiddle_table", "FFT_GUARD_BITS", "stage_period", "command_is_valid"]
+__all__ = ["ButterflyConfig", "ButterflyEngine", "MODES", "COMPUTE_LATENCY", "SLOTS",
+           "twiddle_table", "fft_magnitude_bounds", "FFT_GUARD_BITS", "stage_period",
+           "command_is_valid"]
 
 #: Command modes (the ``mode`` field of a command).
 MODES = {"linear": 0, "fft": 1, "ifft": 2, "weights": 3}
@@ -482,10 +483,8 @@ class ButterflyEngine(wiring.Component):
             bot_re = Signal(wide, name=f"l{lane}_bot_re")
             bot_im = Signal(wide, name=f"l{lane}_bot_im")
             m.d.sync += [
-                top_re.eq(Mux(linear2, top_lin.as_signed(),
-                              top_re_fft)),
-                bot_re.eq(Mux(linear2, bot_lin.as_signed(),
-                              bot_re_fft)),
+                top_re.eq(Mux(linear2, top_lin.as_signed(), top_re_fft)),
+                bot_re.eq(Mux(linear2, bot_lin.as_signed(), bot_re_fft)),
                 top_im.eq(Mux(linear2, 0, top_im_fft)),
                 bot_im.eq(Mux(linear2, 0, bot_im_fft)),
             ]

@@ -101,7 +101,7 @@ def mutations(verilog_path, top, count, seed, workdir, modules=(), alone=False):
     workdir.mkdir(parents=True, exist_ok=True)
     listing = workdir / "mutations.ys"
     selection = "".join(f" {m}" for m in modules)
-    _yosys(f"{_prep(verilog_path, top, modules if alone else (), workdir)}"
+    _yosys(f"{_prep(verilog_path, top, modules if alone else ())}"
            f"mutate -list {count} -seed {seed} -o /w/mutations.ys{selection}\n", workdir,
            _source(verilog_path, modules if alone else (), workdir))
     text = listing.read_text()
@@ -167,7 +167,7 @@ def _source(verilog_path, modules, workdir):
     return split(verilog_path, modules, Path(workdir).resolve() / "alone")
 
 
-def _prep(verilog_path, top, modules, workdir):
+def _prep(verilog_path, top, modules):
     if not modules:
         return f"{_read(verilog_path)}prep -top {top}\n"
     return f"read_verilog -lib /src/rest.v\n{_read(verilog_path)}prep\n"
@@ -179,7 +179,7 @@ def write_mutant(verilog_path, top, mutation, output, workdir, modules=()):
     ``alone`` (only those modules are rewritten, the rest is the original
     text)."""
     source = _source(verilog_path, modules, workdir)
-    _yosys(f"{_prep(verilog_path, top, modules, workdir)}{mutation['command']}\n"
+    _yosys(f"{_prep(verilog_path, top, modules)}{mutation['command']}\n"
            f"write_verilog -noattr /w/mutant.v\n", workdir, source)
     written = Path(workdir).resolve() / "mutant.v"
     if modules:

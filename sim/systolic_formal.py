@@ -85,7 +85,7 @@ class SystolicSpec(StreamSpec):
                        ~c_took | ((c_n < a_n) & ((c_n != n) | (c.payload.last == last_n))))
 
 
-def systolic_proofs(*, make=None, configs=None, config=None, data=False):
+def systolic_proofs(*, make=None, config=None, data=False):
     """The proofs of the systolic array, 2x3, both dataflows, 8-bit operands,
     16-bit accumulators: the stream rules on ``c`` by k-induction; the
     output queue never refusing a row by bmc over enough cycles to fill the
@@ -99,14 +99,13 @@ def systolic_proofs(*, make=None, configs=None, config=None, data=False):
     credits too many fails it at step 38; 294 s on the loaded machine),
     only with ``data`` (not in the registry's list: the 2x3 OS run to 43
     cycles outlasts the 600 s timeout at load 12). ``config``: that one
-    config only.
+    config only (the default: both above).
     ``queue_never_refuses`` and ``reaches_full_queue`` read the output
     queue inside the array (:attr:`~bertforge.sim.formal.Proof.internal`)."""
     from .systolic_cycles import systolic_cycles
     proofs = []
-    configs = [config] if config is not None else configs
-    for config in configs or [SystolicConfig(rows=2, cols=3, dataflow=d, acc_width=16)
-                              for d in ("os", "ws")]:
+    for config in [config] if config is not None else [
+            SystolicConfig(rows=2, cols=3, dataflow=d, acc_width=16) for d in ("os", "ws")]:
         build = make or SystolicArray
         depth = config.queue_depth + config.rows + config.cols + 8
         # a row lost at a full queue shows on c once the queue has drained

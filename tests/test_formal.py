@@ -193,7 +193,7 @@ def _patched_array(output_queue):
                      ("valid_drops", _glitchy_output_queue, "c_valid_held")]]])
 def test_broken_systolic_fails(fault, output_queue, name, dataflow, tmp_path):
     config = SystolicConfig(rows=2, cols=3, dataflow=dataflow, acc_width=16)
-    proofs = systolic_proofs(make=_patched_array(output_queue), configs=[config], data=True)
+    proofs = systolic_proofs(make=_patched_array(output_queue), config=config, data=True)
     result = run_proof(_by_name(proofs, name), tmp_path)
     assert result.status == "failed", result.line()
     assert result.trace.suffix == ".vcd" and result.trace.stat().st_size > 0
