@@ -88,6 +88,8 @@ def _program(config, image, commands, **knobs):
 
 #: Address bits 17 to 31: the harness memory (2**17 bytes) ignores them.
 HIGH = 0xFFFE0000
+#: The command fields that are addresses or strides.
+ADDRESSES = {"src", "src_stride", "src2", "src2_stride", "params", "dst", "dst_stride"}
 
 
 def test_elementwise_commands_at_aliased_addresses():
@@ -136,10 +138,6 @@ def test_elementwise_commands_at_aliased_addresses():
         for i, row in enumerate(want):
             got = memory[addr + i * stride:addr + i * stride + row.size].view(np.int8)
             assert (got == row).all(), (hex(addr), i, got, row)
-
-
-#: The command fields that are addresses or strides.
-ADDRESSES = {"src", "src_stride", "src2", "src2_stride", "params", "dst", "dst_stride"}
 
 
 def test_gelu_past_32768_rows_then_another():
