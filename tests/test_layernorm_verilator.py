@@ -27,10 +27,11 @@ def _small_data(seed):
         rs += r
     lo, hi = -32768, 32767
     idx = np.arange(64)
+    # (x + r = -65,536 throughout: the largest S2, H*S2 and S1**2, 2**44)
     xs += [np.full(64, hi), np.where(idx % 2, hi, lo), np.where(idx == 7, hi, 0), np.full(4, lo),
-           np.array([-1, 1, 0, -1])]
+           np.array([-1, 1, 0, -1]), np.full(64, lo)]
     rs += [np.full(64, hi), np.where(idx % 3, lo, hi), np.zeros(64, np.int64), np.full(4, lo),
-           np.array([1, -1, 1, 0])]
+           np.array([1, -1, 1, 0]), np.full(64, lo)]
     # Impulses (+-1 at each position of 4 and 8): the smallest variances,
     # where the statistics' low bits and the shift's low bits reach the
     # output (H * S2 - S1**2 < 64: the normalization shift is 6 to 8 bits).
@@ -42,6 +43,7 @@ def _small_data(seed):
     _, _, gamma, beta = random_layernorm_data(SMALL, 1, 64, rng)
     gamma[:5] = [-128, 127, 0, -1, 1]
     beta[:5] = [127, -128, 5, 0, -1]
+    gamma[9:11] = [-128, -3]          # negative gamma on lanes 1 and 2 (its sign bit)
     return xs, rs, gamma, beta
 
 
