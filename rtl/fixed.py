@@ -81,7 +81,7 @@ def _drop_low(value, bits):
     return high.as_signed() if value.shape().signed else high
 
 
-def requantize(value, multiplier, shift, out_shape, *, value_range=None):
+def requantize(value, multiplier, shift, out_shape, *, value_range=None, result_range=None):
     """Expression for ``clamp((value * multiplier + round) >> shift)`` in
     ``out_shape`` (a signed or unsigned shape), with ``round = 2**(shift-1)``
     (0 when ``shift`` is 0). ``multiplier`` and ``shift`` may be run-time
@@ -99,7 +99,9 @@ def requantize(value, multiplier, shift, out_shape, *, value_range=None):
     shape's) and of ``shift`` (a run-time shift may be 0), decided at
     elaboration; the rounded result lies between the product's extremes
     rounded at the smallest shift (rounding to nearest moves a value toward
-    0, never past it).
+    0, never past it). ``result_range = (lo, hi)`` is the caller's bound on
+    the rounded result itself, where the value's range does not show it (a
+    run-time shift that grows with the value).
 
     Purely combinational: callers register the result (and may register the
     product first) to meet timing.
@@ -115,6 +117,8 @@ def requantize(value, multiplier, shift, out_shape, *, value_range=None):
         shifted = _drop_low(((product << 1) >> shift) + 1, 1)
     result_lo, result_hi = ((c + ((1 << low_shift) >> 1)) >> low_shift
                             for c in (min(corners), max(corners)))
+    if result_range is not None:
+        result_lo, result_hi = max(result_lo, result_range[0]), min(result_hi, result_range[1])
     out_shape = Shape.cast(out_shape)
     lo = -(1 << (out_shape.width - 1)) if out_shape.signed else 0
     hi = (1 << (out_shape.width - 1)) - 1 if out_shape.signed else (1 << out_shape.width) - 1

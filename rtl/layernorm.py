@@ -1,21 +1,22 @@
 """LayerNorm unit: exact integer statistics, integer rsqrt, fused residual
 add, per-channel gamma/beta, int8 output, vectors back to back."""
 
+import math
 from dataclasses import dataclass
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .fixed import requantize
 from .params import Config, check_bool, check_choice, check_instance, check_int, check_scale
-from .rsqrt import RSQRT_FRAC, RSQRT_STAGES, RsqrtPipeline
+from .rsqrt import RSQRT_FRAC, RSQRT_REL_ERROR, RSQRT_STAGES, RsqrtPipeline
 from .stream import Queue, delay, register, row_layout, tree
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["LayerNormConfig", "LayerNorm", "LN_Z_FRAC", "LN_Z_WIDTH", "LN_STATS_LATENCY",
-           "LN_OUT_LATENCY", "LN_MULT2_BITS", "LN_SHIFT2_BITS"]
+           "LN_OUT_LATENCY", "LN_MULT2_BITS", "LN_SHIFT2_BITS", "ln_z_bound"]
 
 #: Fraction bits of the normalized value ``z = (v - mean) / std``.
 LN_Z_FRAC = 14
@@ -31,6 +32,16 @@ LN_OUT_LATENCY = 6
 #: (``second_output``; :func:`~bertforge.sim.fixed_golden.ratio_to_mult_shift`'s
 #: default range).
 LN_MULT2_BITS, LN_SHIFT2_BITS = 16, 6
+
+
+def ln_z_bound(h_max):
+    """The largest ``|z|`` (Q.14) vectors of at most ``h_max`` elements
+    give: ``|v - mean| <= sqrt(H - 1) std`` (Samuelson's inequality) and R
+    is ``1/sqrt(D)`` to :data:`~bertforge.rtl.rsqrt.RSQRT_REL_ERROR`, so
+    ``|z| <= sqrt(H - 1) (1 + RSQRT_REL_ERROR) 2**14 + 1/2`` (+1 for the
+    float's rounding): 1,048,451 for ``h_max = 4096``, inside
+    :data:`LN_Z_WIDTH` (``2**21 - 1``), so ``z`` has no clamp."""
+    return math.floor(math.sqrt(h_max - 1) * (1 + RSQRT_REL_ERROR) * 2 ** LN_Z_FRAC + 0.5) + 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,9 +227,13 @@ class LayerNorm(wiring.Component):
         lanes = cfg.lanes
         vw = cfg.value_width
         hbits = cfg.h_max.bit_length()
-        s1_shape = signed(vw + hbits)
-        s2_shape = unsigned(2 * vw + hbits)
-        d_width = max(hbits + 2 * vw + hbits, 2 * (vw + hbits)) + 1
+        # The widths of the statistics from their ranges: v**2 <= sq_max
+        # (v = -2**(vw - 1)), so S2 <= h_max sq_max, |S1| <= h_max 2**(vw - 1),
+        # and both H*S2 and S1**2 are at most h_max**2 sq_max.
+        sq_max = 1 << (2 * (vw - 1))
+        s1_shape = signed(((cfg.h_max << (vw - 1)) - 1).bit_length() + 1)
+        s2_shape = unsigned((cfg.h_max * sq_max).bit_length())
+        d_width = (cfg.h_max ** 2 * sq_max).bit_length()
         # D = H**2 var <= h_max**2 ((v_max - v_min) / 2)**2 (Popoviciu), below
         # the width of H*S2: the rsqrt normalizes D at its own width.
         d_bits = max((cfg.h_max ** 2 * ((1 << vw) - 1) ** 2 // 4).bit_length(), 1)
@@ -239,14 +254,12 @@ class LayerNorm(wiring.Component):
         ]
         for lane in range(lanes):
             m.d.comb += write.data[2 * pw * lane:2 * pw * (lane + 1)].eq(
-                (self.params.payload.gamma[lane].as_unsigned()
-                 | (self.params.payload.beta[lane].as_unsigned() << pw)))
+                Cat(self.params.payload.gamma[lane], self.params.payload.beta[lane]))
         if cfg.second_output:       # the second pair above the first; the scale latched
             top = 2 * pw * lanes
             for lane in range(lanes):
                 m.d.comb += write.data[top + 2 * pw * lane:top + 2 * pw * (lane + 1)].eq(
-                    (self.params.payload.gamma2[lane].as_unsigned()
-                     | (self.params.payload.beta2[lane].as_unsigned() << pw)))
+                    Cat(self.params.payload.gamma2[lane], self.params.payload.beta2[lane]))
             mult2 = Signal(LN_MULT2_BITS, name="mult2")
             shift2 = Signal(LN_SHIFT2_BITS, name="shift2")
             with m.If(self.params.valid):
@@ -290,16 +303,17 @@ class LayerNorm(wiring.Component):
         last3 = delay(m, take & self.x.payload.last, 3, "last", reset_less=False)
         v1 = [register(signed(vw), f"v1_{lane}") for lane in range(lanes)]
         v2 = [register(signed(vw), f"v2_{lane}") for lane in range(lanes)]
-        sq2 = [register(unsigned(2 * vw), f"sq2_{lane}") for lane in range(lanes)]
+        sq2 = [register(unsigned(sq_max.bit_length()), f"sq2_{lane}") for lane in range(lanes)]
         for lane in range(lanes):
             m.d.sync += [v1[lane].eq(beat_in.v[lane]), v2[lane].eq(v1[lane]),
                          sq2[lane].eq(v1[lane] * v1[lane])]
         lane_sum = register(s1_shape, "lane_sum")
-        lane_sq = register(s2_shape, "lane_sq")
+        lane_sq = register(unsigned((lanes * sq_max).bit_length()), "lane_sq")
         m.d.sync += [lane_sum.eq(tree(v2)), lane_sq.eq(tree(sq2))]
 
         acc1 = Signal(s1_shape, name="acc_s1")
-        acc2 = Signal(s2_shape, name="acc_s2")
+        # the sums before a vector's last beat: at most h_max - lanes squares
+        acc2 = Signal(unsigned(max((cfg.h_max - lanes) * sq_max, 1).bit_length()), name="acc_s2")
         count = Signal(range(cfg.beats_max + 1), name="acc_beats")
         sum1 = Signal(s1_shape, name="sum_s1")
         sum2 = Signal(s2_shape, name="sum_s2")
@@ -359,12 +373,14 @@ class LayerNorm(wiring.Component):
                 m.d.sync += [valid[k].eq(valid[k - 1]), last[k].eq(last[k - 1])]
 
         r1 = register(unsigned(len(rsqrt.r)), "n_r1")
-        sh1 = register(unsigned(len(rsqrt.e) + 2), "n_sh1")
-        sh2 = register(unsigned(len(rsqrt.e) + 2), "n_sh2")
+        sh_max = ((d_bits - 1) >> 1) + RSQRT_FRAC - LN_Z_FRAC     # e <= (d_bits - 1) // 2
+        sh1 = register(unsigned(sh_max.bit_length()), "n_sh1")
+        sh2 = register(unsigned(sh_max.bit_length()), "n_sh2")
         with m.If(advance):
             m.d.sync += [r1.eq(head.r), sh1.eq(head.e + (RSQRT_FRAC - LN_Z_FRAC)), sh2.eq(sh1)]
         num_width = hbits + 1 + vw + 1
         acc_width = max(LN_Z_WIDTH + pw, pw + cfg.beta_shift) + 2
+        z_max = ln_z_bound(cfg.h_max)
         for lane in range(lanes):
             num = register(signed(num_width), f"l{lane}_num")
             product = register(signed(num_width + len(rsqrt.r) + 1), f"l{lane}_product")
@@ -382,7 +398,8 @@ class LayerNorm(wiring.Component):
                     num.eq(head.h * beat.v[lane] - head.s1),
                     product.eq(num * r1),
                     gamma[0].eq(gamma1), beta[0].eq(beta1),
-                    z.eq(requantize(product, 1, sh2, signed(LN_Z_WIDTH))),
+                    z.eq(requantize(product, 1, sh2, signed(LN_Z_WIDTH),
+                                    result_range=(-z_max, z_max))),
                     gamma[1].eq(gamma[0]), beta[1].eq(beta[0]),
                     acc.eq(z * gamma[1] + (beta[1] << cfg.beta_shift)),
                     out_product.eq(acc * cfg.out_mult),

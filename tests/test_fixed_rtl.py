@@ -14,14 +14,15 @@ from bertforge.rtl.fixed import requantize
 from bertforge.sim import fixed_golden
 
 
-def _run(value_shape, mult, shift, out_shape, value_range=None):
+def _run(value_shape, mult, shift, out_shape, value_range=None, result_range=None):
     """Every (value, multiplier, shift) of the shapes: (got, want) pairs."""
     m = Module()
     value = Signal(value_shape)
     multiplier = mult if isinstance(mult, int) else Signal(mult)
     amount = shift if isinstance(shift, int) else Signal(shift)
     out = Signal(out_shape)
-    m.d.comb += out.eq(requantize(value, multiplier, amount, out_shape, value_range=value_range))
+    m.d.comb += out.eq(requantize(value, multiplier, amount, out_shape, value_range=value_range,
+                                  result_range=result_range))
 
     def values(operand):
         if isinstance(operand, int):
@@ -77,9 +78,14 @@ def test_requantize_leaves_out_the_clamps_the_ranges_exclude():
     # a caller's bound (0..20 of 6 bits): at most 20 at shift 0, inside 5 bits
     pairs, bounded = _run(unsigned(6), 1, unsigned(3), unsigned(5), value_range=(0, 20))
     assert all(got == want for got, want in pairs)
+    # a caller's bound on the result itself (LayerNorm's z): 0..6 in 3 bits,
+    # the result's low bits wherever the bound holds
+    pairs, result = _run(unsigned(5), 1, unsigned(3), unsigned(3), result_range=(0, 6))
+    assert all(got == want for got, want in pairs if want <= 6)
+    assert any(got != want for got, want in pairs)          # and only there
     compares = [{cell for cell in ("$lt", "$gt") if f"cell {cell} " in text}
-                for text in (both, high, none, bounded)]
-    assert compares == [{"$lt", "$gt"}, {"$gt"}, set(), set()]
+                for text in (both, high, none, bounded, result)]
+    assert compares == [{"$lt", "$gt"}, {"$gt"}, set(), set(), set()]
     # the shift amount drives right shifts only (the old form had 1 << shift)
     cells = [block.split()[0] for block in both.split("cell ")[1:] if "\\amount" in block.split("end")[0]]
     assert cells and set(cells) <= {"$shr", "$sshr"}

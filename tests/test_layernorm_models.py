@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from bertforge.generators.layernorm_sim import random_layernorm_data
-from bertforge.rtl.layernorm import LN_OUT_LATENCY, LN_STATS_LATENCY, LayerNormConfig
-from bertforge.rtl.rsqrt import RSQRT_FRAC, rsqrt_reference
+from bertforge.rtl.layernorm import (LN_OUT_LATENCY, LN_STATS_LATENCY, LN_Z_FRAC, LN_Z_WIDTH,
+                                     LayerNormConfig, ln_z_bound)
+from bertforge.rtl.rsqrt import (RSQRT_FRAC, RSQRT_MANT, RSQRT_REL_ERROR, RSQRT_SEED_BITS,
+                                 RSQRT_STEP_BITS, rsqrt_reference, rsqrt_seed_table)
 from bertforge.sim.layernorm_cycles import layernorm_cycles
 from bertforge.sim.layernorm_golden import layernorm_golden, layernorm_reference_int8
 
@@ -26,6 +28,53 @@ def test_rsqrt_reference_accuracy():
         r, e = rsqrt_reference(d)
         assert abs(r * 2.0 ** -(RSQRT_FRAC + e) * math.sqrt(d) - 1) < 3e-6, d
     assert rsqrt_reference(0) == (0, 0)
+
+
+def test_rsqrt_every_mantissa():
+    """Every mantissa in [1, 4) (all a D > 0 gives), numpy: the seed table's
+    48 intervals, each Newton value within its bits (rtl/rsqrt.py sizes the
+    registers by them), and R within RSQRT_REL_ERROR of 1/sqrt at both ends
+    of the interval the mantissa's truncation leaves."""
+    rf, mf = RSQRT_FRAC, RSQRT_MANT
+    m = np.arange(1 << mf, 4 << mf, dtype=np.int64)
+    y = np.array(rsqrt_seed_table(), dtype=np.int64)[(m >> (mf - 4)) - 16]
+    assert len(rsqrt_seed_table()) == 48 and int(y.max()).bit_length() == RSQRT_SEED_BITS
+    for bits in RSQRT_STEP_BITS:
+        y2 = (y * y + (1 << (rf - 1))) >> rf
+        my = (m * y2 + (1 << (mf - 1))) >> mf
+        t = (3 << rf) - my
+        y = (y * t + (1 << rf)) >> (rf + 1)
+        # each width is the largest value's: none is wider than needed
+        assert {name: int(v.max()).bit_length() for name, v in
+                (("y2", y2), ("my", my), ("t", t), ("y", y))} == bits
+        assert min(y2.min(), my.min(), t.min(), y.min()) > 0
+    assert y.max() == 1 << rf and y[0] == 1 << rf                 # D a power of 4
+    # D in [2**22, 2**24) has e = 11 and its mantissa is D itself
+    for index in np.random.default_rng(0).integers(0, m.size, 300):
+        assert rsqrt_reference(int(m[index])) == (int(y[index]), 11)
+    mant = m.astype(np.float64) / 2.0 ** mf
+    worst = max(np.abs(y * np.sqrt(mant + k * 2.0 ** -mf) / 2.0 ** rf - 1).max() for k in (0, 1))
+    assert 2e-6 < worst <= RSQRT_REL_ERROR
+
+
+def test_z_bound_holds_and_is_tight():
+    """ln_z_bound (no clamp on z) against the extreme of Samuelson's
+    inequality, one element a off the others (|z| = sqrt(H - 1)), for every
+    H to 4096 and several spreads a (D = a**2 (H - 1): mantissas across
+    the rsqrt's range); the largest z within the rsqrt's error (both ways)
+    and 2 LSBs of the bound, so the bound is not loose."""
+    assert ln_z_bound(4096) < 1 << (LN_Z_WIDTH - 1)
+    rng = np.random.default_rng(1)
+    for h in range(2, 4097):
+        worst = 0
+        for a in [1, 2, 3, 65535] + [int(v) for v in rng.integers(1, 1 << 16, 3)]:
+            d = h * a * a - a * a                     # v = [a, 0, ...]: H S2 - S1**2
+            r, e = rsqrt_reference(d)
+            shift = RSQRT_FRAC + e - LN_Z_FRAC
+            z = ((h - 1) * a * r + (1 << (shift - 1))) >> shift
+            worst = max(worst, z)
+        bound = ln_z_bound(h)
+        assert bound - 2 * RSQRT_REL_ERROR * bound - 2 <= worst <= bound, h
 
 
 def test_golden_within_one_lsb_of_float_over_variance_range():
