@@ -317,8 +317,7 @@ class AccumulatorSpec(Spec):
         now = Mux(stored, held, power_up)
         rd_at = self.past(m, acc.rd.addr == addr, "rd_at")
         old_at = self.past(m, acc.old.addr == addr, "old_at")
-        for name, at, value in (("rd", rd_at, now), 
-                                ("old", old_at, old_c)):
+        for name, at, value in (("rd", rd_at, now), ("old", old_at, old_c)):
             port = getattr(acc, name)
             m.d.comb += port.data.eq(self.any_seq(m, len(port.data), f"{name}_data"))
             self.assume(m, ~at | (word_of(port.data) == value))
