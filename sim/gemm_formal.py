@@ -12,23 +12,29 @@
   (between the first and the last byte of each).
 - :class:`EngineSpec`: the engine's
   :class:`~bertforge.sim.formal_specs.StreamSpec` and ``done_per_command``.
+- :class:`AccumulatorSpec`: the engine's accumulator writes each sum its
+  rows make, saturated, into the buffer (``sums_saturate``).
 
-``gemm_proofs()`` (the scheduler's, the engine's and the serial engine's)
+``gemm_proofs()`` (the scheduler's, the engine's, the serial engine's and
+the accumulator's)
 is the registry's proof list.
 """
 
 import dataclasses
 
-from amaranth.hdl import Mux, Signal
+from amaranth.hdl import Mux, Signal, signed
 
-from bertforge.rtl.gemm import GemmConfig
+from bertforge.rtl.accumulator import Accumulator, accumulator_fields
+from bertforge.rtl.engine import project
+from bertforge.rtl.gemm import GemmConfig, GemmEngine
 from bertforge.rtl.serial_engine import gemm_engine
-from bertforge.rtl.stream import delay
-from bertforge.rtl.tile_scheduler import TileScheduler, command_layout
+from bertforge.rtl.stream import clamp, delay
+from bertforge.rtl.tile_scheduler import TileScheduler, chunk_layout, command_layout
 from .formal import Proof, Spec
 from .formal_specs import StreamSpec, Timing, one_command, stream_proofs, took
 
 __all__ = ["SchedulerSpec", "SCHEDULER_CONFIG", "scheduler_proofs", "EngineSpec", "ENGINE_COMMAND",
+           "AccumulatorSpec", "accumulator_proofs",
            "SERIAL_ENGINE_CONFIG", "engine_proofs", "gemm_proofs"]
 
 
@@ -235,9 +241,141 @@ def engine_proofs(*, make=None, config=SCHEDULER_CONFIG):
 
 def gemm_proofs():
     """The GEMM block: its tile scheduler's proofs, the engine's, the
-    serial engine's, its AXI master's (:mod:`bertforge.sim.axi_formal`) and
+    serial engine's, its accumulator's, its AXI master's (:mod:`bertforge.sim.axi_formal`) and
     the AXI top's program fetcher's (:mod:`bertforge.sim.axi_fetch_formal`)."""
     from .axi_fetch_formal import fetch_proofs
     from .axi_formal import axi_proofs
     return (scheduler_proofs() + engine_proofs() + engine_proofs(config=SERIAL_ENGINE_CONFIG)
-            + axi_proofs() + fetch_proofs())
+            + accumulator_proofs() + axi_proofs() + fetch_proofs())
+
+
+class AccumulatorSpec(Spec):
+    """``sums_saturate``: the :class:`~bertforge.rtl.accumulator.Accumulator`
+    writes the sums it should into the accumulator buffer. One buffer word
+    ``(addr, lane)`` is picked (``any_const``); the spec walks the chunks
+    itself (per chunk ``tiles`` tiles of ``kblocks`` result streams of
+    ``block_rows`` rows, the block slot flipping after a ``last`` chunk)
+    and keeps the value the buffer must hold there: a row taken on ``c``
+    for that word makes it ``clamp(base + lane)`` (saturated to
+    ``acc_width``), ``base`` 0 on a block's first chunk (first k-block),
+    the old C value there when that chunk accumulates, and the word's
+    previous value on later k-blocks and chunks. Every write to that word
+    comes 2 cycles (the accumulator's latency) after such a row and holds
+    that value, and no other write touches it. ``reaches_saturated_sum``
+    (a cover): a later chunk's sum to the word saturates.
+
+    Stated on the ports only (it holds for a mutant's Verilog too). The
+    environment, as the engine gives it: ``chunk`` and ``c`` obey the
+    stream rules; a chunk has 1 .. ``max_kblocks`` k-blocks and 1 ..
+    ``group`` tiles (the scheduler's); ``released`` frees only a block
+    that was committed (the writer's); the buffer's read port gives the
+    word as last written (transparent, as the engine's ``acc_buf``; at
+    power-up any value); the old C port gives one value for the word
+    (``any_const``: the loader writes a block's old C before it starts and
+    the spec holds it for the whole run); every other word read anything.
+    ``config``: the accumulator's (an OS GemmConfig, not compact, integer,
+    no weight groups)."""
+
+    PROPERTIES = ("sums_saturate", "reaches_saturated_sum")
+    #: The accumulator's latency: a row taken on ``c`` is written 2 cycles later.
+    LATENCY = 2
+
+    def __init__(self, make, *, config, only=None):
+        super().__init__(make, only=only)
+        self.config = config
+
+    def build(self, m, platform):
+        acc = m.submodules.dut = self.make()
+        cfg = self.config
+        C, Mt, aw = cfg.cols, cfg.block_rows, cfg.acc_width
+        words = 2 * Mt
+        addr = self.any_const(m, (words - 1).bit_length(), "word")
+        lane = self.any_const(m, (cfg.panel - 1).bit_length(), "lane")
+        old_c = self.any_const(m, aw, "old_c")
+        power_up = self.any_const(m, aw, "power_up")
+        self.assume(m, (addr < words) & (lane < cfg.panel))
+
+        # Environment: the streams, the descriptors' counts, released.
+        self.assume_stream_in(m, acc.chunk, "chunk")
+        self.assume_stream_in(m, acc.c, "c")
+        d = acc.chunk.payload
+        self.assume(m, ~acc.chunk.valid | ((d.kblocks >= 1) & (d.kblocks <= cfg.max_kblocks)
+                                           & (d.tiles >= 1) & (d.tiles <= cfg.group)))
+        owed = Signal(2, name="blocks_owed")      # committed, not yet released
+        m.d.comb += acc.released.eq(self.any_seq(m, 1, "released"))
+        m.d.sync += owed.eq(owed + acc.committed - acc.released)
+        self.assume(m, ~acc.released | (owed != 0))
+
+        def word_of(data):
+            return data.word_select(lane, aw)
+
+        # The buffers' read ports (one cycle after the address).
+        written = acc.wr.en.bit_select(lane, 1) & (acc.wr.addr == addr)
+        held, stored = Signal(aw, name="held"), Signal(name="held_stored")
+        with m.If(written):
+            m.d.sync += [held.eq(word_of(acc.wr.data)), stored.eq(1)]
+        now = Mux(stored, held, power_up)
+        rd_at = self.past(m, acc.rd.addr == addr, "rd_at")
+        old_at = self.past(m, acc.old.addr == addr, "old_at")
+        for name, at, value in (("rd", rd_at, now), ("old", old_at, old_c)):
+            port = getattr(acc, name)
+            m.d.comb += port.data.eq(self.any_seq(m, len(port.data), f"{name}_data"))
+            self.assume(m, ~at | (word_of(port.data) == value))
+
+        # The spec's walk of the chunks and its value of the word.
+        row = Signal(range(Mt), name="walk_row")
+        kb = Signal(range(cfg.max_kblocks + 1), name="walk_kb")
+        j = Signal(range(cfg.group + 1), name="walk_j")
+        slot = Signal(name="walk_slot")
+        take = acc.c.valid & acc.c.ready
+        with m.If(take):
+            m.d.sync += row.eq(row + 1)
+            with m.If(row == Mt - 1):
+                m.d.sync += [row.eq(0), kb.eq(kb + 1)]
+                with m.If(kb == d.kblocks - 1):
+                    m.d.sync += [kb.eq(0), j.eq(j + 1)]
+                    with m.If(j == d.tiles - 1):
+                        m.d.sync += [j.eq(0), slot.eq(slot ^ d.last)]
+        expect, known = Signal(aw, name="expect"), Signal(name="expect_known")
+        value = Mux(known, expect, power_up)
+        starts = d.first & (kb == 0)
+        base = Mux(starts, Mux(d.accumulate, old_c, 0), value)
+        total = Signal(signed(aw + 1), name="expect_total")
+        m.d.comb += total.eq(base.as_signed() + acc.c.payload.data[lane % C])
+        new = clamp(total, aw).as_unsigned()        # the word's bits
+        hit = take & (slot * Mt + row == addr) & (j == lane // C)
+        with m.If(hit):
+            m.d.sync += [expect.eq(new), known.eq(1)]
+        due = delay(m, hit, self.LATENCY, "due", reset_less=False)
+        sum_due = delay(m, new, self.LATENCY, "sum_due")
+        over = total[aw] ^ total[aw - 1]
+        saturated = delay(m, hit & ~starts & over, self.LATENCY, "saturated", reset_less=False)
+        self.check(m, "sums_saturate",
+                   (written == due) & (~due | (word_of(acc.wr.data) == sum_due)))
+        self.cover(m, "reaches_saturated_sum", saturated & written)
+
+
+def _accumulator(config):
+    """The accumulator of a GEMM engine of ``config`` (its descriptor fields,
+    the array's result stream)."""
+    engine = GemmEngine(config)
+    array = engine.array()
+    engine._MustUse__silence = array._MustUse__silence = True    # only the signature is read
+    return Accumulator(config, project(chunk_layout(config), accumulator_fields(config)),
+                       array.signature.members["c"].signature)
+
+
+def accumulator_proofs(*, make=None, config=SCHEDULER_CONFIG):
+    """The GEMM engine's accumulator (``make(config)``; the scheduler's small
+    config: 2x2 OS, 4 lanes, 2-row blocks, 16-bit sums): ``sums_saturate``
+    by bmc of 18 cycles (two blocks, one in each slot, of two chunks of
+    every tile: the second chunk adds onto the first's sums; and the
+    latency; 15 s); ``reaches_saturated_sum`` (a cover) within as many:
+    saturation on a later chunk is in reach."""
+    make = make or _accumulator
+    label = f"accumulator {config.dataflow} panel={config.panel} block_rows={config.block_rows}"
+    depth = 2 * 2 * config.group * config.max_kblocks * config.block_rows + AccumulatorSpec.LATENCY
+    return [Proof(block="gemm", name=name, config=label,
+                  spec=lambda only: AccumulatorSpec(lambda: make(config), config=config, only=only),
+                  method=method, depth=depth, slow=method == "bmc")
+            for name, method in (("sums_saturate", "bmc"), ("reaches_saturated_sum", "cover"))]

@@ -14,6 +14,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 
 from bertforge.generators import cli
 from bertforge.generators.blocks import BLOCKS
+from bertforge.rtl import accumulator as accumulator_module
 from bertforge.rtl import systolic as systolic_module
 from bertforge.rtl.stream import Queue
 from bertforge.rtl.systolic import SystolicArray, SystolicConfig
@@ -28,7 +29,7 @@ from bertforge.sim.formal import Proof, read_trace, replay, run_proof
 from bertforge.rtl.tile_scheduler import TileScheduler, chunk_layout, command_layout
 from bertforge.sim.butterfly_formal import butterfly_proofs
 from bertforge.sim.gelu_formal import gelu_proofs
-from bertforge.sim.gemm_formal import engine_proofs, scheduler_proofs
+from bertforge.sim.gemm_formal import _accumulator, accumulator_proofs, engine_proofs, scheduler_proofs
 from bertforge.sim.host_link_formal import host_link_proofs
 from bertforge.sim.queue_formal import QueueSpec, queue_proofs
 from bertforge.sim.softmax_formal import softmax_proofs
@@ -240,6 +241,43 @@ class _BrokenScheduler(wiring.Component):
 def test_broken_scheduler_fails(fault, name, tmp_path):
     proofs = scheduler_proofs(make=lambda config: _BrokenScheduler(config, fault))
     result = run_proof(_by_name(proofs, name), tmp_path)
+    assert result.status == "failed", result.line()
+    assert result.trace.suffix == ".vcd" and result.trace.stat().st_size > 0
+
+
+class _SwappedAccumulator(wiring.Component):
+    """The GEMM engine's accumulator with its two read ports' data swapped:
+    the add's base taken from the wrong source (a block's first chunk that
+    accumulates from the buffer's word, later chunks from old C)."""
+
+    def __init__(self, config):
+        self.inner = _accumulator(config)
+        super().__init__(self.inner.signature)
+
+    def elaborate(self, platform):
+        m = Module()
+        inner = m.submodules.inner = self.inner
+        for name in ("chunk", "c"):
+            wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(inner, name))
+        m.d.comb += [self.wr.addr.eq(inner.wr.addr), self.wr.data.eq(inner.wr.data),
+                     self.wr.en.eq(inner.wr.en), self.committed.eq(inner.committed),
+                     inner.released.eq(self.released),
+                     self.rd.addr.eq(inner.rd.addr), self.old.addr.eq(inner.old.addr),
+                     inner.rd.data.eq(self.old.data), inner.old.data.eq(self.rd.data)]
+        return m
+
+
+@pytest.mark.parametrize("fault", ["wraps", "base_swapped"])
+def test_broken_accumulator_fails(fault, tmp_path, monkeypatch):
+    """``sums_saturate`` fails for an accumulator whose add wraps instead of
+    saturating (its ``clamp`` replaced by truncation) and for one whose
+    add's base comes from the wrong buffer."""
+    make = None
+    if fault == "wraps":
+        monkeypatch.setattr(accumulator_module, "clamp", lambda value, width: value[:width])
+    else:
+        make = _SwappedAccumulator
+    result = run_proof(_by_name(accumulator_proofs(make=make), "sums_saturate"), tmp_path)
     assert result.status == "failed", result.line()
     assert result.trace.suffix == ".vcd" and result.trace.stat().st_size > 0
 
