@@ -6,7 +6,11 @@ initial memory: every layer's weights), ``abits``, ``mem_bytes``,
 fields under ``gemm``), ``inputs`` (optional, per run: the bytes written at
 ``input_addr`` before it, a sentence's layer-0 input), ``read_bytes`` (how
 much memory to read back after each run), ``seed`` and the memory knobs
-``lat_min``, ``lat_mask``, ``p_req``, ``p_data``, ``p_wr``.
+``lat_min``, ``lat_mask``, ``p_req``, ``p_data``, ``p_wr``; ``high``
+(optional, per run and layer): the sums ``[reads, writes]`` of the
+request addresses' bits above the memory that the program makes (the
+harness's ``rd_high``, ``wr_high``); without it every request must be
+inside the memory (sums 0), else the run fails.
 
 Python loads the memory once; per run it writes the input, then per layer
 clears the harness's counts, queues the layer's commands and waits with a
@@ -104,6 +108,10 @@ async def encoder_layers(dut):
             if layers[-1]["completions"] != len(commands) or any(layers[-1]["errors"]):
                 failures.append(f"run {run}, layer {number}: {layers[-1]['completions']} completions "
                                 f"for {len(commands)} commands, errors {layers[-1]['errors']}")
+            want = spec["high"][run][number] if "high" in spec else [0, 0]
+            if layers[-1]["high"] != list(want):
+                failures.append(f"run {run}, layer {number}: the request addresses' bits above "
+                                f"the memory sum to {layers[-1]['high']} (reads, writes), not {want}")
         got = image.copy()
         got[:words * mb] = await read_memory(dut, words, mb)
         path = f"{spec['result_path']}.{run}.npy"
@@ -137,4 +145,5 @@ async def _run_program(dut, layout, commands, timeout):
         starts.append(int(dut.stamp_start.value))
         ends.append(int(dut.stamp_end.value))
     return {"cycles": cycles, "completions": completions, "errors": errors, "starts": starts,
-            "ends": ends, "sim_seconds": seconds}
+            "ends": ends, "sim_seconds": seconds,
+            "high": [int(dut.rd_high.value), int(dut.wr_high.value)]}

@@ -75,8 +75,10 @@ def _program(config, image, commands, **knobs):
     """Run ``commands`` (one program) on the int8 layer's harness with the
     memory ``image`` (``knobs``: the memory's ``seed``, ``lat_mask``,
     ``p_req``, ``p_data``, ``p_wr``; default none); ``(memory after,
-    stamps and counts)``."""
-    spec = {"image": image, "programs": [[commands]], "abits": ABITS,
+    stamps and counts)``. The run fails unless the request addresses' bits
+    above the memory sum to those of :func:`_high_sums`."""
+    spec = {"image": image, "programs": [[commands]], "high": [[_high_sums(config, commands)]],
+            "abits": ABITS,
             "mem_bytes": config.gemm.mem_bytes, "seed": 0, "lat_min": 1, "lat_mask": 0,
             "p_req": 0, "p_data": 0, "p_wr": 0, **knobs, "read_bytes": image.size,
             "timeout": 1_000_000}
@@ -84,6 +86,34 @@ def _program(config, image, commands, **knobs):
                       extra=(ABITS,))
     run = result["runs"][0]
     return run["image"], run["layers"][0]
+
+
+def _high_sums(config, commands):
+    """``[reads, writes]``: the sums (mod 2**32) of ``addr >> ABITS`` over the
+    memory requests of the elementwise ``commands``, as the harness adds
+    them (``rd_high``, ``wr_high``): an adapter reads its rows a memory word
+    at a time (layernorm: gamma and beta, then x and r), and writes each
+    output beat of ``lanes`` elements (row bases and offsets add mod
+    ``2**addr_width``)."""
+    g = config.gemm
+    units = {OP_SOFTMAX: (config.softmax.lanes, 4, config.softmax.out_width // 8),
+             OP_LAYERNORM: (config.layernorm.lanes, config.unit_bytes, config.unit_bytes),
+             OP_GELU: (config.gelu.lanes, config.unit_bytes, config.element_bytes)}
+    reads, writes = [], []
+    for c in commands:
+        lanes, ebytes, obytes = units[c["op"]]
+        words = range(0, c["length"] * ebytes, g.mem_bytes)
+        rows = [(c["src"], c["src_stride"])]
+        if c["op"] == OP_LAYERNORM:
+            reads += [base + w for w in words
+                      for base in (c["params"], c["params"] + c["length"] * ebytes)]
+            rows.append((c["src2"], c["src2_stride"]))
+        reads += [base + i * stride + w for i in range(c["rows"]) for w in words
+                  for base, stride in rows]
+        writes += [c["dst"] + i * c["dst_stride"] + k * lanes * obytes
+                   for i in range(c["rows"]) for k in range(c["length"] // lanes)]
+    return [sum((a % (1 << g.addr_width)) >> ABITS for a in addrs) % (1 << 32)
+            for addrs in (reads, writes)]
 
 
 #: Address bits 17 to 31: the harness memory (2**17 bytes) ignores them.
