@@ -75,16 +75,17 @@ def _program(config, image, commands, **knobs):
     """Run ``commands`` (one program) on the int8 layer's harness with the
     memory ``image`` (``knobs``: the memory's ``seed``, ``lat_mask``,
     ``p_req``, ``p_data``, ``p_wr``; default none); ``(memory after,
-    stamps and counts)``. The run fails unless the request addresses' bits
-    above the memory sum to those of :func:`_high_sums`."""
-    spec = {"image": image, "programs": [[commands]], "high": [[_high_sums(config, commands)]],
-            "abits": ABITS,
+    stamps and counts)``. The request addresses' bits above the memory must
+    sum to those of :func:`_high_sums` (``high``, the harness's ``rd_high``
+    and ``wr_high``)."""
+    spec = {"image": image, "programs": [[commands]], "abits": ABITS,
             "mem_bytes": config.gemm.mem_bytes, "seed": 0, "lat_min": 1, "lat_mask": 0,
             "p_req": 0, "p_data": 0, "p_wr": 0, **knobs, "read_bytes": image.size,
             "timeout": 1_000_000}
     result = simulate(config, "bertforge.sim.encoder_tb", spec, harness=encoder_harness_verilog,
                       extra=(ABITS,))
     run = result["runs"][0]
+    assert run["layers"][0]["high"] == _high_sums(config, commands)
     return run["image"], run["layers"][0]
 
 
@@ -127,7 +128,9 @@ def test_elementwise_commands_at_aliased_addresses():
     set in every address and stride: the adapters carry them (row bases
     and strides add mod 2**32) and the memory reads and writes the aliases,
     so a bit above the memory that leaks into one below it changes the
-    results. The memory stalls requests and data at random (a register that
+    results, and the harness sums the bits above the memory of every
+    request (:func:`_program` checks them against the commands'): one lost
+    or set by mistake changes the sums. The memory stalls requests and data at random (a register that
     goes wrong only on some cycles is read on other cycles than without)."""
     config = encoder_config(load_hardware(TINY_HW), TINY_HW)
     rng = np.random.default_rng(4)
