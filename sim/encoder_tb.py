@@ -6,7 +6,9 @@ initial memory: every layer's weights), ``abits``, ``mem_bytes``,
 fields under ``gemm``), ``inputs`` (optional, per run: the bytes written at
 ``input_addr`` before it, a sentence's layer-0 input), ``read_bytes`` (how
 much memory to read back after each run), ``seed`` and the memory knobs
-``lat_min``, ``lat_mask``, ``p_req``, ``p_data``, ``p_wr``.
+``lat_min``, ``lat_mask``, ``p_req``, ``p_data``, ``p_wr``; ``errors``
+(optional, per run and layer): the error flags the commands must end
+with (default none: a command the engine rejects fails the run).
 
 Python loads the memory once; per run it writes the input, then per layer
 clears the harness's counts, queues the layer's commands and waits with a
@@ -103,7 +105,8 @@ async def encoder_layers(dut):
         layers = []
         for number, commands in enumerate(programs):
             layers.append(await _run_program(dut, layout, commands, timeout))
-            if layers[-1]["completions"] != len(commands) or any(layers[-1]["errors"]):
+            want = spec["errors"][run][number] if "errors" in spec else [False] * len(commands)
+            if layers[-1]["completions"] != len(commands) or layers[-1]["errors"] != want:
                 failures.append(f"run {run}, layer {number}: {layers[-1]['completions']} completions "
                                 f"for {len(commands)} commands, errors {layers[-1]['errors']}")
         got = image.copy()
