@@ -69,6 +69,7 @@ full rate (one beat per cycle) after a fill of a few cycles plus the read
 latency: :mod:`bertforge.sim.encoder_cycles` is the cycle model.
 """
 
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
@@ -438,7 +439,7 @@ class EncoderTop(wiring.Component):
         with m.If(req.valid & req.ready):
             if is_ln:
                 m.d.sync += r_src.eq(~r_src)
-            with m.If(r_src == sources - 1):
+            with m.If(r_src) if is_ln else nullcontext():     # layernorm: after r's word
                 m.d.sync += r_off.eq(r_off + MB)
                 with m.If(r_off + MB == (row_bytes if prow_bytes is row_bytes
                                          else Mux(r_phase, row_bytes, prow_bytes))):

@@ -212,16 +212,16 @@ def test_rejected_gemm_then_a_gemm_and_a_saturated_softmax():
     b = rng.integers(-128, 128, size=(16, 8), dtype=np.int64)
     image[0x1000:0x1040] = a.astype(np.int8).view(np.uint8).ravel()
     image[0x2000:0x2080] = b.astype(np.int8).view(np.uint8).ravel()
-    scores = rng.integers(-300, 300, size=(3, 8)).astype(np.int32)
-    scores[np.arange(3), [0, 5, 7]] = 20000
-    image[0x4000:0x4060] = scores.view(np.uint8).ravel()
+    scores = rng.integers(-300, 300, size=(4, 8)).astype(np.int32)
+    scores[np.arange(4), [0, 5, 2, 7]] = 20000        # on each of the 4 lanes
+    image[0x4000:0x4080] = scores.view(np.uint8).ravel()
     gemm = {"k": 16, "n": 8, "a_addr": 0x1000, "b_addr": 0x2000, "c_addr": 0x3000,
             "a_stride": 16, "b_stride": 8, "c_stride": 32}
     memory, run = _program(config, image, [
         {"op": OP_GEMM, "barrier": 1, "gemm": dict(gemm, m=0, c_addr=0x5000, tag=1)},
         {"op": OP_GEMM, "gemm": dict(gemm, m=4, tag=2)},
         {"op": OP_SOFTMAX, "barrier": 1, "src": 0x4000, "src_stride": 32, "dst": 0x6000,
-         "dst_stride": 16, "rows": 3, "length": 8, "valid": 0, "multiplier": 0xFFFF, "shift": 8}],
+         "dst_stride": 16, "rows": 4, "length": 8, "valid": 0, "multiplier": 0xFFFF, "shift": 8}],
         errors=[True, False, False])
     assert run["completions"] == 3 and run["errors"] == [True, False, False]
     assert not memory[0x5000:0x5100].any()      # the rejected GEMM wrote nothing
@@ -229,5 +229,5 @@ def test_rejected_gemm_then_a_gemm_and_a_saturated_softmax():
     assert (c == a @ b).all()
     p = probabilities_int8(softmax_golden(config.softmax, scores.astype(np.int64), None, 0xFFFF, 8))
     assert (p.max(axis=1) == 127).all()         # the clamp: p = 255
-    got = np.stack([memory[0x6000 + 16 * i:0x6000 + 16 * i + 8] for i in range(3)]).view(np.int8)
+    got = np.stack([memory[0x6000 + 16 * i:0x6000 + 16 * i + 8] for i in range(4)]).view(np.int8)
     assert (got == p).all(), (got, p)
