@@ -69,6 +69,7 @@ full rate (one beat per cycle) after a fill of a few cycles plus the read
 latency: :mod:`bertforge.sim.encoder_cycles` is the cycle model.
 """
 
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
@@ -380,58 +381,71 @@ class EncoderTop(wiring.Component):
             "wr_req": Out(stream.Signature(write_request_layout(g))),
         }).create(path=(name,))
 
-        widths = {"src": aw, "src2": aw, "dst": aw, "params": aw, "src_stride": aw,
-                  "src2_stride": aw, "dst_stride": aw, "rows": 16, "length": 16, "valid": 16,
-                  "mult": MULT_BITS, "shift": SHIFT_BITS, "base0": aw, "base1": aw}
-        regs = {field: register(width, f"{name}_{field}", reset_less=False)
-                for field, width in widths.items()}
+        # The command's fields this adapter reads after ``go`` (registers), by
+        # unit: the second source (layernorm's residual: ``src2``, its
+        # stride, its row base ``base1``), ``src`` (read after the parameter
+        # phase), the mask's ``valid``, the scale (softmax; the low-bit
+        # layernorm's second output).
+        used = ["src_stride", "dst_stride", "rows", "length", "base0"]
+        used += ["src"] if has_params else []
+        used += ["src2", "src2_stride", "base1"] if is_ln else []
+        used += ["valid"] if is_sm and self.config.softmax.mask else []
+        used += ["mult", "shift"] if is_sm or (is_ln and lowbit) else []
+        widths = {"src": aw, "src2": aw, "src_stride": aw, "src2_stride": aw, "dst_stride": aw,
+                  "rows": 16, "length": 16, "valid": 16, "mult": MULT_BITS, "shift": SHIFT_BITS,
+                  "base0": aw, "base1": aw}
+        regs = {field: register(widths[field], f"{name}_{field}", reset_less=False)
+                for field in used}
         p = cmd.payload
-        src, src2, dst, params = regs["src"], regs["src2"], regs["dst"], regs["params"]
-        s_stride, s2_stride, d_stride = regs["src_stride"], regs["src2_stride"], regs["dst_stride"]
-        rows, length, valid_len = regs["rows"], regs["length"], regs["valid"]
-        mult, shift = regs["mult"], regs["shift"]
-        row_bytes = Signal(18 + 2, name=f"{name}_row_bytes")
+        fields = {"src": p.src, "src2": p.src2, "src_stride": p.src_stride,
+                  "src2_stride": p.src2_stride, "dst_stride": p.dst_stride, "rows": p.rows,
+                  "length": p.length, "valid": p.valid, "mult": p.multiplier, "shift": p.shift}
+        src, src2 = regs.get("src"), regs.get("src2")
+        s_stride, s2_stride, d_stride = regs["src_stride"], regs.get("src2_stride"), regs["dst_stride"]
+        rows, length, valid_len = regs["rows"], regs["length"], regs.get("valid")
+        mult, shift = regs.get("mult"), regs.get("shift")
+        # ``length * bytes``: the 16-bit length times 1, 2 or 4
+        row_bytes = Signal(16 + (ebytes - 1).bit_length(), name=f"{name}_row_bytes")
         with m.If(go):
-            m.d.sync += [src.eq(p.src), src2.eq(p.src2), dst.eq(p.dst), params.eq(p.params),
-                         s_stride.eq(p.src_stride), s2_stride.eq(p.src2_stride),
-                         d_stride.eq(p.dst_stride), rows.eq(p.rows), length.eq(p.length),
-                         valid_len.eq(p.valid),
-                         mult.eq(p.multiplier), shift.eq(p.shift),
-                         row_bytes.eq(p.length * ebytes)]
+            m.d.sync += [regs[f].eq(fields[f]) for f in used if f in fields]
+            m.d.sync += row_bytes.eq(p.length * ebytes)
         prow_bytes = row_bytes
         if pel != ebytes:       # the parameter phase's rows are wider
-            prow_bytes = Signal(18 + 3, name=f"{name}_prow_bytes")
+            prow_bytes = Signal(16 + (pel - 1).bit_length(), name=f"{name}_prow_bytes")
             with m.If(go):
                 m.d.sync += prow_bytes.eq(p.length * pel)
 
-        # Reader: one-beat requests, row by row (sources interleaved per word).
+        # Reader: one-beat requests, row by row (layernorm: its two sources
+        # interleaved per word; units with parameters: their phase first).
         r_busy = Signal(name=f"{name}_r_busy")
-        r_phase = Signal(name=f"{name}_r_phase")     # layernorm: 0 = gamma/beta, 1 = x/r
-        r_src = Signal(name=f"{name}_r_src")
+        r_phase = Signal(name=f"{name}_r_phase") if has_params else Const(1)  # 0 = parameters
+        r_src = Signal(name=f"{name}_r_src") if is_ln else Const(0)    # layernorm: 1 = r, beta
         r_off = Signal(20, name=f"{name}_r_off")
         r_row = Signal(16, name=f"{name}_r_row")
-        base0, base1 = regs["base0"], regs["base1"]
+        base0, base1 = regs["base0"], regs.get("base1")
         with m.If(go):
-            m.d.sync += [r_busy.eq(1), r_src.eq(0), r_off.eq(0), r_row.eq(0)]
+            m.d.sync += [r_busy.eq(1), r_off.eq(0), r_row.eq(0)]
             if is_ln:
-                m.d.sync += [r_phase.eq(0), base0.eq(p.params), base1.eq(p.params + p.length * pel)]
+                m.d.sync += [r_phase.eq(0), r_src.eq(0), base0.eq(p.params),
+                             base1.eq(p.params + p.length * pel)]
             elif has_params:
                 m.d.sync += [r_phase.eq(0), base0.eq(p.params)]
             else:
-                m.d.sync += [r_phase.eq(1), base0.eq(p.src)]
+                m.d.sync += base0.eq(p.src)
         req = mem.rd_req
         m.d.comb += [req.valid.eq(r_busy), req.payload.beats.eq(1),
-                     req.payload.addr.eq(Mux(r_src, base1, base0) + r_off)]
-        r_rows = Mux(r_phase, rows, 1)
+                     req.payload.addr.eq((Mux(r_src, base1, base0) if is_ln else base0) + r_off)]
+        r_rows = Mux(r_phase, rows, 1) if has_params else rows
         with m.If(req.valid & req.ready):
             if is_ln:
                 m.d.sync += r_src.eq(~r_src)
-            with m.If(r_src == sources - 1):
+            with m.If(r_src) if is_ln else nullcontext():     # layernorm: after r's word
                 m.d.sync += r_off.eq(r_off + MB)
                 with m.If(r_off + MB == (row_bytes if prow_bytes is row_bytes
                                          else Mux(r_phase, row_bytes, prow_bytes))):
-                    m.d.sync += [r_off.eq(0), r_row.eq(r_row + 1),
-                                 base0.eq(base0 + s_stride), base1.eq(base1 + s2_stride)]
+                    m.d.sync += [r_off.eq(0), r_row.eq(r_row + 1), base0.eq(base0 + s_stride)]
+                    if is_ln:
+                        m.d.sync += base1.eq(base1 + s2_stride)
                     with m.If(r_row == r_rows - 1):
                         m.d.sync += r_row.eq(0)
                         if fuse:
@@ -458,7 +472,7 @@ class EncoderTop(wiring.Component):
             queues.append(q)
         which = Signal(name=f"{name}_which")
         rd = mem.rd_data
-        u_phase = Signal(name=f"{name}_u_phase")
+        u_phase = Signal(name=f"{name}_u_phase") if has_params else Const(1)   # 0 = parameters
         feed = None
         if fuse:        # the engine's write beats after the scale words
             feed = stream.Signature(write_request_layout(g)).flip().create(path=(name, "feed"))
@@ -479,11 +493,17 @@ class EncoderTop(wiring.Component):
         # Unpacker: word -> beats of ``lanes`` elements.
         per_word = MB // (lanes * ebytes)
         bits = lanes * ebytes * 8
-        sub = Signal(range(max(per_word, 2)), name=f"{name}_sub")
+        per_pword = MB // (lanes * pel)     # parameter beats a word
+        whole = per_word == per_pword == 1  # a beat is a whole word: no position in it
+        sub = Const(0) if whole else Signal(range(max(per_word, per_pword, 2)), name=f"{name}_sub")
         u_elem = Signal(16, name=f"{name}_u_elem")
         u_started = Signal(name=f"{name}_u_started")
         with m.If(go):
-            m.d.sync += [u_phase.eq(0 if has_params else 1), u_elem.eq(0), sub.eq(0), u_started.eq(0)]
+            m.d.sync += [u_elem.eq(0), u_started.eq(0)]
+            if not whole:
+                m.d.sync += sub.eq(0)
+            if has_params:
+                m.d.sync += u_phase.eq(0)
         valid = queues[0].o.valid
         for q in queues[1:]:
             valid = valid & q.o.valid
@@ -497,7 +517,6 @@ class EncoderTop(wiring.Component):
         w = 8 * ebytes      # bits of one input element (int8, int16 or int32)
         words_end = per_word - 1
         if pel != ebytes:   # parameter beats of 4 bytes a lane
-            per_pword = MB // (lanes * pel)
             ppieces = [q.o.payload.word_select(sub, 8 * lanes * pel) if per_pword > 1
                        else q.o.payload[:8 * lanes * pel] for q in queues]
             words_end = Mux(u_phase, per_word - 1, per_pword - 1)
@@ -554,13 +573,18 @@ class EncoderTop(wiring.Component):
             step = x_ready & valid
         m.d.comb += unit.x.payload.last.eq(last)
         with m.If(step):
-            m.d.sync += [sub.eq(sub + 1), u_elem.eq(u_elem + lanes)]
-            with m.If(sub == words_end):
-                m.d.sync += sub.eq(0)
-                for q in queues:
-                    m.d.comb += q.o.ready.eq(1)
+            m.d.sync += u_elem.eq(u_elem + lanes)
+            if whole:
+                m.d.comb += [q.o.ready.eq(1) for q in queues]
+            else:
+                m.d.sync += sub.eq(sub + 1)
+                with m.If(sub == words_end):
+                    m.d.sync += sub.eq(0)
+                    m.d.comb += [q.o.ready.eq(1) for q in queues]
             with m.If(last):
-                m.d.sync += [u_elem.eq(0), sub.eq(0)]
+                m.d.sync += u_elem.eq(0)
+                if not whole:
+                    m.d.sync += sub.eq(0)
                 if has_params:
                     m.d.sync += u_phase.eq(1)
         start = Signal(name=f"{name}_start")

@@ -16,7 +16,11 @@ the first command handshake to the last completion (both included);
 (``stamp_sel = i``), ``stamp_start`` is the value ``cycles`` had when its
 unit took its first input and ``stamp_end`` when it completed; bit ``i``
 of ``errors`` is its error flag (GEMM commands the engine rejected).
-``cover`` holds the functional cover bits of the top's streams
+``rd_high`` and ``wr_high`` sum the address bits above the memory
+(``addr >> abits``, which the memory ignores) of every read and write
+request since ``clear``: 0 when every request is inside the memory, and a
+program's are known from its commands, so a bit above the memory that is
+lost or set by mistake shows there. ``cover`` holds the functional cover bits of the top's streams
 (:func:`~bertforge.sim.gemm_harness.engine_cover` of
 :data:`COVER_STREAMS`) over every program since reset.
 
@@ -102,6 +106,7 @@ class EncoderHarness(wiring.Component):
             "errors": Out(commands),
             "stamp_sel": In(range(commands)), "stamp_start": Out(32), "stamp_end": Out(32),
             "cover": Out(4 * len(COVER_STREAMS) + 1),
+            "rd_high": Out(32), "wr_high": Out(32),
         })
 
     def elaborate(self, platform):
@@ -109,6 +114,9 @@ class EncoderHarness(wiring.Component):
         top = m.submodules.top = EncoderTop(self.config)
 
         add_sim_memory(m, self, top, abits=self.abits, memory=self.memory, clock_mhz=self.clock_mhz)
+        for total, req in ((self.rd_high, top.rd_req), (self.wr_high, top.wr_req)):
+            with m.If(req.valid & req.ready):
+                m.d.sync += total.eq(total + (req.payload.addr >> self.abits))
 
         # Commands, completions and time stamps.
         layout = encoder_command_layout(self.config)
@@ -143,7 +151,7 @@ class EncoderHarness(wiring.Component):
                 m.d.sync += finished.eq(1)
         with m.If(self.clear & ~self.go):
             m.d.sync += [pushed.eq(0), done_n.eq(0), started_n.eq(0), started.eq(0), finished.eq(0),
-                         self.cycles.eq(0), errors.eq(0)]
+                         self.cycles.eq(0), errors.eq(0), self.rd_high.eq(0), self.wr_high.eq(0)]
         m.d.comb += [self.completions.eq(done_n), self.finished.eq(finished), self.errors.eq(errors),
                      self.stamp_start.eq(starts[self.stamp_sel]), self.stamp_end.eq(ends[self.stamp_sel]),
                      self.cover.eq(engine_cover(m, self.go, top, COVER_STREAMS))]

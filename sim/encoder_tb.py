@@ -6,13 +6,17 @@ initial memory: every layer's weights), ``abits``, ``mem_bytes``,
 fields under ``gemm``), ``inputs`` (optional, per run: the bytes written at
 ``input_addr`` before it, a sentence's layer-0 input), ``read_bytes`` (how
 much memory to read back after each run), ``seed`` and the memory knobs
-``lat_min``, ``lat_mask``, ``p_req``, ``p_data``, ``p_wr``.
+``lat_min``, ``lat_mask``, ``p_req``, ``p_data``, ``p_wr``; ``errors``
+(optional, per run and layer): the error flags the commands must end
+with (default none: a command the engine rejects fails the run).
 
 Python loads the memory once; per run it writes the input, then per layer
 clears the harness's counts, queues the layer's commands and waits with a
 timer (no Python on the cycles in between), and reads memory back at the
 end of the run. The results (per run and layer ``cycles``, per command
-``starts``/``ends`` stamps and ``errors``) go to ``result_path``, each
+``starts``/``ends`` stamps and ``errors``, and ``high``: the harness's
+``rd_high`` and ``wr_high``, the request addresses' bits above the memory
+summed, ``[0, 0]`` when every request is inside it) go to ``result_path``, each
 run's memory to ``result_path + ".<run>.npy"``. Comparing with the golden
 model is the caller's (:func:`bertforge.generators.encoder_sim.simulate_encoder`,
 :func:`bertforge.generators.model_sim.encode`). The functional coverage
@@ -101,7 +105,8 @@ async def encoder_layers(dut):
         layers = []
         for number, commands in enumerate(programs):
             layers.append(await _run_program(dut, layout, commands, timeout))
-            if layers[-1]["completions"] != len(commands) or any(layers[-1]["errors"]):
+            want = spec["errors"][run][number] if "errors" in spec else [False] * len(commands)
+            if layers[-1]["completions"] != len(commands) or layers[-1]["errors"] != want:
                 failures.append(f"run {run}, layer {number}: {layers[-1]['completions']} completions "
                                 f"for {len(commands)} commands, errors {layers[-1]['errors']}")
         got = image.copy()
@@ -137,4 +142,5 @@ async def _run_program(dut, layout, commands, timeout):
         starts.append(int(dut.stamp_start.value))
         ends.append(int(dut.stamp_end.value))
     return {"cycles": cycles, "completions": completions, "errors": errors, "starts": starts,
-            "ends": ends, "sim_seconds": seconds}
+            "ends": ends, "sim_seconds": seconds,
+            "high": [int(dut.rd_high.value), int(dut.wr_high.value)]}

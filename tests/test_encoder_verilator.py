@@ -13,7 +13,7 @@ import pytest
 from bertforge.generators.analyze import load_hardware
 from bertforge.generators.encoder_sim import TINY16_HW, TINY_HW, encoder_config, run_encoder
 from bertforge.generators.simulate import simulate
-from bertforge.rtl.encoder import OP_GELU, OP_LAYERNORM, OP_SOFTMAX
+from bertforge.rtl.encoder import OP_GELU, OP_GEMM, OP_LAYERNORM, OP_SOFTMAX
 from bertforge.sim.coverage import uncovered
 from bertforge.sim.encoder_harness import encoder_harness_verilog
 from bertforge.sim.encoder_golden import probabilities_int8
@@ -71,19 +71,55 @@ WAIVED = {"encoder.cmd.idle:True", "encoder.cmd.refused:1", "encoder.cmd.refused
 ABITS = 17
 
 
-def _program(config, image, commands, **knobs):
+def _program(config, image, commands, errors=None, **knobs):
     """Run ``commands`` (one program) on the int8 layer's harness with the
-    memory ``image`` (``knobs``: the memory's ``seed``, ``lat_mask``,
-    ``p_req``, ``p_data``, ``p_wr``; default none); ``(memory after,
-    stamps and counts)``."""
+    memory ``image`` (``errors``: the error flags they end with, default
+    none; ``knobs``: the memory's ``seed``, ``lat_mask``, ``p_req``,
+    ``p_data``, ``p_wr``; default none); ``(memory after,
+    stamps and counts)``. The request addresses' bits above the memory must
+    sum to those of :func:`_high_sums` (``high``, the harness's ``rd_high``
+    and ``wr_high``)."""
     spec = {"image": image, "programs": [[commands]], "abits": ABITS,
             "mem_bytes": config.gemm.mem_bytes, "seed": 0, "lat_min": 1, "lat_mask": 0,
             "p_req": 0, "p_data": 0, "p_wr": 0, **knobs, "read_bytes": image.size,
-            "timeout": 1_000_000}
+            "timeout": 1_000_000,
+            "errors": [[errors or [False] * len(commands)]]}
     result = simulate(config, "bertforge.sim.encoder_tb", spec, harness=encoder_harness_verilog,
                       extra=(ABITS,))
+    assert result["passed"], result.get("log")
     run = result["runs"][0]
+    assert run["layers"][0]["high"] == _high_sums(config, commands)
     return run["image"], run["layers"][0]
+
+
+def _high_sums(config, commands):
+    """``[reads, writes]``: the sums (mod 2**32) of ``addr >> ABITS`` over the
+    memory requests of the elementwise ``commands``, as the harness adds
+    them (``rd_high``, ``wr_high``): an adapter reads its rows a memory word
+    at a time (layernorm: gamma and beta, then x and r), and writes each
+    output beat of ``lanes`` elements (row bases and offsets add mod
+    ``2**addr_width``)."""
+    g = config.gemm
+    units = {OP_SOFTMAX: (config.softmax.lanes, 4, config.softmax.out_width // 8),
+             OP_LAYERNORM: (config.layernorm.lanes, config.unit_bytes, config.unit_bytes),
+             OP_GELU: (config.gelu.lanes, config.unit_bytes, config.element_bytes)}
+    reads, writes = [], []
+    for c in commands:
+        if c["op"] == OP_GEMM:      # the tests' GEMMs address the memory only: 0
+            continue
+        lanes, ebytes, obytes = units[c["op"]]
+        words = range(0, c["length"] * ebytes, g.mem_bytes)
+        rows = [(c["src"], c["src_stride"])]
+        if c["op"] == OP_LAYERNORM:
+            reads += [base + w for w in words
+                      for base in (c["params"], c["params"] + c["length"] * ebytes)]
+            rows.append((c["src2"], c["src2_stride"]))
+        reads += [base + i * stride + w for i in range(c["rows"]) for w in words
+                  for base, stride in rows]
+        writes += [c["dst"] + i * c["dst_stride"] + k * lanes * obytes
+                   for i in range(c["rows"]) for k in range(c["length"] // lanes)]
+    return [sum((a % (1 << g.addr_width)) >> ABITS for a in addrs) % (1 << 32)
+            for addrs in (reads, writes)]
 
 
 #: Address bits 17 to 31: the harness memory (2**17 bytes) ignores them.
@@ -97,7 +133,9 @@ def test_elementwise_commands_at_aliased_addresses():
     set in every address and stride: the adapters carry them (row bases
     and strides add mod 2**32) and the memory reads and writes the aliases,
     so a bit above the memory that leaks into one below it changes the
-    results. The memory stalls requests and data at random (a register that
+    results, and the harness sums the bits above the memory of every
+    request (:func:`_program` checks them against the commands'): one lost
+    or set by mistake changes the sums. The memory stalls requests and data at random (a register that
     goes wrong only on some cycles is read on other cycles than without)."""
     config = encoder_config(load_hardware(TINY_HW), TINY_HW)
     rng = np.random.default_rng(4)
@@ -159,3 +197,37 @@ def test_gelu_past_32768_rows_then_another():
     want = gelu_golden(config.gelu, x).astype(np.int8).view(np.uint8)
     assert (memory[0x2000:0x2010] == want[:16]).all()
     assert (memory[0x3000:0x3020] == want[16:]).all()
+
+
+def test_rejected_gemm_then_a_gemm_and_a_saturated_softmax():
+    """A GEMM the engine rejects (M = 0: it completes at once with its error
+    flag, ``finish_error``, and writes nothing), a GEMM queued behind it
+    without a barrier, then a softmax of rows with one score far above the
+    others (scale 0xFFFF / 2**8: p = 255, whose int8 probability is the
+    clamp ``min((p + 1) >> 1, 127)``) and no mask (``valid`` 0)."""
+    config = encoder_config(load_hardware(TINY_HW), TINY_HW)
+    rng = np.random.default_rng(6)
+    image = np.zeros(1 << ABITS, dtype=np.uint8)
+    a = rng.integers(-128, 128, size=(4, 16), dtype=np.int64)
+    b = rng.integers(-128, 128, size=(16, 8), dtype=np.int64)
+    image[0x1000:0x1040] = a.astype(np.int8).view(np.uint8).ravel()
+    image[0x2000:0x2080] = b.astype(np.int8).view(np.uint8).ravel()
+    scores = rng.integers(-300, 300, size=(4, 8)).astype(np.int32)
+    scores[np.arange(4), [0, 5, 2, 7]] = 20000        # on each of the 4 lanes
+    image[0x4000:0x4080] = scores.view(np.uint8).ravel()
+    gemm = {"k": 16, "n": 8, "a_addr": 0x1000, "b_addr": 0x2000, "c_addr": 0x3000,
+            "a_stride": 16, "b_stride": 8, "c_stride": 32}
+    memory, run = _program(config, image, [
+        {"op": OP_GEMM, "barrier": 1, "gemm": dict(gemm, m=0, c_addr=0x5000, tag=1)},
+        {"op": OP_GEMM, "gemm": dict(gemm, m=4, tag=2)},
+        {"op": OP_SOFTMAX, "barrier": 1, "src": 0x4000, "src_stride": 32, "dst": 0x6000,
+         "dst_stride": 16, "rows": 4, "length": 8, "valid": 0, "multiplier": 0xFFFF, "shift": 8}],
+        errors=[True, False, False])
+    assert run["completions"] == 3 and run["errors"] == [True, False, False]
+    assert not memory[0x5000:0x5100].any()      # the rejected GEMM wrote nothing
+    c = memory[0x3000:0x3080].view(np.int32).reshape(4, 8)
+    assert (c == a @ b).all()
+    p = probabilities_int8(softmax_golden(config.softmax, scores.astype(np.int64), None, 0xFFFF, 8))
+    assert (p.max(axis=1) == 127).all()         # the clamp: p = 255
+    got = np.stack([memory[0x6000 + 16 * i:0x6000 + 16 * i + 8] for i in range(4)]).view(np.int8)
+    assert (got == p).all(), (got, p)
