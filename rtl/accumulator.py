@@ -137,7 +137,8 @@ class Accumulator(wiring.Component):
                    flags={"valid": take, "end": take & last_of_chunk & d.last})
         if cfg.compact:     # a combinational read, in stage 1 (see StagedEngine)
             m.d.comb += self.rd.addr.eq(s1["addr"])
-        def tile_done():
+
+        def tile_done():       # a tile's last row (of its last k-block) taken
             m.d.sync += j.eq(j + 1)
             with m.If(j == d.tiles - 1):
                 m.d.sync += j.eq(0)
