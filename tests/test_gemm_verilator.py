@@ -339,9 +339,10 @@ def test_every_field_at_its_top_bits(tmp_path):
     multiplier, shift and tag (the range check's shift-and-add runs on them
     all), between accepted ones, so that each bit of the command queue and
     the scheduler rises and falls. Then accepted commands whose strides and
-    addresses set bits 3 to 14 (rows half a memory apart, C, the bias and
-    the scales near the top of memory) and tags above 32: bit-exact over
-    random memory, the refused one refused with its own tag."""
+    addresses set bits 3 to 14 (rows half a memory apart, C and the bias
+    near the top of memory, the scales ending exactly there, per-channel
+    scales with a C stride of bit 10) and tags above 32: bit-exact over
+    random memory, the refused ones refused with their own tags."""
     config = TINY
     top = 1 << config.addr_width
     image = np.random.default_rng(15).integers(0, 256, top, dtype=np.uint8)
@@ -355,8 +356,8 @@ def test_every_field_at_its_top_bits(tmp_path):
              c_addr=0x00C0, c_stride=0x7F00, bias=1, bias_addr=0x7FE0, tag=0x3F),
         refused,
         dict(m=2, k=2, n=2, a_addr=0x0100, a_stride=0x3FF0, b_addr=0x0060, b_stride=0x7F40,
-             c_addr=0x0140, c_stride=0x2000, int8=1, per_channel=1, scale_addr=0x1FF8,
-             tag=0xE0),
+             c_addr=0x0140, c_stride=0x2400, int8=1, per_channel=1, scale_addr=top - 8,
+             tag=0xE0),                         # the scales end at the top of memory
         dict(m=3, k=5, n=2, a_addr=0x6A00, a_stride=0x0400, b_addr=0x7E00, b_stride=0x0020,
              c_addr=0x5C00, c_stride=0x0200, int16=1, multiplier=0xFFFF, shift=17,
              tag=0x20),
