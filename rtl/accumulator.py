@@ -27,7 +27,8 @@ CODE_SLOTS = 4
 
 def accumulator_fields(config):
     """The descriptor fields the :class:`Accumulator` reads."""
-    return (("first", "last", "accumulate", "kblocks", "tiles") + ("m_len",) * (config.dataflow == "ws")
+    ws = config.dataflow == "ws"      # (an OS chunk is one k-block)
+    return (("first", "last", "accumulate") + ("kblocks",) * ws + ("tiles",) + ("m_len",) * ws
             + ("w4",) * bool(getattr(config, "weight_group", 0)))
 
 
@@ -96,8 +97,13 @@ class Accumulator(wiring.Component):
         cfg = self.config
         C, Mt, P, aw = cfg.cols, cfg.block_rows, cfg.panel, cfg.acc_width
         d = self.chunk.payload
+        ws = cfg.dataflow == "ws"
         row = Signal(range(Mt + 1), name="acc_row")
-        kb = Signal(range(cfg.max_kblocks + 1), name="acc_kb")
+        if ws:      # a chunk's k-blocks; an OS chunk has one (its kblocks is 1)
+            kb = Signal(range(cfg.max_kblocks + 1), name="acc_kb")
+            first_kb, last_kb = kb == 0, kb == d.kblocks - 1
+        else:
+            first_kb = last_kb = Const(1)
         j = Signal(range(cfg.group + 1), name="acc_j")
         slot = Signal()
         c = self.c
@@ -115,8 +121,8 @@ class Accumulator(wiring.Component):
         # The last row is counted, not read off ``c.payload.last``: the array's
         # output queue is block RAM on a large array, and its clock-to-data
         # (5.6 ns on an ECP5) left no time for the bookkeeping below.
-        last_row = row == (d.m_len if cfg.dataflow == "ws" else Mt) - 1
-        last_of_chunk = last_row & (kb == d.kblocks - 1) & (j == d.tiles - 1)
+        last_row = row == (d.m_len if ws else Mt) - 1
+        last_of_chunk = last_row & last_kb & (j == d.tiles - 1)
         grouped = getattr(cfg, "weight_group", 0)
         if grouped:     # the chunk's codes, read as its rows are taken
             code_slot = Signal(range(CODE_SLOTS), name="acc_code_slot")
@@ -125,38 +131,53 @@ class Accumulator(wiring.Component):
                 m.d.sync += code_slot.eq(code_slot + 1)
             m.d.comb += self.chunk_done.eq(self.chunk.ready)
         s1 = stage(m, {"addr": addr, "j": j, "row": c.payload.data,
-                       "init": d.first & ~d.accumulate & (kb == 0),
-                       "old": d.first & d.accumulate & (kb == 0),
+                       "init": d.first & ~d.accumulate & first_kb,
+                       "old": d.first & d.accumulate & first_kb,
                        **({"w4": d.w4} if grouped else {})}, "acc1",
                    flags={"valid": take, "end": take & last_of_chunk & d.last})
         if cfg.compact:     # a combinational read, in stage 1 (see StagedEngine)
             m.d.comb += self.rd.addr.eq(s1["addr"])
+
+        def tile_done():       # a tile's last row (of its last k-block) taken
+            m.d.sync += j.eq(j + 1)
+            with m.If(j == d.tiles - 1):
+                m.d.sync += j.eq(0)
+                m.d.comb += self.chunk.ready.eq(1)
+                with m.If(d.last):
+                    m.d.sync += slot.eq(~slot)
+                    m.d.comb += block_done.eq(1)
+
         with m.If(take):
             m.d.sync += row.eq(row + 1)
             with m.If(last_row):
-                m.d.sync += [row.eq(0), kb.eq(kb + 1)]
-                with m.If(kb == d.kblocks - 1):
-                    m.d.sync += [kb.eq(0), j.eq(j + 1)]
-                    with m.If(j == d.tiles - 1):
-                        m.d.sync += j.eq(0)
-                        m.d.comb += self.chunk.ready.eq(1)
-                        with m.If(d.last):
-                            m.d.sync += slot.eq(~slot)
-                            m.d.comb += block_done.eq(1)
+                m.d.sync += row.eq(0)
+                if ws:      # (OS: no branch that never runs in the Verilog)
+                    m.d.sync += kb.eq(kb + 1)
+                    with m.If(last_kb):
+                        m.d.sync += kb.eq(0)
+                        tile_done()
+                else:
+                    tile_done()
         # Stage 2: add and write. A row written now and read by stage 1 is
         # forwarded (a read issued as it is written sees it: transparent).
         # Whether to forward is compared a cycle ahead, between stage 1 and
         # the row entering it, and registered: it selects every lane's
         # bits, so it leaves a flip-flop rather than an address compare.
+        # Two rows in a row at one address and tile: a WS chunk of one row
+        # (its k-blocks, or the next chunk), or an OS block of one row (the
+        # next chunk). OS blocks of 2 rows or more take them in order and
+        # then the next chunk's from row 0: consecutive rows always differ,
+        # and there is no forwarding to emit.
+        forwards = ws or Mt == 1
         mults = {}
         if grouped:     # each lane's multiplier: its column's code decoded, or 1
             table = Array(Const(v, GROUP_MULT_BITS + 1) for v in GROUP_MULTS)
             word = self.codes.data.word_select(s1["j"], 4 * C)
             mults["mult"] = Cat(*[Mux(s1["w4"], table[word[4 * q:4 * q + 4]], 1)[:GROUP_MULT_BITS + 1]
                                   for q in range(C)])
+        forward = {"forward": s1["valid"] & (s1["addr"] == addr) & (s1["j"] == j)} if forwards else {}
         s2 = stage(m, {"addr": s1["addr"], "j": s1["j"], "row": s1["row"], **mults}, "acc2",
-                   flags={"valid": s1["valid"], "end": s1["end"],
-                          "forward": s1["valid"] & (s1["addr"] == addr) & (s1["j"] == j)})
+                   flags={"valid": s1["valid"], "end": s1["end"], **forward})
         prior = Signal(C * aw, name="acc2_prior")
         sums = []
         for q in range(C):
@@ -176,7 +197,9 @@ class Accumulator(wiring.Component):
         row_read = self.rd.data if cfg.compact else Mux(s1["old"], self.old.data, self.rd.data)
         read = row_read.word_select(s1["j"], C * aw)
         start = Cat(*[Const(FP32_NEG_ZERO, 32)] * C) if cfg.bf16 else 0
-        m.d.sync += prior.eq(Mux(s1["init"], start, Mux(s2["forward"], Cat(*sums), read)))
+        if forwards:
+            read = Mux(s2["forward"], Cat(*sums), read)
+        m.d.sync += prior.eq(Mux(s1["init"], start, read))
         m.d.comb += [self.wr.addr.eq(s2["addr"]), self.wr.data.eq(Cat(*(sums * cfg.group))),
                      self.committed.eq(s2["end"])]
         for p in range(P):

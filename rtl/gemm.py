@@ -566,10 +566,9 @@ class GemmEngine(StagedEngine):
         return schedule(m, self.config, self.cmd)
 
     def array(self):
-        # OS sums are one chunk (k_chunk products), WS sums one column (rows):
-        # exact and narrow; the accumulator adds chunks and saturates.
-        terms = self.config.k_chunk if self.systolic.dataflow == "os" else self.systolic.rows
-        return SystolicArray(self.systolic, sum_terms=terms)
+        # OS sums are one chunk (k_chunk products; a WS array bounds its
+        # own, a column): exact and narrow; the accumulator adds chunks and saturates.
+        return SystolicArray(self.systolic, sum_terms=self.config.k_chunk)
 
     def operand_jobs(self):
         cfg = self.config

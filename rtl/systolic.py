@@ -255,14 +255,17 @@ class SystolicArray(wiring.Component):
     ----------
     config : SystolicConfig
     sum_terms : int or None
-        The most products any one sum has: OS, the most beats of a tile (a
+        OS: the most products any one sum has, the most beats of a tile (a
         promise of the caller, as the serial GEMM engine's chunks of at
-        most ``k_chunk`` are); WS sums have at most ``rows``. Integer PEs whose
+        most ``k_chunk`` are); ``None``: any number. WS needs no promise:
+        a sum runs down a column from 0, ``rows`` products at most, and
+        that bound is used whatever ``sum_terms`` says. Integer PEs whose
         sums of that many products fit in ``acc_width`` bits hold them in
         just the bits they need
         (:func:`~bertforge.rtl.arith.exact_sum_width`) and do not saturate,
         since they cannot overflow: the same results, sign-extended on
-        ``c``, with fewer LUTs and flip-flops. ``None``: any number.
+        ``c``, with fewer LUTs and flip-flops (with 32-bit sums: every int8 WS
+        array; int16 ones of 2 rows or more reach ``2**31`` and saturate).
     """
 
     def __init__(self, config, *, sum_terms=None):
@@ -282,7 +285,8 @@ class SystolicArray(wiring.Component):
         m = Module()
         cfg = self.config
         rows, cols = cfg.rows, cfg.cols
-        terms = self.sum_terms
+        # A WS sum: at most one product per row (the top PE adds to 0).
+        terms = rows if cfg.dataflow == "ws" else self.sum_terms
         dsp, logic = pe_arith(cfg, terms=terms), pe_arith(cfg, logic=True, terms=terms)
         limit = rows * cols if cfg.max_dsp is None else cfg.max_dsp
         pe_class = OutputStationaryPE if cfg.dataflow == "os" else WeightStationaryPE

@@ -178,7 +178,9 @@ class TileScheduler(wiring.Component):
             products.append((Signal(dw), Signal(aw + dw), Signal(aw + dw),
                              (new.k - 1) >> group_bits, (new.n + 1) >> 1))
         step = Signal(range(dw + 1))
-        ends = [Signal(aw + dw + 2) for _ in range(5)]
+        # A vector's end, addr + 4 * n < 2**aw + 2**(dw + 2), in just its bits.
+        vector_end = max(aw, dw + 2) + 1
+        ends = [Signal(aw + dw + 2) for _ in range(3)] + [Signal(vector_end) for _ in range(2)]
         a_end, b_end, c_end, bias_end, scale_end = ends
         (_, _, a_prod, _, _), (_, _, b_prod, _, _), (_, _, c_prod, _, _) = products[:3]
         # Registered: the check compares them a cycle after the last product step.
@@ -226,9 +228,11 @@ class TileScheduler(wiring.Component):
         d = Signal(chunk_layout(cfg))
         n_len = Signal(range(cfg.panel + 1))
         k_len = Signal(range(cfg.k_chunk + 1))
+        # The last block, panel or chunk has at most a whole one left: the
+        # counts' low bits (``left`` sets ``last`` when the value fits).
         m.d.comb += [
-            n_len.eq(Mux(last_n, cols_left, cfg.panel)),
-            k_len.eq(Mux(last_k, red_left, cfg.k_chunk)),
+            n_len.eq(Mux(last_n, cols_left[:len(n_len)], cfg.panel)),
+            k_len.eq(Mux(last_k, red_left[:len(k_len)], cfg.k_chunk)),
         ]
         tiles_lut = Array(Const((n + cfg.cols - 1) // cfg.cols, range(cfg.group + 1))
                           for n in range(cfg.panel + 1))
@@ -255,7 +259,7 @@ class TileScheduler(wiring.Component):
             d.b_base.eq(b_row + (n0 if packed else n0 << (esize - 1))),
             d.c_base.eq(c_base),
             d.a_stride.eq(cmd.a_stride), d.b_stride.eq(cmd.b_stride), d.c_stride.eq(cmd.c_stride),
-            d.m_len.eq(Mux(last_m, rows_left, cfg.block_rows)),
+            d.m_len.eq(Mux(last_m, rows_left[:len(d.m_len)], cfg.block_rows)),
             d.n_len.eq(n_len), d.k_len.eq(k_len),
             d.tiles.eq(tiles_lut[n_len]),
             d.kblocks.eq(kblocks),

@@ -131,7 +131,8 @@ class Writer(wiring.Component):
         else:
             entry = Signal(self._entry_layout())
             m.d.comb += [
-                entry.eq(final.entry),
+                *[getattr(entry, name).eq(getattr(final.entry, name))
+                  for name in self._head_fields()],
                 entry.data.eq(beat_data),
                 out.i.payload.eq(entry), out.i.valid.eq(final.valid & final.emit),
             ]
@@ -216,8 +217,10 @@ class Writer(wiring.Component):
                     m.d.comb += [self.chunk.ready.eq(1), block_read.eq(1), self.released.eq(1)]
 
         # Everything known at issue, registered (stage 1, with the buffer
-        # reads); ``side`` then travels along the pipeline unchanged.
-        side = Signal(data.StructLayout({"entry": self._entry_layout(), "int8": 1, "int16": 1,
+        # reads); ``side`` then travels along the pipeline unchanged. Its
+        # entry has no ``data``: the beat's data joins it at the end.
+        head = project(self._entry_layout(), self._head_fields())
+        side = Signal(data.StructLayout({"entry": head, "int8": 1, "int16": 1,
                                          "emit": 1, "at": range(max(pieces_max, 4) + 1),
                                          "valid": 1}))
         at = side.at

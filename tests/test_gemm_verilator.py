@@ -333,6 +333,66 @@ def test_far_rows_and_a_bias_at_the_top_of_memory(tmp_path):
     assert held_outputs(result) == []
 
 
+def test_every_field_at_its_top_bits(tmp_path):
+    """Command fields at their top bits. A refused command with every size
+    at 0xFFFF, every address and stride at 0x7FFF, all flags, the largest
+    multiplier, shift and tag (the range check's shift-and-add runs on them
+    all), between accepted ones, so that each bit of the command queue and
+    the scheduler rises and falls. Then accepted commands whose strides and
+    addresses set bits 3 to 14 (rows half a memory apart, C and the bias
+    near the top of memory, the scales ending exactly there, per-channel
+    scales with a C stride of bit 10) and tags above 32: bit-exact over
+    random memory, the refused ones refused with their own tags."""
+    config = TINY
+    top = 1 << config.addr_width
+    image = np.random.default_rng(15).integers(0, 256, top, dtype=np.uint8)
+    full, wide = 0xFFFF, top - 1
+    refused = dict(m=full, k=full, n=full, a_addr=wide, b_addr=wide, c_addr=wide, a_stride=wide,
+                   b_stride=wide, c_stride=wide, accumulate=1, int8=1, int16=1, bias=1,
+                   per_channel=1, bias_addr=wide, scale_addr=wide, multiplier=2**32 - 1,
+                   shift=63, tag=255)
+    commands = [
+        dict(m=2, k=8, n=2, a_addr=0x0000, a_stride=0x7FF0, b_addr=0x0040, b_stride=0x0FC0,
+             c_addr=0x00C0, c_stride=0x7F00, bias=1, bias_addr=0x7FE0, tag=0x3F),
+        refused,
+        dict(m=2, k=2, n=2, a_addr=0x0100, a_stride=0x3FF0, b_addr=0x0060, b_stride=0x7F40,
+             c_addr=0x0140, c_stride=0x2400, int8=1, per_channel=1, scale_addr=top - 8,
+             tag=0xE0),                         # the scales end at the top of memory
+        dict(m=3, k=5, n=2, a_addr=0x6A00, a_stride=0x0400, b_addr=0x7E00, b_stride=0x0020,
+             c_addr=0x5C00, c_stride=0x0200, int16=1, multiplier=0xFFFF, shift=17,
+             tag=0x20),
+        dict(refused, n=0xE000, tag=254),      # the vectors' ends: 0x3FFFF, bits 0 to 17
+        dict(m=1, k=1, n=1, a_addr=0x10, a_stride=0, b_addr=0x20, b_stride=0, c_addr=0x30,
+             c_stride=0, tag=0),
+    ]
+    result = simulate_gemm(config, image, commands, seed=15, workdir=tmp_path / "top")
+    check(result, commands, config)
+    assert result["errors"] == [False, True, False, False, True, False] and result["tags_ok"]
+    assert held_outputs(result) == []
+
+
+def test_long_k_m_and_n_count_past_bit_13(tmp_path):
+    """K = 20,000 (625 chunks), M = 9,000 (4,500 blocks) and N = 9,000
+    (1,125 panels), each with the other sizes 1 or 2 and strides of 0 (one
+    row of A or B read again and again), so that the scheduler's chunk
+    offsets and what is left of m, n and k count through bits 3 to 14 and
+    back: bit-exact over random memory."""
+    config = TINY
+    image = np.random.default_rng(16).integers(0, 256, 1 << config.addr_width, dtype=np.uint8)
+    int8 = dict(int8=1, multiplier=1 << 13, shift=14)
+    commands = [
+        dict(m=1, k=20000, n=2, a_addr=0x0000, a_stride=0, b_addr=0x6D00, b_stride=0,
+             c_addr=0x7FF0, c_stride=0, tag=1),
+        dict(m=9000, k=1, n=1, a_addr=0x0000, a_stride=1, b_addr=0x2400, b_stride=0,
+             c_addr=0x2500, c_stride=1, tag=2, **int8),
+        dict(m=1, k=1, n=9000, a_addr=0x2400, a_stride=0, b_addr=0x0000, b_stride=0,
+             c_addr=0x4900, c_stride=0, tag=3, **int8),
+    ]
+    result = simulate_gemm(config, image, commands, seed=16, workdir=tmp_path / "long")
+    check(result, commands, config)
+    assert result["errors"] == [False] * 3 and result["tags_ok"]
+
+
 def test_accumulate_saturates_and_per_channel_scales_without_bias(tmp_path):
     """C += A @ B from old C at the int32 limits, pushed past them (the
     accumulator's saturating add, both columns of the array, both ways),

@@ -5,6 +5,7 @@ golden model."""
 import ml_dtypes
 import numpy as np
 import pytest
+from amaranth.back import verilog
 
 from bertforge.rtl.arith import exact_sum_width
 from bertforge.rtl.errors import BertforgeError
@@ -62,13 +63,14 @@ def test_tiles_back_to_back(dataflow, arith):
 
 @pytest.mark.parametrize("dataflow", ["os", "ws"])
 def test_exact_sums_of_at_most_sum_terms_products(dataflow):
-    """With ``sum_terms`` the PEs hold sums in just the bits that many
+    """With ``sum_terms`` (OS) or always (WS: a column's ``rows``
+    products) the PEs hold sums in just the bits that many
     products need and do not saturate: the extremes (every product
     (-128)**2, or -128 * 127) and random tiles of up to ``sum_terms`` beats
     still equal the golden model, sign-extended on ``c``."""
     config = SystolicConfig(rows=2, cols=3, dataflow=dataflow, arith="int8")
     terms = 5 if dataflow == "os" else config.rows
-    dut = SystolicArray(config, sum_terms=terms)
+    dut = SystolicArray(config, sum_terms=5) if dataflow == "os" else SystolicArray(config)
     rng = np.random.default_rng(5)
     shapes = {"os": lambda k: ((2, k), (k, 3)), "ws": lambda k: ((k, 2), (2, 3))}[dataflow]
     lo, hi = np.iinfo(np.int8).min, np.iinfo(np.int8).max
@@ -85,6 +87,19 @@ def test_exact_sums_of_at_most_sum_terms_products(dataflow):
     assert exact_sum_width(8, terms) == top.bit_length() + 1 < config.acc_width
     for logic in (False, True):     # the PEs' sums are that narrow
         assert pe_arith(config, logic=logic, terms=terms).acc_shape.width == top.bit_length() + 1
+    text = verilog.convert(dut, name="array", emit_src=False)
+    assert f"reg [{top.bit_length()}:0] pe_1_2_{'acc' if dataflow == 'os' else 'psum'} " in text
+
+
+def test_ws_int16_sums_keep_saturating():
+    """Two int16 products reach 2 * (-32768)**2 = 2**31, past int32: a 2-row
+    WS array keeps its 32-bit saturating sums, and the extremes clamp."""
+    config = SystolicConfig(rows=2, cols=3, dataflow="ws", arith="int16")
+    dut = SystolicArray(config)
+    lo = np.iinfo(np.int16).min
+    expected = check_tiles(dut, [(np.full((3, 2), lo), np.full((2, 3), lo))])
+    assert expected.max() == (1 << 31) - 1
+    assert "reg [31:0] pe_1_2_psum " in verilog.convert(dut, name="array", emit_src=False)
 
 
 def test_exact_sum_width_is_the_width_of_the_extreme_sums():
