@@ -159,6 +159,13 @@ BOUNDARY_T = np.array([0, 826, 1522, 1633, 681, 2919, 1851, 2339, 610, 14, 2912,
 #: with a model of the divider (mutation testing, seed 2).
 BOUNDARY_T2 = np.array([0, 9144, 19090])
 
+#: A third: sum 90,624, whose reciprocal 6,066,337 comes out one higher
+#: (6,066,338) if bit 2 of the remainder after quotient bit 10 is flipped
+#: (17,289 of the 4.1 M sums change by one), and whose element e = 5,133
+#: then crosses a rounding boundary (14 -> 15): found as the second
+#: (mutation testing of the narrowed RTL, seed 1).
+BOUNDARY_T3 = np.array([0, 7027, 15050])
+
 
 def test_special_rows_give_the_expected_probabilities(tmp_path):
     """Hardware outputs of hand-checked rows (design 0 is already built)."""
@@ -170,8 +177,9 @@ def test_special_rows_give_the_expected_probabilities(tmp_path):
     masked_but_one[17] = False
     rows = make_rows(config, [np.full(24, 7), np.full(8, lo), one_hot, np.arange(24) * 1000,
                               [hi], np.zeros(24, dtype=np.int64), (1 << 20) - BOUNDARY_T,
-                              (1 << 20) - BOUNDARY_T2],
-                     [None, None, None, masked_but_one, None, np.ones(24, dtype=bool), None, None],
+                              (1 << 20) - BOUNDARY_T2, (1 << 20) - BOUNDARY_T3],
+                     [None, None, None, masked_but_one, None, np.ones(24, dtype=bool), None, None,
+                      None],
                      1e-3)
     rows["multipliers"][6:], rows["shifts"][6:] = 1 << 15, 15   # t = u exactly
     passed, (result,) = simulate_softmax(config, [{"rows": rows}], workdir=tmp_path)
@@ -180,6 +188,7 @@ def test_special_rows_give_the_expected_probabilities(tmp_path):
     assert np.array_equal(out[6:], softmax_golden(config, rows["x"][6:], rows["mask"][6:],
                                                   rows["multipliers"][6:], rows["shifts"][6:]))
     assert list(out[7, :3]) == [204, 44, 8]
+    assert list(out[8, :3]) == [185, 56, 14]
     assert (out[0] == 11).all()                   # 256 / 24 = 10.67
     assert (out[1, :8] == 32).all()               # 256 / 8 at the bottom of the range
     assert out[2, 5] == 255 and out[2].sum() == 255
