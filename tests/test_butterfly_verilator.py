@@ -172,6 +172,14 @@ def mixed_jobs(config, seed):
     # every length the engine takes (n = 16 and 128 are in no job above)
     j.vectors("linear", 16, lanes)
     j.vectors("ifft", 128, lanes)
+    # a multiplier with bits 6 and 11 set on unsaturated data (the others:
+    # 1, 65,535 saturated and 0xAAAA at shift 32, whose outputs are 0 or
+    # -1; mutation testing of the narrowed RTL, seed 1: bit 6 of the
+    # product stage's mult tied to 0 passed them)
+    small_w = min(1024, (1 << (config.weight_width - 1)) - 1)
+    j.weights(8, j.rng.integers(-small_w, small_w + 1, (3, 4, 4)))
+    j.vectors("linear", 8, 4 * lanes, j.rng.integers(-4096, 4097, (4 * lanes, 8)),
+              mult=0x0841, shift=21)
     return j
 
 #: Segments of :func:`mixed_jobs` (each starts at an isolated job).
@@ -211,7 +219,7 @@ def test_mixed_commands_match_golden_and_cycle_model(config, tmp_path):
     assert result["errors_checked"] == len(jobs.jobs)
     # Every compute job and every segment matches the cycle model.
     computes = [job for job in jobs.jobs if job.get("batch")]
-    assert result["model_checked"] == len(result["jobs"]) == len(computes) == 58
+    assert result["model_checked"] == len(result["jobs"]) == len(computes) == 59
     for job in result["jobs"]:
         assert job["cycles"] == job["model_cycles"]
     segments = result["segments"]

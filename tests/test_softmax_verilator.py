@@ -159,6 +159,23 @@ BOUNDARY_T = np.array([0, 826, 1522, 1633, 681, 2919, 1851, 2339, 610, 14, 2912,
 #: with a model of the divider (mutation testing, seed 2).
 BOUNDARY_T2 = np.array([0, 9144, 19090])
 
+#: A third: sum 90,624, whose reciprocal 6,066,337 comes out one higher
+#: (6,066,338) if bit 2 of the remainder after quotient bit 10 is flipped
+#: (17,289 of the 4.1 M sums change by one), and whose element e = 5,133
+#: then crosses a rounding boundary (14 -> 15): found as the second
+#: (mutation testing of the narrowed RTL, seed 1).
+BOUNDARY_T3 = np.array([0, 7027, 15050])
+
+#: Three more, from seed 2 on the narrowed RTL (the same search; each moves
+#: one output by one): bit 7 of the remainder after quotient bit 7 flipped
+#: with its bit 8 when nothing is subtracted (sum 136,518, reciprocal one
+#: lower, 123 -> 122); bit 19 of the subtraction at quotient bit 5 cleared
+#: (sum 636,716 of nine maxima and two others, over 2**19 as the bit needs;
+#: reciprocal 26 lower, 19 -> 18); bit 7 of the divisor of the last two
+#: stages flipped when its bit 17 is clear (sum 100,621, one lower, 89 -> 88).
+BOUNDARY_T_MORE = [np.array([0, 14477, 19]), np.array([0] * 9 + [25478, 2090]),
+                   np.array([0, 31822, 3743])]
+
 
 def test_special_rows_give_the_expected_probabilities(tmp_path):
     """Hardware outputs of hand-checked rows (design 0 is already built)."""
@@ -170,16 +187,26 @@ def test_special_rows_give_the_expected_probabilities(tmp_path):
     masked_but_one[17] = False
     rows = make_rows(config, [np.full(24, 7), np.full(8, lo), one_hot, np.arange(24) * 1000,
                               [hi], np.zeros(24, dtype=np.int64), (1 << 20) - BOUNDARY_T,
-                              (1 << 20) - BOUNDARY_T2],
-                     [None, None, None, masked_but_one, None, np.ones(24, dtype=bool), None, None],
+                              (1 << 20) - BOUNDARY_T2, (1 << 20) - BOUNDARY_T3]
+                     + [(1 << 20) - t for t in BOUNDARY_T_MORE] + [-np.array([0, 12, 34])],
+                     [None, None, None, masked_but_one, None, np.ones(24, dtype=bool)] + [None] * 7,
                      1e-3)
     rows["multipliers"][6:], rows["shifts"][6:] = 1 << 15, 15   # t = u exactly
+    # t = 256 u, shift 0: the low bits of lane 0's products at a shift
+    # below 6 (seed 2 on the narrowed RTL: bit 5 of the product flipped
+    # moves the first element's t by 32, and the second output 83 -> 84)
+    rows["multipliers"][12], rows["shifts"][12] = 256, 0
     passed, (result,) = simulate_softmax(config, [{"rows": rows}], workdir=tmp_path)
     out = result["outputs"]
     assert passed
     assert np.array_equal(out[6:], softmax_golden(config, rows["x"][6:], rows["mask"][6:],
                                                   rows["multipliers"][6:], rows["shifts"][6:]))
     assert list(out[7, :3]) == [204, 44, 8]
+    assert list(out[8, :3]) == [185, 56, 14]
+    assert list(out[9, :3]) == [123, 11, 123]
+    assert list(out[10, 9:11]) == [0, 19]
+    assert list(out[11, :3]) == [167, 1, 89]
+    assert list(out[12, :3]) == [140, 83, 32]
     assert (out[0] == 11).all()                   # 256 / 24 = 10.67
     assert (out[1, :8] == 32).all()               # 256 / 8 at the bottom of the range
     assert out[2, 5] == 255 and out[2].sum() == 255
