@@ -266,8 +266,9 @@ class AccumulatorSpec(Spec):
 
     Stated on the ports only (it holds for a mutant's Verilog too). The
     environment, as the engine gives it: ``chunk`` and ``c`` obey the
-    stream rules; a chunk has 1 .. ``max_kblocks`` k-blocks and 1 ..
-    ``group`` tiles (the scheduler's); ``released`` frees only a block
+    stream rules; a chunk has 1 .. ``max_kblocks`` k-blocks (WS; an OS
+    chunk is one) and 1 .. ``group`` tiles (the scheduler's); ``released``
+    frees only a block
     that was committed (the writer's); the buffer's read port gives the
     word as last written (transparent, as the engine's ``acc_buf``; at
     power-up any value); the old C port gives one value for the word
@@ -299,7 +300,9 @@ class AccumulatorSpec(Spec):
         self.assume_stream_in(m, acc.chunk, "chunk")
         self.assume_stream_in(m, acc.c, "c")
         d = acc.chunk.payload
-        self.assume(m, ~acc.chunk.valid | ((d.kblocks >= 1) & (d.kblocks <= cfg.max_kblocks)
+        # (an OS chunk is one k-block: its descriptor has no kblocks)
+        kblocks = d.kblocks if "kblocks" in accumulator_fields(cfg) else 1
+        self.assume(m, ~acc.chunk.valid | ((kblocks >= 1) & (kblocks <= cfg.max_kblocks)
                                            & (d.tiles >= 1) & (d.tiles <= cfg.group)))
         owed = Signal(2, name="blocks_owed")      # committed, not yet released
         m.d.comb += acc.released.eq(self.any_seq(m, 1, "released"))
@@ -332,7 +335,7 @@ class AccumulatorSpec(Spec):
             m.d.sync += row.eq(row + 1)
             with m.If(row == Mt - 1):
                 m.d.sync += [row.eq(0), kb.eq(kb + 1)]
-                with m.If(kb == d.kblocks - 1):
+                with m.If(kb == kblocks - 1):
                     m.d.sync += [kb.eq(0), j.eq(j + 1)]
                     with m.If(j == d.tiles - 1):
                         m.d.sync += [j.eq(0), slot.eq(slot ^ d.last)]
