@@ -177,7 +177,7 @@ def test_accumulator_adds_binary32_in_order():
             chunks = [(1, 0, 0), (0, 0, 0), (0, 1, 0), (1, 0, 1), (0, 1, 1)]
             for row, (first, last, accumulate) in zip(rows, chunks):
                 ctx.set(acc.chunk.payload, {"first": first, "last": last, "accumulate": accumulate,
-                                            "kblocks": 1, "tiles": 1})
+                                            "tiles": 1})
                 ctx.set(acc.chunk.valid, 1)
                 ctx.set(acc.c.payload, {"data": [int(row[0]), int(row[1])], "last": 1})
                 ctx.set(acc.c.valid, 1)
