@@ -109,8 +109,7 @@ def simulate_layers(config, layers, runs, *, mem_latency=1, seed=0, lat_mask=0, 
             layer.valid, layer.xq = valid, hw_in
             stages = read_stages(got, regions[index], layer, config)
             entry = {"cycles": stamps["cycles"], "commands": len(stamps["starts"]),
-                     "passed": not any(stamps["errors"]) and stamps["high"] == [0, 0],   # in memory
-                     "stages": stages, "output": stages["out"],
+                     "passed": _passed(stamps), "stages": stages, "output": stages["out"],
                      "ops": _operations(stamps, groups[index]), "sim_seconds": stamps["sim_seconds"],
                      "starts": stamps["starts"], "ends": stamps["ends"]}
             if check:
@@ -165,8 +164,7 @@ def simulate_lowbit(config, imodel, runs, *, mem_latency=1, seed=0, lat_mask=0, 
             keys = [key for key in golden if key in stages and key not in ("x16", "x8")]
             mismatches = {key: int(np.count_nonzero(stages[key] != golden[key])) for key in keys}
             per_layer.append({"cycles": stamps["cycles"], "commands": len(stamps["starts"]),
-                              "passed": not any(stamps["errors"]) and stamps["high"] == [0, 0],
-                              "stages": stages,
+                              "passed": _passed(stamps), "stages": stages,
                               "output": stages["out"], "golden": golden,
                               "ops": _operations(stamps, groups[index], LOWBIT_OPERATIONS),
                               "sim_seconds": stamps["sim_seconds"], "mismatches": mismatches,
@@ -174,6 +172,13 @@ def simulate_lowbit(config, imodel, runs, *, mem_latency=1, seed=0, lat_mask=0, 
         out_runs.append(per_layer)
     return {"runs": out_runs, "phases": result["phases"],
             "sim_seconds": sum(e["sim_seconds"] for run in out_runs for e in run)}
+
+
+def _passed(stamps):
+    """Whether a layer's program ran as it should: no command rejected, and
+    every memory request inside the memory (the address bits above it, the
+    harness's ``rd_high`` and ``wr_high``, sum to 0)."""
+    return not any(stamps["errors"]) and stamps["high"] == [0, 0]
 
 
 def _harness_extra(abits, sdram, programs):

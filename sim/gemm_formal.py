@@ -268,8 +268,7 @@ class AccumulatorSpec(Spec):
     environment, as the engine gives it: ``chunk`` and ``c`` obey the
     stream rules; a chunk has 1 .. ``max_kblocks`` k-blocks (WS; an OS
     chunk is one) and 1 .. ``group`` tiles (the scheduler's); ``released``
-    frees only a block
-    that was committed (the writer's); the buffer's read port gives the
+    frees only a block that was committed (the writer's); the buffer's read port gives the
     word as last written (transparent, as the engine's ``acc_buf``; at
     power-up any value); the old C port gives one value for the word
     (``any_const``: the loader writes a block's old C before it starts and
