@@ -104,6 +104,9 @@ def build_parser():
     prove.add_argument("--out", default="bertforge-proofs", metavar="DIR",
                        help="work directory: designs, logs, counterexample traces "
                             "(default bertforge-proofs)")
+    prove.add_argument("--bench", metavar="DIR",
+                       help="also write DIR/bench.json and bench.md: one row per property "
+                            "(method, result, depth, solver seconds) and the totals")
     board_cli.add_parsers(commands)
     soc_cli.add_parser(commands)
     analyze_cli.add_parser(commands)
@@ -195,6 +198,17 @@ def cmd_prove(args):
                              report=lambda result: print(result.line(), flush=True))
     for line in summary(results):
         print(line)
+    if args.bench:
+        from .bench import write_results
+        rows = [{"block": r.proof.block, "config": r.proof.config,
+                 "property": ", ".join((r.proof.name,) + tuple(r.proof.together)),
+                 "method": r.proof.method, "status": r.status, "depth": r.depth,
+                 "seconds": round(r.seconds, 1)} for r in results]
+        columns = [("block", lambda r: r["block"]), ("config", lambda r: r["config"]),
+                   ("property", lambda r: r["property"]), ("method", lambda r: r["method"]),
+                   ("result", lambda r: f"{r['status']} ({r['depth']})"),
+                   ("s", lambda r: f"{r['seconds']:.1f}")]
+        write_results(args.bench, "prove", rows, columns, "bertforge prove", summary(results))
     return 0 if all(result.ok for result in results) else 1
 
 

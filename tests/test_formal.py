@@ -3,6 +3,7 @@ registry holds, and a deliberately broken copy of each design makes its
 property fail with a counterexample trace (the proofs bite)."""
 
 import dataclasses
+import json
 import re
 from unittest import mock
 
@@ -300,11 +301,18 @@ def test_proof_method_checked():
 def test_cli_prove_lines_and_exit_code(tmp_path, monkeypatch, capsys):
     quick = [p for p in queue_proofs() if p.name in ("o_valid_held", "reaches_full_stall")]
     monkeypatch.setitem(BLOCKS, "queue", dataclasses.replace(BLOCKS["queue"], proofs=lambda: quick))
-    assert cli.main(["prove", "queue", "--out", str(tmp_path)]) == 0
+    bench = tmp_path / "bench"
+    assert cli.main(["prove", "queue", "--out", str(tmp_path), "--bench", str(bench)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("queue [shape=4 depth=3] o_valid_held: proved (k-induction, depth 7)")
     assert "reached within 16 (cover)" in out[1]
-    assert out[-1].startswith("2 of 2 properties hold")
+    assert out[3].startswith("2 of 2 properties hold")    # then the bench's table
+    rows = json.loads((bench / "bench.json").read_text())["results"]
+    assert [(r["property"], r["method"], r["status"], r["depth"]) for r in rows] == [
+        ("o_valid_held", "prove", "proved", 7), ("reaches_full_stall", "cover", "reached", 16)]
+    table = (bench / "bench.md").read_text()
+    assert "| queue | shape=4 depth=3 | o_valid_held | prove | proved (7) |" in table
+    assert "- 2 of 2 properties hold" in table
 
     change, _ = BROKEN_QUEUES["drops_valid_when_full"]
     broken = [p for p in queue_proofs(make=lambda: _BrokenQueue(change, shape=4, depth=3),
