@@ -208,7 +208,7 @@ class SparseEngine(StagedEngine):
         cfg = self.config
         aw = cfg.addr_width
         esize = cfg.width // 8
-        sched = m.submodules.scheduler = TileScheduler(cfg)
+        sched = m.submodules.scheduler = TileScheduler(cfg, b_rows=False)
         cmd_q = m.submodules.cmd_queue = Queue(shape=sparse_command_layout(cfg), depth=STAGE_QUEUE)
         head = cmd_q.o.payload
         wiring.connect(m, wiring.flipped(self.cmd), cmd_q.i)
@@ -300,7 +300,9 @@ class SparseEngine(StagedEngine):
         return chunk
 
     def array(self):
-        return SparseArray(self.config.sparse)
+        # A tile has at most k_chunk compressed beats: ceil(k_len / M) * N
+        # with M dividing k_chunk and N <= M.
+        return SparseArray(self.config.sparse, sum_terms=self.config.k_chunk)
 
     def operand_jobs(self):
         cfg = self.config
