@@ -125,8 +125,8 @@ class TileScheduler(wiring.Component):
         The scheduler walks B's rows (``b_stride``): its range check, each
         chunk's ``b_base`` at row ``k0``. ``False`` (the sparse engine,
         whose loader walks B's compressed rows itself): B is one row here,
-        with no product, ``b_base`` stays on ``b_addr``'s row and the
-        descriptors' ``b_stride`` is 0.
+        with no product and ``b_base`` stays on ``b_addr``'s row; the
+        descriptors carry ``b_stride`` for the loader.
     """
 
     def __init__(self, config, *, b_rows=True):
@@ -269,8 +269,7 @@ class TileScheduler(wiring.Component):
             d.a_base.eq(a_row + (k0 << (esize - 1))),
             d.b_base.eq(b_row + (n0 if packed else n0 << (esize - 1))),
             d.c_base.eq(c_base),
-            d.a_stride.eq(cmd.a_stride), *([d.b_stride.eq(cmd.b_stride)] if self.b_rows else []),
-            d.c_stride.eq(cmd.c_stride),
+            d.a_stride.eq(cmd.a_stride), d.b_stride.eq(cmd.b_stride), d.c_stride.eq(cmd.c_stride),
             d.m_len.eq(Mux(last_m, rows_left[:len(d.m_len)], cfg.block_rows)),
             d.n_len.eq(n_len), d.k_len.eq(k_len),
             d.tiles.eq(tiles_lut[n_len]),

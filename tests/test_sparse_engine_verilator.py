@@ -159,8 +159,8 @@ def test_every_field_at_its_top_bits(tmp_path):
     # N = 0: a good pattern, refused by the scheduler (its last panel's length 0);
     # every field at its top with patterns 1:1 and 8:8 (the pattern check's
     # compressed rows and their spans at their largest: 65,535 rows and 65,536)
-    commands += [dict(commands[5], n=0, tag=0x11), dict(commands[1], pat_n=1, pat_m=1, tag=0x12),
-                 dict(commands[1], pat_n=8, pat_m=8, tag=0x13)]
+    commands += [dict(commands[1], pat_n=1, pat_m=1, tag=0x12),
+                 dict(commands[1], pat_n=8, pat_m=8, tag=0x13), dict(commands[5], n=0, tag=0x11)]
     errors = [False, True, False, False, True, False, True, True, True]
     assert run_sparse_commands(TINY, image.copy(), commands) == errors
     result = simulate_sparse_engine(TINY, image, commands, seed=15, workdir=tmp_path)
@@ -190,24 +190,32 @@ def test_long_k_m_and_n_count_past_bit_13(tmp_path):
     assert result["match"] and result["errors"] == [False] * 3 and result["tags_ok"]
 
 
-def test_bias_and_accumulate_at_the_int32_limits(tmp_path):
+@BUILDS
+def test_bias_and_accumulate_at_the_int32_limits(config, tmp_path):
     """The dense engine's saturating problems (``gemm_saturating_problems``,
     1:1: old C at the int32 limits pushed past them; per-channel scales
     without a bias) and biases: at the int32 limits on old C at the limits
     (the writer's saturating add, both ways), on 12 columns accumulating
     (old C and bias in all 8 lanes of a panel, a last panel of 4) and on 6
     (int8); per-channel scales after a bias (the loader's scale job after
-    its bias job). Bit-exact."""
+    its bias job); and 128 columns of per-channel scales, every shift 0 to
+    63 in both requantizer lanes. Bit-exact; on the ECP5 build too (its
+    array and requantizer differ)."""
     lo, hi = -(1 << 31), (1 << 31) - 1
+    rng = np.random.default_rng(14)
     problems = gemm_saturating_problems("w", pat_n=1, pat_m=1) + [
         dict(gemm_saturating_problems("w", pat_n=1, pat_m=1)[0], bias=[hi, lo]),
         dict(m=3, k=40, n=12, pat_n=2, pat_m=4, accumulate=1, bias=True),
         dict(m=2, k=16, n=6, pat_n=1, pat_m=2, bias=True, int8=1, multiplier=1 << 20, shift=28),
-        dict(m=3, k=9, n=5, pat_n=3, pat_m=4, bias=True, int16=1, scale=np.linspace(2e-2, 9e-2, 5))]
-    image, commands = layout_sparse_problems(TINY, problems, np.random.default_rng(14))
-    result = simulate_sparse_engine(TINY, image, commands, seed=14, workdir=tmp_path)
+        dict(m=3, k=9, n=5, pat_n=3, pat_m=4, bias=True, int16=1, scale=np.linspace(2e-2, 9e-2, 5)),
+        # every shift in each of the requantizer's two lanes (columns 2s and
+        # 2s + 1 shift by s), large multipliers, biases at the int32 limits
+        dict(m=2, k=8, n=128, pat_n=1, pat_m=2, int16=1, bias=[hi, lo] * 64,
+             multipliers=rng.integers(1 << 25, 1 << 26, 128), shifts=np.arange(128) // 2)]
+    image, commands = layout_sparse_problems(config, problems, rng)
+    result = simulate_sparse_engine(config, image, commands, seed=14, workdir=tmp_path)
     assert result["passed"], result["log"]
-    assert result["match"] and result["errors"] == [False] * 7
+    assert result["match"] and result["errors"] == [False] * 8
     assert read_c(result["image"], commands[0]).tolist() == GEMM_INT32_LIMITS
     assert read_c(result["image"], commands[3]).tolist() == [[hi, -1], [-1, lo]]
 
