@@ -188,10 +188,18 @@ class SparseArray(wiring.Component):
     Parameters
     ----------
     config : SparseConfig
+    sum_terms : int or None
+        The most compressed beats (products) any one tile has (a promise of
+        the caller, as the sparse engine's chunks of at most ``k_chunk``
+        are); ``None``: any number. Integer PEs whose sums of that many
+        products fit in ``acc_width`` bits hold them in just the bits they
+        need and do not saturate (as
+        :class:`~bertforge.rtl.systolic.SystolicArray`'s ``sum_terms``).
     """
 
-    def __init__(self, config):
+    def __init__(self, config, *, sum_terms=None):
         self.config = check_instance("config", config, SparseConfig, article="an")
+        self.sum_terms = None if sum_terms is None else check_int("sum_terms", sum_terms)
         super().__init__({
             "a": In(stream.Signature(a_layout(config))),
             "b": In(stream.Signature(b_layout(config))),
@@ -202,7 +210,8 @@ class SparseArray(wiring.Component):
         m = Module()
         cfg = self.config
         rows, cols = cfg.rows, cfg.cols
-        dsp, logic = pe_arith(cfg), pe_arith(cfg, logic=True)
+        terms = self.sum_terms
+        dsp, logic = pe_arith(cfg, terms=terms), pe_arith(cfg, logic=True, terms=terms)
         limit = rows * cols if cfg.max_dsp is None else cfg.max_dsp
         pes = [[SparseOutputStationaryPE(dsp if i * cols + j < limit else logic, cfg, f"pe_{i}_{j}")
                 for j in range(cols)] for i in range(rows)]

@@ -93,7 +93,7 @@ def _sparse_chunk_layout(config):
     return data.StructLayout({
         **chunk_layout(config).members,
         "pat_n": unsigned(config.pattern_bits), "pat_m": unsigned(config.pattern_bits),
-        "m_shift": range(5), "kc_len": range(config.k_chunk + 1),
+        "m_shift": range(config.m_max.bit_length()), "kc_len": range(config.k_chunk + 1),
         "idx_base": addr, "idx_stride": addr})
 
 
@@ -203,12 +203,13 @@ class SparseEngine(StagedEngine):
 
     def schedule(self, m):
         """Commands: queue -> pattern and range check -> the dense scheduler.
-        The scheduler gets B with row stride 0, so its B base is the panel's
-        first column; the loader walks compressed rows itself."""
+        The scheduler does not walk B's rows (``b_rows=False``), so its B
+        base is the panel's first column; the loader walks compressed rows
+        itself, at the ``b_stride`` the descriptors carry."""
         cfg = self.config
         aw = cfg.addr_width
         esize = cfg.width // 8
-        sched = m.submodules.scheduler = TileScheduler(cfg)
+        sched = m.submodules.scheduler = TileScheduler(cfg, b_rows=False)
         cmd_q = m.submodules.cmd_queue = Queue(shape=sparse_command_layout(cfg), depth=STAGE_QUEUE)
         head = cmd_q.o.payload
         wiring.connect(m, wiring.flipped(self.cmd), cmd_q.i)
@@ -218,18 +219,23 @@ class SparseEngine(StagedEngine):
         # log2 (held with the command), K's groups of M, the compressed rows
         # of the whole command, the products of rows and strides, the end
         # addresses of values and indices, the verdict.
-        shift = Signal(range(5))
+        # log2(M), M = 1 << shift up to m_max.
+        shift = Signal(range(cfg.m_max.bit_length()))
         power = Signal()
         cmd_groups = Signal(cfg.dim_width)
         rows_c_less = Signal(signed(cfg.dim_width + 2))    # compressed rows, less 1
         bad_pattern = Signal()
-        b_span = Signal(signed(aw + cfg.dim_width + 3))
-        i_span = Signal(signed(aw + cfg.dim_width + 3))
-        b_end = Signal(aw + cfg.dim_width + 3)
-        i_end = Signal(aw + cfg.dim_width + 3)
+        # With a good pattern (N <= M, K < 2**dw, M dividing 2**dw) there are
+        # at most ceil(K / M) * M <= 2**dw compressed rows, so a span is below
+        # 2**(aw + dw) and an end below 2**(aw + dw + 1); with a bad one the
+        # values may wrap, but the command is refused anyway.
+        b_span = Signal(signed(aw + cfg.dim_width + 1))
+        i_span = Signal(signed(aw + cfg.dim_width + 1))
+        b_end = Signal(aw + cfg.dim_width + 1)
+        i_end = Signal(aw + cfg.dim_width + 1)
         # Extras of the command the scheduler is cutting now.
         cur = Signal(sparse_command_layout(cfg))
-        cur_shift = Signal(range(5))
+        cur_shift = Signal.like(shift)
         with m.FSM(name="precheck"):
             with m.State("IDLE"):
                 m.d.comb += cmd_q.o.ready.eq(1)
@@ -263,8 +269,7 @@ class SparseEngine(StagedEngine):
             with m.State("OFFER"):
                 for name in command_layout(cfg).members:
                     m.d.comb += getattr(sched.cmd.payload, name).eq(getattr(held, name))
-                m.d.comb += [sched.cmd.payload.b_stride.eq(0),
-                             sched.cmd.payload.m.eq(Mux(bad, 0, held.m)),
+                m.d.comb += [sched.cmd.payload.m.eq(Mux(bad, 0, held.m)),
                              sched.cmd.valid.eq(1)]
                 with m.If(sched.cmd.ready):
                     m.d.sync += [cur.eq(held), cur_shift.eq(shift)]
@@ -287,7 +292,7 @@ class SparseEngine(StagedEngine):
             for name in chunk_layout(cfg).members:
                 m.d.sync += getattr(held_chunk, name).eq(getattr(sched.chunk.payload, name))
             m.d.sync += [
-                held_chunk.b_stride.eq(cur.b_stride), held_chunk.pat_n.eq(cur.pat_n),
+                held_chunk.pat_n.eq(cur.pat_n),
                 held_chunk.pat_m.eq(cur.pat_m), held_chunk.m_shift.eq(cur_shift),
                 held_chunk.idx_base.eq(
                     cur.idx_addr + ((sched.chunk.payload.b_base - cur.b_addr) >> (esize - 1))),
@@ -300,7 +305,9 @@ class SparseEngine(StagedEngine):
         return chunk
 
     def array(self):
-        return SparseArray(self.config.sparse)
+        # A tile has at most k_chunk compressed beats: ceil(k_len / M) * N
+        # with M dividing k_chunk and N <= M.
+        return SparseArray(self.config.sparse, sum_terms=self.config.k_chunk)
 
     def operand_jobs(self):
         cfg = self.config

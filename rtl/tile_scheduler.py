@@ -121,10 +121,17 @@ class TileScheduler(wiring.Component):
     Parameters
     ----------
     config : GemmConfig
+    b_rows : bool
+        The scheduler walks B's rows (``b_stride``): its range check, each
+        chunk's ``b_base`` at row ``k0``. ``False`` (the sparse engine,
+        whose loader walks B's compressed rows itself): B is one row here,
+        with no product and ``b_base`` stays on ``b_addr``'s row; the
+        descriptors carry ``b_stride`` for the loader.
     """
 
-    def __init__(self, config):
+    def __init__(self, config, *, b_rows=True):
         self.config = config
+        self.b_rows = b_rows
         super().__init__({
             "cmd": In(stream.Signature(command_layout(config))),
             "chunk": Out(stream.Signature(chunk_layout(config))),
@@ -170,8 +177,12 @@ class TileScheduler(wiring.Component):
         c_row_bytes = cmd.n << osize_bits
         if cfg.transpose_c:
             c_row_bytes = Mux(cmd.transpose_c, cmd.m << osize_bits, c_row_bytes)
-        for rows_less, stride in ((new.m - 1, new.a_stride), (b_rows_less, new.b_stride),
-                                  (c_rows_less, new.c_stride)):
+        for matrix, rows_less, stride in (("a", new.m - 1, new.a_stride),
+                                          ("b", b_rows_less, new.b_stride),
+                                          ("c", c_rows_less, new.c_stride)):
+            if matrix == "b" and not self.b_rows:
+                products.append(None)
+                continue
             products.append((Signal(dw), None if cfg.compact else Signal(aw + dw), Signal(aw + dw),
                              rows_less, stride))
         if grouped:         # the codes: ceil(k / group) rows of ceil(n / 2) bytes
@@ -182,7 +193,7 @@ class TileScheduler(wiring.Component):
         vector_end = max(aw, dw + 2) + 1
         ends = [Signal(aw + dw + 2) for _ in range(3)] + [Signal(vector_end) for _ in range(2)]
         a_end, b_end, c_end, bias_end, scale_end = ends
-        (_, _, a_prod, _, _), (_, _, b_prod, _, _), (_, _, c_prod, _, _) = products[:3]
+        a_prod, b_prod, c_prod = (0 if p is None else p[2] for p in products[:3])
         # Registered: the check compares them a cycle after the last product step.
         m.d.sync += [
             a_end.eq(cmd.a_addr + a_prod + cmd.k * esize),
@@ -285,7 +296,7 @@ class TileScheduler(wiring.Component):
                 m.d.comb += self.cmd.ready.eq(load)
                 with m.If(self.cmd.valid & load):
                     m.d.sync += [cmd.eq(self.cmd.payload), step.eq(0)]
-                    for bits, shifted, product, rows_less, stride in products:
+                    for bits, shifted, product, rows_less, stride in filter(None, products):
                         if cfg.compact:
                             m.d.sync += [bits.eq(rows_less), product.eq(0)]
                         else:
@@ -295,7 +306,8 @@ class TileScheduler(wiring.Component):
                 strides = (cmd.a_stride, cmd.b_stride, cmd.c_stride)
                 if grouped:
                     strides += ((cmd.n + 1) >> 1,)
-                for (bits, shifted, product, _, _), stride in zip(products, strides):
+                for (bits, shifted, product, _, _), stride in filter(lambda p: p[0], zip(products,
+                                                                                 strides)):
                     if cfg.compact:     # dw steps, then the ends' cycle
                         with m.If(step != dw):
                             m.d.sync += [bits.eq(bits << 1),
@@ -322,9 +334,10 @@ class TileScheduler(wiring.Component):
                     with m.If(bad | d.end):
                         m.next = "IDLE"
                     with m.Elif(~last_k):
-                        m.d.sync += [k0.eq(k0 + cfg.k_chunk), *left(*red, red_left - cfg.k_chunk),
-                                     b_row.eq(b_row + cmd.b_stride
-                                              * (cfg.k_chunk // 2 if packed else cfg.k_chunk))]
+                        m.d.sync += [k0.eq(k0 + cfg.k_chunk), *left(*red, red_left - cfg.k_chunk)]
+                        if self.b_rows:
+                            m.d.sync += b_row.eq(b_row + cmd.b_stride
+                                                 * (cfg.k_chunk // 2 if packed else cfg.k_chunk))
                         if grouped:
                             m.d.sync += [m_row.eq(m_row + ((cmd.n + 1) >> 1)),
                                          b_row.eq(b_row + Mux(cmd.w4, cmd.b_stride * (grouped // 2),

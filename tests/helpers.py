@@ -104,6 +104,76 @@ def gemm_pair_problems(config, **fields):
 
 # ---- the GEMM engine in its Verilator harness ---------------------------------
 
+#: C of :func:`gemm_saturating_problems`' first problem: int32's limits, row by row.
+GEMM_INT32_LIMITS = [[(1 << 31) - 1] * 2, [-(1 << 31)] * 2]
+
+
+def gemm_top_bits_commands(config):
+    """Command fields at their top bits, for a GEMM engine of 15-bit
+    addresses on random memory (``test_every_field_at_its_top_bits``). A
+    refused command with every size at 0xFFFF, every address and stride at
+    0x7FFF, all flags, the largest multiplier, shift and tag (the range
+    check's shift-and-add runs on them all), between accepted ones, so that
+    each bit of the command queue and the scheduler rises and falls; and
+    accepted commands whose strides and addresses set bits 3 to 14 (rows
+    half a memory apart, C and the bias near the top of memory, the scales
+    ending exactly there, per-channel scales with a C stride of bit 10) and
+    tags above 32. Commands 1 and 4 are refused."""
+    top = 1 << config.addr_width
+    full, wide = 0xFFFF, top - 1
+    refused = dict(m=full, k=full, n=full, a_addr=wide, b_addr=wide, c_addr=wide, a_stride=wide,
+                   b_stride=wide, c_stride=wide, accumulate=1, int8=1, int16=1, bias=1,
+                   per_channel=1, bias_addr=wide, scale_addr=wide, multiplier=2**32 - 1,
+                   shift=63, tag=255)
+    return [
+        dict(m=2, k=8, n=2, a_addr=0x0000, a_stride=0x7FF0, b_addr=0x0040, b_stride=0x0FC0,
+             c_addr=0x00C0, c_stride=0x7F00, bias=1, bias_addr=0x7FE0, tag=0x3F),
+        refused,
+        dict(m=2, k=2, n=2, a_addr=0x0100, a_stride=0x3FF0, b_addr=0x0060, b_stride=0x7F40,
+             c_addr=0x0140, c_stride=0x2400, int8=1, per_channel=1, scale_addr=top - 8,
+             tag=0xE0),                         # the scales end at the top of memory
+        dict(m=3, k=5, n=2, a_addr=0x6A00, a_stride=0x0400, b_addr=0x7E00, b_stride=0x0020,
+             c_addr=0x5C00, c_stride=0x0200, int16=1, multiplier=0xFFFF, shift=17,
+             tag=0x20),
+        dict(refused, n=0xE000, tag=254),      # the vectors' ends: 0x3FFFF, bits 0 to 17
+        dict(m=1, k=1, n=1, a_addr=0x10, a_stride=0, b_addr=0x20, b_stride=0, c_addr=0x30,
+             c_stride=0, tag=0),
+    ]
+
+
+def gemm_long_count_commands():
+    """K = 20,000, M = 9,000 and N = 9,000, each with the other sizes 1 or
+    2 and strides of 0 (one row of A or B read again and again), so that a
+    GEMM engine's chunk offsets and what is left of m, n and k count through
+    bits 3 to 14 and back (``test_long_k_m_and_n_count_past_bit_13``; a
+    later command's C overwrites an earlier one's A: the engine reads in
+    command order)."""
+    int8 = dict(int8=1, multiplier=1 << 13, shift=14)
+    return [
+        dict(m=1, k=20000, n=2, a_addr=0x0000, a_stride=0, b_addr=0x6D00, b_stride=0,
+             c_addr=0x7FF0, c_stride=0, tag=1),
+        dict(m=9000, k=1, n=1, a_addr=0x0000, a_stride=1, b_addr=0x2400, b_stride=0,
+             c_addr=0x2500, c_stride=1, tag=2, **int8),
+        dict(m=1, k=1, n=9000, a_addr=0x2400, a_stride=0, b_addr=0x0000, b_stride=0,
+             c_addr=0x4900, c_stride=0, tag=3, **int8),
+    ]
+
+
+def gemm_saturating_problems(b_key="b", **fields):
+    """Problems (``layout_problems``) of C += A @ B from old C at the int32
+    limits, pushed past them in both columns and both ways (the
+    accumulator's saturating add; C is then :data:`GEMM_INT32_LIMITS`), and
+    per-channel scales without a bias (the scale vector is then the
+    loader's first job), int8 and int16. ``b_key``: the key of B (``w``
+    for the sparse engine); ``fields`` go into every problem (a pattern)."""
+    import numpy as np
+    lo, hi = -(1 << 31), (1 << 31) - 1
+    return [dict(m=2, k=4, n=2, accumulate=1, a=[[127] * 4, [-128] * 4],
+                 c_old=np.array([[hi, hi], [lo, lo]]), **{b_key: [[127, 127]] * 4}, **fields),
+            dict(m=3, k=9, n=5, scale=np.linspace(2e-3, 9e-3, 5), **fields),
+            dict(m=3, k=9, n=5, int16=1, scale=np.linspace(2e-2, 9e-2, 5), **fields)]
+
+
 #: Random memory latency and valid/ready stalls on every stream of the GEMM harness.
 GEMM_STRESS = dict(lat_min=2, lat_mask=15, p_req=70, p_data=70, p_wr=70, p_cmd=90, p_done=90)
 

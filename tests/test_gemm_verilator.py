@@ -30,6 +30,8 @@ from bertforge.sim.coverage import uncovered
 from bertforge.sim.gemm_cycles import gemm_cycles
 from bertforge.sim.gemm_golden import matrix_view
 
+from helpers import (GEMM_INT32_LIMITS, gemm_long_count_commands, gemm_saturating_problems,
+                     gemm_top_bits_commands)
 from helpers import gemm_pair_problems as pair_problems
 
 TINY = dataclasses.replace(PRESETS["gemm"]["tiny"], addr_width=15)   # 2x2 OS, as the CLI test
@@ -344,27 +346,8 @@ def test_every_field_at_its_top_bits(tmp_path):
     scales with a C stride of bit 10) and tags above 32: bit-exact over
     random memory, the refused ones refused with their own tags."""
     config = TINY
-    top = 1 << config.addr_width
-    image = np.random.default_rng(15).integers(0, 256, top, dtype=np.uint8)
-    full, wide = 0xFFFF, top - 1
-    refused = dict(m=full, k=full, n=full, a_addr=wide, b_addr=wide, c_addr=wide, a_stride=wide,
-                   b_stride=wide, c_stride=wide, accumulate=1, int8=1, int16=1, bias=1,
-                   per_channel=1, bias_addr=wide, scale_addr=wide, multiplier=2**32 - 1,
-                   shift=63, tag=255)
-    commands = [
-        dict(m=2, k=8, n=2, a_addr=0x0000, a_stride=0x7FF0, b_addr=0x0040, b_stride=0x0FC0,
-             c_addr=0x00C0, c_stride=0x7F00, bias=1, bias_addr=0x7FE0, tag=0x3F),
-        refused,
-        dict(m=2, k=2, n=2, a_addr=0x0100, a_stride=0x3FF0, b_addr=0x0060, b_stride=0x7F40,
-             c_addr=0x0140, c_stride=0x2400, int8=1, per_channel=1, scale_addr=top - 8,
-             tag=0xE0),                         # the scales end at the top of memory
-        dict(m=3, k=5, n=2, a_addr=0x6A00, a_stride=0x0400, b_addr=0x7E00, b_stride=0x0020,
-             c_addr=0x5C00, c_stride=0x0200, int16=1, multiplier=0xFFFF, shift=17,
-             tag=0x20),
-        dict(refused, n=0xE000, tag=254),      # the vectors' ends: 0x3FFFF, bits 0 to 17
-        dict(m=1, k=1, n=1, a_addr=0x10, a_stride=0, b_addr=0x20, b_stride=0, c_addr=0x30,
-             c_stride=0, tag=0),
-    ]
+    image = np.random.default_rng(15).integers(0, 256, 1 << config.addr_width, dtype=np.uint8)
+    commands = gemm_top_bits_commands(config)
     result = simulate_gemm(config, image, commands, seed=15, workdir=tmp_path / "top")
     check(result, commands, config)
     assert result["errors"] == [False, True, False, False, True, False] and result["tags_ok"]
@@ -379,15 +362,7 @@ def test_long_k_m_and_n_count_past_bit_13(tmp_path):
     back: bit-exact over random memory."""
     config = TINY
     image = np.random.default_rng(16).integers(0, 256, 1 << config.addr_width, dtype=np.uint8)
-    int8 = dict(int8=1, multiplier=1 << 13, shift=14)
-    commands = [
-        dict(m=1, k=20000, n=2, a_addr=0x0000, a_stride=0, b_addr=0x6D00, b_stride=0,
-             c_addr=0x7FF0, c_stride=0, tag=1),
-        dict(m=9000, k=1, n=1, a_addr=0x0000, a_stride=1, b_addr=0x2400, b_stride=0,
-             c_addr=0x2500, c_stride=1, tag=2, **int8),
-        dict(m=1, k=1, n=9000, a_addr=0x2400, a_stride=0, b_addr=0x0000, b_stride=0,
-             c_addr=0x4900, c_stride=0, tag=3, **int8),
-    ]
+    commands = gemm_long_count_commands()
     result = simulate_gemm(config, image, commands, seed=16, workdir=tmp_path / "long")
     check(result, commands, config)
     assert result["errors"] == [False] * 3 and result["tags_ok"]
@@ -399,16 +374,12 @@ def test_accumulate_saturates_and_per_channel_scales_without_bias(tmp_path):
     and per-channel scales with no bias (the scale vector is then the
     loader's first job), int8 and int16."""
     config = TINY
-    lo, hi = -(1 << 31), (1 << 31) - 1
-    problems = [dict(m=2, k=4, n=2, accumulate=1, a=[[127] * 4, [-128] * 4], b=[[127, 127]] * 4,
-                     c_old=np.array([[hi, hi], [lo, lo]])),
-                dict(m=3, k=9, n=5, scale=np.linspace(2e-3, 9e-3, 5)),
-                dict(m=3, k=9, n=5, int16=1, scale=np.linspace(2e-2, 9e-2, 5))]
+    problems = gemm_saturating_problems()
     image, commands = layout_problems(config, problems, np.random.default_rng(14))
     result = simulate_gemm(config, image, commands, seed=14, workdir=tmp_path / "limits")
     check(result, commands, config)
     assert result["errors"] == [False] * 3 and held_outputs(result) == []
-    assert read_matrix(config, result["image"], commands[0]).tolist() == [[hi, hi], [lo, lo]]
+    assert read_matrix(config, result["image"], commands[0]).tolist() == GEMM_INT32_LIMITS
 
 
 def transposed(problems):

@@ -14,17 +14,20 @@ from bertforge.rtl.sparse_engine import SparseEngineConfig, SparseEngine, pack_s
 from bertforge.sim.gemm_golden import gemm_golden
 from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles
 from bertforge.sim.sparse_engine_golden import run_sparse_commands, sparse_command_error
-from bertforge.sim.sparse_golden import prune_nm
+from bertforge.sim.sparse_golden import compressed_rows, prune_nm
 from bertforge.sim.coverage import uncovered
 
-from helpers import gemm_pair_problems
+from helpers import (GEMM_INT32_LIMITS, gemm_long_count_commands, gemm_pair_problems,
+                     gemm_saturating_problems, gemm_top_bits_commands)
 
 TINY = SparseEngineConfig(rows=2, cols=2, mem_width=64, k_chunk=32, m_tile=16, m_max=8, addr_width=15)
+#: The ECP5 boards' multiply pipeline (three stages, MULT18X18D cells): only
+#: the array and the requantizer differ from TINY's Verilog.
+ECP5 = dataclasses.replace(TINY, multiply_stages=3, multiplier_cell="ecp5")
+BUILDS = pytest.mark.parametrize("config", [TINY, ECP5], ids=["1-multiply-stage", "ecp5-multipliers"])
 
 
-@pytest.mark.parametrize("config", [
-    TINY, dataclasses.replace(TINY, multiply_stages=3, multiplier_cell="ecp5")],
-    ids=["1-multiply-stage", "ecp5-multipliers"])
+@BUILDS
 def test_compute_bound_commands_match_golden_and_cycle_model(config, tmp_path):
     """Full panels, several K chunks, every M of the array: measured == model
     (also with the multiply pipeline of the ECP5 board tops)."""
@@ -108,17 +111,113 @@ def requantization_problems(rng):
     ]
 
 
-def test_requantization_corners(tmp_path):
+@BUILDS
+def test_requantization_corners(config, tmp_path):
+    """(Also on the ECP5 build: its requantizer's products are in the
+    multiplier cells.)"""
     rng = np.random.default_rng(9)
-    image, commands = layout_sparse_problems(TINY, requantization_problems(rng), rng)
+    image, commands = layout_sparse_problems(config, requantization_problems(rng), rng)
     assert commands[3]["scale_addr"] >> 11 & 1 and commands[0]["tag"] == 0x81
-    result = simulate_sparse_engine(TINY, image, commands, seed=9, workdir=tmp_path)
+    result = simulate_sparse_engine(config, image, commands, seed=9, workdir=tmp_path)
     assert result["passed"], result["log"]
     assert result["match"] and not any(result["errors"])
     # the int8 C has values of both signs, and the int16 ones are not all saturated
     c = [read_c(result["image"], cmd) for cmd in commands]
     assert c[0].min() < 0 < c[0].max()
     assert all(np.count_nonzero(np.abs(c[i]) < 32767) > c[i].size // 2 for i in (1, 3))
+
+
+def valid_indices(image, cmd):
+    """Write ``cmd``'s compressed indices into a random memory ``image``:
+    row r gets index ``r % pat_n`` in every column (0 to N-1 in each group,
+    in order; within K when N = 1 or M divides K)."""
+    for r in range(compressed_rows(cmd["k"], cmd["pat_n"], cmd["pat_m"])):
+        at = cmd["idx_addr"] + r * cmd["idx_stride"]
+        image[at:at + cmd["n"]] = r % cmd["pat_n"]
+
+
+def test_every_field_at_its_top_bits(tmp_path):
+    """The dense engine's commands of fields at their top bits
+    (``gemm_top_bits_commands``: refused ones with every field at its top,
+    accepted ones whose addresses and strides set bits 3 to 14) with
+    patterns (8:8, 2:2, 1:4, 1:1; the refused ones 15:15) and indices whose
+    addresses and strides set bits 1 to 14 too (the last ending 2 bytes
+    below the top of memory): bit-exact over random memory, the refused
+    ones refused with their own tags; one of N = 0, and the refused one
+    again with patterns 1:1 and 8:8."""
+    top = 1 << TINY.addr_width
+    image = np.random.default_rng(15).integers(0, 256, top, dtype=np.uint8)
+    most = (1 << TINY.pattern_bits) - 1
+    refused = dict(pat_n=most, pat_m=most, idx_addr=top - 1, idx_stride=top - 1)
+    extras = [dict(pat_n=8, pat_m=8, idx_addr=0x0800, idx_stride=0x0400), refused,
+              dict(pat_n=2, pat_m=2, idx_addr=0x3000, idx_stride=0x4FF0),
+              dict(pat_n=1, pat_m=4, idx_addr=0x1554, idx_stride=0x2AAA), refused,
+              dict(pat_n=1, pat_m=1, idx_addr=0x6800, idx_stride=0)]
+    commands = [dict(cmd, **extra) for cmd, extra in zip(gemm_top_bits_commands(TINY), extras)]
+    for cmd in commands[:1] + commands[2:4] + commands[5:]:
+        valid_indices(image, cmd)
+    # N = 0: a good pattern, refused by the scheduler (its last panel's length 0);
+    # every field at its top with patterns 1:1 and 8:8 (the pattern check's
+    # compressed rows and their spans at their largest: 65,535 rows and 65,536)
+    commands += [dict(commands[1], pat_n=1, pat_m=1, tag=0x12),
+                 dict(commands[1], pat_n=8, pat_m=8, tag=0x13), dict(commands[5], n=0, tag=0x11)]
+    errors = [False, True, False, False, True, False, True, True, True]
+    assert run_sparse_commands(TINY, image.copy(), commands) == errors
+    result = simulate_sparse_engine(TINY, image, commands, seed=15, workdir=tmp_path)
+    assert result["passed"], result["log"]
+    assert result["match"] and result["errors"] == errors
+    assert result["tags_ok"]
+
+
+def test_long_k_m_and_n_count_past_bit_13(tmp_path):
+    """The dense engine's long commands (``gemm_long_count_commands``: K =
+    20,000, M = 9,000, N = 9,000) as 1:8, 1:2 and 1:1 sparse ones, so that
+    the scheduler's and the pattern check's counts run through bits 3 to 14:
+    one row of zero indices (stride 0) for the first two; the N = 9,000
+    command reads its 9,000 indices before the M = 9,000 one (now last)
+    writes its C over them. Bit-exact over random memory."""
+    image = np.random.default_rng(16).integers(0, 256, 1 << TINY.addr_width, dtype=np.uint8)
+    long_k, long_m, long_n = gemm_long_count_commands()
+    zeros = dict(idx_addr=0, idx_stride=0)
+    commands = [dict(long_k, a_addr=0x2400, pat_n=1, pat_m=8, **zeros),
+                dict(long_n, a_addr=0x7F00, b_addr=0x2400, c_addr=0x4800, pat_n=1, pat_m=2, **zeros),
+                dict(long_m, a_addr=0x2400, b_addr=0x7F08, c_addr=0x0000, pat_n=1, pat_m=1,
+                     idx_addr=0x7F0C, idx_stride=0)]
+    image[:long_n["n"]] = 0
+    image[0x7F0C] = 0
+    result = simulate_sparse_engine(TINY, image, commands, seed=16, workdir=tmp_path)
+    assert result["passed"], result["log"]
+    assert result["match"] and result["errors"] == [False] * 3 and result["tags_ok"]
+
+
+@BUILDS
+def test_bias_and_accumulate_at_the_int32_limits(config, tmp_path):
+    """The dense engine's saturating problems (``gemm_saturating_problems``,
+    1:1: old C at the int32 limits pushed past them; per-channel scales
+    without a bias) and biases: at the int32 limits on old C at the limits
+    (the writer's saturating add, both ways), on 12 columns accumulating
+    (old C and bias in all 8 lanes of a panel, a last panel of 4) and on 6
+    (int8); per-channel scales after a bias (the loader's scale job after
+    its bias job); and 128 columns of per-channel scales, every shift 0 to
+    63 in both requantizer lanes. Bit-exact; on the ECP5 build too (its
+    array and requantizer differ)."""
+    lo, hi = -(1 << 31), (1 << 31) - 1
+    rng = np.random.default_rng(14)
+    problems = gemm_saturating_problems("w", pat_n=1, pat_m=1) + [
+        dict(gemm_saturating_problems("w", pat_n=1, pat_m=1)[0], bias=[hi, lo]),
+        dict(m=3, k=40, n=12, pat_n=2, pat_m=4, accumulate=1, bias=True),
+        dict(m=2, k=16, n=6, pat_n=1, pat_m=2, bias=True, int8=1, multiplier=1 << 20, shift=28),
+        dict(m=3, k=9, n=5, pat_n=3, pat_m=4, bias=True, int16=1, scale=np.linspace(2e-2, 9e-2, 5)),
+        # every shift in each of the requantizer's two lanes (columns 2s and
+        # 2s + 1 shift by s), large multipliers, biases at the int32 limits
+        dict(m=2, k=8, n=128, pat_n=1, pat_m=2, int16=1, bias=[hi, lo] * 64,
+             multipliers=rng.integers(1 << 25, 1 << 26, 128), shifts=np.arange(128) // 2)]
+    image, commands = layout_sparse_problems(config, problems, rng)
+    result = simulate_sparse_engine(config, image, commands, seed=14, workdir=tmp_path)
+    assert result["passed"], result["log"]
+    assert result["match"] and result["errors"] == [False] * 8
+    assert read_c(result["image"], commands[0]).tolist() == GEMM_INT32_LIMITS
+    assert read_c(result["image"], commands[3]).tolist() == [[hi, -1], [-1, lo]]
 
 
 def test_results_equal_the_dense_product_of_the_pruned_weights(tmp_path):
