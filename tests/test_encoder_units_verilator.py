@@ -23,7 +23,7 @@ import pytest
 
 from bertforge.generators.analyze import load_hardware
 from bertforge.generators.encoder_sim import TINY16_HW, TINY_HW, encoder_config
-from bertforge.generators.gemm_sim import layout_problems
+from bertforge.generators.gemm_sim import layout_problems, read_matrix
 from bertforge.generators.softmax_sim import extreme_softmax_rows
 from bertforge.rtl.encoder import OP_GELU, OP_GEMM, OP_LAYERNORM, OP_SOFTMAX
 from bertforge.sim.encoder_golden import probabilities_int8
@@ -54,7 +54,7 @@ def _gemm_problems(config, abits):
     the engine's 32-bit address space (where they are rejected)."""
     small = dataclasses.replace(config.gemm, addr_width=abits)
     shapes = issue_shapes(small)
-    problems = shapes + [p for p in transposed(shapes) if p.get("transpose_c")][:8]
+    problems = shapes + [p for p in transposed(shapes) if p.get("transpose_c")][:8] + _limits(config)
     image, commands = layout_problems(small, problems, np.random.default_rng(abits))
     lift = (1 << config.gemm.addr_width) - (1 << abits)
     for cmd in commands:
@@ -62,6 +62,25 @@ def _gemm_problems(config, abits):
             if cmd.get(key, 0) >= (1 << abits) - 16:
                 cmd[key] += lift
     return image, commands
+
+
+def _limits(config):
+    """What the issue shapes leave out on this engine (as
+    ``test_accumulate_saturates_and_per_channel_scales_without_bias``, at
+    the array's 4 x 4 and a 16-wide panel): C += A @ B from old C at the
+    int32 limits pushed past them (every accumulator lane, both ways; old
+    C's 16 columns), bias at the limits on 8 columns (every requantizer
+    lane saturates), per-channel scales without a bias (the scale vector is
+    the loader's first job), and chunks 10, 12, 14 and 15 columns wide."""
+    lo, hi = -(1 << 31), (1 << 31) - 1
+    top = (1 << (config.gemm.width - 1)) - 1
+    a = [[top] * 4, [-top - 1] * 4] * 2
+    c_old = np.array([[hi] * 16, [lo] * 16] * 2)
+    return [dict(m=4, k=4, n=16, accumulate=1, a=a, b=[[top] * 16] * 4, c_old=c_old),
+            dict(m=6, k=40, n=8, extreme=True, bias=np.array([hi, lo] * 4)),
+            dict(m=3, k=9, n=5, scale=np.linspace(2e-3, 9e-3, 5)),
+            dict(m=3, k=9, n=5, int16=1, scale=np.linspace(2e-2, 9e-2, 5))] + \
+        [dict(m=3, k=5, n=n) for n in (10, 12, 14, 15)]
 
 
 @pytest.mark.parametrize("hw, abits", MODELS, ids=["int8", "int16"])
@@ -77,6 +96,8 @@ def test_gemm_engine_issue_shapes_through_the_top(hw, abits):
     memory, run = _program(config, image, program, errors=errors, abits=abits)
     assert run["errors"] == errors and sum(errors) >= 10
     assert (memory == want).all()
+    saturated = read_matrix(config.gemm, memory, commands[-8])     # _limits' accumulate
+    assert (saturated == [[(1 << 31) - 1] * 16, [-(1 << 31)] * 16] * 2).all()
     # each accepted command's cycles are its cycle model's, where the model
     # says it is exact (compute bound; a memory-bound chunk's edges are an
     # estimate, as in the engine's own tests)
@@ -143,8 +164,8 @@ def _softmax_commands(config, mem, rng):
 
 def _layernorm_commands(config, mem):
     """LayerNorm at its extremes, gamma at its top and beta 0: vectors of
-    +-v alternating (v = 2**(j/2), x + r up to twice the activations' range:
-    every bit of the variance's leading one) and a +1 and a -1 impulse at
+    +-v alternating (v = 2**(j/2), x + r up to twice the activations' range,
+    and the largest variance: every bit of its leading one) and a +1 and a -1 impulse at
     each lane (``|z| = sqrt(H - 1)``: int8, both output limits on every
     lane; int16 outputs stay below a quarter of their range)."""
     ln, H = config.layernorm, config.layernorm.h_max
@@ -153,6 +174,7 @@ def _layernorm_commands(config, mem):
     dtype = f"<i{eb}"
     signs = np.resize([1, -1], H)
     vs = [v * signs for v in np.unique(np.round(2 ** np.arange(0, np.log2(2 * hi), 0.5)))]
+    vs.append(np.where(signs > 0, 2 * hi, -2 * hi - 2))     # the largest variance
     vs += [sign * (np.arange(H) == lane) for lane in range(ln.lanes) for sign in (1, -1)]
     s = np.stack(vs).astype(np.int64)
     x = np.clip(s, -hi - 1, hi)
