@@ -262,3 +262,47 @@ def test_elementwise_units_at_their_extremes(hw, abits):
     memory, run = _program(config, image.copy(), commands, abits=abits, seed=3, p_wr=240)
     _check(memory, outputs)
     assert [e - s + 1 for s, e in zip(run["starts"], run["ends"])] > cycles
+
+
+@pytest.mark.parametrize("hw, abits", MODELS, ids=["int8", "int16"])
+def test_gemm_fields_at_their_top_bits_and_long_counts(hw, abits):
+    """As the engine's ``test_every_field_at_its_top_bits`` and
+    ``test_long_k_m_and_n_count_past_bit_13``, at the top's 32-bit
+    addresses: a refused command with every size at 0xFFFF, every address
+    and stride at 2**32 - 1, every flag, the largest multiplier, shift and
+    tag, between accepted ones (each bit of the command queue and the
+    scheduler rises and falls), then K = 20,000, M = 9,000 and N = 9,000
+    with the other sizes 1 or 2 and strides of 0 or one element (the
+    counts run through bits 3 to 14 and back): bit-exact over random
+    memory, the refused ones refused."""
+    config = _config(hw)
+    eb = config.element_bytes
+    full, wide = 0xFFFF, (1 << 32) - 1
+    refused = dict(m=full, k=full, n=full, a_addr=wide, b_addr=wide, c_addr=wide, a_stride=wide,
+                   b_stride=wide, c_stride=wide, accumulate=1, int8=1, int16=1, bias=1,
+                   per_channel=1, bias_addr=wide, scale_addr=wide, multiplier=2**32 - 1,
+                   shift=63, tag=255, transpose_c=1)
+    int8 = dict(int8=1, multiplier=1 << 13, shift=14)
+    commands = [
+        dict(m=2, k=8, n=2, a_addr=0x0000, a_stride=0x7FF0, b_addr=0x0040, b_stride=0x0FC0,
+             c_addr=0x00C0, c_stride=0x7F00, bias=1, bias_addr=0x7FE0, tag=0x3F),
+        refused,
+        dict(m=2, k=2, n=2, a_addr=0x0100, a_stride=0x3FF0, b_addr=0x0060, b_stride=0x7F40,
+             c_addr=0x0140, c_stride=0x2400, int8=1, per_channel=1, scale_addr=0x1F000,
+             tag=0xE0),
+        dict(refused, n=0xE000, tag=254),
+        dict(m=1, k=20000, n=2, a_addr=0x0000, a_stride=0, b_addr=0x10000, b_stride=0,
+             c_addr=0x1FFF0, c_stride=0, tag=1),
+        dict(m=9000, k=1, n=1, a_addr=0x0000, a_stride=eb, b_addr=0x6000, b_stride=0,
+             c_addr=0x8000, c_stride=1, tag=2, **int8),
+        dict(m=1, k=1, n=9000, a_addr=0x6000, a_stride=0, b_addr=0x0000, b_stride=0,
+             c_addr=0xC000, c_stride=0, tag=3, **int8),
+    ]
+    image = np.random.default_rng(16).integers(0, 256, 1 << abits, dtype=np.uint8)
+    want = image.copy()
+    errors = run_commands(config.gemm, want, commands)
+    assert errors == [False, True, False, True, False, False, False]
+    program = [{"op": OP_GEMM, "barrier": 1, "gemm": cmd} for cmd in commands]
+    memory, run = _program(config, image, program, errors=errors, abits=abits)
+    assert run["errors"] == errors
+    assert (memory == want).all()
