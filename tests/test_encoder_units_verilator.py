@@ -8,7 +8,8 @@ A tiny layer of random data never reaches the units' saturation arms,
 table ends, error paths or stalls; their own tests do (each unit is at 100%
 line coverage there). These runs give the units, inside the top, the
 stimulus of those tests: the GEMM engine's issue shapes (bias, per-channel
-scales, accumulate, int8/int16 saturation, every rejection), the softmax's
+scales, accumulate, int8/int16 saturation, every rejection), its command
+fields at their top bits and its counts past bit 13, the softmax's
 extreme rows, LayerNorm's largest variances and saturating gamma, a sweep
 of GELU's input range. Results are bit-exact against the golden models and
 each command's cycles equal its unit's cycle model; a second run stalls the
@@ -224,8 +225,7 @@ def _unit_cycles(config, command):
 
 def _check(memory, outputs):
     for dst, want, dtype in outputs:
-        got = memory[dst:dst + want.size * want.itemsize // 8 * np.dtype(dtype).itemsize]
-        got = got.view(dtype).reshape(want.shape)
+        got = memory[dst:dst + want.size * np.dtype(dtype).itemsize].view(dtype).reshape(want.shape)
         assert (got == want).all(), (hex(dst), np.argwhere(got != want)[:5])
 
 
