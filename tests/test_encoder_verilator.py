@@ -71,28 +71,29 @@ WAIVED = {"encoder.cmd.idle:True", "encoder.cmd.refused:1", "encoder.cmd.refused
 ABITS = 17
 
 
-def _program(config, image, commands, errors=None, **knobs):
-    """Run ``commands`` (one program) on the int8 layer's harness with the
+def _program(config, image, commands, errors=None, abits=ABITS, **knobs):
+    """Run ``commands`` (one program) on the int8 layer's harness (``abits``:
+    the int16 layer's, 18, for its model) with the
     memory ``image`` (``errors``: the error flags they end with, default
     none; ``knobs``: the memory's ``seed``, ``lat_mask``, ``p_req``,
     ``p_data``, ``p_wr``; default none); ``(memory after,
     stamps and counts)``. The request addresses' bits above the memory must
     sum to those of :func:`_high_sums` (``high``, the harness's ``rd_high``
     and ``wr_high``)."""
-    spec = {"image": image, "programs": [[commands]], "abits": ABITS,
+    spec = {"image": image, "programs": [[commands]], "abits": abits,
             "mem_bytes": config.gemm.mem_bytes, "seed": 0, "lat_min": 1, "lat_mask": 0,
             "p_req": 0, "p_data": 0, "p_wr": 0, **knobs, "read_bytes": image.size,
             "timeout": 1_000_000,
             "errors": [[errors or [False] * len(commands)]]}
     result = simulate(config, "bertforge.sim.encoder_tb", spec, harness=encoder_harness_verilog,
-                      extra=(ABITS,))
+                      extra=(abits,))
     assert result["passed"], result.get("log")
     run = result["runs"][0]
-    assert run["layers"][0]["high"] == _high_sums(config, commands)
+    assert run["layers"][0]["high"] == _high_sums(config, commands, abits)
     return run["image"], run["layers"][0]
 
 
-def _high_sums(config, commands):
+def _high_sums(config, commands, abits=ABITS):
     """``[reads, writes]``: the sums (mod 2**32) of ``addr >> ABITS`` over the
     memory requests of the elementwise ``commands``, as the harness adds
     them (``rd_high``, ``wr_high``): an adapter reads its rows a memory word
@@ -118,7 +119,7 @@ def _high_sums(config, commands):
                   for base, stride in rows]
         writes += [c["dst"] + i * c["dst_stride"] + k * lanes * obytes
                    for i in range(c["rows"]) for k in range(c["length"] // lanes)]
-    return [sum((a % (1 << g.addr_width)) >> ABITS for a in addrs) % (1 << 32)
+    return [sum((a % (1 << g.addr_width)) >> abits for a in addrs) % (1 << 32)
             for addrs in (reads, writes)]
 
 
