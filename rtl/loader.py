@@ -23,6 +23,17 @@ def _select(index, values):
     return out
 
 
+def _constant(value):
+    """``value``'s integer if it is a constant (fixed at elaboration), else None."""
+    return value.value if isinstance(value, Const) else None
+
+
+def _less(value):
+    """``value - 1``, a constant when ``value`` is one."""
+    fixed = _constant(value)
+    return value - 1 if fixed is None else Const(fixed - 1)
+
+
 @dataclass(frozen=True)
 class Job:
     """One kind of memory read of a chunk. Each field but ``name`` and the
@@ -102,9 +113,12 @@ class Loader(wiring.Component):
             "released": In(1),
         })
 
-    def _first_job(self, enabled):
-        first = Const(len(self.jobs) - 1, range(len(self.jobs)))
-        for number in range(len(self.jobs) - 2, -1, -1):
+    @staticmethod
+    def _first_job(enabled):
+        """The first enabled job; only jobs up to the first that is always
+        enabled can be it (``len(enabled)`` of them)."""
+        first = Const(len(enabled) - 1, range(len(enabled)))
+        for number in range(len(enabled) - 2, -1, -1):
             first = Mux(enabled[number], number, first)
         return first
 
@@ -128,13 +142,24 @@ class Loader(wiring.Component):
         # -- issuer: read requests, job after job --------------------------------
         d = self.chunk.payload
         enabled = [job.when(d) for job in jobs]
-        # What the receiver needs of a chunk, worked out by the issuer.
+        # Jobs after the first that is always enabled are never a chunk's first.
+        firsts = next((n + 1 for n, e in enumerate(enabled) if _constant(e) == 1), len(jobs))
+        # What the receiver needs of a chunk, worked out by the issuer: each
+        # job's flag, rows - 1 and beats - 1, except those fixed at
+        # elaboration (the receiver uses the constant).
         rows_shape = range(rows_max + 1)
         beats_shape = range(max(cfg.segments, 4) + 1)
-        handoff = m.submodules.handoff = Queue(shape=data.StructLayout({
-            "enabled": len(jobs), "first": range(len(jobs)), "last": 1,
-            "rows_less": data.ArrayLayout(rows_shape, len(jobs)),
-            "beats_less": data.ArrayLayout(beats_shape, len(jobs))}), depth=cfg.stage_queue)
+        handed = {"first": range(firsts), "last": 1}
+        fields = []               # (field name, value at the issuer, shape)
+        for n, j in enumerate(jobs):
+            for name, value, shape in ((f"enabled{n}", enabled[n], 1),
+                                       (f"rows_less{n}", _less(j.rows(d)), rows_shape),
+                                       (f"beats_less{n}", _less(j.beats(d)), beats_shape)):
+                if _constant(value) is None:
+                    handed[name] = shape
+                    fields.append((name, value))
+        handoff = m.submodules.handoff = Queue(shape=data.StructLayout(handed),
+                                               depth=cfg.stage_queue)
         busy = Signal()
         job = Signal(range(len(jobs)))
         row = Signal(range(rows_max + 1))
@@ -170,7 +195,7 @@ class Loader(wiring.Component):
         # overwrite a slot still in use. The count has 3 bits, and no block
         # ends while seven are in use, so it never wraps.
         start = start & ~(d.last & (blocks_in_use == 7))
-        first = self._first_job(enabled)
+        first = self._first_job(enabled[:firsts])
         has_next, following = self._next_job(job, enabled)
 
         def rows_of(number):
@@ -179,17 +204,17 @@ class Loader(wiring.Component):
         last_row = Signal()       # ``row`` is the job's last, in a register
         req = self.rd_req
         m.d.comb += [
-            handoff.i.payload.enabled.eq(Cat(*enabled)), handoff.i.payload.first.eq(first),
-            handoff.i.payload.last.eq(d.last), handoff.i.valid.eq(start),
-            *[handoff.i.payload.rows_less[n].eq(j.rows(d) - 1) for n, j in enumerate(jobs)],
-            *[handoff.i.payload.beats_less[n].eq(j.beats(d) - 1) for n, j in enumerate(jobs)],
+            handoff.i.payload.first.eq(first), handoff.i.payload.last.eq(d.last),
+            handoff.i.valid.eq(start),
+            *[handoff.i.payload[name].eq(value) for name, value in fields],
             req.payload.addr.eq(addr),
             req.payload.beats.eq(_select(job, [j.beats(d) for j in jobs])),
             req.valid.eq(busy),
         ]
         with m.If(start):
-            m.d.sync += [busy.eq(1), row.eq(0), job.eq(first), last_row.eq(rows_of(first) == 1),
-                         addr.eq(_select(first, [base(n) for n in range(len(jobs))]))]
+            m.d.sync += [busy.eq(1), row.eq(0), job.eq(first),
+                         last_row.eq(_select(first, [j.rows(d) for j in jobs[:firsts]]) == 1),
+                         addr.eq(_select(first, [base(n) for n in range(firsts)]))]
         with m.If(busy & req.ready):
             stride = _select(job, [j.stride(d) for j in jobs])
             m.d.sync += [row.eq(row + 1), addr.eq(addr + stride),
@@ -208,7 +233,11 @@ class Loader(wiring.Component):
 
         # -- receiver: read data, tagged -------------------------------------
         r = handoff.o.payload
-        r_enabled = [r.enabled[n] for n in range(len(jobs))]
+
+        def received(name, value):
+            return r[name] if _constant(value) is None else value
+
+        r_enabled = [received(f"enabled{n}", enabled[n]) for n in range(len(jobs))]
         started = Signal()
         r_job = Signal(range(len(jobs)))
         r_row = Signal(range(rows_max + 1))
@@ -220,8 +249,10 @@ class Loader(wiring.Component):
         row_now = Mux(started, r_row, 0)
         beat_now = Mux(started, r_beat, 0)
         index_now = Mux(started, r_index, 0)
-        rows_less = r.rows_less[job_now]
-        beats_less = r.beats_less[job_now]
+        rows_less = _select(job_now, [received(f"rows_less{n}", _less(j.rows(d)))
+                                      for n, j in enumerate(jobs)])
+        beats_less = _select(job_now, [received(f"beats_less{n}", _less(j.beats(d)))
+                                       for n, j in enumerate(jobs)])
         r_has_next, r_following = self._next_job(job_now, r_enabled)
         rd = self.rd_data
         take = rd.valid & handoff.o.valid
