@@ -11,7 +11,9 @@ channel pauses in a cycle), ``record_bytes``, and ``runs``: a list of
 programs run one after the other, each with ``base``, ``program`` (hex of
 the assembled bytes), ``commands`` (their dicts, for the golden model),
 ``expect_code`` (STATUS.error_code), optionally ``expect_pc``,
-``fail_read`` / ``fail_write`` (``[lo, hi)`` byte ranges answered SLVERR),
+``fail_read`` / ``fail_write`` (``[lo, hi)`` byte ranges answered SLVERR;
+DECERR with ``decerr``), ``base`` need not be a record's multiple (the
+driver refuses it; the testbench then writes the registers itself),
 ``abort_after`` (cycles after start to write CTRL.abort), ``records`` (the
 PROG_LEN written, when not the program's records: a longer program wraps
 around the memory), ``polls`` (of STATUS before giving up; default 100,000).
@@ -116,6 +118,18 @@ class TB:
                             self.ram.read_if.r_channel):
                 channel.set_pause_generator(_pauses(random.Random(rng.random()), p))
         self._read, self._write = self.ram.read_if._read, self.ram.write_if._write
+        # An injected error answers DECERR instead of SLVERR while decerr is set.
+        self.decerr = False
+        for channel, field in ((self.ram.read_if.r_channel, "rresp"),
+                               (self.ram.write_if.b_channel, "bresp")):
+            channel.send = self._decerr(channel.send, field)
+
+    def _decerr(self, send, field):
+        async def wrapped(item):
+            if self.decerr and getattr(item, field) == AxiResp.SLVERR:
+                setattr(item, field, AxiResp.DECERR)
+            await send(item)
+        return wrapped
 
     async def reset(self):
         cocotb.start_soon(Clock(self.dut.clk, 10, unit="ns").start())
@@ -124,8 +138,10 @@ class TB:
         self.dut.rst.value = 0
         await ClockCycles(self.dut.clk, 2)
 
-    def inject(self, fail_read=None, fail_write=None):
-        """Answer SLVERR to reads / writes of bytes in ``[lo, hi)``."""
+    def inject(self, fail_read=None, fail_write=None, decerr=False):
+        """Answer SLVERR (``decerr``: DECERR) to reads / writes of bytes in
+        ``[lo, hi)``."""
+        self.decerr = bool(decerr)
         def failing(call, span):
             async def wrapped(address, data_or_length):
                 if span and span[0] <= address < span[1]:
@@ -147,7 +163,11 @@ class TB:
         for name, addr in (("read_id", REG["ID"]), ("read_unmapped", 0x30),
                            ("read_unmapped_top", 0xFC)):
             out[name] = names[(await lite.read(addr, 4)).resp]
+        # a byte read at an unaligned address reads its word's byte
+        answer = await lite.read(REG["ID"] + 3, 1)
+        out["read_id_byte3"] = [names[answer.resp], answer.data[0]]
         for name, addr in (("write_irq_enable", REG["IRQ_ENABLE"]), ("write_unmapped", 0x30),
+                           ("write_unmapped_top", 0xFC),
                            ("write_id", REG["ID"]), ("write_status", REG["STATUS"]),
                            ("write_cycles", REG["CYCLES"])):
             out[name] = names[(await lite.write(addr, (0).to_bytes(4, "little"))).resp]
@@ -205,8 +225,15 @@ class TB:
     async def run(self, run):
         dut, driver = self.dut, self.driver
         before = self.memory()
-        self.inject(run.get("fail_read"), run.get("fail_write"))
-        await driver.load(run["base"], bytes.fromhex(run["program"]))
+        self.inject(run.get("fail_read"), run.get("fail_write"), run.get("decerr"))
+        if run["base"] % self.driver.record_bytes:     # the driver refuses such a base
+            program = bytes.fromhex(run["program"])
+            self.ram.write(run["base"], program)
+            for name, value in (("PROG_BASE_LO", run["base"]), ("PROG_BASE_HI", 0),
+                                ("PROG_LEN", len(program) // self.driver.record_bytes)):
+                await self.lite.write_dword(REG[name], value)
+        else:
+            await driver.load(run["base"], bytes.fromhex(run["program"]))
         if run.get("records") is not None:     # PROG_LEN other than the program's records
             await driver.point(run["base"], run["records"])
         start = get_sim_time("ns")

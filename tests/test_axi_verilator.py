@@ -131,8 +131,66 @@ def test_axi_gemm_programs():
     # registers SLVERR (the write changes nothing).
     assert result["responses"] == {
         "read_id": "OKAY", "read_unmapped": "SLVERR", "read_unmapped_top": "SLVERR",
-        "write_irq_enable": "OKAY", "write_unmapped": "SLVERR", "write_id": "SLVERR",
-        "write_status": "SLVERR", "write_cycles": "SLVERR", "id_after_write": 0x42464731}
+        "read_id_byte3": ["OKAY", 0x42], "write_irq_enable": "OKAY", "write_unmapped": "SLVERR",
+        "write_unmapped_top": "SLVERR", "write_id": "SLVERR", "write_status": "SLVERR",
+        "write_cycles": "SLVERR", "id_after_write": 0x42464731}
+
+
+def top_bit_commands(config):
+    """The GEMM engine's commands with every field at its top bits
+    (``test_every_field_at_its_top_bits`` of test_gemm_verilator.py, at this
+    config's 16-bit addresses): a refused one with every size at 0xFFFF and
+    every address and stride at 0xFFFF, and accepted ones whose addresses
+    and strides set bits 3 to 15. Returns ``(refused, accepted)``."""
+    top = 1 << config.addr_width
+    full, wide = 0xFFFF, top - 1
+    refused = dict(m=full, k=full, n=full, a_addr=wide, b_addr=wide, c_addr=wide, a_stride=wide,
+                   b_stride=wide, c_stride=wide, accumulate=1, int8=1, int16=1, bias=1,
+                   per_channel=1, bias_addr=wide, scale_addr=wide, multiplier=2**32 - 1,
+                   shift=63, tag=255)
+    accepted = [
+        dict(m=2, k=8, n=2, a_addr=0x0000, a_stride=0xFFF0, b_addr=0x0040, b_stride=0x0FC0,
+             c_addr=0x00C0, c_stride=0x7F00, bias=1, bias_addr=0xFFE0, tag=0x3F),
+        dict(m=2, k=2, n=2, a_addr=0x8100, a_stride=0x3FF0, b_addr=0x0060, b_stride=0xFF40,
+             c_addr=0x8140, c_stride=0x2400, int8=1, per_channel=1, scale_addr=top - 8,
+             tag=0xE0),                         # the scales end at the top of memory
+        dict(m=3, k=5, n=2, a_addr=0xEA00, a_stride=0x0400, b_addr=0x7E00, b_stride=0x0020,
+             c_addr=0xDC00, c_stride=0x0200, int16=1, multiplier=0xFFFF, shift=17, tag=0x20),
+        dict(m=1, k=1, n=1, a_addr=0x10, a_stride=0, b_addr=0x20, b_stride=0, c_addr=0x30,
+             c_stride=0, tag=0),
+    ]
+    return refused, accepted
+
+
+def test_axi_fields_at_top_bits_and_bus_errors():
+    """Through the AXI top, without pauses: the engine's commands with
+    every field at its top bits (refused ones end their program with code
+    6 after the commands before them ran; accepted ones bit-exact over
+    random memory, from a program at an unaligned base, which the driver
+    refuses but the hardware takes); a read error on the program's own
+    record (code 1 at its decode, nothing run); DECERR on a read (code 2)
+    and on a write (code 4); each program ends with its irq."""
+    config = config_for(32)
+    image = np.random.default_rng(21).integers(0, 256, 1 << config.addr_width, dtype=np.uint8)
+    refused, ok = top_bit_commands(config)
+    rb = record_bytes(config)
+    runs = [program_run(config, [ok[0], refused], base=0x4000, expect_code=ERR_REJECTED,
+                        expect_pc=1),
+            program_run(config, [ok[1], ok[2], dict(refused, n=0xE000, tag=254)], base=0x4400,
+                        expect_code=ERR_REJECTED, expect_pc=2),
+            program_run(config, ok, base=0x4803),
+            program_run(config, ok[3:], base=0x4C00, expect_code=1, expect_pc=0,
+                        fail_read=[0x4C00, 0x4C00 + rb]),
+            program_run(config, ok[3:], base=0x4C40, expect_code=2, expect_pc=0,
+                        fail_read=[0x10, 0x11], decerr=True),
+            program_run(config, ok[3:], base=0x4C80, expect_code=4, expect_pc=0,
+                        fail_write=[0x30, 0x34], decerr=True)]
+    result = simulate_axi(config, image, runs, pause=0.0, seed=3)
+    assert result["passed"], result.get("log")
+    got = result["runs"]
+    assert [(r["code"], r["pc"]) for r in got] == [(6, 1), (6, 2), (0, 4), (1, 0), (2, 0), (4, 0)]
+    assert [r["mismatches"] for r in got[:3]] == [0, 0, 0]
+    assert [r["irq_status"] for r in got] == [2, 2, 1, 2, 2, 2]
 
 
 def one_block_items(count, rng):
