@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bertforge.generators.axi_sim import program_run, simulate_axi
-from bertforge.generators.gemm_sim import layout_problems
+from bertforge.generators.gemm_sim import layout_problems, read_matrix
 from bertforge.boards.axi_board_tb import LANE_BYTES
 from bertforge.rtl.axi_regmap import REGISTERS
 from bertforge.rtl.axi_top import ERR_ABORTED, ERR_BAD_OPCODE, ERR_REJECTED, record_bytes
@@ -169,11 +169,22 @@ def test_axi_fields_at_top_bits_and_bus_errors():
     random memory, from a program at an unaligned base, which the driver
     refuses but the hardware takes); a read error on the program's own
     record (code 1 at its decode, nothing run); DECERR on a read (code 2)
-    and on a write (code 4); each program ends with its irq."""
+    and on a write (code 4); each program ends with its irq. Then the
+    engine's saturations (C += A @ B past the int32 limits, acc + bias past
+    them), per-channel scales of four columns without a bias (int8) and
+    with one (int16), and a refused N = 0 after them."""
     config = config_for(32)
     image = np.random.default_rng(21).integers(0, 256, 1 << config.addr_width, dtype=np.uint8)
     refused, ok = top_bit_commands(config)
     rb = record_bytes(config)
+    lo, hi = -(1 << 31), (1 << 31) - 1
+    limits = place(config, image, [
+        dict(m=2, k=4, n=2, accumulate=1, a=[[127] * 4, [-128] * 4], b=[[127, 127]] * 4,
+             c_old=np.array([[hi, hi], [lo, lo]])),
+        dict(m=6, k=40, n=4, extreme=True, bias=np.array([hi, lo, hi, 5])),
+        dict(m=3, k=9, n=4, scale=np.linspace(2e-3, 9e-3, 4)),
+        dict(m=3, k=9, n=4, int16=1, bias=True, scale=np.linspace(2e-2, 9e-2, 4)),
+        dict(raw=dict(m=3, k=3, n=0))], 0x2000, np.random.default_rng(22))
     runs = [program_run(config, [ok[0], refused], base=0x4000, expect_code=ERR_REJECTED,
                         expect_pc=1),
             program_run(config, [ok[1], ok[2], dict(refused, n=0xE000, tag=254)], base=0x4400,
@@ -184,13 +195,17 @@ def test_axi_fields_at_top_bits_and_bus_errors():
             program_run(config, ok[3:], base=0x4C40, expect_code=2, expect_pc=0,
                         fail_read=[0x10, 0x11], decerr=True),
             program_run(config, ok[3:], base=0x4C80, expect_code=4, expect_pc=0,
-                        fail_write=[0x30, 0x34], decerr=True)]
+                        fail_write=[0x30, 0x34], decerr=True),
+            program_run(config, limits, base=0x4D00, expect_code=ERR_REJECTED, expect_pc=4)]
     result = simulate_axi(config, image, runs, pause=0.0, seed=3)
     assert result["passed"], result.get("log")
     got = result["runs"]
-    assert [(r["code"], r["pc"]) for r in got] == [(6, 1), (6, 2), (0, 4), (1, 0), (2, 0), (4, 0)]
-    assert [r["mismatches"] for r in got[:3]] == [0, 0, 0]
-    assert [r["irq_status"] for r in got] == [2, 2, 1, 2, 2, 2]
+    assert [(r["code"], r["pc"]) for r in got] == [(6, 1), (6, 2), (0, 4), (1, 0), (2, 0), (4, 0),
+                                                   (6, 4)]
+    assert [got[i]["mismatches"] for i in (0, 1, 2, 6)] == [0, 0, 0, 0]
+    assert [r["irq_status"] for r in got] == [2, 2, 1, 2, 2, 2, 2]
+    # C at the limits stays there (saturated, not wrapped)
+    assert read_matrix(config, result["image"], limits[0]).tolist() == [[hi, hi], [lo, lo]]
 
 
 def one_block_items(count, rng):
