@@ -7,7 +7,8 @@ Spec keys: ``config`` (a GemmConfig dict; a SparseEngineConfig dict with
 ``engine: "sparse"``; an EncoderConfig dict with ``engine: "encoder"``, whose
 memory the caller checks), ``mem_size`` (bytes of memory), ``image`` (``.npy``, the initial
 memory, ``2**addr_width`` bytes), ``seed``, ``pause`` (probability that a
-channel pauses in a cycle), ``record_bytes``, and ``runs``: a list of
+channel pauses in a cycle; or a dict of them by channel: ``"aw"``, ``"w"``,
+``"b"``, ``"ar"``, ``"r"``), ``record_bytes``, and ``runs``: a list of
 programs run one after the other, each with ``base``, ``program`` (hex of
 the assembled bytes), ``commands`` (their dicts, for the golden model),
 ``expect_code`` (STATUS.error_code), optionally ``expect_pc``,
@@ -111,12 +112,15 @@ class TB:
         self.driver = AsyncDriver(CocotbBackend(self.lite, self.ram),
                                   record_bytes=spec["record_bytes"])
         rng = random.Random(spec.get("seed", 0))
-        p = float(spec.get("pause", 0.0))
-        if p:
-            for channel in (self.ram.write_if.aw_channel, self.ram.write_if.w_channel,
-                            self.ram.write_if.b_channel, self.ram.read_if.ar_channel,
-                            self.ram.read_if.r_channel):
-                channel.set_pause_generator(_pauses(random.Random(rng.random()), p))
+        p = spec.get("pause", 0.0)
+        channels = {"aw": self.ram.write_if.aw_channel, "w": self.ram.write_if.w_channel,
+                    "b": self.ram.write_if.b_channel, "ar": self.ram.read_if.ar_channel,
+                    "r": self.ram.read_if.r_channel}
+        for name, channel in channels.items():
+            chance = float(p.get(name, 0.0) if isinstance(p, dict) else p)
+            seed = rng.random()
+            if chance:
+                channel.set_pause_generator(_pauses(random.Random(seed), chance))
         self._read, self._write = self.ram.read_if._read, self.ram.write_if._write
         # An injected error answers DECERR instead of SLVERR while decerr is set.
         self.decerr = False

@@ -82,7 +82,9 @@ def program_run(config, commands, *, base, expect_code=0, **extra):
 def simulate_axi(config, image, runs, *, bus=None, seed=0, pause=0.0, workdir=None, quiet=True):
     """Run ``runs`` (:func:`program_run` entries, one after the other) on the
     AXI top in Verilator, memory ``image`` (its bytes; addresses wrap
-    around it), every AXI channel paused with probability ``pause`` per cycle.
+    around it), every AXI channel paused with probability ``pause`` per cycle
+    (or a dict of probabilities by channel: ``"aw"``, ``"w"``, ``"b"``,
+    ``"ar"``, ``"r"``; 0 for those it leaves out).
     Returns the testbench's result (``config``, ``runs``, ``passed``,
     ``phases``)."""
     from bertforge.sim import runner

@@ -163,7 +163,9 @@ def top_bit_commands(config):
 
 
 def test_axi_fields_at_top_bits_and_bus_errors():
-    """Through the AXI top, without pauses: the engine's commands with
+    """Through the AXI top, W paused 90% of the cycles (so the master's W
+    queue fills and a burst's last beat waits for room after its AW,
+    ``sealed``), the other channels never: the engine's commands with
     every field at its top bits (refused ones end their program with code
     6 after the commands before them ran; accepted ones bit-exact over
     random memory, from a program at an unaligned base, which the driver
@@ -172,7 +174,7 @@ def test_axi_fields_at_top_bits_and_bus_errors():
     and on a write (code 4); each program ends with its irq. Then the
     engine's saturations (C += A @ B past the int32 limits, acc + bias past
     them), per-channel scales of four columns without a bias (int8) and
-    with one (int16), and a refused N = 0 after them."""
+    with one (int16), a C of 40-word rows, and a refused N = 0 after them."""
     config = config_for(32)
     image = np.random.default_rng(21).integers(0, 256, 1 << config.addr_width, dtype=np.uint8)
     refused, ok = top_bit_commands(config)
@@ -184,6 +186,7 @@ def test_axi_fields_at_top_bits_and_bus_errors():
         dict(m=6, k=40, n=4, extreme=True, bias=np.array([hi, lo, hi, 5])),
         dict(m=3, k=9, n=4, scale=np.linspace(2e-3, 9e-3, 4)),
         dict(m=3, k=9, n=4, int16=1, bias=True, scale=np.linspace(2e-2, 9e-2, 4)),
+        dict(m=4, k=3, n=40),               # rows of 40 words: the W queue fills
         dict(raw=dict(m=3, k=3, n=0))], 0x2000, np.random.default_rng(22))
     runs = [program_run(config, [ok[0], refused], base=0x4000, expect_code=ERR_REJECTED,
                         expect_pc=1),
@@ -196,12 +199,12 @@ def test_axi_fields_at_top_bits_and_bus_errors():
                         fail_read=[0x10, 0x11], decerr=True),
             program_run(config, ok[3:], base=0x4C80, expect_code=4, expect_pc=0,
                         fail_write=[0x30, 0x34], decerr=True),
-            program_run(config, limits, base=0x4D00, expect_code=ERR_REJECTED, expect_pc=4)]
-    result = simulate_axi(config, image, runs, pause=0.0, seed=3)
+            program_run(config, limits, base=0x4D00, expect_code=ERR_REJECTED, expect_pc=5)]
+    result = simulate_axi(config, image, runs, pause={"w": 0.9}, seed=3)
     assert result["passed"], result.get("log")
     got = result["runs"]
     assert [(r["code"], r["pc"]) for r in got] == [(6, 1), (6, 2), (0, 4), (1, 0), (2, 0), (4, 0),
-                                                   (6, 4)]
+                                                   (6, 5)]
     assert [got[i]["mismatches"] for i in (0, 1, 2, 6)] == [0, 0, 0, 0]
     assert [r["irq_status"] for r in got] == [2, 2, 1, 2, 2, 2, 2]
     # C at the limits stays there (saturated, not wrapped)
