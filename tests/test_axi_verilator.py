@@ -174,7 +174,8 @@ def test_axi_fields_at_top_bits_and_bus_errors():
     and on a write (code 4); each program ends with its irq. Then the
     engine's saturations (C += A @ B past the int32 limits, acc + bias past
     them), per-channel scales of four columns without a bias (int8) and
-    with one (int16), a C of 40-word rows, and a refused N = 0 after them."""
+    with one (int16), a C of 40-word rows, and a refused N = 0 after them;
+    last a program of 130 records (the program counter through bit 7)."""
     config = config_for(32)
     image = np.random.default_rng(21).integers(0, 256, 1 << config.addr_width, dtype=np.uint8)
     refused, ok = top_bit_commands(config)
@@ -192,21 +193,22 @@ def test_axi_fields_at_top_bits_and_bus_errors():
                         expect_pc=1),
             program_run(config, [ok[1], ok[2], dict(refused, n=0xE000, tag=254)], base=0x4400,
                         expect_code=ERR_REJECTED, expect_pc=2),
-            program_run(config, ok, base=0x4803),
+            program_run(config, ok, base=0xEA1F),
             program_run(config, ok[3:], base=0x4C00, expect_code=1, expect_pc=0,
                         fail_read=[0x4C00, 0x4C00 + rb]),
             program_run(config, ok[3:], base=0x4C40, expect_code=2, expect_pc=0,
                         fail_read=[0x10, 0x11], decerr=True),
             program_run(config, ok[3:], base=0x4C80, expect_code=4, expect_pc=0,
                         fail_write=[0x30, 0x34], decerr=True),
-            program_run(config, limits, base=0x4D00, expect_code=ERR_REJECTED, expect_pc=5)]
+            program_run(config, limits, base=0x4D00, expect_code=ERR_REJECTED, expect_pc=5),
+            program_run(config, [ok[3]] * 130, base=0x6000)]
     result = simulate_axi(config, image, runs, pause={"w": 0.9}, seed=3)
     assert result["passed"], result.get("log")
     got = result["runs"]
     assert [(r["code"], r["pc"]) for r in got] == [(6, 1), (6, 2), (0, 4), (1, 0), (2, 0), (4, 0),
-                                                   (6, 5)]
-    assert [got[i]["mismatches"] for i in (0, 1, 2, 6)] == [0, 0, 0, 0]
-    assert [r["irq_status"] for r in got] == [2, 2, 1, 2, 2, 2, 2]
+                                                   (6, 5), (0, 130)]
+    assert [got[i]["mismatches"] for i in (0, 1, 2, 6, 7)] == [0] * 5
+    assert [r["irq_status"] for r in got] == [2, 2, 1, 2, 2, 2, 2, 1]
     # C at the limits stays there (saturated, not wrapped)
     assert read_matrix(config, result["image"], limits[0]).tolist() == [[hi, hi], [lo, lo]]
 
