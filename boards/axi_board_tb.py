@@ -17,7 +17,10 @@ DECERR with ``decerr``), ``base`` need not be a record's multiple (the
 driver refuses it; the testbench then writes the registers itself),
 ``abort_after`` (cycles after start to write CTRL.abort), ``records`` (the
 PROG_LEN written, when not the program's records: a longer program wraps
-around the memory), ``polls`` (of STATUS before giving up; default 100,000).
+around the memory), ``polls`` (of STATUS before giving up; default 100,000),
+``deposit`` (counter name -> a value written into that performance
+counter's register just after the start, through the counters' module,
+which the build makes public: the counter wraps past 2**32 - 1).
 
 Before the runs the register file is read back (:meth:`TB.registers`:
 every register after reset, the writable ones after writes of all ones
@@ -30,7 +33,9 @@ on the memory as the run found it). Results: ``registers``; one dict per
 run (code, pc, counters, match; ``elapsed``, clock cycles from the start
 to the end seen; ``irq_status``, and ``irq`` under each ``IRQ_ENABLE``
 value, ``irq_enabled``; ``steps``, the counters' steps summed by
-:meth:`TB.count_steps`; ``write_bursts``, its count of AW handshakes) under ``runs``; the final memory in the ``.npy``
+:meth:`TB.count_steps`; ``write_bursts``, its count of AW handshakes;
+``offsets``, what each deposit added to its counter, mod 2**32, and
+``counters_high``, the counters read just after it) under ``runs``; the final memory in the ``.npy``
 file named by ``image``.
 """
 
@@ -42,7 +47,7 @@ import warnings
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
 from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam, AxiResp
 
@@ -242,6 +247,19 @@ class TB:
             await driver.point(run["base"], run["records"])
         start = get_sim_time("ns")
         await driver.run(irq=True)
+        # counters moved to near the top: each then reads its steps since
+        # the start plus the offset the deposit made (mod 2**32)
+        offsets, high = {}, None
+        if run.get("deposit"):
+            # between clock edges, after the start's clear: the value read is
+            # the register's, and the write lands before the next edge
+            await ClockCycles(dut.clk, 2)
+            await FallingEdge(dut.clk)
+            for name, value in run["deposit"].items():
+                handle = getattr(dut.counters, f"count_{name}")
+                offsets[name] = (value - int(handle.value)) % (1 << 32)
+                handle.value = value
+            high = await driver.counters()
         if run.get("abort_after") is not None:
             await ClockCycles(dut.clk, run["abort_after"])
             await self.lite.write_dword(REG["CTRL"], 2)
@@ -277,7 +295,8 @@ class TB:
         mismatches = int(np.count_nonzero(got != expected)) if checked else None
         return {"code": code, "pc": pc, "irq": irq, "irq_after": irq_after, "counters": counters,
                 "elapsed": elapsed, "irq_status": irq_status, "irq_enabled": irq_enabled,
-                "steps": steps, "write_bursts": bursts,
+                "steps": steps, "write_bursts": bursts, "offsets": offsets,
+                "counters_high": high,
                 "mismatches": mismatches, "errors": errors}
 
 

@@ -92,7 +92,9 @@ def simulate_axi(config, image, runs, *, bus=None, seed=0, pause=0.0, workdir=No
     start = time.perf_counter()
     verilog = axi_verilog(config, bus)
     phases["elaborate"] = time.perf_counter() - start
-    runner.build(verilog, axi_name(config), quiet=quiet)
+    # the counters' module is public: a run may deposit into its counts
+    public = (f"{axi_name(config)}.counters",)
+    runner.build(verilog, axi_name(config), quiet=quiet, public=public)
     phases["build"] = time.perf_counter() - start - phases["elaborate"]
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="bertforge-axi-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -107,7 +109,7 @@ def simulate_axi(config, image, runs, *, bus=None, seed=0, pause=0.0, workdir=No
             "seed": seed, "pause": pause, "record_bytes": record_bytes(config)}
     mark = time.perf_counter()
     result = runner.run(verilog, axi_name(config), "bertforge.boards.axi_board_tb", spec, workdir=work,
-                        quiet=quiet, rerun_with_waves=False)
+                        quiet=quiet, rerun_with_waves=False, public=public)
     phases["simulate"] = time.perf_counter() - mark
     image_path = result.get("image")
     result["image"] = np.load(image_path) if image_path and Path(image_path).is_file() else None

@@ -162,6 +162,12 @@ def top_bit_commands(config):
     return refused, accepted
 
 
+#: Values deposited into the performance counters (by name) just after a
+#: start: each wraps within the 130-record program.
+DEPOSIT = {"cycles": 2**32 - 300, "busy_gemm": 2**32 - 200, "bytes_read": 2**32 - 64,
+           "bytes_written": 2**32 - 8, "mem_wait": 2**32 - 40}
+
+
 def test_axi_fields_at_top_bits_and_bus_errors():
     """Through the AXI top, W paused 90% of the cycles (so the master's W
     queue fills and a burst's last beat waits for room after its AW,
@@ -175,7 +181,9 @@ def test_axi_fields_at_top_bits_and_bus_errors():
     engine's saturations (C += A @ B past the int32 limits, acc + bias past
     them), per-channel scales of four columns without a bias (int8) and
     with one (int16), a C of 40-word rows, and a refused N = 0 after them;
-    last a program of 130 records (the program counter through bit 7)."""
+    last a program of 130 records (the program counter through bit 7),
+    its performance counters set near 2**32 just after its start (cocotb
+    deposits into the counters' registers): they wrap."""
     config = config_for(32)
     image = np.random.default_rng(21).integers(0, 256, 1 << config.addr_width, dtype=np.uint8)
     refused, ok = top_bit_commands(config)
@@ -201,7 +209,7 @@ def test_axi_fields_at_top_bits_and_bus_errors():
             program_run(config, ok[3:], base=0x4C80, expect_code=4, expect_pc=0,
                         fail_write=[0x30, 0x34], decerr=True),
             program_run(config, limits, base=0x4D00, expect_code=ERR_REJECTED, expect_pc=5),
-            program_run(config, [ok[3]] * 130, base=0x6000)]
+            program_run(config, [ok[3]] * 130, base=0x6000, deposit=DEPOSIT)]
     result = simulate_axi(config, image, runs, pause={"w": 0.9}, seed=3)
     assert result["passed"], result.get("log")
     got = result["runs"]
@@ -211,6 +219,14 @@ def test_axi_fields_at_top_bits_and_bus_errors():
     assert [r["irq_status"] for r in got] == [2, 2, 1, 2, 2, 2, 2, 1]
     # C at the limits stays there (saturated, not wrapped)
     assert read_matrix(config, result["image"], limits[0]).tolist() == [[hi, hi], [lo, lo]]
+    # the counters moved to near 2**32 wrap: each reads its steps plus the
+    # deposit's offset, mod 2**32 (so it is below its steps' sum)
+    last = got[-1]
+    assert set(last["offsets"]) == set(DEPOSIT)
+    for name, value in DEPOSIT.items():
+        assert last["counters_high"][name] >= value - (1 << 16)
+        assert last["counters"][name] == (last["steps"][name] + last["offsets"][name]) % (1 << 32)
+        assert last["counters"][name] < last["steps"][name]
 
 
 def one_block_items(count, rng):
