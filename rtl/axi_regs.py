@@ -199,7 +199,7 @@ class AxiLiteRegisters(wiring.Component):
         """The 32-bit word ``reg`` reads: its fields at their bits in one
         ``Cat`` (zeros between), so that no constant intermediate is
         emitted (an OR of each field shifted to its place left about
-        2,700 constant toggle points in the AXI top's register file); a
+        2,860 constant toggle points in the AXI top's register file); a
         register whose fields are all constant is one constant."""
         parts, at = [], 0
         for f in sorted(reg["fields"], key=lambda f: f["lsb"]):
