@@ -7,14 +7,20 @@ Spec keys: ``config`` (a GemmConfig dict; a SparseEngineConfig dict with
 ``engine: "sparse"``; an EncoderConfig dict with ``engine: "encoder"``, whose
 memory the caller checks), ``mem_size`` (bytes of memory), ``image`` (``.npy``, the initial
 memory, ``2**addr_width`` bytes), ``seed``, ``pause`` (probability that a
-channel pauses in a cycle), ``record_bytes``, and ``runs``: a list of
+channel pauses in a cycle; or a dict of them by channel: ``"aw"``, ``"w"``,
+``"b"``, ``"ar"``, ``"r"``), ``record_bytes``, and ``runs``: a list of
 programs run one after the other, each with ``base``, ``program`` (hex of
 the assembled bytes), ``commands`` (their dicts, for the golden model),
 ``expect_code`` (STATUS.error_code), optionally ``expect_pc``,
-``fail_read`` / ``fail_write`` (``[lo, hi)`` byte ranges answered SLVERR),
+``fail_read`` / ``fail_write`` (``[lo, hi)`` byte ranges answered SLVERR;
+DECERR with ``decerr``), ``base`` need not be a record's multiple (the
+driver refuses it; the testbench then writes the registers itself),
 ``abort_after`` (cycles after start to write CTRL.abort), ``records`` (the
 PROG_LEN written, when not the program's records: a longer program wraps
-around the memory), ``polls`` (of STATUS before giving up; default 100,000).
+around the memory), ``polls`` (of STATUS before giving up; default 100,000),
+``deposit`` (counter name -> a value written into that performance
+counter's register just after the start, through the counters' module,
+which the build makes public: the counter wraps past 2**32 - 1).
 
 Before the runs the register file is read back (:meth:`TB.registers`:
 every register after reset, the writable ones after writes of all ones
@@ -27,7 +33,9 @@ on the memory as the run found it). Results: ``registers``; one dict per
 run (code, pc, counters, match; ``elapsed``, clock cycles from the start
 to the end seen; ``irq_status``, and ``irq`` under each ``IRQ_ENABLE``
 value, ``irq_enabled``; ``steps``, the counters' steps summed by
-:meth:`TB.count_steps`; ``write_bursts``, its count of AW handshakes) under ``runs``; the final memory in the ``.npy``
+:meth:`TB.count_steps`; ``write_bursts``, its count of AW handshakes;
+``offsets``, what each deposit added to its counter, mod 2**32, and
+``counters_high``, the counters read just after it) under ``runs``; the final memory in the ``.npy``
 file named by ``image``.
 """
 
@@ -39,7 +47,7 @@ import warnings
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
 from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam, AxiResp
 
@@ -109,13 +117,28 @@ class TB:
         self.driver = AsyncDriver(CocotbBackend(self.lite, self.ram),
                                   record_bytes=spec["record_bytes"])
         rng = random.Random(spec.get("seed", 0))
-        p = float(spec.get("pause", 0.0))
-        if p:
-            for channel in (self.ram.write_if.aw_channel, self.ram.write_if.w_channel,
-                            self.ram.write_if.b_channel, self.ram.read_if.ar_channel,
-                            self.ram.read_if.r_channel):
-                channel.set_pause_generator(_pauses(random.Random(rng.random()), p))
+        p = spec.get("pause", 0.0)
+        channels = {"aw": self.ram.write_if.aw_channel, "w": self.ram.write_if.w_channel,
+                    "b": self.ram.write_if.b_channel, "ar": self.ram.read_if.ar_channel,
+                    "r": self.ram.read_if.r_channel}
+        for name, channel in channels.items():
+            chance = float(p.get(name, 0.0) if isinstance(p, dict) else p)
+            seed = rng.random()
+            if chance:
+                channel.set_pause_generator(_pauses(random.Random(seed), chance))
         self._read, self._write = self.ram.read_if._read, self.ram.write_if._write
+        # An injected error answers DECERR instead of SLVERR while decerr is set.
+        self.decerr = False
+        for channel, field in ((self.ram.read_if.r_channel, "rresp"),
+                               (self.ram.write_if.b_channel, "bresp")):
+            channel.send = self._decerr(channel.send, field)
+
+    def _decerr(self, send, field):
+        async def wrapped(item):
+            if self.decerr and getattr(item, field) == AxiResp.SLVERR:
+                setattr(item, field, AxiResp.DECERR)
+            await send(item)
+        return wrapped
 
     async def reset(self):
         cocotb.start_soon(Clock(self.dut.clk, 10, unit="ns").start())
@@ -124,8 +147,10 @@ class TB:
         self.dut.rst.value = 0
         await ClockCycles(self.dut.clk, 2)
 
-    def inject(self, fail_read=None, fail_write=None):
-        """Answer SLVERR to reads / writes of bytes in ``[lo, hi)``."""
+    def inject(self, fail_read=None, fail_write=None, decerr=False):
+        """Answer SLVERR (``decerr``: DECERR) to reads / writes of bytes in
+        ``[lo, hi)``."""
+        self.decerr = bool(decerr)
         def failing(call, span):
             async def wrapped(address, data_or_length):
                 if span and span[0] <= address < span[1]:
@@ -147,7 +172,11 @@ class TB:
         for name, addr in (("read_id", REG["ID"]), ("read_unmapped", 0x30),
                            ("read_unmapped_top", 0xFC)):
             out[name] = names[(await lite.read(addr, 4)).resp]
+        # a byte read at an unaligned address reads its word's byte
+        answer = await lite.read(REG["ID"] + 3, 1)
+        out["read_id_byte3"] = [names[answer.resp], answer.data[0]]
         for name, addr in (("write_irq_enable", REG["IRQ_ENABLE"]), ("write_unmapped", 0x30),
+                           ("write_unmapped_top", 0xFC),
                            ("write_id", REG["ID"]), ("write_status", REG["STATUS"]),
                            ("write_cycles", REG["CYCLES"])):
             out[name] = names[(await lite.write(addr, (0).to_bytes(4, "little"))).resp]
@@ -205,12 +234,32 @@ class TB:
     async def run(self, run):
         dut, driver = self.dut, self.driver
         before = self.memory()
-        self.inject(run.get("fail_read"), run.get("fail_write"))
-        await driver.load(run["base"], bytes.fromhex(run["program"]))
+        self.inject(run.get("fail_read"), run.get("fail_write"), run.get("decerr"))
+        if run["base"] % self.driver.record_bytes:     # the driver refuses such a base
+            program = bytes.fromhex(run["program"])
+            self.ram.write(run["base"], program)
+            for name, value in (("PROG_BASE_LO", run["base"]), ("PROG_BASE_HI", 0),
+                                ("PROG_LEN", len(program) // self.driver.record_bytes)):
+                await self.lite.write_dword(REG[name], value)
+        else:
+            await driver.load(run["base"], bytes.fromhex(run["program"]))
         if run.get("records") is not None:     # PROG_LEN other than the program's records
             await driver.point(run["base"], run["records"])
         start = get_sim_time("ns")
         await driver.run(irq=True)
+        # counters moved to near the top: each then reads its steps since
+        # the start plus the offset the deposit made (mod 2**32)
+        offsets, high = {}, None
+        if run.get("deposit"):
+            # between clock edges, after the start's clear: the value read is
+            # the register's, and the write lands before the next edge
+            await ClockCycles(dut.clk, 2)
+            await FallingEdge(dut.clk)
+            for name, value in run["deposit"].items():
+                handle = getattr(dut.counters, f"count_{name}")
+                offsets[name] = (value - int(handle.value)) % (1 << 32)
+                handle.value = value
+            high = await driver.counters()
         if run.get("abort_after") is not None:
             await ClockCycles(dut.clk, run["abort_after"])
             await self.lite.write_dword(REG["CTRL"], 2)
@@ -246,7 +295,8 @@ class TB:
         mismatches = int(np.count_nonzero(got != expected)) if checked else None
         return {"code": code, "pc": pc, "irq": irq, "irq_after": irq_after, "counters": counters,
                 "elapsed": elapsed, "irq_status": irq_status, "irq_enabled": irq_enabled,
-                "steps": steps, "write_bursts": bursts,
+                "steps": steps, "write_bursts": bursts, "offsets": offsets,
+                "counters_high": high,
                 "mismatches": mismatches, "errors": errors}
 
 

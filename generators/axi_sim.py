@@ -82,7 +82,9 @@ def program_run(config, commands, *, base, expect_code=0, **extra):
 def simulate_axi(config, image, runs, *, bus=None, seed=0, pause=0.0, workdir=None, quiet=True):
     """Run ``runs`` (:func:`program_run` entries, one after the other) on the
     AXI top in Verilator, memory ``image`` (its bytes; addresses wrap
-    around it), every AXI channel paused with probability ``pause`` per cycle.
+    around it), every AXI channel paused with probability ``pause`` per cycle
+    (or a dict of probabilities by channel: ``"aw"``, ``"w"``, ``"b"``,
+    ``"ar"``, ``"r"``; 0 for those it leaves out).
     Returns the testbench's result (``config``, ``runs``, ``passed``,
     ``phases``)."""
     from bertforge.sim import runner
@@ -90,7 +92,9 @@ def simulate_axi(config, image, runs, *, bus=None, seed=0, pause=0.0, workdir=No
     start = time.perf_counter()
     verilog = axi_verilog(config, bus)
     phases["elaborate"] = time.perf_counter() - start
-    runner.build(verilog, axi_name(config), quiet=quiet)
+    # the counters' module is public: a run may deposit into its counts
+    public = (f"{axi_name(config)}.counters",)
+    runner.build(verilog, axi_name(config), quiet=quiet, public=public)
     phases["build"] = time.perf_counter() - start - phases["elaborate"]
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="bertforge-axi-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -105,7 +109,7 @@ def simulate_axi(config, image, runs, *, bus=None, seed=0, pause=0.0, workdir=No
             "seed": seed, "pause": pause, "record_bytes": record_bytes(config)}
     mark = time.perf_counter()
     result = runner.run(verilog, axi_name(config), "bertforge.boards.axi_board_tb", spec, workdir=work,
-                        quiet=quiet, rerun_with_waves=False)
+                        quiet=quiet, rerun_with_waves=False, public=public)
     phases["simulate"] = time.perf_counter() - mark
     image_path = result.get("image")
     result["image"] = np.load(image_path) if image_path and Path(image_path).is_file() else None

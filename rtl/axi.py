@@ -220,7 +220,9 @@ class AxiMaster(wiring.Component):
         def burst_of(to_page, left):
             """Beats of the next burst with ``to_page`` words to the 4 KB page's
             end and ``left`` words to go."""
-            limit = Mux(left > self.max_burst, self.max_burst, left)
+            # (no limit where ``left``'s width keeps it within max_burst)
+            limit = (Mux(left > self.max_burst, self.max_burst, left)
+                     if (1 << len(left)) - 1 > self.max_burst else left)
             return Mux(limit > to_page, to_page, limit)
 
         # ---- reads: requests -> bursts ------------------------------------------

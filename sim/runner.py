@@ -209,13 +209,14 @@ def _cell_models(verilog):
 _KEYS = {}
 
 
-def _build_key(verilog, toplevel, waves, variant=""):
+def _build_key(verilog, toplevel, waves, variant="", public=()):
     # Memoized: simulate() asks is_built, build and run for the same text, and
     # a 16 x 16 harness is megabytes to hash and to scan for cell names.
-    memo = (verilog, toplevel, waves, variant)
+    memo = (verilog, toplevel, waves, variant, tuple(public))
     if memo not in _KEYS:
         # (the default variant keeps the key it had before variants existed)
-        text = f"{_versions()}|public=top|waves={waves}|{toplevel}|{verilog}"
+        shown = "+".join(("top", *public))
+        text = f"{_versions()}|public={shown}|waves={waves}|{toplevel}|{verilog}"
         if variant:
             text = f"{variant}|{text}"
         text += "".join("|" + path.read_text() for path in _cell_models(verilog))
@@ -294,18 +295,19 @@ def _collect_coverage(work, directory, toplevel):
     return destination
 
 
-def _build_dir(verilog, toplevel, waves, variant=""):
+def _build_dir(verilog, toplevel, waves, variant="", public=()):
     suffix = f"-{variant.replace('=', '-')}" if variant else ""
     if variant == "icarus":
         variant += "|" + " ".join(ICARUS_ARGS)
-    return cache_dir() / f"{toplevel}{suffix}-{_build_key(verilog, toplevel, waves, variant)}"
+    key = _build_key(verilog, toplevel, waves, variant, public)
+    return cache_dir() / f"{toplevel}{suffix}-{key}"
 
 
-def is_built(verilog, toplevel, *, waves=False, x_seed=None, simulator=None):
+def is_built(verilog, toplevel, *, waves=False, x_seed=None, simulator=None, public=()):
     """True if :func:`build` would reuse a cached build."""
     verilog = _substitute(verilog)
     variant = _variant(_simulator(simulator), _x_seed(x_seed))
-    return _valid(_build_dir(verilog, toplevel, waves, variant), variant, locked=False)
+    return _valid(_build_dir(verilog, toplevel, waves, variant, public), variant, locked=False)
 
 
 def _valid(directory, variant, *, locked=True):
@@ -337,18 +339,20 @@ def _seal(directory, toplevel, variant, quiet):
     cache.prune(quiet=quiet)
 
 
-def build(verilog, toplevel, *, waves=False, quiet=False, x_seed=None, simulator=None):
+def build(verilog, toplevel, *, waves=False, quiet=False, x_seed=None, simulator=None,
+          public=()):
     """Build ``verilog`` (text) with top module ``toplevel``; return the build
     directory. Reuses a finished build of the same text (another process
     building it is waited for). Unless ``quiet``, a build (or a wait) says so
     on stderr when it starts and how long it took when it ends. ``x_seed``
     and ``simulator``: see the module docstring (one build serves every
-    seed)."""
+    seed). ``public``: names of more modules whose signals the testbench
+    may read and write (as the top module's; a build of its own)."""
     simulator, x_seed = _simulator(simulator), _x_seed(x_seed)
     cache.max_bytes()       # a bad BERTFORGE_CACHE_MAX is an error before a build, not after
     verilog = _substitute(verilog)
     variant = _variant(simulator, x_seed)
-    directory = _build_dir(verilog, toplevel, waves, variant)
+    directory = _build_dir(verilog, toplevel, waves, variant, public)
     if _valid(directory, variant, locked=False):
         verilator_environment()
         return directory
@@ -376,7 +380,8 @@ def build(verilog, toplevel, *, waves=False, quiet=False, x_seed=None, simulator
         from cocotb_tools.runner import get_runner
         runner = get_runner("verilator")
         control = directory / "public_top.vlt"
-        control.write_text(_PUBLIC_TOP_VLT.format(top=toplevel))
+        control.write_text(_PUBLIC_TOP_VLT.format(top=toplevel) + "".join(
+            f'public_flat_rw -module "{module}" -var "*"\n' for module in public))
         args = _BUILD_ARGS + _X_ARGS[x_seed is not None] + ["--no-public-flat-rw", str(control)]
         if "cov" in variant.split("+"):
             args += COVERAGE_ARGS
@@ -543,14 +548,14 @@ def _lz4_shim_args(directory):
 
 
 def run(verilog, toplevel, test_module, spec, *, waves=False, workdir=None, rerun_with_waves=True,
-        quiet=False, x_seed=None, simulator=None):
+        quiet=False, x_seed=None, simulator=None, public=()):
     """Run the cocotb ``test_module`` on ``verilog`` with parameters ``spec``.
 
     Returns the testbench's result dict, plus ``passed`` (every cocotb test
     passed), ``log`` and, where a waveform was written, ``waves``. The work
     directory is a fresh temporary one unless ``workdir`` is given.
     ``x_seed``, ``simulator``: see the module docstring (Icarus runs write no
-    waveform).
+    waveform); ``public``: as :func:`build`'s.
     """
     simulator, x_seed = _simulator(simulator), _x_seed(x_seed)
     _record(verilog, toplevel)
@@ -559,7 +564,7 @@ def run(verilog, toplevel, test_module, spec, *, waves=False, workdir=None, reru
     verilog = _substitute(verilog)
     if simulator == "icarus":
         waves = rerun_with_waves = False
-    options = {"x_seed": x_seed, "simulator": simulator}
+    options = {"x_seed": x_seed, "simulator": simulator, "public": tuple(public)}
     result = _run_once(verilog, toplevel, test_module, spec, waves=waves, workdir=workdir,
                        quiet=quiet, **options)
     if not result["passed"] and not waves and rerun_with_waves:
@@ -576,12 +581,12 @@ _SIM_ENV = {"COCOTB_REWRITE_ASSERTION_FILES": "*_tb.py", "PYTEST_DISABLE_PLUGIN_
 
 
 def _run_once(verilog, toplevel, test_module, spec, *, waves, workdir, quiet=False, x_seed=None,
-              simulator="verilator"):
+              simulator="verilator", public=()):
     own = not workdir
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"bertforge-{toplevel}-"))
     try:
         return _run_in(verilog, toplevel, test_module, spec, work, waves=waves, quiet=quiet,
-                       x_seed=x_seed, simulator=simulator)
+                       x_seed=x_seed, simulator=simulator, public=public)
     except SimulationError:
         if own and not (work / "sim.log").exists():
             shutil.rmtree(work, ignore_errors=True)     # it never ran: nothing to keep
@@ -592,7 +597,8 @@ def _run_once(verilog, toplevel, test_module, spec, *, waves, workdir, quiet=Fal
         raise
 
 
-def _run_in(verilog, toplevel, test_module, spec, work, *, waves, quiet, x_seed, simulator):
+def _run_in(verilog, toplevel, test_module, spec, work, *, waves, quiet, x_seed, simulator,
+            public=()):
     work.mkdir(parents=True, exist_ok=True)
     spec = dict(spec, result_path=str(work / "result.json"))
     spec_path = work / "spec.json"
@@ -603,7 +609,7 @@ def _run_in(verilog, toplevel, test_module, spec, work, *, waves, quiet, x_seed,
     plusargs = [] if x_seed is None else ["+verilator+rand+reset+2", f"+verilator+seed+{x_seed}"]
     for attempt in (1, 2):
         directory = build(verilog, toplevel, waves=waves, quiet=quiet, x_seed=x_seed,
-                          simulator=simulator)
+                          simulator=simulator, public=public)
         runner = get_runner(simulator)
         try:
             with cache.lease(directory):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bertforge.generators.axi_sim import program_run, simulate_axi
-from bertforge.generators.gemm_sim import layout_problems
+from bertforge.generators.gemm_sim import layout_problems, read_matrix
 from bertforge.boards.axi_board_tb import LANE_BYTES
 from bertforge.rtl.axi_regmap import REGISTERS
 from bertforge.rtl.axi_top import ERR_ABORTED, ERR_BAD_OPCODE, ERR_REJECTED, record_bytes
@@ -131,8 +131,102 @@ def test_axi_gemm_programs():
     # registers SLVERR (the write changes nothing).
     assert result["responses"] == {
         "read_id": "OKAY", "read_unmapped": "SLVERR", "read_unmapped_top": "SLVERR",
-        "write_irq_enable": "OKAY", "write_unmapped": "SLVERR", "write_id": "SLVERR",
-        "write_status": "SLVERR", "write_cycles": "SLVERR", "id_after_write": 0x42464731}
+        "read_id_byte3": ["OKAY", 0x42], "write_irq_enable": "OKAY", "write_unmapped": "SLVERR",
+        "write_unmapped_top": "SLVERR", "write_id": "SLVERR", "write_status": "SLVERR",
+        "write_cycles": "SLVERR", "id_after_write": 0x42464731}
+
+
+def top_bit_commands(config):
+    """The GEMM engine's commands with every field at its top bits
+    (``test_every_field_at_its_top_bits`` of test_gemm_verilator.py, at this
+    config's 16-bit addresses): a refused one with every size at 0xFFFF and
+    every address and stride at 0xFFFF, and accepted ones whose addresses
+    and strides set bits 3 to 15. Returns ``(refused, accepted)``."""
+    top = 1 << config.addr_width
+    full, wide = 0xFFFF, top - 1
+    refused = dict(m=full, k=full, n=full, a_addr=wide, b_addr=wide, c_addr=wide, a_stride=wide,
+                   b_stride=wide, c_stride=wide, accumulate=1, int8=1, int16=1, bias=1,
+                   per_channel=1, bias_addr=wide, scale_addr=wide, multiplier=2**32 - 1,
+                   shift=63, tag=255)
+    accepted = [
+        dict(m=2, k=8, n=2, a_addr=0x0000, a_stride=0xFFF0, b_addr=0x0040, b_stride=0x0FC0,
+             c_addr=0x00C0, c_stride=0x7F00, bias=1, bias_addr=0xFFE0, tag=0x3F),
+        dict(m=2, k=2, n=2, a_addr=0x8100, a_stride=0x3FF0, b_addr=0x0060, b_stride=0xFF40,
+             c_addr=0x8140, c_stride=0x2400, int8=1, per_channel=1, scale_addr=top - 8,
+             tag=0xE0),                         # the scales end at the top of memory
+        dict(m=3, k=5, n=2, a_addr=0xEA00, a_stride=0x0400, b_addr=0x7E00, b_stride=0x0020,
+             c_addr=0xDC00, c_stride=0x0200, int16=1, multiplier=0xFFFF, shift=17, tag=0x20),
+        dict(m=1, k=1, n=1, a_addr=0x10, a_stride=0, b_addr=0x20, b_stride=0, c_addr=0x30,
+             c_stride=0, tag=0),
+    ]
+    return refused, accepted
+
+
+#: Values deposited into the performance counters (by name) just after a
+#: start: each wraps within the 130-record program.
+DEPOSIT = {"cycles": 2**32 - 300, "busy_gemm": 2**32 - 200, "bytes_read": 2**32 - 64,
+           "bytes_written": 2**32 - 8, "mem_wait": 2**32 - 40}
+
+
+def test_axi_fields_at_top_bits_and_bus_errors():
+    """Through the AXI top, W paused 90% of the cycles (so the master's W
+    queue fills and a burst's last beat waits for room after its AW,
+    ``sealed``), the other channels never: the engine's commands with
+    every field at its top bits (refused ones end their program with code
+    6 after the commands before them ran; accepted ones bit-exact over
+    random memory, from a program at an unaligned base, which the driver
+    refuses but the hardware takes); a read error on the program's own
+    record (code 1 at its decode, nothing run); DECERR on a read (code 2)
+    and on a write (code 4); each program ends with its irq. Then the
+    engine's saturations (C += A @ B past the int32 limits, acc + bias past
+    them), per-channel scales of four columns without a bias (int8) and
+    with one (int16), a C of 40-word rows, and a refused N = 0 after them;
+    last a program of 130 records (the program counter through bit 7),
+    its performance counters set near 2**32 just after its start (cocotb
+    deposits into the counters' registers): they wrap."""
+    config = config_for(32)
+    image = np.random.default_rng(21).integers(0, 256, 1 << config.addr_width, dtype=np.uint8)
+    refused, ok = top_bit_commands(config)
+    rb = record_bytes(config)
+    lo, hi = -(1 << 31), (1 << 31) - 1
+    limits = place(config, image, [
+        dict(m=2, k=4, n=2, accumulate=1, a=[[127] * 4, [-128] * 4], b=[[127, 127]] * 4,
+             c_old=np.array([[hi, hi], [lo, lo]])),
+        dict(m=6, k=40, n=4, extreme=True, bias=np.array([hi, lo, hi, 5])),
+        dict(m=3, k=9, n=4, scale=np.linspace(2e-3, 9e-3, 4)),
+        dict(m=3, k=9, n=4, int16=1, bias=True, scale=np.linspace(2e-2, 9e-2, 4)),
+        dict(m=4, k=3, n=40),               # rows of 40 words: the W queue fills
+        dict(raw=dict(m=3, k=3, n=0))], 0x2000, np.random.default_rng(22))
+    runs = [program_run(config, [ok[0], refused], base=0x4000, expect_code=ERR_REJECTED,
+                        expect_pc=1),
+            program_run(config, [ok[1], ok[2], dict(refused, n=0xE000, tag=254)], base=0x4400,
+                        expect_code=ERR_REJECTED, expect_pc=2),
+            program_run(config, ok, base=0xEA1F),
+            program_run(config, ok[3:], base=0x4C00, expect_code=1, expect_pc=0,
+                        fail_read=[0x4C00, 0x4C00 + rb]),
+            program_run(config, ok[3:], base=0x4C40, expect_code=2, expect_pc=0,
+                        fail_read=[0x10, 0x11], decerr=True),
+            program_run(config, ok[3:], base=0x4C80, expect_code=4, expect_pc=0,
+                        fail_write=[0x30, 0x34], decerr=True),
+            program_run(config, limits, base=0x4D00, expect_code=ERR_REJECTED, expect_pc=5),
+            program_run(config, [ok[3]] * 130, base=0x6000, deposit=DEPOSIT)]
+    result = simulate_axi(config, image, runs, pause={"w": 0.9}, seed=3)
+    assert result["passed"], result.get("log")
+    got = result["runs"]
+    assert [(r["code"], r["pc"]) for r in got] == [(6, 1), (6, 2), (0, 4), (1, 0), (2, 0), (4, 0),
+                                                   (6, 5), (0, 130)]
+    assert [got[i]["mismatches"] for i in (0, 1, 2, 6, 7)] == [0] * 5
+    assert [r["irq_status"] for r in got] == [2, 2, 1, 2, 2, 2, 2, 1]
+    # C at the limits stays there (saturated, not wrapped)
+    assert read_matrix(config, result["image"], limits[0]).tolist() == [[hi, hi], [lo, lo]]
+    # the counters moved to near 2**32 wrap: each reads its steps plus the
+    # deposit's offset, mod 2**32 (so it is below its steps' sum)
+    last = got[-1]
+    assert set(last["offsets"]) == set(DEPOSIT)
+    for name, value in DEPOSIT.items():
+        assert last["counters_high"][name] >= value - (1 << 16)
+        assert last["counters"][name] == (last["steps"][name] + last["offsets"][name]) % (1 << 32)
+        assert last["counters"][name] < last["steps"][name]
 
 
 def one_block_items(count, rng):
