@@ -334,3 +334,65 @@ def test_refused_commands_and_fields_at_their_top_bits(hw):
     p = probabilities_int8(p) if eb == 1 else p
     got = np.stack([memory[0x6000 + 16 * i:0x6000 + 16 * i + 8 * eb] for i in range(4)]).view(act)
     assert (got == p).all(), (got, p)
+
+
+@MODELS
+def test_long_rows_and_many_rows(hw):
+    """Each unit's counts past their low bits: a GELU row of 65,520 (int8)
+    or 65,528 (int16) elements, the longest a 16-bit length whose row is
+    whole words allows (the row's word and element counts through bit 11
+    and 15), then a short one; a softmax row of ``l_max`` = 128 and a
+    layernorm row of ``h_max`` = 64 elements (the units' longest), then
+    1,023 and 1,024 one-word rows of each (the row counts through bit 10),
+    strides 0 (the same row again and again); every output bit-exact."""
+    config = encoder_config(load_hardware(hw), hw)
+    eb, abits = config.element_bytes, ABITS[config.element_bytes]
+    act = np.int8 if eb == 1 else np.int16
+    rng = np.random.default_rng(9)
+    image = np.zeros(1 << abits, dtype=np.uint8)
+    half = 1 << (abits - 1)
+    span = 128 if eb == 1 else 8000
+    long = 0x10000 - 16 // eb
+    image[:long * eb] = rng.integers(-span, span, size=long).astype(act).view(np.uint8)
+    scores = rng.integers(-3000, 3000, size=128).astype(np.int32)
+    image[half - 0x1000:half - 0x1000 + 512] = scores.view(np.uint8)
+    x, r, gamma, beta = rng.integers(-span // 2, span // 2, size=(4, 64)).astype(act)
+    base = half - 0x800
+    for i, row in enumerate((x, r, gamma, beta)):
+        image[base + i * 64 * eb:base + (i + 1) * 64 * eb] = row.view(np.uint8)
+    g = image[:long * eb].view(act).astype(np.int64)    # GELU's row: the others' inputs too
+    one = 16 // eb          # elements of one word (layernorm)
+    sm_out, ln_out, many = 0x8000, 0x9000, 0xA000       # written after GELU read them
+    commands = [
+        dict(op=OP_GELU, src=0, src_stride=0, dst=half, dst_stride=0, rows=1, length=long),
+        dict(op=OP_GELU, src=0, src_stride=0, dst=0x7000, dst_stride=0, rows=1,
+             length=one),
+        dict(op=OP_SOFTMAX, src=half - 0x1000, src_stride=0, dst=sm_out, dst_stride=0, rows=1,
+             length=128, multiplier=0x5000, shift=14),
+        dict(op=OP_LAYERNORM, src=base, src_stride=0, src2=base + 64 * eb, src2_stride=0,
+             params=base + 128 * eb, dst=ln_out, dst_stride=0, rows=1, length=64),
+        *(dict(op=OP_SOFTMAX, src=half - 0x1000, src_stride=0, dst=many, dst_stride=0,
+               rows=rows, length=4, multiplier=0x5000, shift=14) for rows in (0x3FF, 0x400)),
+        *(dict(op=OP_LAYERNORM, src=base, src_stride=0, src2=base + 64 * eb, src2_stride=0,
+               params=base + 128 * eb, dst=many + 0x100, dst_stride=0, rows=rows, length=one)
+          for rows in (0x3FF, 0x400)),
+    ]
+    memory, run = _program(config, image, commands)
+    assert run["completions"] == len(commands) and not any(run["errors"])
+
+    def read(addr, count):
+        return memory[addr:addr + count * eb].view(act)
+    ge = gelu_golden(config.gelu, g.astype(np.int64))
+    assert (read(half, long) == ge).all()
+    assert (read(0x7000, one) == ge[:one]).all()
+
+    def probabilities(row):
+        p = softmax_golden(config.softmax, row[None].astype(np.int64), None, 0x5000, 14)[0]
+        return probabilities_int8(p) if eb == 1 else p
+    assert (read(sm_out, 128) == probabilities(scores)).all()
+    assert (read(many, 4) == probabilities(scores[:4])).all()
+    ln = config.layernorm
+    assert (read(ln_out, 64) == layernorm_golden(ln, x, r, gamma, beta)).all()
+    # a row of one word: its beta is right after its gamma (gamma's next word)
+    want = layernorm_golden(ln, x[:one], r[:one], gamma[:one], gamma[one:2 * one])
+    assert (read(many + 0x100, one) == want).all()
