@@ -66,7 +66,8 @@ whole memory words (``length * element bytes`` a multiple of ``mem_width //
 8``, so ``length`` is a multiple of the unit's lanes), the rows read word
 aligned (``src``, ``src2``, ``params`` and their strides); the reader keeps
 its addresses in words. The top refuses (decodes and drops) an elementwise
-command that breaks this or has no rows or no elements, and the low-bit
+command that breaks this, has no rows or no elements, or a row longer than
+its unit takes (softmax ``l_max``, layernorm ``h_max``), and the low-bit
 top's GEMM with ``gelu`` whose ``params`` or ``length * 4`` is off the
 word grid: it completes at once, ``start`` and ``finish`` with
 ``finish_error`` in one cycle, and touches no memory (as the engine's
@@ -365,10 +366,12 @@ class EncoderTop(wiring.Component):
 
     def _refused(self, m, p):
         """1 while the command ``p`` is one the top refuses (module
-        docstring): an elementwise command with no rows or no elements, or
-        whose reads are off the memory's word grid (``src``, ``src2``,
-        ``params``, their strides or a row's bytes not a multiple of the
-        word); the low-bit top's GEMM with ``gelu`` whose scale words are."""
+        docstring): an elementwise command with no rows or no elements, a
+        softmax row longer than ``l_max``, a layernorm row longer than
+        ``h_max``, or whose reads are off the memory's word grid (``src``,
+        ``src2``, ``params``, their strides or a row's bytes not a multiple
+        of the word); the low-bit top's GEMM with ``gelu`` whose scale words
+        are."""
         cfg = self.config
         wb = cfg.gemm.mem_bytes.bit_length() - 1
         ub = cfg.unit_bytes
@@ -377,9 +380,9 @@ class EncoderTop(wiring.Component):
             return Cat(*(v[:wb] for v in values)).any()
         empty = (p.rows == 0) | (p.length == 0)
         params = [p.params] if cfg.lowbit else []
-        bad = {OP_SOFTMAX: off(p.src, p.src_stride, p.length * 4),
+        bad = {OP_SOFTMAX: off(p.src, p.src_stride, p.length * 4) | (p.length > cfg.softmax.l_max),
                OP_LAYERNORM: off(p.src, p.src_stride, p.src2, p.src2_stride, p.params,
-                                 p.length * ub),
+                                 p.length * ub) | (p.length > cfg.layernorm.h_max),
                OP_GELU: off(p.src, p.src_stride, p.length * ub, *params)}
         refuse = Signal()
         with m.Switch(p.op):
@@ -412,6 +415,10 @@ class EncoderTop(wiring.Component):
         is_ln = sources == 2
         is_sm = isinstance(unit, Softmax)
         lowbit = self.config.lowbit
+        # the longest row the unit takes (longer ones are refused): its
+        # length and element counts have these bits
+        lbits = (self.config.softmax.l_max if is_sm else self.config.layernorm.h_max if is_ln
+                 else 0xFFFF).bit_length()
         # A parameter phase before the vectors: layernorm's gamma and beta;
         # the low-bit GELU's scale words. Low-bit parameter beats are 4 bytes
         # a lane (gamma|gamma2 and beta|beta2 pairs, or one scale word).
@@ -435,7 +442,7 @@ class EncoderTop(wiring.Component):
         used += ["valid"] if is_sm and self.config.softmax.mask else []
         used += ["mult", "shift"] if is_sm or (is_ln and lowbit) else []
         widths = {"src": waw, "src2": waw, "src_stride": waw, "src2_stride": waw, "dst_stride": aw,
-                  "rows": 16, "length": 16, "valid": 16, "mult": MULT_BITS, "shift": SHIFT_BITS,
+                  "rows": 16, "length": lbits, "valid": 16, "mult": MULT_BITS, "shift": SHIFT_BITS,
                   "base0": waw, "base1": waw}
         regs = {field: register(widths[field], f"{name}_{field}", reset_less=False)
                 for field in used}
@@ -449,7 +456,7 @@ class EncoderTop(wiring.Component):
         mult, shift = regs.get("mult"), regs.get("shift")
         # a row's words: the 16-bit length times 1, 2 or 4 bytes, in words
         def words(nbytes):
-            return max(16 + (nbytes - 1).bit_length() - wb, 1)
+            return max(lbits + (nbytes - 1).bit_length() - wb, 1)
         row_words = Signal(words(ebytes), name=f"{name}_row_words")
         with m.If(go):
             m.d.sync += [regs[f].eq(fields[f]) for f in used if f in fields]
@@ -542,7 +549,7 @@ class EncoderTop(wiring.Component):
         per_pword = MB // (lanes * pel)     # parameter beats a word
         whole = per_word == per_pword == 1  # a beat is a whole word: no position in it
         sub = Const(0) if whole else Signal(range(max(per_word, per_pword, 2)), name=f"{name}_sub")
-        u_elem = Signal(16, name=f"{name}_u_elem")
+        u_elem = Signal(lbits, name=f"{name}_u_elem")
         u_started = Signal(name=f"{name}_u_started")
         with m.If(go):
             m.d.sync += [u_elem.eq(0), u_started.eq(0)]
@@ -642,7 +649,7 @@ class EncoderTop(wiring.Component):
         # Writer: each output beat is one write of ``lanes * obytes`` bytes.
         w_row = Signal(16, name=f"{name}_w_row")
         w_addr = register(aw, f"{name}_w_addr", reset_less=False)
-        w_off = Signal(16, name=f"{name}_w_off")
+        w_off = Signal(lbits, name=f"{name}_w_off")
         with m.If(go):
             m.d.sync += [w_row.eq(0), w_addr.eq(p.dst), w_off.eq(0)]
         y = unit.y

@@ -278,8 +278,9 @@ def test_refused_commands_and_fields_at_their_top_bits(hw):
     every field at its top bits (and every elementwise field too), then
     elementwise commands the top refuses at decode, each with one fault:
     a read address or stride off the memory's word grid (bits 0 to 3), a
-    row that is not whole words, no rows, no elements (and one with every
-    field at its top bits). A refused command completes at once with its
+    row that is not whole words, no rows, no elements, a softmax or
+    layernorm row longer than its unit takes (``l_max``, ``h_max``), and
+    three with every field at its top bits. A refused command completes at once with its
     error flag and touches no memory; a softmax after them runs as
     usual."""
     config = encoder_config(load_hardware(hw), hw)
@@ -309,10 +310,11 @@ def test_refused_commands_and_fields_at_their_top_bits(hw):
     ge = dict(op=OP_GELU, src=0x1000, src_stride=16 * eb, dst=0x7000, dst_stride=16 * eb,
               rows=2, length=16)
     refused = [dict(sm, src=0x4001), dict(sm, src_stride=34), dict(sm, length=10),
-               dict(sm, rows=0), dict(sm, length=0),
+               dict(sm, rows=0), dict(sm, length=0), dict(sm, length=config.softmax.l_max + 4),
                dict(ln, src=0x1004), dict(ln, src_stride=16 * eb + 8), dict(ln, src2=0x1002),
                dict(ln, src2_stride=16 * eb + 1), dict(ln, params=0x2008), dict(ln, length=20),
                dict(ln, rows=0), dict(ln, length=0),
+               dict(ln, length=config.layernorm.h_max + 16 // eb),
                dict(ge, src=0x1008), dict(ge, src_stride=16 * eb + 4), dict(ge, length=20),
                dict(ge, rows=0), dict(ge, length=0),
                *(dict(top, op=op) for op in (OP_SOFTMAX, OP_LAYERNORM, OP_GELU))]
