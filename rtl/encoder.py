@@ -63,7 +63,15 @@ unpacker cuts each word into the unit's beats (``lanes`` elements; int8 or
 int16 is sign-extended to the unit's input width) and the unit's output
 beats are written straight back (``lanes`` elements per write request). Rows must be
 whole memory words (``length * element bytes`` a multiple of ``mem_width //
-8``), ``length`` a multiple of the unit's lanes, row bases word aligned.
+8``, so ``length`` is a multiple of the unit's lanes), the rows read word
+aligned (``src``, ``src2``, ``params`` and their strides); the reader keeps
+its addresses in words. The top refuses (decodes and drops) an elementwise
+command that breaks this, has no rows or no elements, or a row longer than
+its unit takes (softmax ``l_max``, layernorm ``h_max``), and the low-bit
+top's GEMM with ``gelu`` whose ``params`` or ``length * 4`` is off the
+word grid: it completes at once, ``start`` and ``finish`` with
+``finish_error`` in one cycle, and touches no memory (as the engine's
+rejected GEMM does).
 With a memory that answers one beat per cycle the units are fed at their
 full rate (one beat per cycle) after a fill of a few cycles plus the read
 latency: :mod:`bertforge.sim.encoder_cycles` is the cycle model.
@@ -257,6 +265,7 @@ class EncoderTop(wiring.Component):
         outstanding = Signal(range(64))
         unit = Signal(2)
         idle = outstanding == 0
+        refuse = self._refused(m, cmd.payload)
         # The low-bit top's GEMM with ``gelu`` (GELU on the engine's writer):
         # it starts the GELU adapter (its scale words) while it waits at the
         # head of the stream, then goes to the engine; nothing else runs
@@ -268,13 +277,15 @@ class EncoderTop(wiring.Component):
             can = cmd.valid & ~fusing & (idle | (queued & (unit == OP_GEMM)
                                                  & ~cmd.payload.barrier))
             issue = cmd.valid & fusing & loaded & ~issued
+            fuse_at = cmd.valid & fused & idle & ~fusing
             m.d.comb += [engine.cmd.payload.eq(cmd.payload.gemm),
                          engine.cmd.valid.eq((can & queued) | issue),
                          cmd.ready.eq((can & ~fused & ((op != OP_GEMM) | engine.cmd.ready))
-                                      | (issue & engine.cmd.ready)),
+                                      | (issue & engine.cmd.ready) | (fuse_at & refuse)),
                          engine.done.ready.eq(1)]
             taken = cmd.valid & cmd.ready
-            fuse_go = cmd.valid & fused & idle & ~fusing
+            fuse_go = fuse_at & ~refuse
+            reject = taken & ~fusing & refuse
             with m.If(taken & ~fusing):
                 m.d.sync += unit.eq(op)
             with m.If(fuse_go):
@@ -288,18 +299,20 @@ class EncoderTop(wiring.Component):
                          cmd.ready.eq(can & ((op != OP_GEMM) | engine.cmd.ready)),
                          engine.done.ready.eq(1)]
             taken = cmd.valid & cmd.ready
+            reject = taken & refuse
             with m.If(taken):
                 m.d.sync += unit.eq(op)
 
         eb, ub = cfg.element_bytes, cfg.unit_bytes
+        run = taken & ~refuse
         adapters = {
-            OP_SOFTMAX: self._adapter(m, "sm", softmax, cmd, taken & (op == OP_SOFTMAX), sources=1,
+            OP_SOFTMAX: self._adapter(m, "sm", softmax, cmd, run & (op == OP_SOFTMAX), sources=1,
                                       ebytes=4, obytes=cfg.softmax.out_width // 8,
                                       lanes=cfg.softmax.lanes),
-            OP_LAYERNORM: self._adapter(m, "ln", layernorm, cmd, taken & (op == OP_LAYERNORM),
+            OP_LAYERNORM: self._adapter(m, "ln", layernorm, cmd, run & (op == OP_LAYERNORM),
                                         sources=2, ebytes=ub, obytes=ub, lanes=cfg.layernorm.lanes),
-            OP_GELU: self._adapter(m, "ge", gelu, cmd, (taken & (op == OP_GELU)) | fuse_go
-                                   if lowbit else taken & (op == OP_GELU),
+            OP_GELU: self._adapter(m, "ge", gelu, cmd, (run & (op == OP_GELU)) | fuse_go
+                                   if lowbit else run & (op == OP_GELU),
                                    sources=1, ebytes=ub, obytes=eb, lanes=cfg.gelu.lanes,
                                    fuse=(fuse_go, fusing) if lowbit else None),
         }
@@ -310,7 +323,7 @@ class EncoderTop(wiring.Component):
             error = gemm_done & engine.done.payload.error
         m.d.comb += finish.eq((gemm_done & (~fusing | error) if lowbit else gemm_done)
                               | adapters[OP_SOFTMAX]["finish"]
-                              | adapters[OP_LAYERNORM]["finish"] | ge["finish"])
+                              | adapters[OP_LAYERNORM]["finish"] | ge["finish"] | reject)
         if lowbit:
             m.d.comb += loaded.eq(ge["loaded"])
             with m.If(fusing & (ge["finish"] | error)):
@@ -318,8 +331,8 @@ class EncoderTop(wiring.Component):
         m.d.sync += outstanding.eq(outstanding + taken - finish)
         m.d.comb += [
             self.finish.eq(finish),
-            self.finish_error.eq(gemm_done & engine.done.payload.error),
-            self.start.eq((taken & (op == OP_GEMM)) | adapters[OP_SOFTMAX]["start"]
+            self.finish_error.eq((gemm_done & engine.done.payload.error) | reject),
+            self.start.eq((taken & (op == OP_GEMM)) | reject | adapters[OP_SOFTMAX]["start"]
                           | adapters[OP_LAYERNORM]["start"] | ge["start"]),
         ]
 
@@ -351,6 +364,36 @@ class EncoderTop(wiring.Component):
                         m.d.comb += reads(src) + writes(src, self.wr_req)
         return m
 
+    def _refused(self, m, p):
+        """1 while the command ``p`` is one the top refuses (module
+        docstring): an elementwise command with no rows or no elements, a
+        softmax row longer than ``l_max``, a layernorm row longer than
+        ``h_max``, or whose reads are off the memory's word grid (``src``,
+        ``src2``, ``params``, their strides or a row's bytes not a multiple
+        of the word); the low-bit top's GEMM with ``gelu`` whose scale words
+        are."""
+        cfg = self.config
+        wb = cfg.gemm.mem_bytes.bit_length() - 1
+        ub = cfg.unit_bytes
+
+        def off(*values):       # not a whole number of memory words
+            return Cat(*(v[:wb] for v in values)).any()
+        empty = (p.rows == 0) | (p.length == 0)
+        params = [p.params] if cfg.lowbit else []
+        bad = {OP_SOFTMAX: off(p.src, p.src_stride, p.length * 4) | (p.length > cfg.softmax.l_max),
+               OP_LAYERNORM: off(p.src, p.src_stride, p.src2, p.src2_stride, p.params,
+                                 p.length * ub) | (p.length > cfg.layernorm.h_max),
+               OP_GELU: off(p.src, p.src_stride, p.length * ub, *params)}
+        refuse = Signal()
+        with m.Switch(p.op):
+            for op, value in bad.items():
+                with m.Case(op):
+                    m.d.comb += refuse.eq(value | empty)
+            if cfg.lowbit:
+                with m.Case(OP_GEMM):
+                    m.d.comb += refuse.eq(p.gelu & off(p.params, p.length * 4))
+        return refuse
+
     def _adapter(self, m, name, unit, cmd, go, *, sources, ebytes, obytes, lanes, fuse=None):
         """Reader, word queues, unpacker and writer in front of ``unit``.
         Returns ``{"mem": interface, "start": strobe, "finish": strobe}``.
@@ -367,9 +410,15 @@ class EncoderTop(wiring.Component):
         g = self.config.gemm
         MB = g.mem_bytes
         aw = g.addr_width
+        wb = MB.bit_length() - 1    # a read address's bits below the word: 0 (refused else)
+        waw = aw - wb
         is_ln = sources == 2
         is_sm = isinstance(unit, Softmax)
         lowbit = self.config.lowbit
+        # the longest row the unit takes (longer ones are refused): its
+        # length and element counts have these bits
+        lbits = (self.config.softmax.l_max if is_sm else self.config.layernorm.h_max if is_ln
+                 else 0xFFFF).bit_length()
         # A parameter phase before the vectors: layernorm's gamma and beta;
         # the low-bit GELU's scale words. Low-bit parameter beats are 4 bytes
         # a lane (gamma|gamma2 and beta|beta2 pairs, or one scale word).
@@ -385,64 +434,68 @@ class EncoderTop(wiring.Component):
         # unit: the second source (layernorm's residual: ``src2``, its
         # stride, its row base ``base1``), ``src`` (read after the parameter
         # phase), the mask's ``valid``, the scale (softmax; the low-bit
-        # layernorm's second output).
+        # layernorm's second output). The reader's addresses and strides are
+        # kept in memory words (their low ``wb`` bits are 0).
         used = ["src_stride", "dst_stride", "rows", "length", "base0"]
         used += ["src"] if has_params else []
         used += ["src2", "src2_stride", "base1"] if is_ln else []
         used += ["valid"] if is_sm and self.config.softmax.mask else []
         used += ["mult", "shift"] if is_sm or (is_ln and lowbit) else []
-        widths = {"src": aw, "src2": aw, "src_stride": aw, "src2_stride": aw, "dst_stride": aw,
-                  "rows": 16, "length": 16, "valid": 16, "mult": MULT_BITS, "shift": SHIFT_BITS,
-                  "base0": aw, "base1": aw}
+        widths = {"src": waw, "src2": waw, "src_stride": waw, "src2_stride": waw, "dst_stride": aw,
+                  "rows": 16, "length": lbits, "valid": 16, "mult": MULT_BITS, "shift": SHIFT_BITS,
+                  "base0": waw, "base1": waw}
         regs = {field: register(widths[field], f"{name}_{field}", reset_less=False)
                 for field in used}
         p = cmd.payload
-        fields = {"src": p.src, "src2": p.src2, "src_stride": p.src_stride,
-                  "src2_stride": p.src2_stride, "dst_stride": p.dst_stride, "rows": p.rows,
+        fields = {"src": p.src[wb:], "src2": p.src2[wb:], "src_stride": p.src_stride[wb:],
+                  "src2_stride": p.src2_stride[wb:], "dst_stride": p.dst_stride, "rows": p.rows,
                   "length": p.length, "valid": p.valid, "mult": p.multiplier, "shift": p.shift}
         src, src2 = regs.get("src"), regs.get("src2")
         s_stride, s2_stride, d_stride = regs["src_stride"], regs.get("src2_stride"), regs["dst_stride"]
         rows, length, valid_len = regs["rows"], regs["length"], regs.get("valid")
         mult, shift = regs.get("mult"), regs.get("shift")
-        # ``length * bytes``: the 16-bit length times 1, 2 or 4
-        row_bytes = Signal(16 + (ebytes - 1).bit_length(), name=f"{name}_row_bytes")
+        # a row's words: the 16-bit length times 1, 2 or 4 bytes, in words
+        def words(nbytes):
+            return max(lbits + (nbytes - 1).bit_length() - wb, 1)
+        row_words = Signal(words(ebytes), name=f"{name}_row_words")
         with m.If(go):
             m.d.sync += [regs[f].eq(fields[f]) for f in used if f in fields]
-            m.d.sync += row_bytes.eq(p.length * ebytes)
-        prow_bytes = row_bytes
+            m.d.sync += row_words.eq((p.length * ebytes)[wb:])
+        prow_words = row_words
         if pel != ebytes:       # the parameter phase's rows are wider
-            prow_bytes = Signal(16 + (pel - 1).bit_length(), name=f"{name}_prow_bytes")
+            prow_words = Signal(words(pel), name=f"{name}_prow_words")
             with m.If(go):
-                m.d.sync += prow_bytes.eq(p.length * pel)
+                m.d.sync += prow_words.eq((p.length * pel)[wb:])
 
         # Reader: one-beat requests, row by row (layernorm: its two sources
         # interleaved per word; units with parameters: their phase first).
         r_busy = Signal(name=f"{name}_r_busy")
         r_phase = Signal(name=f"{name}_r_phase") if has_params else Const(1)  # 0 = parameters
         r_src = Signal(name=f"{name}_r_src") if is_ln else Const(0)    # layernorm: 1 = r, beta
-        r_off = Signal(20, name=f"{name}_r_off")
+        r_off = Signal(len(prow_words), name=f"{name}_r_off")      # words into the row
         r_row = Signal(16, name=f"{name}_r_row")
         base0, base1 = regs["base0"], regs.get("base1")
         with m.If(go):
             m.d.sync += [r_busy.eq(1), r_off.eq(0), r_row.eq(0)]
             if is_ln:
-                m.d.sync += [r_phase.eq(0), r_src.eq(0), base0.eq(p.params),
-                             base1.eq(p.params + p.length * pel)]
+                m.d.sync += [r_phase.eq(0), r_src.eq(0), base0.eq(p.params[wb:]),
+                             base1.eq(p.params[wb:] + (p.length * pel)[wb:])]
             elif has_params:
-                m.d.sync += [r_phase.eq(0), base0.eq(p.params)]
+                m.d.sync += [r_phase.eq(0), base0.eq(p.params[wb:])]
             else:
-                m.d.sync += base0.eq(p.src)
+                m.d.sync += base0.eq(p.src[wb:])
         req = mem.rd_req
         m.d.comb += [req.valid.eq(r_busy), req.payload.beats.eq(1),
-                     req.payload.addr.eq((Mux(r_src, base1, base0) if is_ln else base0) + r_off)]
+                     req.payload.addr.eq(Cat(Const(0, wb), ((Mux(r_src, base1, base0) if is_ln
+                                                             else base0) + r_off)[:waw]))]
         r_rows = Mux(r_phase, rows, 1) if has_params else rows
         with m.If(req.valid & req.ready):
             if is_ln:
                 m.d.sync += r_src.eq(~r_src)
             with m.If(r_src) if is_ln else nullcontext():     # layernorm: after r's word
-                m.d.sync += r_off.eq(r_off + MB)
-                with m.If(r_off + MB == (row_bytes if prow_bytes is row_bytes
-                                         else Mux(r_phase, row_bytes, prow_bytes))):
+                m.d.sync += r_off.eq(r_off + 1)
+                with m.If(r_off + 1 == (row_words if prow_words is row_words
+                                        else Mux(r_phase, row_words, prow_words))):
                     m.d.sync += [r_off.eq(0), r_row.eq(r_row + 1), base0.eq(base0 + s_stride)]
                     if is_ln:
                         m.d.sync += base1.eq(base1 + s2_stride)
@@ -496,7 +549,7 @@ class EncoderTop(wiring.Component):
         per_pword = MB // (lanes * pel)     # parameter beats a word
         whole = per_word == per_pword == 1  # a beat is a whole word: no position in it
         sub = Const(0) if whole else Signal(range(max(per_word, per_pword, 2)), name=f"{name}_sub")
-        u_elem = Signal(16, name=f"{name}_u_elem")
+        u_elem = Signal(lbits, name=f"{name}_u_elem")
         u_started = Signal(name=f"{name}_u_started")
         with m.If(go):
             m.d.sync += [u_elem.eq(0), u_started.eq(0)]
@@ -596,7 +649,7 @@ class EncoderTop(wiring.Component):
         # Writer: each output beat is one write of ``lanes * obytes`` bytes.
         w_row = Signal(16, name=f"{name}_w_row")
         w_addr = register(aw, f"{name}_w_addr", reset_less=False)
-        w_off = Signal(16, name=f"{name}_w_off")
+        w_off = Signal(lbits, name=f"{name}_w_off")
         with m.If(go):
             m.d.sync += [w_row.eq(0), w_addr.eq(p.dst), w_off.eq(0)]
         y = unit.y

@@ -94,7 +94,7 @@ def test_gemm_engine_issue_shapes_through_the_top(hw, abits):
     want = image.copy()
     errors = run_commands(config.gemm, want, commands)
     program = [{"op": OP_GEMM, "barrier": 1, "gemm": cmd} for cmd in commands]
-    memory, run = _program(config, image, program, errors=errors, abits=abits)
+    memory, run = _program(config, image, program, errors=errors)
     assert run["errors"] == errors and sum(errors) >= 10
     assert (memory == want).all()
     saturated = read_matrix(config.gemm, memory, commands[-8])     # _limits' accumulate
@@ -255,14 +255,14 @@ def test_elementwise_units_at_their_extremes(hw, abits):
     outputs.append((dst, probabilities_int8(p) if config.element_bytes == 1 else p,
                     f"<i{config.softmax.out_width // 8}"))
     image = mem.image
-    memory, run = _program(config, image.copy(), commands, abits=abits)
+    memory, run = _program(config, image.copy(), commands)
     _check(memory, outputs)
     cycles = [end - start + 1 for start, end in zip(run["starts"], run["ends"])]
     assert cycles == [_unit_cycles(config, c) for c in commands]
     # stalled: GELU on 4 rows of its sweep only (every write waits ~16 cycles)
     stalled = [dict(c, rows=4) if c["op"] == OP_GELU else c for c in commands]
     gelu_dst = {c["dst"] for c in commands if c["op"] == OP_GELU}
-    memory, run = _program(config, image.copy(), stalled, abits=abits, seed=3, p_wr=240)
+    memory, run = _program(config, image.copy(), stalled, seed=3, p_wr=240)
     _check(memory, [(dst, want[:4] if dst in gelu_dst else want, dtype)
                     for dst, want, dtype in outputs])
     took = [e - s + 1 for s, e in zip(run["starts"], run["ends"])]
@@ -308,6 +308,6 @@ def test_gemm_fields_at_their_top_bits_and_long_counts(hw, abits):
     errors = run_commands(config.gemm, want, commands)
     assert errors == [False, True, False, True, False, False, False]
     program = [{"op": OP_GEMM, "barrier": 1, "gemm": cmd} for cmd in commands]
-    memory, run = _program(config, image, program, errors=errors, abits=abits)
+    memory, run = _program(config, image, program, errors=errors)
     assert run["errors"] == errors
     assert (memory == want).all()
