@@ -47,13 +47,14 @@ def random_jobs_data(config, n, mode, batch, rng):
 
 
 def simulate_butterfly(config, jobs, arrays, *, seed=0, cmd_gap=0.0, x_gap=0.0, w_gap=0.0,
-                       y_stall=0.0, waves=False, workdir=None, quiet=True):
+                       y_stall=0.0, reset_after=0, waves=False, workdir=None, quiet=True):
     """Run ``jobs`` (see :mod:`bertforge.sim.butterfly_tb`) with ``arrays``
-    through the emitted Verilog of ``config`` in Verilator. Returns the
+    through the emitted Verilog of ``config`` in Verilator (``reset_after``:
+    cycles of a run cut short by a reset first). Returns the
     testbench's result dict with ``outputs`` (name -> array)."""
     data = {key: np.asarray(value, dtype=np.int64) for key, value in arrays.items()}
     spec = {"jobs": jobs, "data": data, "seed": seed, "cmd_gap": cmd_gap, "x_gap": x_gap,
-            "w_gap": w_gap, "y_stall": y_stall}
+            "w_gap": w_gap, "y_stall": y_stall, "reset_after": reset_after}
     from bertforge.sim.butterfly_cycles import butterfly_queue_cycles
     return simulate(config, "bertforge.sim.butterfly_tb", spec, design=ButterflyEngine, waves=waves,
                     workdir=workdir, quiet=quiet, cycles=butterfly_queue_cycles(config, jobs))

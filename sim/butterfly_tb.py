@@ -5,7 +5,11 @@ The JSON spec (see :mod:`bertforge.sim.runner`) holds ``config`` (a
 ``.npz`` with ``x_re_<j>``, ``x_im_<j>`` (batch x n) for compute job ``j`` and
 ``w_<j>`` (log2 n x n/2 x 4) for weight job ``j``), ``seed`` and the stall
 knobs ``cmd_gap``, ``x_gap``, ``w_gap`` (idle probability per beat) and
-``y_stall`` (probability of ``ready`` low per cycle).
+``y_stall`` (probability of ``ready`` low per cycle), and, optionally,
+``reset_after``: a run cut short first, the commands and vectors (no
+weights) offered for that many cycles with ``y`` held off, then a reset
+(the engine's output queue holds beats then; the jobs run on the reset
+engine and must be as exact as ever).
 
 A job is ``{"mode": "linear"|"fft"|"ifft"|"weights", "n": n, "batch": B,
 "mult": M, "shift": S}``; a job the hardware must reject (bad ``n`` or zero
@@ -139,6 +143,11 @@ async def butterfly_jobs(dut):
 
     tb = StreamTB(dut, spec.get("seed", 0))
     await tb.reset()
+    taken = None
+    if spec.get("reset_after"):
+        taken = await tb.reset_mid_stream([StreamDriver(dut, "cmd", cmd_beats, tb.rng),
+                                           StreamDriver(dut, "x", x_all, tb.rng)],
+                                          [StreamMonitor(dut, "y", tb.rng)], spec["reset_after"])
     cmd = StreamDriver(dut, "cmd", cmd_beats, tb.rng, spec.get("cmd_gap", 0.0))
     wdrv = StreamDriver(dut, "w", w_beats, tb.rng, spec.get("w_gap", 0.0))
     xdrv = StreamDriver(dut, "x", x_all, tb.rng, spec.get("x_gap", 0.0))
@@ -284,6 +293,7 @@ async def butterfly_jobs(dut):
         "sim_cycles_per_second": cycle / seconds,
         "outputs": spec["result_path"] + ".npz",
         "functional_coverage": cover.report(),
+        **({"beats_before_reset": taken} if taken else {}),
     }
     with open(spec["result_path"], "w") as f:
         json.dump(result, f)

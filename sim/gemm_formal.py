@@ -239,10 +239,17 @@ def engine_proofs(*, make=None, config=SCHEDULER_CONFIG):
                          first_output=first_output, spec=EngineSpec, overrides=overrides)
 
 
-def gemm_proofs():
+def gemm_proofs(*, make=None, config=None):
     """The GEMM block: its tile scheduler's proofs, the engine's, the
     serial engine's, its accumulator's, its AXI master's (:mod:`bertforge.sim.axi_formal`) and
-    the AXI top's program fetcher's (:mod:`bertforge.sim.axi_fetch_formal`)."""
+    the AXI top's program fetcher's (:mod:`bertforge.sim.axi_fetch_formal`).
+    Given ``make`` or ``config`` (the interface of every block's proofs: the
+    proofs of the block's component, :func:`~bertforge.rtl.serial_engine.gemm_engine`,
+    stated for ``config`` and built by ``make(config)``: ``bertforge
+    mutate``'s proofs on a mutant), the engine's proofs only
+    (:func:`engine_proofs`); the others are stated on parts of the engine."""
+    if make is not None or config is not None:
+        return engine_proofs(make=make, config=config or SCHEDULER_CONFIG)
     from .axi_fetch_formal import fetch_proofs
     from .axi_formal import axi_proofs
     return (scheduler_proofs() + engine_proofs() + engine_proofs(config=SERIAL_ENGINE_CONFIG)

@@ -16,6 +16,10 @@ The mutation-testing flow of YosysHQ's MCY, on bertforge's emitted Verilog:
   text replaced (seconds a mutant instead of minutes; another sample than
   the whole design's from the same seed, as yosys numbers cells by the
   order it makes them);
+- :func:`inside` finds the module of a component inside a design (the GEMM
+  engine in its test harness) and :func:`proof_verilog` writes a mutant's
+  copy of it under a top with the component's ports, for the component's
+  proofs (``bertforge mutate``'s step 5);
 - :func:`equivalent` builds a miter of the original and the mutant
   (flattened, memories mapped to registers, every register starting at 0 as
   in the Verilator build) and runs a bounded model check with SymbiYosys and
@@ -41,7 +45,8 @@ from pathlib import Path
 
 from .formal import FormalError, kill_tree, tool_environment
 
-__all__ = ["mutations", "write_mutant", "equivalent", "split", "NONE"]
+__all__ = ["mutations", "write_mutant", "equivalent", "split", "inside", "proof_verilog",
+           "NONE", "PROOF_TOP"]
 
 #: The mutation that changes nothing (a check of the flow: yosys's rewrite of
 #: the design must pass every test).
@@ -171,6 +176,79 @@ def _prep(verilog_path, top, modules):
     if not modules:
         return f"{_read(verilog_path)}prep -top {top}\n"
     return f"read_verilog -lib /src/rest.v\n{_read(verilog_path)}prep\n"
+
+
+#: The top of :func:`proof_verilog`'s file: the component's ports around the design's module.
+PROOF_TOP = "bertforge_proof_top"
+
+
+def _ports(lines, first):
+    """The port names of the module whose ``module`` line is at or after ``first``."""
+    start = next(n for n in range(first, len(lines)) if _MODULE.match(lines[n]))
+    header = []
+    for line in lines[start:]:
+        header.append(line)
+        if ";" in line:
+            break
+    names = " ".join(header).split("(", 1)[1].split(")", 1)[0]
+    return {name.strip().lstrip("\\") for name in names.split(",")}
+
+
+def _subtree(spans, root):
+    """The names of ``root``'s module and of those below it, relative to ``root``."""
+    return {name[len(root):] for name in spans if name == root or name.startswith(root + ".")}
+
+
+def inside(verilog_path, top, component):
+    """``(module, wrapper)``: the module of the design ``top`` (a Verilog file
+    amaranth emitted) that is ``component``'s, one level below ``top`` (the
+    engine in the GEMM harness), and the Verilog text of a top,
+    :data:`PROOF_TOP`, with the component's ports (its signature) around
+    that module; None when no child of ``top`` has the ports and the
+    submodules that amaranth gives ``component`` as a submodule (a
+    pass-through wrapper of it, emitted here)."""
+    from amaranth.back import verilog
+    from amaranth.hdl import Module
+    from amaranth.lib import wiring
+
+    class Wrapper(wiring.Component):
+        def __init__(self):
+            super().__init__(component.signature)
+
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.dut = component
+            wiring.connect(m, wiring.flipped(self), component)
+            return m
+    wrapper = verilog.convert(Wrapper(), name=PROOF_TOP, emit_src=False)
+    wlines, wspans = wrapper.split("\n"), _modules(wrapper)
+    dut = f"{PROOF_TOP}.dut"
+    text = Path(verilog_path).read_text()
+    lines, spans = text.split("\n"), _modules(text)
+    for name, (first, _) in spans.items():
+        if name.startswith(top + ".") and "." not in name[len(top) + 1:] and \
+                _subtree(spans, name) == _subtree(wspans, dut) and \
+                _ports(lines, first) == _ports(wlines, wspans[dut][0]):
+            first, last = wspans[PROOF_TOP]
+            own = "\n".join(wlines[first:last + 1]).replace(f"\\{dut} ", f"\\{name} ")
+            return name, own + "\n"
+    return None
+
+
+def proof_verilog(mutant, module, wrapper, output):
+    """Write ``wrapper`` (:func:`inside`'s) and the modules of the Verilog file
+    ``mutant`` from ``module`` down to ``output``: the proofs' design,
+    :data:`PROOF_TOP`."""
+    text = Path(mutant).read_text()
+    lines = text.split("\n")
+    spans = _modules(text)
+    kept = [name for name in spans if name == module or name.startswith(module + ".")]
+    if module not in kept:
+        raise FormalError(f"no module {module} in {mutant}")
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    Path(output).write_text(wrapper + "".join(
+        "\n".join(lines[spans[name][0]:spans[name][1] + 1]) + "\n" for name in kept))
+    return Path(output)
 
 
 def write_mutant(verilog_path, top, mutation, output, workdir, modules=()):

@@ -180,6 +180,19 @@ def mixed_jobs(config, seed):
     j.weights(8, j.rng.integers(-small_w, small_w + 1, (3, 4, 4)))
     j.vectors("linear", 8, 4 * lanes, j.rng.integers(-4096, 4097, (4 * lanes, 8)),
               mult=0x0841, shift=21)
+    # a multiplier with bit 13 set on 7 groups (slot 1 of the 3 descriptor
+    # slots holds 2 or 3 of them, one at least not the job's last; the
+    # others with bit 13, 65,535 and 0xAAAA, are one group each; mutation
+    # testing of the narrowed RTL, seed 2: slot 1's last flag flipped when
+    # its mult bit 13 is set passed them)
+    j.vectors("linear", 8, 7 * lanes, j.rng.integers(-4096, 4097, (7 * lanes, 8)),
+              mult=0x2001, shift=23)
+    # linear outputs just above the low clamp, -32,767 to -28,673 (identity
+    # weights, n = 2, shift 0; mutation testing, seed 2: lane 1's low clamp
+    # compared against -28,672 instead of -32,768 passed every other job,
+    # whose outputs are small or saturated)
+    j.weights(2, np.array([[[1, 0, 0, 1]]]))
+    j.vectors("linear", 2, 2 * lanes, j.rng.integers(-32767, -28672, (2 * lanes, 2)), shift=0)
     return j
 
 #: Segments of :func:`mixed_jobs` (each starts at an isolated job).
@@ -219,7 +232,7 @@ def test_mixed_commands_match_golden_and_cycle_model(config, tmp_path):
     assert result["errors_checked"] == len(jobs.jobs)
     # Every compute job and every segment matches the cycle model.
     computes = [job for job in jobs.jobs if job.get("batch")]
-    assert result["model_checked"] == len(result["jobs"]) == len(computes) == 59
+    assert result["model_checked"] == len(result["jobs"]) == len(computes) == 61
     for job in result["jobs"]:
         assert job["cycles"] == job["model_cycles"]
     segments = result["segments"]
@@ -240,9 +253,14 @@ def test_mixed_commands_match_golden_and_cycle_model(config, tmp_path):
         bin1 = result["outputs"][f"y_{part}_{jobs.corners}"][:, 1]
         assert bin1.max() == 32767 and bin1.min() == -32768
 
+    # with stalls, after a run cut short by a reset while the output was
+    # held off (mutation testing, seed 2: the output queue's reset tied to 0
+    # passed the clean runs)
     stalled = simulate_butterfly(config, jobs.jobs, jobs.arrays, seed=2, cmd_gap=0.3, x_gap=0.4,
-                                 w_gap=0.4, y_stall=0.5, workdir=tmp_path / "stalls")
+                                 w_gap=0.4, y_stall=0.5, reset_after=300,
+                                 workdir=tmp_path / "stalls")
     assert stalled["passed"], stalled["log"]
+    assert min(stalled["beats_before_reset"]) > 0        # commands and vectors taken
     assert stalled["match"] and stalled["problems"] == []
     assert stalled["cycles"] > result["cycles"]
     assert check_against_golden(config, jobs, stalled) == len(result["jobs"])
