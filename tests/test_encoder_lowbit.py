@@ -177,9 +177,12 @@ def test_all_minilm_l6_v2_w8a8_end_to_end():
         f"spearman {result['spearman']:.4f}")
 
 
-def _run_top(config, image, commands, limit=3000):
+def _run_top(config, image, commands, limit=3000, errors=None):
     """Commands on an EncoderTop in amaranth.sim, a memory answering reads
-    two cycles on (its ``ready`` low every third cycle); the memory after."""
+    two cycles on (its ``ready`` low every third cycle); the memory after.
+    Every command must finish once, with ``finish_error`` as ``errors``
+    says (default: none; a refused command finishes in the cycle it is
+    taken)."""
     from collections import deque
 
     from amaranth.sim import Simulator
@@ -215,21 +218,27 @@ def _run_top(config, image, commands, limit=3000):
             if write:
                 mem[waddr:waddr + wbytes] = wdata.to_bytes(mb, "little")[:wbytes]
 
+    async def watch(ctx):      # every cycle's finish strobe, the handshake's too
+        while True:
+            if ctx.get(dut.finish):
+                finished.append(bool(ctx.get(dut.finish_error)))
+            await ctx.tick()
+
     async def host(ctx):
-        for command in commands:
+        for number, command in enumerate(commands):
             await stream_put(ctx, dut.cmd, command)
             for _ in range(limit):
-                await ctx.tick()
-                if ctx.get(dut.finish):
-                    finished.append(command["op"])
+                if len(finished) > number:
                     break
+                await ctx.tick()
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(memory, background=True)
+    sim.add_testbench(watch, background=True)
     sim.add_testbench(host)
     sim.run_until(1e-6 * limit * len(commands))
-    assert len(finished) == len(commands)
+    assert finished == (errors or [False] * len(commands))
     return mem
 
 
@@ -313,7 +322,8 @@ def test_amaranth_gemm_with_gelu_on_its_writer():
                     "a_stride": K, "b_stride": N, "c_stride": 2 * N, "int16": 1, "bias": 1,
                     "bias_addr": 0x300, "per_channel": 1, "scale_addr": 0x380}}
     before = image.copy()
-    mem = np.frombuffer(bytes(_run_top(config, image, [fused(0, 0x600), fused(K, 0x500)])),
+    mem = np.frombuffer(bytes(_run_top(config, image, [fused(0, 0x600), fused(K, 0x500)],
+                                       errors=[True, False])),
                         np.uint8)
     mult, shift = split_scale_words(words)
     h1 = gemm_golden(config.gemm, a, b, bias=bias, int16=True, multiplier=mult, shift=shift)
@@ -322,3 +332,37 @@ def test_amaranth_gemm_with_gelu_on_its_writer():
     written = np.flatnonzero(mem != before)
     assert written.min() >= 0x500 and written.max() < 0x500 + M * N
     assert len(set(want.ravel().tolist())) > 20
+
+
+def test_amaranth_lowbit_refuses_misaligned_commands():
+    """The low-bit top refuses, at decode, a GEMM with ``gelu`` whose scale
+    words are off the word grid (``params`` or ``4 * length``) and a GELU
+    command whose ``params`` is: each finishes with ``finish_error`` in the
+    cycle it is taken and writes nothing; an aligned GELU after them runs."""
+    from bertforge.rtl.encoder import OP_GELU, OP_GEMM
+    from bertforge.sim.fixed_golden import channel_scale_words
+    from bertforge.sim.gelu_golden import gelu_golden
+    config = encoder_config(load_hardware(TINY_INT8_HW), TINY_INT8_HW)
+    rng = np.random.default_rng(5)
+    rows, H = 2, 16
+    x = rng.integers(-3000, 3000, (rows, H))
+    words = channel_scale_words(2.0 ** rng.uniform(-12, -6, H)).astype(np.int64)
+    image = np.zeros(4096, np.uint8)
+    image[0x000:0x000 + x.size * 2] = x.astype("<i2").ravel().view(np.uint8)
+    image[0x500:0x500 + H * 4] = words.astype("<u4").view(np.uint8)
+    zero = {name: 0 for name in encoder_command_layout(config).members if name != "gemm"}
+    gelu = {**zero, "op": OP_GELU, "src": 0x000, "src_stride": 2 * H, "params": 0x500,
+            "dst": 0x700, "dst_stride": H, "rows": rows, "length": H}
+    gemm = {**zero, "op": OP_GEMM, "barrier": 1, "gelu": 1, "params": 0x500, "dst": 0x600,
+            "dst_stride": H, "rows": 1, "length": H, "gemm": {
+                "m": 1, "k": 16, "n": H, "a_addr": 0x000, "b_addr": 0x100, "c_addr": 0x600,
+                "a_stride": 16, "b_stride": H, "c_stride": 2 * H, "int16": 1}}
+    commands = [{**gemm, "params": 0x504}, {**gemm, "length": 6}, {**gelu, "params": 0x508},
+                gelu]
+    before = image.copy()
+    mem = np.frombuffer(bytes(_run_top(config, image, commands,
+                                       errors=[True, True, True, False])), np.uint8)
+    written = np.flatnonzero(mem != before)
+    assert written.min() >= 0x700 and written.max() < 0x700 + rows * H
+    assert (mem[0x700:0x700 + rows * H].view("<i1").reshape(rows, H).tolist()
+            == gelu_golden(config.gelu, x, words).tolist())
