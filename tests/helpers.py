@@ -108,6 +108,17 @@ def gemm_pair_problems(config, **fields):
 GEMM_INT32_LIMITS = [[(1 << 31) - 1] * 2, [-(1 << 31)] * 2]
 
 
+def gemm_refused_at_top_bits(config):
+    """A GEMM command the engine refuses, with every size at 0xFFFF, every
+    address and stride at the top of ``config``'s addresses, all flags and
+    the largest multiplier, shift and tag."""
+    full, wide = 0xFFFF, (1 << config.addr_width) - 1
+    return dict(m=full, k=full, n=full, a_addr=wide, b_addr=wide, c_addr=wide, a_stride=wide,
+                b_stride=wide, c_stride=wide, accumulate=1, int8=1, int16=1, bias=1,
+                per_channel=1, bias_addr=wide, scale_addr=wide, multiplier=2**32 - 1,
+                shift=63, tag=255)
+
+
 def gemm_top_bits_commands(config):
     """Command fields at their top bits, for a GEMM engine of 15-bit
     addresses on random memory (``test_every_field_at_its_top_bits``). A
@@ -120,11 +131,7 @@ def gemm_top_bits_commands(config):
     ending exactly there, per-channel scales with a C stride of bit 10) and
     tags above 32. Commands 1 and 4 are refused."""
     top = 1 << config.addr_width
-    full, wide = 0xFFFF, top - 1
-    refused = dict(m=full, k=full, n=full, a_addr=wide, b_addr=wide, c_addr=wide, a_stride=wide,
-                   b_stride=wide, c_stride=wide, accumulate=1, int8=1, int16=1, bias=1,
-                   per_channel=1, bias_addr=wide, scale_addr=wide, multiplier=2**32 - 1,
-                   shift=63, tag=255)
+    refused = gemm_refused_at_top_bits(config)
     return [
         dict(m=2, k=8, n=2, a_addr=0x0000, a_stride=0x7FF0, b_addr=0x0040, b_stride=0x0FC0,
              c_addr=0x00C0, c_stride=0x7F00, bias=1, bias_addr=0x7FE0, tag=0x3F),

@@ -16,6 +16,7 @@ from bertforge.boards.axi_board_tb import LANE_BYTES
 from bertforge.rtl.axi_regmap import REGISTERS
 from bertforge.rtl.axi_top import ERR_ABORTED, ERR_BAD_OPCODE, ERR_REJECTED, record_bytes
 from bertforge.rtl.gemm import GemmConfig
+from helpers import gemm_refused_at_top_bits
 
 ADDR_FIELDS = ("a_addr", "b_addr", "c_addr", "bias_addr", "scale_addr")
 
@@ -143,11 +144,7 @@ def top_bit_commands(config):
     every address and stride at 0xFFFF, and accepted ones whose addresses
     and strides set bits 3 to 15. Returns ``(refused, accepted)``."""
     top = 1 << config.addr_width
-    full, wide = 0xFFFF, top - 1
-    refused = dict(m=full, k=full, n=full, a_addr=wide, b_addr=wide, c_addr=wide, a_stride=wide,
-                   b_stride=wide, c_stride=wide, accumulate=1, int8=1, int16=1, bias=1,
-                   per_channel=1, bias_addr=wide, scale_addr=wide, multiplier=2**32 - 1,
-                   shift=63, tag=255)
+    refused = gemm_refused_at_top_bits(config)
     accepted = [
         dict(m=2, k=8, n=2, a_addr=0x0000, a_stride=0xFFF0, b_addr=0x0040, b_stride=0x0FC0,
              c_addr=0x00C0, c_stride=0x7F00, bias=1, bias_addr=0xFFE0, tag=0x3F),
