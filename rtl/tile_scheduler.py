@@ -160,10 +160,12 @@ class TileScheduler(wiring.Component):
         # or bf16, which the writer handles as it does int16).
         two_bytes = cmd.int16 | cmd.bf16_out if cfg.bf16 else cmd.int16
         osize_bits = Mux(cmd.int8, 0, Mux(two_bytes, 1, 2))
-        # (multiplier bits, shifted stride, product, initial values); compact:
+        # Per matrix: (multiplier bits, shifted stride, product, rows less one
+        # and stride of the incoming command, stride of the held one); compact:
         # Horner's rule, the most significant bit first (p = 2p + bit * stride),
-        # so there is no shifted copy of the stride.
-        products = []
+        # so there is no shifted copy of the stride. No B product without
+        # ``b_rows``.
+        products = {}
         # Packed 4-bit B: ceil(k / 2) rows of n bytes, k_chunk // 2 rows a chunk.
         packed = cfg.weight_bits == 4
         b_rows_less = (new.k - 1) >> 1 if packed else new.k - 1
@@ -177,23 +179,20 @@ class TileScheduler(wiring.Component):
         c_row_bytes = cmd.n << osize_bits
         if cfg.transpose_c:
             c_row_bytes = Mux(cmd.transpose_c, cmd.m << osize_bits, c_row_bytes)
-        for matrix, rows_less, stride in (("a", new.m - 1, new.a_stride),
-                                          ("b", b_rows_less, new.b_stride),
-                                          ("c", c_rows_less, new.c_stride)):
-            if matrix == "b" and not self.b_rows:
-                products.append(None)
-                continue
-            products.append((Signal(dw), None if cfg.compact else Signal(aw + dw), Signal(aw + dw),
-                             rows_less, stride))
+        for matrix, rows_less in (("a", new.m - 1), ("b", b_rows_less), ("c", c_rows_less)):
+            if matrix != "b" or self.b_rows:
+                stride = f"{matrix}_stride"
+                products[matrix] = (Signal(dw), None if cfg.compact else Signal(aw + dw),
+                                    Signal(aw + dw), rows_less, new[stride], cmd[stride])
         if grouped:         # the codes: ceil(k / group) rows of ceil(n / 2) bytes
-            products.append((Signal(dw), Signal(aw + dw), Signal(aw + dw),
-                             (new.k - 1) >> group_bits, (new.n + 1) >> 1))
+            products["codes"] = (Signal(dw), Signal(aw + dw), Signal(aw + dw),
+                                 (new.k - 1) >> group_bits, (new.n + 1) >> 1, (cmd.n + 1) >> 1)
         step = Signal(range(dw + 1))
         # A vector's end, addr + 4 * n < 2**aw + 2**(dw + 2), in just its bits.
         vector_end = max(aw, dw + 2) + 1
         ends = [Signal(aw + dw + 2) for _ in range(3)] + [Signal(vector_end) for _ in range(2)]
         a_end, b_end, c_end, bias_end, scale_end = ends
-        a_prod, b_prod, c_prod = (0 if p is None else p[2] for p in products[:3])
+        a_prod, b_prod, c_prod = (products[x][2] if x in products else 0 for x in "abc")
         # Registered: the check compares them a cycle after the last product step.
         m.d.sync += [
             a_end.eq(cmd.a_addr + a_prod + cmd.k * esize),
@@ -204,7 +203,7 @@ class TileScheduler(wiring.Component):
         ]
         if grouped:
             mult_end = Signal(aw + dw + 2)
-            m.d.sync += mult_end.eq(cmd.mult_addr + products[3][2] + ((cmd.n + 1) >> 1))
+            m.d.sync += mult_end.eq(cmd.mult_addr + products["codes"][2] + ((cmd.n + 1) >> 1))
         narrow = cmd.int8 | cmd.int16
         check = ((cmd.m == 0) | (cmd.k == 0) | (cmd.n == 0) | (a_end > limit) | (b_end > limit)
                  | (c_end > limit) | (cmd.accumulate & narrow) | (cmd.int8 & cmd.int16)
@@ -296,18 +295,14 @@ class TileScheduler(wiring.Component):
                 m.d.comb += self.cmd.ready.eq(load)
                 with m.If(self.cmd.valid & load):
                     m.d.sync += [cmd.eq(self.cmd.payload), step.eq(0)]
-                    for bits, shifted, product, rows_less, stride in filter(None, products):
+                    for bits, shifted, product, rows_less, stride, _ in products.values():
                         if cfg.compact:
                             m.d.sync += [bits.eq(rows_less), product.eq(0)]
                         else:
                             m.d.sync += [bits.eq(rows_less), shifted.eq(stride), product.eq(0)]
                     m.next = "MULTIPLY"
             with m.State("MULTIPLY"):
-                strides = (cmd.a_stride, cmd.b_stride, cmd.c_stride)
-                if grouped:
-                    strides += ((cmd.n + 1) >> 1,)
-                for (bits, shifted, product, _, _), stride in filter(lambda p: p[0], zip(products,
-                                                                                 strides)):
+                for bits, shifted, product, _, _, stride in products.values():
                     if cfg.compact:     # dw steps, then the ends' cycle
                         with m.If(step != dw):
                             m.d.sync += [bits.eq(bits << 1),
