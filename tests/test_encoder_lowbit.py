@@ -231,13 +231,14 @@ def _run_top(config, image, commands, limit=3000, errors=None):
                 if len(finished) > number:
                     break
                 await ctx.tick()
+        await ctx.tick().repeat(4)     # the memory takes the last write a cycle on
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(memory, background=True)
     sim.add_testbench(watch, background=True)
     sim.add_testbench(host)
-    sim.run_until(1e-6 * limit * len(commands))
+    sim.run()      # until the host is done: each command finished, or waited out
     assert finished == (errors or [False] * len(commands))
     return mem
 

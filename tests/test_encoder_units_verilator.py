@@ -37,11 +37,12 @@ from bertforge.sim.layernorm_golden import layernorm_golden
 from bertforge.sim.softmax_cycles import softmax_cycles
 from bertforge.sim.softmax_golden import softmax_golden
 
-from test_encoder_verilator import _program
+from helpers import gemm_refused_at_top_bits, gemm_saturating_problems
+from test_encoder_verilator import ABITS, _program
 from test_gemm_verilator import issue_shapes, transposed
 
-#: The layer tests' harness memories (tiny.toml: 2**17 bytes, tiny16.toml: 2**18).
-MODELS = [(TINY_HW, 17), (TINY16_HW, 18)]
+#: The layer tests' models and their harness memories' address bits.
+MODELS = [(TINY_HW, ABITS[1]), (TINY16_HW, ABITS[2])]
 
 
 def _config(hw):
@@ -79,9 +80,7 @@ def _limits(config):
     c_old = np.array([[hi] * 16, [lo] * 16] * 2)
     return [dict(m=4, k=4, n=16, accumulate=1, a=a, b=[[top] * 16] * 4, c_old=c_old),
             dict(m=6, k=40, n=8, extreme=True, bias=np.array([hi, lo] * 4)),
-            dict(m=3, k=9, n=5, scale=np.linspace(2e-3, 9e-3, 5)),
-            dict(m=3, k=9, n=5, int16=1, scale=np.linspace(2e-2, 9e-2, 5))] + \
-        [dict(m=3, k=5, n=n) for n in (10, 12, 14, 15)]
+            *gemm_saturating_problems()[1:]] + [dict(m=3, k=5, n=n) for n in (10, 12, 14, 15)]
 
 
 @pytest.mark.parametrize("hw, abits", MODELS, ids=["int8", "int16"])
@@ -282,11 +281,8 @@ def test_gemm_fields_at_their_top_bits_and_long_counts(hw, abits):
     memory, the refused ones refused."""
     config = _config(hw)
     eb = config.element_bytes
-    full, wide = 0xFFFF, (1 << 32) - 1
-    refused = dict(m=full, k=full, n=full, a_addr=wide, b_addr=wide, c_addr=wide, a_stride=wide,
-                   b_stride=wide, c_stride=wide, accumulate=1, int8=1, int16=1, bias=1,
-                   per_channel=1, bias_addr=wide, scale_addr=wide, multiplier=2**32 - 1,
-                   shift=63, tag=255, transpose_c=1)
+    assert config.gemm.addr_width == 32
+    refused = dict(gemm_refused_at_top_bits(config.gemm), transpose_c=1)
     int8 = dict(int8=1, multiplier=1 << 13, shift=14)
     commands = [
         dict(m=2, k=8, n=2, a_addr=0x0000, a_stride=0x7FF0, b_addr=0x0040, b_stride=0x0FC0,

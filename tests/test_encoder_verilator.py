@@ -21,6 +21,8 @@ from bertforge.sim.gelu_golden import gelu_golden
 from bertforge.sim.layernorm_golden import layernorm_golden
 from bertforge.sim.softmax_golden import softmax_golden
 
+from helpers import gemm_refused_at_top_bits
+
 
 @pytest.mark.parametrize("hw, target", [(TINY_HW, 0.99), (TINY16_HW, 0.9999)])
 def test_layer_in_verilator_matches_golden_and_prediction(hw, target):
@@ -297,10 +299,8 @@ def test_refused_commands_and_fields_at_their_top_bits(hw):
     gemm = {"m": 4, "k": 16, "n": 8, "a_addr": 0x1000, "b_addr": 0x2000, "a_stride": 16 * eb,
             "b_stride": 8 * eb, "c_stride": 32}
     full = (1 << 32) - 1
-    every = {"m": 0xFFFF, "k": 0xFFFF, "n": 0xFFFF, "accumulate": 1, "int8": 1, "int16": 1,
-             "bias": 1, "per_channel": 1, "transpose_c": 1, "multiplier": full, "shift": 63,
-             "tag": 255, **{f"{x}_{y}": full for x in "abc" for y in ("addr", "stride")},
-             "bias_addr": full, "scale_addr": full}
+    assert config.gemm.addr_width == 32
+    every = dict(gemm_refused_at_top_bits(config.gemm), transpose_c=1)
     top = {**{k: full for k in ADDRESSES}, "rows": 0xFFFF, "length": 0xFFFF, "valid": 0xFFFF,
            "multiplier": 0xFFFF, "shift": 63}
     sm = dict(op=OP_SOFTMAX, src=0x4000, src_stride=32, dst=0x6000, dst_stride=16, rows=4,
