@@ -117,8 +117,9 @@ class EncoderConfig:
         int32 input; output ``out_width`` = 8 with int8 activations, 16 with
         int16; ``lanes * 4`` must divide ``mem_width // 8``.
     layernorm : LayerNormConfig
-        with ``add_residual``; ``out_width`` and ``param_width`` the
-        activations' width (``in_width`` 16 with int16 activations);
+        with ``add_residual``; ``in_width``, ``out_width`` and
+        ``param_width`` the activations' width (``in_width`` 8 with int8
+        activations: ``x + r`` of int8 values, no wider statistics);
         ``lanes`` times the element bytes must divide ``mem_width // 8``.
     gelu : GeluConfig
         ``in_width`` and ``out_width`` the activations' width; ``lanes``
@@ -145,7 +146,7 @@ class EncoderConfig:
         mb = self.gemm.mem_bytes
         w, ln = self.gemm.width, self.layernorm     # every width below must be w
         need = {"softmax out_width": self.softmax.out_width,
-                **({"layernorm in_width": ln.in_width} if w == 16 else {}),
+                "layernorm in_width": ln.in_width,
                 "layernorm out_width": ln.out_width, "layernorm param_width": ln.param_width,
                 "gelu in_width": self.gelu.in_width, "gelu out_width": self.gelu.out_width}
         if self.softmax.in_width != 32:

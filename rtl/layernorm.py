@@ -16,7 +16,7 @@ from .stream import Queue, delay, register, row_layout, tree
 from bertforge.rtl.errors import ParameterError
 
 __all__ = ["LayerNormConfig", "LayerNorm", "LN_Z_FRAC", "LN_Z_WIDTH", "LN_STATS_LATENCY",
-           "LN_OUT_LATENCY", "LN_MULT2_BITS", "LN_SHIFT2_BITS", "ln_z_bound"]
+           "LN_OUT_LATENCY", "LN_MULT2_BITS", "LN_SHIFT2_BITS", "ln_z_bound", "ln_acc_range"]
 
 #: Fraction bits of the normalized value ``z = (v - mean) / std``.
 LN_Z_FRAC = 14
@@ -44,6 +44,18 @@ def ln_z_bound(h_max):
     return math.floor(math.sqrt(h_max - 1) * (1 + RSQRT_REL_ERROR) * 2 ** LN_Z_FRAC + 0.5) + 1
 
 
+def ln_acc_range(config):
+    """The range of ``acc = z * gamma + (beta << beta_shift)``: ``|z| <=
+    ln_z_bound(h_max)`` and gamma, beta of ``param_width`` bits. The
+    output's clamp is emitted only where this range, scaled by
+    ``out_mult`` and shifted by ``out_shift``, leaves ``out_width``: with
+    int16 gamma and beta (Q3.12) and ``out_shift`` 19 (``tiny16.toml``)
+    ``|out| <= 9,152``, so an int16 output has no clamp there."""
+    z_max, half = ln_z_bound(config.h_max), 1 << (config.param_width - 1)
+    return (-z_max * half - (half << config.beta_shift),
+            z_max * half + ((half - 1) << config.beta_shift))
+
+
 @dataclass(frozen=True, kw_only=True)
 class LayerNormConfig(Config):
     """Parameters of a :class:`LayerNorm`.
@@ -56,8 +68,10 @@ class LayerNormConfig(Config):
         Longest vector (a multiple of ``lanes``, at most 4096). The vector
         length ``H`` is set at run time by ``last``; it must be a multiple
         of ``lanes`` and at most ``h_max``.
-    in_width : 16 or 32
-        Signed input width (``x`` and the residual ``r``).
+    in_width : 8, 16 or 32
+        Signed input width (``x`` and the residual ``r``): 8 for int8
+        activations (the int8 encoder top), whose statistics then need no
+        wider arms than int8 values reach.
     add_residual : bool
         Add a second input stream ``r`` (LayerNorm(x + r)).
     param_width : 8 or 16
@@ -102,7 +116,7 @@ class LayerNormConfig(Config):
         check_int("h_max", self.h_max, maximum=4096)
         if self.h_max % self.lanes:
             raise ParameterError(f"h_max must be a multiple of lanes ({self.lanes}), not {self.h_max}")
-        check_choice("in_width", self.in_width, (16, 32))
+        check_choice("in_width", self.in_width, (8, 16, 32))
         check_bool("add_residual", self.add_residual)
         check_choice("param_width", self.param_width, (8, 16))
         check_int("gamma_frac", self.gamma_frac, minimum=0, maximum=self.param_width - 1)
@@ -381,6 +395,7 @@ class LayerNorm(wiring.Component):
         num_width = hbits + 1 + vw + 1
         acc_width = max(LN_Z_WIDTH + pw, pw + cfg.beta_shift) + 2
         z_max = ln_z_bound(cfg.h_max)
+        acc_lo, acc_hi = ln_acc_range(cfg)
         for lane in range(lanes):
             num = register(signed(num_width), f"l{lane}_num")
             product = register(signed(num_width + len(rsqrt.r) + 1), f"l{lane}_product")
@@ -403,7 +418,8 @@ class LayerNorm(wiring.Component):
                     gamma[1].eq(gamma[0]), beta[1].eq(beta[0]),
                     acc.eq(z * gamma[1] + (beta[1] << cfg.beta_shift)),
                     out_product.eq(acc * cfg.out_mult),
-                    out.eq(requantize(out_product, 1, cfg.out_shift, signed(cfg.out_width))),
+                    out.eq(requantize(out_product, 1, cfg.out_shift, signed(cfg.out_width),
+                                      value_range=(acc_lo * cfg.out_mult, acc_hi * cfg.out_mult))),
                 ]
             m.d.comb += self.y.payload.data[lane].eq(out)
             if cfg.second_output:       # the same z, the second pair, the run-time scale

@@ -24,9 +24,11 @@ from helpers import tiny_encoder_config as tiny_config
      r"^the encoder top drives the staged GEMM engine: set \[gemm\] serial to false$"),
     (dict(softmax=SoftmaxConfig(in_width=16, out_width=8)), ValueError,
      r"^the encoder top needs softmax in_width 32 \(int32 scores\)$"),
-    (dict(layernorm=LayerNormConfig(lanes=4, h_max=64, out_width=16)), ValueError,
+    (dict(layernorm=LayerNormConfig(lanes=4, h_max=64, in_width=8, out_width=16)), ValueError,
      r"^the encoder top with gemm width 8 \(int8 activations\) needs layernorm out_width 8, not 16$"),
-    (dict(layernorm=LayerNormConfig(add_residual=False)), ValueError,
+    (dict(layernorm=LayerNormConfig(lanes=4, h_max=64)), ValueError,      # int16 statistics for int8 values
+     r"^the encoder top with gemm width 8 \(int8 activations\) needs layernorm in_width 8, not 16$"),
+    (dict(layernorm=LayerNormConfig(in_width=8, add_residual=False)), ValueError,
      r"^the encoder top needs layernorm add_residual = true$"),
     (dict(gelu=GeluConfig(out_width=16)), ValueError,
      r"^the encoder top with gemm width 8 \(int8 activations\) needs gelu out_width 8, not 16$"),

@@ -9,7 +9,7 @@ import pytest
 
 from bertforge.generators.layernorm_sim import random_layernorm_data
 from bertforge.rtl.layernorm import (LN_OUT_LATENCY, LN_STATS_LATENCY, LN_Z_FRAC, LN_Z_WIDTH,
-                                     LayerNormConfig, ln_z_bound)
+                                     LayerNormConfig, ln_acc_range, ln_z_bound)
 from bertforge.rtl.rsqrt import (RSQRT_FRAC, RSQRT_MANT, RSQRT_REL_ERROR, RSQRT_SEED_BITS,
                                  RSQRT_STEP_BITS, rsqrt_reference, rsqrt_seed_table)
 from bertforge.sim.layernorm_cycles import layernorm_cycles
@@ -76,6 +76,30 @@ def test_z_bound_holds_and_is_tight():
         bound = ln_z_bound(h)
         assert bound - 2 * RSQRT_REL_ERROR * bound - 2 <= worst <= bound, h
 
+
+def test_output_bound_is_tight():
+    """ln_acc_range (the int16 output's clamp left out): an impulse (|z| at
+    its bound) with gamma and beta at their extremes reaches it within a
+    few LSBs of z, both ways; tiny16.toml's unit (int16 gamma and beta
+    Q3.12, shift 19) then gives +-9,152, far inside int16, while int8
+    gamma and beta with int8 output (tiny.toml's) still reach its clamp."""
+    wide = LayerNormConfig(lanes=4, h_max=64, param_width=16, gamma_frac=12, beta_frac=12,
+                           out_width=16, out_shift=19)
+    lo, hi = ln_acc_range(wide)
+    impulse = np.zeros(64, np.int64)
+    impulse[5] = 1000
+    full = (1 << 15) - 1
+    for sign in (1, -1):
+        gamma, beta = np.full(64, -sign * (full + 1)), np.full(64, -full - 1)
+        out = layernorm_golden(wide, sign * impulse, np.zeros(64, np.int64), gamma, beta)[5]
+        assert out == -9152 == (lo + (1 << 18)) >> 19
+        gamma, beta = np.full(64, sign * full), np.full(64, full)
+        out = layernorm_golden(wide, sign * impulse, np.zeros(64, np.int64), gamma, beta)[5]
+        assert 9150 <= out <= (hi + (1 << 18)) >> 19 == 9152
+    narrow = LayerNormConfig(lanes=4, h_max=64, in_width=8)
+    top = layernorm_golden(narrow, impulse // 10, np.zeros(64, np.int64), np.full(64, 127),
+                           np.full(64, 127))
+    assert top[5] == 127 and (ln_acc_range(narrow)[1] + (1 << 15)) >> 16 == 381
 
 def test_golden_within_one_lsb_of_float_over_variance_range():
     """Variance log-uniform over [1e-2, 1e4] (real units), BERT-like means

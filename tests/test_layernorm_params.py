@@ -15,7 +15,7 @@ from bertforge.rtl.layernorm import LayerNorm, LayerNormConfig
     ({"h_max": 8192}, ValueError, r"^h_max must be an integer <= 4096, not 8192$"),
     ({"lanes": 16, "h_max": 100}, ValueError, r"^h_max must be a multiple of lanes \(16\), not 100$"),
     ({"h_max": "768"}, TypeError, r"^h_max must be an integer, not '768'$"),
-    ({"in_width": 8}, ValueError, r"^in_width must be 16 or 32, not 8$"),
+    ({"in_width": 12}, ValueError, r"^in_width must be 8, 16 or 32, not 12$"),
     ({"add_residual": 1}, TypeError, r"^add_residual must be a bool, not 1$"),
     ({"param_width": 12}, ValueError, r"^param_width must be 8 or 16, not 12$"),
     ({"gamma_frac": 8}, ValueError, r"^gamma_frac must be an integer <= 7, not 8$"),

@@ -31,12 +31,12 @@ def _second(config, length, rng, scale):
     return gamma2.astype(np.int64), beta2.astype(np.int64), mult, shift
 
 
-def _amaranth_run(config, xs, rs, gamma, beta, second, stall_every=0):
+def _amaranth_run(config, xs, rs, gamma, beta, second=None, stall_every=0):
     """Load the parameters, stream the vectors, collect (data, data2) per
-    output beat; ``stall_every``: ``y.ready`` low every that many cycles."""
+    output beat (data2 None without ``second``); ``stall_every``:
+    ``y.ready`` low every that many cycles."""
     dut = LayerNorm(config)
     lanes, n = config.lanes, len(gamma) // config.lanes
-    gamma2, beta2, mult2, shift2 = second
     beats = [(x[i:i + lanes], r[i:i + lanes], i + lanes == len(x))
              for x, r in zip(xs, rs) for i in range(0, len(x), lanes)]
     got = []
@@ -44,9 +44,12 @@ def _amaranth_run(config, xs, rs, gamma, beta, second, stall_every=0):
     async def params(ctx):
         for b in range(n):
             s = slice(b * lanes, (b + 1) * lanes)
-            ctx.set(dut.params.payload, {"gamma": gamma[s].tolist(), "beta": beta[s].tolist(),
-                                         "gamma2": gamma2[s].tolist(), "beta2": beta2[s].tolist(),
-                                         "mult2": mult2, "shift2": shift2, "last": b == n - 1})
+            beat = {"gamma": gamma[s].tolist(), "beta": beta[s].tolist(), "last": b == n - 1}
+            if second:
+                gamma2, beta2, mult2, shift2 = second
+                beat.update(gamma2=gamma2[s].tolist(), beta2=beta2[s].tolist(), mult2=mult2,
+                            shift2=shift2)
+            ctx.set(dut.params.payload, beat)
             ctx.set(dut.params.valid, 1)
             await ctx.tick()
         ctx.set(dut.params.valid, 0)
@@ -72,7 +75,7 @@ def _amaranth_run(config, xs, rs, gamma, beta, second, stall_every=0):
         async for _, _, valid, ready, payload in ctx.tick().sample(dut.y.valid, dut.y.ready,
                                                                    dut.y.payload):
             if valid and ready:
-                got.append((list(payload.data), list(payload.data2)))
+                got.append((list(payload.data), list(payload.data2) if second else None))
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
