@@ -21,6 +21,8 @@ import pytest
 from bertforge.generators.analyze import load_hardware
 from bertforge.generators.encoder_sim import TINY16_HW, TINY_HW, encoder_config
 from bertforge.rtl.encoder import OP_GEMM
+from bertforge.rtl.tile_scheduler import CHANNEL_MULT_BITS
+from bertforge.sim.fixed_golden import scale_words
 from bertforge.sim.gemm_golden import command_rejected, run_commands
 
 from test_encoder_verilator import ABITS, MODELS, _program
@@ -44,7 +46,10 @@ def _far_commands(eb, abits):
     stored transposed; then A's, B's and C's row strides negative
     (``2**32 - d``: every bit from 15 up set, the second row ``d`` bytes
     before the first, wrapping to the top of the address space); and a
-    plain command last, so that every one of those bits falls again."""
+    transposed command whose column stride is ``2**28 - 2**abits + 4096``
+    (17 columns: the scheduler's column offset ``16 * c_stride`` sets bits
+    16 and ``abits + 4`` to 31); and a plain command last, transposed too,
+    so that every one of those bits falls again."""
     far = (1 << 32) - (1 << abits)
     back = 1 << 32
     return [
@@ -66,24 +71,44 @@ def _far_commands(eb, abits):
         dict(m=5, k=4, n=2, a_addr=0xC400, a_stride=0x10, b_addr=0xC500, b_stride=0x10,
              c_addr=0x2561, c_stride=back - 0x3B3F, int8=1, multiplier=0x7777, shift=9,
              transpose_c=1, tag=0x77),
+        dict(m=3, k=3, n=17, a_addr=0xC600, a_stride=0x10, b_addr=0xC700, b_stride=0x20,
+             c_addr=0x0100, c_stride=(1 << 28) - (1 << abits) + 0x1000, int8=1,
+             multiplier=0x4321, shift=12, transpose_c=1, tag=0x88),
         dict(m=3, k=3, n=3, a_addr=0xC600, a_stride=0x10, b_addr=0xC700, b_stride=0x10,
-             c_addr=0xD200, c_stride=0x10, bias=1, bias_addr=0xC800, tag=0x00),
+             c_addr=0xD200, c_stride=0x10, bias=1, bias_addr=0xC800, transpose_c=1, tag=0x00),
     ]
+
+
+def _shift_commands(image, rng):
+    """Per-channel scales with every shift on every requantizer lane: C of
+    256 columns (lane ``j % 4`` takes column ``j``), column ``j``'s shift
+    ``j // 4`` (0 to 63, so the rounding constant ``2**(shift - 1)`` sets
+    each of its bits in turn), random multipliers; int8, then int16
+    output."""
+    columns = 256
+    shifts = np.arange(columns) // 4
+    words = scale_words(rng.integers(0, 1 << CHANNEL_MULT_BITS, columns), shifts)
+    image[0xE000:0xE000 + 4 * columns] = words.view(np.uint8)
+    same = dict(k=8, n=columns, a_addr=0xC900, a_stride=0x10, b_addr=0x0, b_stride=0x200,
+                per_channel=1, scale_addr=0xE000)
+    return [dict(same, m=4, c_addr=0xF000, c_stride=columns, int8=1, tag=0x99),
+            dict(same, m=2, c_addr=0x10000, c_stride=2 * columns, int16=1, tag=0xAA)]
 
 
 @MODELS
 def test_gemms_at_far_addresses_and_negative_strides(hw):
-    """The commands of :func:`_far_commands`, each behind a barrier, over
-    random memory: memory equals the golden model's run on the addresses
+    """The commands of :func:`_far_commands` and :func:`_shift_commands`,
+    each behind a barrier, over random memory: memory equals the golden model's run on the addresses
     the memory sees (bit-exact), and the harness's sums of the address bits
     above the memory equal the commands' (a base or stride bit above the
     memory lost or set by mistake changes one or the other)."""
     config = encoder_config(load_hardware(hw), hw)
     abits = ABITS[config.element_bytes]
-    commands = _far_commands(config.element_bytes, abits)
+    rng = np.random.default_rng(40)
+    image = rng.integers(0, 256, 1 << abits, dtype=np.uint8)
+    commands = _far_commands(config.element_bytes, abits) + _shift_commands(image, rng)
     assert not any(command_rejected(config.gemm, cmd) for cmd in commands)
     small = dataclasses.replace(config.gemm, addr_width=abits)
-    image = np.random.default_rng(40).integers(0, 256, 1 << abits, dtype=np.uint8)
     want = image.copy()
     assert run_commands(small, want, [_aliased(cmd, abits) for cmd in commands]) == \
         [False] * len(commands)
