@@ -181,6 +181,31 @@ def gemm_saturating_problems(b_key="b", **fields):
             dict(m=3, k=9, n=5, int16=1, scale=np.linspace(2e-2, 9e-2, 5), **fields)]
 
 
+def gemm_request_addresses(config, cmd):
+    """``(reads, writes)``: the byte addresses of the memory requests of an
+    accepted GEMM command ``cmd`` on engine ``config``, in no particular
+    order: a read a row of each loader job
+    (:func:`~bertforge.sim.axi_cycles.chunk_requests`), a write a beat of
+    the writer (:func:`~bertforge.sim.axi_cycles.block_writes`) or, C
+    stored transposed, an element (``c_addr + column * c_stride + row *
+    element bytes``)."""
+    from bertforge.sim.axi_cycles import block_writes, chunk_requests
+    from bertforge.sim.gemm_cycles import chunks
+    from bertforge.sim.gemm_golden import output_dtype
+    reads = [addr for requests in chunk_requests(config, cmd) for addr, _ in requests]
+    osize = output_dtype(cmd).itemsize
+    writes = []
+    for chunk in chunks(config, cmd):
+        if not chunk["last"]:
+            continue
+        if chunk["transpose_c"]:
+            writes += [cmd["c_addr"] + (chunk["n0"] + j) * cmd["c_stride"] + (chunk["m0"] + i) * osize
+                       for i in range(chunk["m_len"]) for j in range(chunk["n_len"])]
+        else:
+            writes += [addr for _, addr, _ in block_writes(config, cmd, chunk)]
+    return reads, writes
+
+
 #: Random memory latency and valid/ready stalls on every stream of the GEMM harness.
 GEMM_STRESS = dict(lat_min=2, lat_mask=15, p_req=70, p_data=70, p_wr=70, p_cmd=90, p_done=90)
 

@@ -21,7 +21,7 @@ from bertforge.sim.gelu_golden import gelu_golden
 from bertforge.sim.layernorm_golden import layernorm_golden
 from bertforge.sim.softmax_golden import softmax_golden
 
-from helpers import gemm_refused_at_top_bits
+from helpers import gemm_refused_at_top_bits, gemm_request_addresses
 
 
 @pytest.mark.parametrize("hw, target", [(TINY_HW, 0.99), (TINY16_HW, 0.9999)])
@@ -100,8 +100,9 @@ def _program(config, image, commands, errors=None, **knobs):
 
 def _high_sums(config, commands):
     """``[reads, writes]``: the sums (mod 2**32) of ``addr >> abits`` over the
-    memory requests of the elementwise ``commands`` (none refused), as the
-    harness adds them (``rd_high``, ``wr_high``): an adapter reads its rows
+    memory requests of ``commands`` (none refused), as the harness adds
+    them (``rd_high``, ``wr_high``): a GEMM's are the engine's
+    (:func:`gemm_request_addresses`); an adapter reads its rows
     a memory word at a time (layernorm: gamma and beta, then x and r), and
     writes each output beat of ``lanes`` elements (row bases and offsets
     add mod ``2**addr_width``)."""
@@ -111,7 +112,9 @@ def _high_sums(config, commands):
              OP_GELU: (config.gelu.lanes, config.unit_bytes, config.element_bytes)}
     reads, writes = [], []
     for c in commands:
-        if c["op"] == OP_GEMM:      # the tests' GEMMs address the memory only: 0
+        if c["op"] == OP_GEMM:      # the engine's requests (tests/helpers.py)
+            more = gemm_request_addresses(g, c["gemm"])
+            reads, writes = reads + more[0], writes + more[1]
             continue
         lanes, ebytes, obytes = units[c["op"]]
         words = range(0, c["length"] * ebytes, g.mem_bytes)
