@@ -20,7 +20,10 @@ PROG_LEN written, when not the program's records: a longer program wraps
 around the memory), ``polls`` (of STATUS before giving up; default 100,000),
 ``deposit`` (counter name -> a value written into that performance
 counter's register just after the start, through the counters' module,
-which the build makes public: the counter wraps past 2**32 - 1).
+which the build makes public: the counter wraps past 2**32 - 1),
+``deposit_pc`` (a value written into the top's program counter, its
+register ``pc_count``, just after the start, while the first record is
+fetched: the program then ends when the counter reaches ``PROG_LEN``).
 
 Before the runs the register file is read back (:meth:`TB.registers`:
 every register after reset, the writable ones after writes of all ones
@@ -166,7 +169,9 @@ class TB:
     async def responses(self):
         """The AXI4-Lite responses (``"OKAY"``, ``"SLVERR"``, ...) to probe
         accesses, by name: reads and writes of a register, of an unmapped
-        address, and writes to read-only registers (which must not change)."""
+        address, and writes to read-only registers (which must not change);
+        under ``prot``, a read of ID and a write of IRQ_ENABLE with AxPROT 7,
+        then 0 (``[read resp, data, write resp]``)."""
         lite, names = self.lite, {v: k for k, v in AxiResp.__members__.items()}
         out = {}
         for name, addr in (("read_id", REG["ID"]), ("read_unmapped", 0x30),
@@ -181,6 +186,13 @@ class TB:
                            ("write_cycles", REG["CYCLES"])):
             out[name] = names[(await lite.write(addr, (0).to_bytes(4, "little"))).resp]
         out["id_after_write"] = await lite.read_dword(REG["ID"])
+        # AxPROT is ignored: a read and a write with every bit set, then clear
+        out["prot"] = []
+        for prot in (7, 0):
+            answer = await lite.read(REG["ID"], 4, prot=prot)
+            written = await lite.write(REG["IRQ_ENABLE"], bytes(4), prot=prot)
+            out["prot"].append([names[answer.resp], int.from_bytes(answer.data, "little"),
+                                names[written.resp]])
         return out
 
     async def count_steps(self):
@@ -250,11 +262,16 @@ class TB:
         # counters moved to near the top: each then reads its steps since
         # the start plus the offset the deposit made (mod 2**32)
         offsets, high = {}, None
-        if run.get("deposit"):
+        if run.get("deposit") or run.get("deposit_pc") is not None:
             # between clock edges, after the start's clear: the value read is
             # the register's, and the write lands before the next edge
             await ClockCycles(dut.clk, 2)
             await FallingEdge(dut.clk)
+            if run.get("deposit_pc") is not None:
+                # the register is named after the port it drives, regs' pc_count
+                assert int(dut.pc_count.value) == 0, "the program counter moved before the deposit"
+                dut.pc_count.value = run["deposit_pc"]
+        if run.get("deposit"):
             for name, value in run["deposit"].items():
                 handle = getattr(dut.counters, f"count_{name}")
                 offsets[name] = (value - int(handle.value)) % (1 << 32)
