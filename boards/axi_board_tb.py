@@ -17,7 +17,7 @@ DECERR with ``decerr``), ``base`` need not be a record's multiple (the
 driver refuses it; the testbench then writes the registers itself),
 ``abort_after`` (cycles after start to write CTRL.abort), ``records`` (the
 PROG_LEN written, when not the program's records: a longer program wraps
-around the memory), ``polls`` (of STATUS before giving up; default 100,000),
+around the memory), ``polls`` (of STATUS before the test fails; default 100,000),
 ``deposit`` (counter name -> a value written into that performance
 counter's register just after the start, through the counters' module,
 which the build makes public: the counter wraps past 2**32 - 1),
@@ -50,7 +50,7 @@ import warnings
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
+from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge, with_timeout
 from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam, AxiResp
 
@@ -283,6 +283,9 @@ class TB:
         try:
             pc, code = await driver.wait(run.get("polls", 100_000)), 0
         except ProgramError as error:
+            # a program that never ends fails the test at once (a hung
+            # mutant is not simulated through the other runs' polls)
+            assert error.code is not None, str(error)
             code = error.code
             pc = await self.lite.read_dword(REG["PC"])
         elapsed = round((get_sim_time("ns") - start) / 10)
@@ -326,10 +329,15 @@ async def axi_programs(dut):
     tb.ram.write(0, image.tobytes())
     await tb.reset()
     cocotb.start_soon(tb.count_steps())
-    results = {"registers": await tb.registers(), "responses": await tb.responses(),
-               "config": await tb.driver.config(), "runs": []}
+    # Watchdogs: a mutant that never answers a register access, or never
+    # ends a program, fails in about the cycles of its run's polls
+    # (``polls``; a poll takes at most 8 cycles) instead of hanging.
+    results = {"registers": await with_timeout(tb.registers(), 200, "us"),
+               "responses": await with_timeout(tb.responses(), 50, "us"),
+               "config": await with_timeout(tb.driver.config(), 50, "us"), "runs": []}
     for run in spec["runs"]:
-        results["runs"].append(await tb.run(run))
+        budget = 8 * run.get("polls", 100_000) + 50_000     # cycles of 10 ns
+        results["runs"].append(await with_timeout(tb.run(run), budget / 100, "us"))
         with open(spec["result_path"], "w") as f:
             json.dump(results, f)
     results["image"] = spec["result_path"] + ".npy"

@@ -10,7 +10,8 @@ they kill mutants of the register file and the counters). One model
 import numpy as np
 import pytest
 
-from bertforge.generators.axi_sim import program_run, simulate_axi
+from bertforge.generators import axi_sim
+from bertforge.generators.axi_sim import simulate_axi
 from bertforge.generators.program import assemble
 from bertforge.generators.gemm_sim import layout_problems, read_matrix
 from bertforge.boards.axi_board_tb import LANE_BYTES
@@ -20,6 +21,17 @@ from bertforge.rtl.gemm import GemmConfig
 from helpers import gemm_refused_at_top_bits
 
 ADDR_FIELDS = ("a_addr", "b_addr", "c_addr", "bias_addr", "scale_addr")
+
+#: STATUS polls before a run fails (about 4 cycles each): the default
+#: tests' programs end in well under 20,000 cycles, so a mutant that
+#: hangs one fails in seconds instead of running 100,000 polls.
+POLLS = 20_000
+
+
+def program_run(config, commands, **extra):
+    """:func:`bertforge.generators.axi_sim.program_run` with ``polls`` at
+    :data:`POLLS` unless given."""
+    return axi_sim.program_run(config, commands, **{"polls": POLLS, **extra})
 
 
 def config_for(mem_width):
