@@ -33,7 +33,7 @@ for runs without a bus error, that the
 whole memory equals the golden model's
 (:func:`bertforge.sim.gemm_golden.run_commands` of the commands that ran,
 on the memory as the run found it). Results: ``registers``; one dict per
-run (code, pc, counters, match; ``elapsed``, clock cycles from the start
+run (code, pc, ``status`` (the STATUS word at the end), counters, match; ``elapsed``, clock cycles from the start
 to the end seen; ``irq_status``, and ``irq`` under each ``IRQ_ENABLE``
 value, ``irq_enabled``; ``steps``, the counters' steps summed by
 :meth:`TB.count_steps`; ``write_bursts``, its count of AW handshakes;
@@ -171,7 +171,8 @@ class TB:
         accesses, by name: reads and writes of a register, of an unmapped
         address, and writes to read-only registers (which must not change);
         under ``prot``, a read of ID and a write of IRQ_ENABLE with AxPROT 7,
-        then 0 (``[read resp, data, write resp]``)."""
+        then 0 (``[read resp, data, write resp]``); under ``w_after_aw``,
+        IRQ_ENABLE read back after a write of 3 whose W came after its AW."""
         lite, names = self.lite, {v: k for k, v in AxiResp.__members__.items()}
         out = {}
         for name, addr in (("read_id", REG["ID"]), ("read_unmapped", 0x30),
@@ -186,6 +187,13 @@ class TB:
                            ("write_cycles", REG["CYCLES"])):
             out[name] = names[(await lite.write(addr, (0).to_bytes(4, "little"))).resp]
         out["id_after_write"] = await lite.read_dword(REG["ID"])
+        # W after AW: the lite master's W channel paused 3 cycles in 4, so
+        # AWVALID rises first; the slave must wait for W (its data lands)
+        self.lite.write_if.w_channel.set_pause_generator(iter([True] * 3 + [False] * 1000))
+        await lite.write(REG["IRQ_ENABLE"], (3).to_bytes(4, "little"))
+        self.lite.write_if.w_channel.clear_pause_generator()
+        out["w_after_aw"] = await lite.read_dword(REG["IRQ_ENABLE"])
+        await lite.write_dword(REG["IRQ_ENABLE"], 0)
         # AxPROT is ignored: a read and a write with every bit set, then clear
         out["prot"] = []
         for prot in (7, 0):
@@ -292,6 +300,7 @@ class TB:
         await RisingEdge(dut.clk)
         irq = int(dut.irq.value)
         # irq follows each status bit only with its enable bit
+        status = await self.lite.read_dword(REG["STATUS"])
         irq_status = await self.lite.read_dword(REG["IRQ_STATUS"])
         irq_enabled = []
         for enable in (0, 1, 2, 3):
@@ -313,7 +322,7 @@ class TB:
         got = self.memory()
         checked = self.golden and not (run.get("fail_read") or run.get("fail_write"))
         mismatches = int(np.count_nonzero(got != expected)) if checked else None
-        return {"code": code, "pc": pc, "irq": irq, "irq_after": irq_after, "counters": counters,
+        return {"code": code, "pc": pc, "status": status, "irq": irq, "irq_after": irq_after, "counters": counters,
                 "elapsed": elapsed, "irq_status": irq_status, "irq_enabled": irq_enabled,
                 "steps": steps, "write_bursts": bursts, "offsets": offsets,
                 "counters_high": high,

@@ -120,6 +120,9 @@ def check(result, runs, config):
         assert counters["bytes_written"] <= config.mem_bytes * counters["cycles"]
         # IRQ_STATUS holds done (bit 0) or error (bit 1); irq follows a bit
         # only with its IRQ_ENABLE bit (enables 0, 1, 2, 3 in turn)
+        # STATUS at the end: done, not busy, error and its code
+        assert r["status"] == word("STATUS", done=1, error=int(r["code"] != 0),
+                                   error_code=r["code"])
         status = 1 if r["code"] == 0 else 2
         assert r["irq_status"] == status
         assert r["irq_enabled"] == [0, status & 1, status >> 1, 1]
@@ -148,7 +151,7 @@ def test_axi_gemm_programs():
         "read_id_byte3": ["OKAY", 0x42], "write_irq_enable": "OKAY", "write_unmapped": "SLVERR",
         "write_unmapped_top": "SLVERR", "write_id": "SLVERR", "write_status": "SLVERR",
         "write_cycles": "SLVERR", "id_after_write": 0x42464731,
-        "prot": [["OKAY", 0x42464731, "OKAY"]] * 2}
+        "prot": [["OKAY", 0x42464731, "OKAY"]] * 2, "w_after_aw": 3}
 
 
 def top_bit_commands(config):
