@@ -17,10 +17,13 @@ DECERR with ``decerr``), ``base`` need not be a record's multiple (the
 driver refuses it; the testbench then writes the registers itself),
 ``abort_after`` (cycles after start to write CTRL.abort), ``records`` (the
 PROG_LEN written, when not the program's records: a longer program wraps
-around the memory), ``polls`` (of STATUS before giving up; default 100,000),
+around the memory), ``polls`` (of STATUS before the test fails; default 100,000),
 ``deposit`` (counter name -> a value written into that performance
 counter's register just after the start, through the counters' module,
-which the build makes public: the counter wraps past 2**32 - 1).
+which the build makes public: the counter wraps past 2**32 - 1),
+``deposit_pc`` (a value written into the top's program counter, its
+register ``pc_count``, just after the start, while the first record is
+fetched: the program then ends when the counter reaches ``PROG_LEN``).
 
 Before the runs the register file is read back (:meth:`TB.registers`:
 every register after reset, the writable ones after writes of all ones
@@ -30,7 +33,7 @@ for runs without a bus error, that the
 whole memory equals the golden model's
 (:func:`bertforge.sim.gemm_golden.run_commands` of the commands that ran,
 on the memory as the run found it). Results: ``registers``; one dict per
-run (code, pc, counters, match; ``elapsed``, clock cycles from the start
+run (code, pc, ``status`` (the STATUS word at the end), counters, match; ``elapsed``, clock cycles from the start
 to the end seen; ``irq_status``, and ``irq`` under each ``IRQ_ENABLE``
 value, ``irq_enabled``; ``steps``, the counters' steps summed by
 :meth:`TB.count_steps`; ``write_bursts``, its count of AW handshakes;
@@ -47,7 +50,7 @@ import warnings
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
+from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge, with_timeout
 from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam, AxiResp
 
@@ -166,7 +169,10 @@ class TB:
     async def responses(self):
         """The AXI4-Lite responses (``"OKAY"``, ``"SLVERR"``, ...) to probe
         accesses, by name: reads and writes of a register, of an unmapped
-        address, and writes to read-only registers (which must not change)."""
+        address, and writes to read-only registers (which must not change);
+        under ``prot``, a read of ID and a write of IRQ_ENABLE with AxPROT 7,
+        then 0 (``[read resp, data, write resp]``); under ``w_after_aw``,
+        IRQ_ENABLE read back after a write of 3 whose W came after its AW."""
         lite, names = self.lite, {v: k for k, v in AxiResp.__members__.items()}
         out = {}
         for name, addr in (("read_id", REG["ID"]), ("read_unmapped", 0x30),
@@ -181,6 +187,20 @@ class TB:
                            ("write_cycles", REG["CYCLES"])):
             out[name] = names[(await lite.write(addr, (0).to_bytes(4, "little"))).resp]
         out["id_after_write"] = await lite.read_dword(REG["ID"])
+        # W after AW: the lite master's W channel paused 3 cycles in 4, so
+        # AWVALID rises first; the slave must wait for W (its data lands)
+        self.lite.write_if.w_channel.set_pause_generator(iter([True] * 3 + [False] * 1000))
+        await lite.write(REG["IRQ_ENABLE"], (3).to_bytes(4, "little"))
+        self.lite.write_if.w_channel.clear_pause_generator()
+        out["w_after_aw"] = await lite.read_dword(REG["IRQ_ENABLE"])
+        await lite.write_dword(REG["IRQ_ENABLE"], 0)
+        # AxPROT is ignored: a read and a write with every bit set, then clear
+        out["prot"] = []
+        for prot in (7, 0):
+            answer = await lite.read(REG["ID"], 4, prot=prot)
+            written = await lite.write(REG["IRQ_ENABLE"], bytes(4), prot=prot)
+            out["prot"].append([names[answer.resp], int.from_bytes(answer.data, "little"),
+                                names[written.resp]])
         return out
 
     async def count_steps(self):
@@ -250,11 +270,16 @@ class TB:
         # counters moved to near the top: each then reads its steps since
         # the start plus the offset the deposit made (mod 2**32)
         offsets, high = {}, None
-        if run.get("deposit"):
+        if run.get("deposit") or run.get("deposit_pc") is not None:
             # between clock edges, after the start's clear: the value read is
             # the register's, and the write lands before the next edge
             await ClockCycles(dut.clk, 2)
             await FallingEdge(dut.clk)
+            if run.get("deposit_pc") is not None:
+                # the register is named after the port it drives, regs' pc_count
+                assert int(dut.pc_count.value) == 0, "the program counter moved before the deposit"
+                dut.pc_count.value = run["deposit_pc"]
+        if run.get("deposit"):
             for name, value in run["deposit"].items():
                 handle = getattr(dut.counters, f"count_{name}")
                 offsets[name] = (value - int(handle.value)) % (1 << 32)
@@ -266,12 +291,16 @@ class TB:
         try:
             pc, code = await driver.wait(run.get("polls", 100_000)), 0
         except ProgramError as error:
+            # a program that never ends fails the test at once (a hung
+            # mutant is not simulated through the other runs' polls)
+            assert error.code is not None, str(error)
             code = error.code
             pc = await self.lite.read_dword(REG["PC"])
         elapsed = round((get_sim_time("ns") - start) / 10)
         await RisingEdge(dut.clk)
         irq = int(dut.irq.value)
         # irq follows each status bit only with its enable bit
+        status = await self.lite.read_dword(REG["STATUS"])
         irq_status = await self.lite.read_dword(REG["IRQ_STATUS"])
         irq_enabled = []
         for enable in (0, 1, 2, 3):
@@ -293,7 +322,7 @@ class TB:
         got = self.memory()
         checked = self.golden and not (run.get("fail_read") or run.get("fail_write"))
         mismatches = int(np.count_nonzero(got != expected)) if checked else None
-        return {"code": code, "pc": pc, "irq": irq, "irq_after": irq_after, "counters": counters,
+        return {"code": code, "pc": pc, "status": status, "irq": irq, "irq_after": irq_after, "counters": counters,
                 "elapsed": elapsed, "irq_status": irq_status, "irq_enabled": irq_enabled,
                 "steps": steps, "write_bursts": bursts, "offsets": offsets,
                 "counters_high": high,
@@ -309,10 +338,15 @@ async def axi_programs(dut):
     tb.ram.write(0, image.tobytes())
     await tb.reset()
     cocotb.start_soon(tb.count_steps())
-    results = {"registers": await tb.registers(), "responses": await tb.responses(),
-               "config": await tb.driver.config(), "runs": []}
+    # Watchdogs: a mutant that never answers a register access, or never
+    # ends a program, fails in about the cycles of its run's polls
+    # (``polls``; a poll takes at most 8 cycles) instead of hanging.
+    results = {"registers": await with_timeout(tb.registers(), 200, "us"),
+               "responses": await with_timeout(tb.responses(), 50, "us"),
+               "config": await with_timeout(tb.driver.config(), 50, "us"), "runs": []}
     for run in spec["runs"]:
-        results["runs"].append(await tb.run(run))
+        budget = 8 * run.get("polls", 100_000) + 50_000     # cycles of 10 ns
+        results["runs"].append(await with_timeout(tb.run(run), budget / 100, "us"))
         with open(spec["result_path"], "w") as f:
             json.dump(results, f)
     results["image"] = spec["result_path"] + ".npy"

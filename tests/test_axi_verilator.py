@@ -10,7 +10,9 @@ they kill mutants of the register file and the counters). One model
 import numpy as np
 import pytest
 
-from bertforge.generators.axi_sim import program_run, simulate_axi
+from bertforge.generators import axi_sim
+from bertforge.generators.axi_sim import simulate_axi
+from bertforge.generators.program import assemble
 from bertforge.generators.gemm_sim import layout_problems, read_matrix
 from bertforge.boards.axi_board_tb import LANE_BYTES
 from bertforge.rtl.axi_regmap import REGISTERS
@@ -19,6 +21,17 @@ from bertforge.rtl.gemm import GemmConfig
 from helpers import gemm_refused_at_top_bits
 
 ADDR_FIELDS = ("a_addr", "b_addr", "c_addr", "bias_addr", "scale_addr")
+
+#: STATUS polls before a run fails (about 4 cycles each): the default
+#: tests' programs end in well under 20,000 cycles, so a mutant that
+#: hangs one fails in seconds instead of running 100,000 polls.
+POLLS = 20_000
+
+
+def program_run(config, commands, **extra):
+    """:func:`bertforge.generators.axi_sim.program_run` with ``polls`` at
+    :data:`POLLS` unless given."""
+    return axi_sim.program_run(config, commands, **{"polls": POLLS, **extra})
 
 
 def config_for(mem_width):
@@ -107,6 +120,9 @@ def check(result, runs, config):
         assert counters["bytes_written"] <= config.mem_bytes * counters["cycles"]
         # IRQ_STATUS holds done (bit 0) or error (bit 1); irq follows a bit
         # only with its IRQ_ENABLE bit (enables 0, 1, 2, 3 in turn)
+        # STATUS at the end: done, not busy, error and its code
+        assert r["status"] == word("STATUS", done=1, error=int(r["code"] != 0),
+                                   error_code=r["code"])
         status = 1 if r["code"] == 0 else 2
         assert r["irq_status"] == status
         assert r["irq_enabled"] == [0, status & 1, status >> 1, 1]
@@ -134,7 +150,8 @@ def test_axi_gemm_programs():
         "read_id": "OKAY", "read_unmapped": "SLVERR", "read_unmapped_top": "SLVERR",
         "read_id_byte3": ["OKAY", 0x42], "write_irq_enable": "OKAY", "write_unmapped": "SLVERR",
         "write_unmapped_top": "SLVERR", "write_id": "SLVERR", "write_status": "SLVERR",
-        "write_cycles": "SLVERR", "id_after_write": 0x42464731}
+        "write_cycles": "SLVERR", "id_after_write": 0x42464731,
+        "prot": [["OKAY", 0x42464731, "OKAY"]] * 2, "w_after_aw": 3}
 
 
 def top_bit_commands(config):
@@ -269,6 +286,63 @@ def test_axi_write_bursts():
     # the odd C's rows have beats to the word of the beat before (merged)
     assert sum(a[1] == b[1] for cmd in odd for row in [write_beats(
         config, cmd, chunks(config, cmd)[-1])] for a, b in zip(row, row[1:])) >= 10
+
+
+def test_axi_program_counter_top_bits():
+    """The program counter's top bits without running 65,535 records: a
+    program of 10 records from 0xFF00 (its last two wrap around the memory
+    to 0x0000) with PROG_LEN 0xFFFF, its counter set to 0xFFF5 just after
+    the start (cocotb deposits into the top's ``pc`` while the first record
+    is fetched): the 10 commands run (memory bit-exact), the program ends
+    at PC 0xFFFF with code 0, and the cycle and byte counters are their
+    steps' sums. A program after it from 0 starts at PC 0 again (the top
+    bits of the counter and of the fetch address fall)."""
+    config = config_for(32)
+    rng = np.random.default_rng(11)
+    image = np.zeros(1 << config.addr_width, dtype=np.uint8)
+    commands = place(config, image, one_block_items(10, rng), 0x1000, rng)
+    rb = record_bytes(config)
+    tail = assemble(config, commands[8:])
+    image[:len(tail)] = np.frombuffer(tail, dtype=np.uint8)
+    top = 0xFFFF
+    run = program_run(config, commands[:8], base=(1 << config.addr_width) - 8 * rb,
+                      records=top, deposit_pc=top - 10)
+    run["commands"] = commands
+    after = program_run(config, commands[:3], base=0x0800)
+    result = simulate_axi(config, image, [run, after], pause=0.0, seed=5)
+    assert result["passed"], result.get("log")
+    got = result["runs"]
+    assert [(r["code"], r["pc"], r["mismatches"]) for r in got] == [(0, top, 0), (0, 3, 0)]
+    for r, records in zip(got, (10, 3)):
+        assert {name: r["counters"][name] for name in r["steps"]} == r["steps"]
+        assert r["counters"]["bytes_read"] >= records * rb
+
+
+#: Multipliers of the shift sweep: bits 26, 27 and 30 set, small, one.
+SWEEP_MULTIPLIERS = (0x4C3A5F21, 0x0C000001, 0x2B, 1)
+
+
+def test_axi_requantizer_every_shift():
+    """One program of 64 one-block GEMMs, the requantizer's shift 0 to 63
+    in turn (int8 and int16 C alternately, multipliers with bits 26, 27
+    and 30 set and small ones), then per-channel scales over two columns
+    with shifts 62 and 63: every byte of memory equals the golden model's
+    (each shift moves the rounding bit ``2**(shift-1)`` to a bit of its
+    own)."""
+    config = config_for(32)
+    rng = np.random.default_rng(12)
+    image = np.zeros(1 << config.addr_width, dtype=np.uint8)
+    items = [dict(m=2, k=3, n=2, multiplier=SWEEP_MULTIPLIERS[shift % 4], shift=shift,
+                  **({"int16": 1} if shift % 2 else {"int8": 1})) for shift in range(64)]
+    items.append(dict(m=2, k=5, n=2, int8=1, multipliers=[0x3FFFFFF, 0x2000000],
+                      shifts=[62, 63]))
+    commands = place(config, image, items, 0x0000, rng)
+    result = simulate_axi(config, image, [program_run(config, commands, base=0xC000)],
+                          pause=0.0, seed=6)
+    assert result["passed"], result.get("log")
+    got = result["runs"][0]
+    assert (got["code"], got["pc"], got["mismatches"]) == (0, len(commands), 0)
+    assert sorted({c["shift"] for c in commands[:64]}) == list(range(64))
 
 
 @pytest.mark.slow
