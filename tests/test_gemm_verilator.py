@@ -28,6 +28,7 @@ from bertforge.generators.gemm_board import gemm_top_config
 from bertforge.rtl.gemm import GemmConfig
 from bertforge.sim.coverage import uncovered
 from bertforge.sim.gemm_cycles import gemm_cycles
+from bertforge.sim.gemm_harness import MAX_COMMANDS
 from bertforge.sim.gemm_golden import matrix_view
 
 from helpers import (GEMM_INT32_LIMITS, gemm_long_count_commands, gemm_saturating_problems,
@@ -366,6 +367,27 @@ def test_long_k_m_and_n_count_past_bit_13(tmp_path):
     result = simulate_gemm(config, image, commands, seed=16, workdir=tmp_path / "long")
     check(result, commands, config)
     assert result["errors"] == [False] * 3 and result["tags_ok"]
+
+
+def test_forty_commands_fill_the_harness_queue(tmp_path):
+    """The harness's whole command queue (``MAX_COMMANDS``, 40), every
+    other command refused (a size of 0, two output types, by turns): each
+    completion's error flag lands in its own bit of ``errors``, bits 36 to
+    39 included (the stress run has 36 commands); the accepted ones, int16
+    with multiplier 2**b and shift b for b = 12 to 31 (a multiplier bit the other tests
+    leave clear: 17), stay bit-exact."""
+    config = TINY
+    refused = [dict(raw=dict(m=0, k=2, n=2)), dict(raw=dict(m=2, k=2, n=2, int8=1, int16=1))]
+    # the accepted ones: int16 with a walking-one multiplier 2**b, shift b
+    # (C = A @ B, saturated), b = 12 .. 31: each bit of the descriptor's
+    # multiplier carries the scale
+    problems = [refused[i // 2 % 2] if i % 2 else
+                dict(m=1, k=2, n=2, int16=1, multiplier=1 << (12 + i // 2), shift=12 + i // 2)
+                for i in range(MAX_COMMANDS)]
+    image, commands = layout_problems(config, problems, np.random.default_rng(17))
+    result = simulate_gemm(config, image, commands, seed=17, workdir=tmp_path / "forty")
+    check(result, commands, config)
+    assert result["errors"] == [i % 2 == 1 for i in range(MAX_COMMANDS)]
 
 
 def test_accumulate_saturates_and_per_channel_scales_without_bias(tmp_path):
