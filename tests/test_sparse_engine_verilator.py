@@ -206,6 +206,19 @@ def test_k_offsets_past_bit_10_with_stalls(tmp_path):
     assert result["match"] and result["errors"] == [False]
 
 
+def test_m_with_bit_11_accepted(tmp_path):
+    """An accepted command with M = 2,049 (bits 11 and 0; the accepted M of
+    the other tests never set bit 11): issue 40, the sparse engine's current
+    mutant 47 (bit 11 of the pattern check's held command tied to 0).
+    Bit-exact."""
+    rng = np.random.default_rng(18)
+    image, commands = layout_sparse_problems(
+        TINY, [dict(m=2049, k=8, n=2, pat_n=1, pat_m=2, int8=1, multiplier=3, shift=9)], rng)
+    result = simulate_sparse_engine(TINY, image, commands, seed=18, workdir=tmp_path)
+    assert result["passed"], result["log"]
+    assert result["match"] and result["errors"] == [False]
+
+
 def test_memory_bound_model_within_two_percent(tmp_path):
     """A slow memory (2 bytes per cycle, the harness's read bandwidth
     limit): bit-exact, memory bound, and the cycle model within 2% (7,819
