@@ -190,6 +190,49 @@ def test_long_k_m_and_n_count_past_bit_13(tmp_path):
     assert result["match"] and result["errors"] == [False] * 3 and result["tags_ok"]
 
 
+def test_k_offsets_past_bit_10_with_stalls(tmp_path):
+    """K = 2,048 (chunk offsets 1,024 to 2,016 set bit 10) with random
+    memory latency and stalls, so the scheduler holds a chunk offset for
+    varying numbers of cycles before the next descriptor leaves (issue 40,
+    the sparse engine's current mutant 8: bit 12 of the offset flipped
+    whenever bit 10 is set; the register then alternates every held cycle,
+    and the long clean run above always takes it on the right cycle).
+    Bit-exact over random memory."""
+    rng = np.random.default_rng(17)
+    image, commands = layout_sparse_problems(TINY, [dict(m=2, k=2048, n=2, pat_n=1, pat_m=2)], rng)
+    stalls = dict(lat_min=3, lat_mask=7, p_req=60, p_data=80, p_wr=70, p_cmd=50, p_done=90)
+    result = simulate_sparse_engine(TINY, image, commands, seed=17, workdir=tmp_path, **stalls)
+    assert result["passed"], result["log"]
+    assert result["match"] and result["errors"] == [False]
+
+
+def test_m_with_bit_11_accepted(tmp_path):
+    """An accepted command with M = 2,049 (bits 11 and 0; the accepted M of
+    the other tests never set bit 11): issue 40, the sparse engine's current
+    mutant 47 (bit 11 of the pattern check's held command tied to 0).
+    Bit-exact."""
+    rng = np.random.default_rng(18)
+    image, commands = layout_sparse_problems(
+        TINY, [dict(m=2049, k=8, n=2, pat_n=1, pat_m=2, int8=1, multiplier=3, shift=9)], rng)
+    result = simulate_sparse_engine(TINY, image, commands, seed=18, workdir=tmp_path)
+    assert result["passed"], result["log"]
+    assert result["match"] and result["errors"] == [False]
+
+
+def test_memory_bound_model_within_two_percent(tmp_path):
+    """A slow memory (2 bytes per cycle, the harness's read bandwidth
+    limit): bit-exact, memory bound, and the cycle model within 2% (7,819
+    cycles measured, 7,822 modelled). A harness whose bandwidth tokens are
+    not capped (issue 40, the sparse engine's current mutant 15) bursts
+    after idle cycles: 7,401."""
+    rng = np.random.default_rng(9)
+    image, commands = layout_sparse_problems(TINY, [dict(m=16, k=96, n=16, pat_n=2, pat_m=4)], rng)
+    result = simulate_sparse_engine(TINY, image, commands, seed=9, lat_min=4, bw=2, workdir=tmp_path)
+    assert result["passed"], result["log"]
+    assert result["match"] and result["bound"] == "memory" and not result["model_exact"]
+    assert abs(result["cycles"] - result["model_cycles"]) <= 0.02 * result["model_cycles"]
+
+
 @BUILDS
 def test_bias_and_accumulate_at_the_int32_limits(config, tmp_path):
     """The dense engine's saturating problems (``gemm_saturating_problems``,
