@@ -165,6 +165,11 @@ def hardware_from_table(table, path, default_name):
         bad = sorted(set(fields) - known)
         if bad:
             raise ConfigError(f"{path}: unknown {name} field {bad[0]!r}; fields: {', '.join(sorted(known))}")
+        if name == "layernorm" and "in_width" not in fields:
+            # LayerNorm's input is the activations': int8 with an int8 engine
+            # (the low-bit top's second_output takes the int16 residual stream)
+            int8 = units["gemm"].width == 8 and not fields.get("second_output", False)
+            fields = {**fields, "in_width": 8 if int8 else 16}
         try:
             units[name] = cls(**fields)
         except (TypeError, ValueError) as error:

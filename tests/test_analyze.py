@@ -191,3 +191,17 @@ def test_bf16_needs_a_dense_engine(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "the sparse engine is int8 only" in err
+
+
+@pytest.mark.parametrize("text, in_width", [
+    ("[gemm]\nwidth = 8\n", 8),                                      # int8 activations
+    ("[gemm]\nwidth = 16\n", 16),                                    # int16 activations
+    ("[gemm]\nwidth = 8\n[layernorm]\nsecond_output = true\n", 16),  # the low-bit top's residual stream
+    ("[gemm]\nwidth = 8\n[layernorm]\nin_width = 32\n", 32),         # as written
+])
+def test_layernorm_input_width_follows_the_activations(tmp_path, text, in_width):
+    """A config that does not set [layernorm] in_width gets its
+    activations' width, so a minimal int8 config forms an encoder top."""
+    path = tmp_path / "hw.toml"
+    path.write_text(text)
+    assert load_hardware(path).layernorm.in_width == in_width
