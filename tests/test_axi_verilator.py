@@ -292,7 +292,7 @@ def test_axi_program_counter_top_bits():
     """The program counter's top bits without running 65,535 records: a
     program of 10 records from 0xFF00 (its last two wrap around the memory
     to 0x0000) with PROG_LEN 0xFFFF, its counter set to 0xFFF5 just after
-    the start (cocotb deposits into the top's ``pc`` while the first record
+    the start (cocotb deposits into the top's ``pc_count`` register while the first record
     is fetched): the 10 commands run (memory bit-exact), the program ends
     at PC 0xFFFF with code 0, and the cycle and byte counters are their
     steps' sums. A program after it from 0 starts at PC 0 again (the top
