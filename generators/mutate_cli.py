@@ -29,7 +29,10 @@
    (``BERTFORGE_MUTANT``): a failing test kills it. A run past the
    timeout kills it too (a mutant that hangs the tests): the largest of
    120 s, 10 times the original's run and 3 times mutant 0's (which builds
-   a model, as every mutant's run does).
+   a model, as every mutant's run does). A run past it is run once more
+   with 3 times the time before it counts (a loaded machine slows a
+   mutant that does not hang): only a second timeout kills
+   (``killed_by`` ``timeout``; ``retried`` in its entry).
 5. The block's proofs (those of ``bertforge prove BLOCK``, stated for the
    config of the design mutated, read from its Verilog header) run against
    each mutant the tests leave (and mutant 0, which must pass them): the
@@ -125,6 +128,17 @@ def _pytest(tests, env_extra, timeout, select=None):
     failed = [line.split(" - ")[0].replace("FAILED ", "") for line in output.splitlines()
               if line.startswith("FAILED ")]
     return code, failed, time.monotonic() - start, output
+
+
+def _test_mutant(tests, env_extra, timeout, select=None):
+    """:func:`_pytest`, and once more with 3 times ``timeout`` if it timed
+    out (a loaded machine, not a hang); ``(code, failed, seconds, output,
+    retried)``, the seconds of both runs."""
+    code, failed, seconds, output = _pytest(tests, env_extra, timeout, select)
+    if code != "timeout":
+        return code, failed, seconds, output, False
+    code, failed, more, output = _pytest(tests, env_extra, 3 * timeout, select)
+    return code, failed, seconds + more, output, True
 
 
 def _table(document):
@@ -360,9 +374,11 @@ def run_mutate(args):
             (work / "original.sha256").write_text(digest + "\n")
             scratch = work / "tmp"      # the failed runs' work directories land here
             scratch.mkdir()
-            code, failed, seconds, output = _pytest(tests, {"BERTFORGE_MUTANT": str(work),
-                                                            "TMPDIR": str(scratch)}, timeout,
-                                                    args.select)
+            code, failed, seconds, output, retried = _test_mutant(
+                tests, {"BERTFORGE_MUTANT": str(work), "TMPDIR": str(scratch)}, timeout,
+                args.select)
+            if retried:
+                entry["retried"] = True
             if index == 0:      # a mutant's run builds its model: allow 3 times mutant 0's
                 timeout = max(timeout, 3 * seconds)
             shutil.rmtree(scratch, ignore_errors=True)

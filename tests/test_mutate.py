@@ -166,3 +166,25 @@ def test_a_proof_on_the_engine_inside_the_gemm_harness_kills_its_mutant(tmp_path
     assert _prove_mutant(entry, chosen, design, tmp_path / "work", 300) == "done_per_command"
     assert {name: r["status"] for name, r in entry["proofs"].items()} == {
         "done_valid_held": "proved", "done_per_command": "failed"}
+
+
+@pytest.mark.parametrize("second, code, retried", [
+    ((0, [], 50.0, "passed"), 0, True),                          # slow, not a hang: it survives
+    (("timeout", [], 90.0, "TIMEOUT"), "timeout", True),         # a hang: killed
+    (None, 1, False),                                            # a failing test: no second run
+])
+def test_a_timed_out_mutant_is_run_again_with_three_times_the_time(monkeypatch, second, code,
+                                                                   retried):
+    from bertforge.generators import mutate_cli
+    first = (1, ["t.py::x"], 10.0, "FAILED") if second is None else ("timeout", [], 30.0, "TIMEOUT")
+    runs, calls = iter([first, second]), []
+
+    def fake(tests, env_extra, timeout, select=None):
+        calls.append(timeout)
+        return next(runs)
+
+    monkeypatch.setattr(mutate_cli, "_pytest", fake)
+    got = mutate_cli._test_mutant(["t.py"], {}, 20.0)
+    assert (got[0], got[4]) == (code, retried)
+    assert calls == ([20.0, 60.0] if retried else [20.0])
+    assert got[2] == (first[2] + second[2] if retried else first[2])
