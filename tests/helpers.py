@@ -206,6 +206,9 @@ def gemm_request_addresses(config, cmd):
     return reads, writes
 
 
+#: The fields of a GEMM command that are byte addresses.
+GEMM_ADDR_FIELDS = ("a_addr", "b_addr", "c_addr", "bias_addr", "scale_addr")
+
 #: Random memory latency and valid/ready stalls on every stream of the GEMM harness.
 GEMM_STRESS = dict(lat_min=2, lat_mask=15, p_req=70, p_data=70, p_wr=70, p_cmd=90, p_done=90)
 

@@ -18,9 +18,7 @@ from bertforge.boards.axi_board_tb import LANE_BYTES
 from bertforge.rtl.axi_regmap import REGISTERS
 from bertforge.rtl.axi_top import ERR_ABORTED, ERR_BAD_OPCODE, ERR_REJECTED, record_bytes
 from bertforge.rtl.gemm import GemmConfig
-from helpers import gemm_refused_at_top_bits
-
-ADDR_FIELDS = ("a_addr", "b_addr", "c_addr", "bias_addr", "scale_addr")
+from helpers import GEMM_ADDR_FIELDS, gemm_refused_at_top_bits
 
 #: STATUS polls before a run fails (about 4 cycles each): the default
 #: tests' programs end in well under 20,000 cycles, so a mutant that
@@ -56,7 +54,7 @@ def place(config, image, items, offset, rng):
     used = int(np.flatnonzero(part)[-1]) + 1 + 256
     image[offset:offset + used] = part[:used]
     for cmd in commands:
-        for key in ADDR_FIELDS:
+        for key in GEMM_ADDR_FIELDS:
             if key in cmd:
                 cmd[key] += offset
     return commands

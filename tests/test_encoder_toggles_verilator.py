@@ -25,20 +25,20 @@ from bertforge.rtl.tile_scheduler import CHANNEL_MULT_BITS
 from bertforge.sim.fixed_golden import scale_words
 from bertforge.sim.gemm_golden import command_rejected, run_commands
 
+from helpers import GEMM_ADDR_FIELDS
 from test_encoder_verilator import ABITS, MODELS, _program
 
-#: The command fields that are byte addresses, and those that are strides.
-BASES = ("a_addr", "b_addr", "c_addr", "bias_addr", "scale_addr")
+#: The command fields that are strides.
 STRIDES = ("a_stride", "b_stride", "c_stride")
 
 
 def _aliased(cmd, abits):
     """``cmd`` as the harness memory sees it: addresses and strides mod
     ``2**abits`` (every row lies inside the memory, none wraps round it)."""
-    return {k: v % (1 << abits) if k in BASES + STRIDES else v for k, v in cmd.items()}
+    return {k: v % (1 << abits) if k in GEMM_ADDR_FIELDS + STRIDES else v for k, v in cmd.items()}
 
 
-def _far_commands(eb, abits):
+def _far_commands(abits):
     """Accepted GEMMs whose addresses and strides set the bits above the
     harness memory: every base at ``2**32 - 2**abits`` plus an offset
     (every bit from ``abits`` up set; bits 0 to 3 set too, as the engine
@@ -106,7 +106,7 @@ def test_gemms_at_far_addresses_and_negative_strides(hw):
     abits = ABITS[config.element_bytes]
     rng = np.random.default_rng(40)
     image = rng.integers(0, 256, 1 << abits, dtype=np.uint8)
-    commands = _far_commands(config.element_bytes, abits) + _shift_commands(image, rng)
+    commands = _far_commands(abits) + _shift_commands(image, rng)
     assert not any(command_rejected(config.gemm, cmd) for cmd in commands)
     small = dataclasses.replace(config.gemm, addr_width=abits)
     want = image.copy()

@@ -37,7 +37,7 @@ from bertforge.sim.layernorm_golden import layernorm_golden
 from bertforge.sim.softmax_cycles import softmax_cycles
 from bertforge.sim.softmax_golden import softmax_golden
 
-from helpers import gemm_refused_at_top_bits, gemm_saturating_problems
+from helpers import GEMM_ADDR_FIELDS, gemm_refused_at_top_bits, gemm_saturating_problems
 from test_encoder_verilator import ABITS, _program
 from test_gemm_verilator import issue_shapes, transposed
 
@@ -60,7 +60,7 @@ def _gemm_problems(config, abits):
     image, commands = layout_problems(small, problems, np.random.default_rng(abits))
     lift = (1 << config.gemm.addr_width) - (1 << abits)
     for cmd in commands:
-        for key in ("a_addr", "b_addr", "c_addr", "bias_addr", "scale_addr"):
+        for key in GEMM_ADDR_FIELDS:
             if cmd.get(key, 0) >= (1 << abits) - 16:
                 cmd[key] += lift
     return image, commands

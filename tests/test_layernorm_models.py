@@ -101,6 +101,7 @@ def test_output_bound_is_tight():
                            np.full(64, 127))
     assert top[5] == 127 and (ln_acc_range(narrow)[1] + (1 << 15)) >> 16 == 381
 
+
 def test_golden_within_one_lsb_of_float_over_variance_range():
     """Variance log-uniform over [1e-2, 1e4] (real units), BERT-like means
     and outliers: at most 1 int8 LSB from the float reference."""
