@@ -223,7 +223,8 @@ class AxiMaster(wiring.Component):
             # (no limit where ``left``'s width keeps it within max_burst)
             limit = (Mux(left > self.max_burst, self.max_burst, left)
                      if (1 << len(left)) - 1 > self.max_burst else left)
-            return Mux(limit > to_page, to_page, limit)
+            # ``to_page`` is taken only below ``limit``: its low bits suffice
+            return Mux(limit > to_page, to_page[:len(limit)], limit)
 
         # ---- reads: requests -> bursts ------------------------------------------
         meta_layout = data.StructLayout({"off": range(MB), "beats": range(self.request_beats + 1)})
@@ -231,7 +232,7 @@ class AxiMaster(wiring.Component):
         cur = Signal(wa)
         left = Signal(range(self.request_beats + 2))
         ar_valid = Signal()
-        ar_addr = Signal(wa + mbb)
+        ar_word = Signal(wa)
         ar_len = Signal(8)
         r_out = Signal(range(self.max_reads + 1))      # bursts armed and not finished
         req = self.rd_req.payload
@@ -258,12 +259,12 @@ class AxiMaster(wiring.Component):
         arm_r = (left != 0) & ~ar_valid & (r_out < self.max_reads)
         burst = burst_of(to_page, left)
         with m.If(arm_r):
-            m.d.sync += [ar_valid.eq(1), ar_addr.eq(cur << mbb), ar_len.eq(burst - 1),
+            m.d.sync += [ar_valid.eq(1), ar_word.eq(cur), ar_len.eq(burst - 1),
                          cur.eq(cur + burst), left.eq(left - burst), left_zero.eq(left == burst),
                          to_page.eq(Mux(to_page == burst, page, to_page - burst))]
         with m.Elif(self.m_axi_arready):
             m.d.sync += ar_valid.eq(0)
-        m.d.comb += [self.m_axi_arvalid.eq(ar_valid), self.m_axi_araddr.eq(ar_addr),
+        m.d.comb += [self.m_axi_arvalid.eq(ar_valid), self.m_axi_araddr.eq(ar_word << mbb),
                      self.m_axi_arlen.eq(ar_len)]
         r_take = self.m_axi_rvalid & self.m_axi_rready
         r_done = r_take & self.m_axi_rlast
@@ -300,13 +301,23 @@ class AxiMaster(wiring.Component):
         # The request's bytes rotated into their byte lanes: its first word's
         # beat has the low strobes, the second word's (bytes past the first
         # word's end) the high ones; lanes outside WSTRB carry don't-cares.
+        # A lane's strobe compares it with the request's first and end lanes
+        # (no shifted constant); the second word's top lane is never written
+        # (a request of at most a word starts in the first).
         rotated = Signal(W)
-        strobes = Signal(2 * MB)
+        strobes = Signal(2 * MB - 1)
+        w_end = Signal(range(2 * MB))
+        w_word = Signal(wa)
         m.d.comb += [rotated.eq((Cat(wr.data, wr.data) << (w_off * 8))[W:]),
-                     strobes.eq(((Const(1, 2 * MB + 1) << wr.bytes) - 1) << w_off)]
-        two = (w_off + wr.bytes) > MB     # the bytes run into the next word
-        w_word = (wr.addr >> mbb)[:wa]
+                     w_end.eq(w_off + wr.bytes),
+                     strobes.eq(Cat((w_off <= lane) & (w_end > lane) for lane in range(2 * MB - 1))),
+                     w_word.eq(wr.addr[mbb:])]
+        two = w_end > MB     # the bytes run into the next word
         hold_word = Signal(wa)      # the burst builder's held beat's word (below)
+        # the word after it (wrapping at the top of the engine's addresses,
+        # where the held word ends a 4 KB page, so no burst goes on past it)
+        next_word = Signal(wa)
+        m.d.comb += next_word.eq(hold_word + 1)
         # A request is one beat (its word) or two: the second word's beat
         # follows in the next cycle from the request, still offered
         # (``second``: taken with its last beat), to the held word's next.
@@ -314,10 +325,12 @@ class AxiMaster(wiring.Component):
         beat_ready = Signal()       # the burst builder takes a beat this cycle
         take_wr = beat_ready & (second | ~two)
         beat_valid = self.wr_req.valid & (wr.bytes != 0) & beat_ready
-        beat_word = Mux(second, hold_word + 1, w_word)
+        beat_word = Signal(wa)
         beat_data = rotated
-        beat_strb = Mux(second, strobes[MB:], strobes[:MB])
-        m.d.comb += self.wr_req.ready.eq(take_wr)
+        beat_strb = Signal(MB)
+        m.d.comb += [beat_word.eq(Mux(second, next_word, w_word)),
+                     beat_strb.eq(Mux(second, strobes[MB:], strobes[:MB])),
+                     self.wr_req.ready.eq(take_wr)]
         with m.If(beat_valid):
             m.d.sync += second.eq(two & ~second)
 
@@ -335,7 +348,7 @@ class AxiMaster(wiring.Component):
         # heads drive AW and W independently.
         longest = min(self.max_burst, MAX_WRITE_BURST)
         awq = m.submodules.aw_queue = Queue(       # awlen < longest: its bits only
-            shape=data.StructLayout({"addr": wa + mbb, "len": range(longest)}), depth=4)
+            shape=data.StructLayout({"word": wa, "len": range(longest)}), depth=4)
         wq = m.submodules.w_queue = Queue(
             shape=data.StructLayout({"data": W, "strb": MB, "last": 1}), depth=W_QUEUE)
         hold = Signal()
@@ -348,7 +361,7 @@ class AxiMaster(wiring.Component):
         full = beats == longest - 1
         page_end = hold_word[:page.bit_length() - 1].all() if page > 1 else Const(1)
         merge = beat_valid & (beat_word == hold_word)
-        extend = beat_valid & ~sealed & (beat_word == hold_word + 1) & ~full & ~page_end
+        extend = beat_valid & ~sealed & (beat_word == next_word) & ~full & ~page_end
         ends = hold & ~sealed & Mux(beat_valid, ~merge & ~extend, full | page_end | quiet)
         push_aw = ends & awq.i.ready
         m.d.comb += [
@@ -357,7 +370,7 @@ class AxiMaster(wiring.Component):
             wq.i.payload.data.eq(hold_data), wq.i.payload.strb.eq(hold_strb),
             wq.i.payload.last.eq(~extend),
             awq.i.valid.eq(push_aw),
-            awq.i.payload.addr.eq(start_word << mbb), awq.i.payload.len.eq(beats),
+            awq.i.payload.word.eq(start_word), awq.i.payload.len.eq(beats),
         ]
         m.d.sync += quiet.eq(~beat_valid)
         mask = Cat(bit.replicate(8) for bit in beat_strb)
@@ -388,7 +401,7 @@ class AxiMaster(wiring.Component):
         b_out = Signal(range(self.max_writes + 1))
         room = b_out < self.max_writes
         m.d.comb += [self.m_axi_awvalid.eq(awq.o.valid & room),
-                     self.m_axi_awaddr.eq(awq.o.payload.addr),
+                     self.m_axi_awaddr.eq(awq.o.payload.word << mbb),
                      self.m_axi_awlen.eq(awq.o.payload.len),
                      awq.o.ready.eq(self.m_axi_awready & room),
                      self.m_axi_wvalid.eq(wq.o.valid & released),

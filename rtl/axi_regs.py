@@ -89,7 +89,8 @@ class AxiLiteRegisters(wiring.Component):
         configuration, say): those fields get no port and read the value.
     kept : dict
         Bits kept of ``rw`` fields by port name (the low ones; the others
-        read their reset value, 0, and writes to them are ignored).
+        read their reset value, 0, and writes to them are ignored): the
+        port is that wide (a field with no bit kept has no port).
     """
 
     def __init__(self, *, registers=REGISTERS, addr_width=8, values=None, kept=None):
@@ -123,8 +124,10 @@ class AxiLiteRegisters(wiring.Component):
                 name, kind = field_port(reg, f), f["kind"]
                 if kind == "r" and name not in self.values:
                     members[name] = In(f["width"])
-                elif kind in ("rw", "pulse"):
-                    members[name] = Out(f["width"], init=f["reset"] if kind == "rw" else 0)
+                elif kind == "rw" and self.kept.get(name, 1):
+                    members[name] = Out(self.kept.get(name, f["width"]), init=f["reset"])
+                elif kind == "pulse":
+                    members[name] = Out(f["width"])
                 elif kind == "w1c":
                     members[name] = Out(f["width"], init=f["reset"])
                     members[name + "_set"] = In(f["width"])
@@ -180,7 +183,7 @@ class AxiLiteRegisters(wiring.Component):
                 lo, hi = f["lsb"], f["lsb"] + f["width"]
                 if f["kind"] == "rw":       # byte by byte: WSTRB enables, no merge logic
                     top = lo + self.kept.get(field_port(reg, f), f["width"])
-                    for byte in range(lo // 8, (top - 1) // 8 + 1) if top > lo else ():
+                    for byte in range(lo // 8, (top - 1) // 8 + 1):
                         a, b = max(lo, 8 * byte), min(top, 8 * byte + 8)
                         with m.If(hit & s.s_axi_wstrb[byte]):
                             m.d.sync += port[a - lo:b - lo].eq(s.s_axi_wdata[a:b])
@@ -196,35 +199,36 @@ class AxiLiteRegisters(wiring.Component):
         return m
 
     def _read_value(self, reg):
-        """The 32-bit word ``reg`` reads: its fields at their bits in one
-        ``Cat`` (zeros between), so that no constant intermediate is
-        emitted (an OR of each field shifted to its place left about
-        2,860 constant toggle points in the AXI top's register file); a
-        register whose fields are all constant is one constant."""
+        """The value ``reg`` reads, up to its highest bit that is not
+        constant 0: its fields at their bits in one ``Cat`` (zeros
+        between), a register whose fields are all constant one ``Const``.
+        No constant bit is emitted above a register's live ones, nor as an
+        intermediate (an OR of each field shifted to its place left about
+        2,860 constant toggle points in the AXI top's register file, 32-bit
+        words in the read multiplexer about 560 more)."""
         parts, at = [], 0
         for f in sorted(reg["fields"], key=lambda f: f["lsb"]):
             name = field_port(reg, f)
             if f["kind"] == "const":
                 value = Const(f["reset"], f["width"])
-            elif f["kind"] == "pulse":
+            elif f["kind"] == "pulse" or self.kept.get(name) == 0:
                 value = Const(0, f["width"])
             elif name in self.values:
                 value = Const(self.values[name], f["width"])
-            else:       # an rw field reads its kept bits (the others 0)
-                kept = self.kept.get(name, f["width"]) if f["kind"] == "rw" else f["width"]
-                value = getattr(self, name)[:kept]
+            else:       # an rw field reads its kept bits (its port's), the others 0
+                value = getattr(self, name)
             if f["lsb"] > at:
                 parts.append(Const(0, f["lsb"] - at))
             parts.append(value)
             at = f["lsb"] + len(value)
-        if at < 32:
-            parts.append(Const(0, 32 - at))
         if all(isinstance(part, Const) for part in parts):
-            word, at = 0, 0
-            for part in parts:
-                word, at = word | part.value << at, at + len(part)
-            return Const(word, 32)
-        return Cat(*parts)
+            value = 0
+            for part in reversed(parts):
+                value = value << len(part) | part.value
+            return Const(value)
+        while isinstance(parts[-1], Const) and parts[-1].value == 0:
+            parts.pop()
+        return Cat(*parts) if len(parts) > 1 else parts[0]
 
 
 def _tree(words, addr, base, levels):
@@ -232,7 +236,7 @@ def _tree(words, addr, base, levels):
     none) at indices ``base`` to ``base + 2**levels - 1``: a multiplexer
     tree on ``addr``'s low ``levels`` bits."""
     if not any(base <= word < base + (1 << levels) for word in words):
-        return Const(0, 32)
+        return Const(0)
     if levels == 0:
         return words[base]
     half = 1 << (levels - 1)

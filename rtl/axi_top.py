@@ -16,7 +16,9 @@ the payload codec (``bertforge.generators.program`` assembles them).
 
 Writing ``CTRL.start`` (while not busy) clears the counters and runs the
 program, one command at a time: fetch the record over the AXI master,
-check its opcode, give the command to the engine, wait for its completion
+check its opcode, give the command to the engine (an idle engine takes it
+at once; the low-bit encoder's GEMM fused with GELU waits for its unit),
+wait for its completion
 and for every write to be answered (so the next command reads what this
 one wrote), then the next. The program ends after ``PROG_LEN`` records, at
 an ``OP_END``, at the first error, or, after ``CTRL.abort``, when the
@@ -138,6 +140,8 @@ class AxiGemmTop(wiring.Component):
         self.busy = Signal(name="busy")
         self.pc = Signal(16, name="pc")
         self.code = Signal(4, name="code")
+        #: The fetcher owns the master's reads (it fetches a record).
+        self.fetching = Signal(name="fetching")
 
     def elaborate(self, platform):
         m = Module()
@@ -147,6 +151,9 @@ class AxiGemmTop(wiring.Component):
         master = m.submodules.master = self._master
         # The configuration registers read constants.
         idle_units = () if encoder else ("softmax", "layernorm", "gelu")
+        # PROG_BASE keeps the engine's address bits only (the rest read 0).
+        kept = {"prog_base_lo_addr": min(cfg.addr_width, 32),
+                "prog_base_hi_addr": max(cfg.addr_width - 32, 0)}
         regs = m.submodules.regs = AxiLiteRegisters(values={
             **{f"busy_{name}_count": 0 for name in idle_units},
             "config0_rows": cfg.rows, "config0_cols": cfg.cols,
@@ -154,9 +161,7 @@ class AxiGemmTop(wiring.Component):
             "config0_width": cfg.width, "config0_acc_width": cfg.acc_width,
             "config1_mem_width": cfg.mem_width, "config1_addr_width": cfg.addr_width,
             "config1_lanes": cfg.lanes, "config1_units": 0b1111 if encoder else 0b0001},
-            # PROG_BASE keeps the engine's address bits only (the rest read 0).
-            kept={"prog_base_lo_addr": min(cfg.addr_width, 32),
-                  "prog_base_hi_addr": max(cfg.addr_width - 32, 0)})
+            kept=kept)
         forward_ports(m, self, master, self.axi_names)
         forward_ports(m, self, regs, self.lite_names)
 
@@ -166,10 +171,10 @@ class AxiGemmTop(wiring.Component):
         code = self.code
         pc = self.pc
         abort = Signal()
-        fetching = Signal()
+        fetching = self.fetching
         record = Signal(self.record_bytes * 8)
         got = Signal(range(self.record_beats + 1))
-        base = Cat(regs.prog_base_lo_addr, regs.prog_base_hi_addr)[:cfg.addr_width]
+        base = Cat(*(getattr(regs, name) for name, bits in kept.items() if bits))
         end_ok = Signal()
         end_error = Signal()
         rejected = Signal()     # the engine rejected the running command
@@ -222,9 +227,11 @@ class AxiGemmTop(wiring.Component):
                     m.d.sync += [fetching.eq(1), got.eq(0)]
                     m.next = "FETCH"
             with m.State("FETCH"):
+                # The master is idle (nothing ran, or the last command
+                # drained), so it takes the request at once (the proof
+                # ``fetch_waits_for_nothing``).
                 m.d.comb += master.rd_req.valid.eq(1)
-                with m.If(master.rd_req.ready):
-                    m.next = "FETCH_DATA"
+                m.next = "FETCH_DATA"
             with m.State("FETCH_DATA"):
                 with m.If(master.rd_data.valid):
                     m.d.sync += [record.eq(Cat(record[cfg.mem_width:], master.rd_data.payload)
@@ -234,14 +241,17 @@ class AxiGemmTop(wiring.Component):
                     m.d.sync += fetching.eq(0)
                     m.next = "DECODE"
             with m.State("DECODE"):
-                with m.If(~master.idle):
-                    pass
-                with m.Elif(master.error != 0):
+                # The record's last beat came two cycles ago: the master is
+                # idle and shows its error (``fetch_waits_for_nothing``).
+                with m.If(master.error != 0):
                     finish(master.error)
                 self.decode(m, rec.opcode, finish)
             with m.State("ISSUE"):
                 m.d.comb += engine.cmd.valid.eq(1)
-                with m.If(engine.cmd.ready):
+                if encoder and self.config.lowbit:  # a GEMM fused with GELU waits for the unit
+                    with m.If(engine.cmd.ready):
+                        m.next = "RUN"
+                else:           # an idle engine takes a command at once
                     m.next = "RUN"
             with m.State("RUN"):
                 if encoder:     # one finish strobe per command
@@ -264,20 +274,22 @@ class AxiGemmTop(wiring.Component):
                         m.d.sync += [pc.eq(pc + 1), fetch_addr.eq(fetch_addr + self.record_bytes)]
                         m.next = "NEXT"
 
-        # The unit class of the running command (the encoder's op field; a
-        # GEMM engine's commands are all GEMMs).
+        # Busy cycles of the running command's unit class (the encoder's op
+        # field; a GEMM engine's commands are all GEMMs, its other units'
+        # counters read 0: ``idle_units``, no counter).
         running = Signal()
-        unit = Signal(2)
         m.d.comb += running.eq(fsm.ongoing("ISSUE") | fsm.ongoing("RUN") | fsm.ongoing("DRAIN"))
         if encoder:
+            unit = Signal(2)
             with m.If(engine.cmd.valid & engine.cmd.ready):
                 m.d.sync += unit.eq(rec.cmd.op)
+            units = {f"busy_{name}": running & (unit == code) for name, code in UNIT_CODES.items()}
+        else:
+            units = {"busy_gemm": running}
 
-        # Performance counters (cleared by start); a GEMM engine's other
-        # units' read 0 (``idle_units``, no counter).
+        # Performance counters (cleared by start).
         steps = {
-            "cycles": busy, **{f"busy_{name}": running & (unit == code)
-                               for name, code in UNIT_CODES.items() if name not in idle_units},
+            "cycles": busy, **units,
             "bytes_read": master.bytes_read, "bytes_written": master.bytes_written,
             "mem_wait": busy & master.mem_wait,
         }

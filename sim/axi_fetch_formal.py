@@ -4,7 +4,8 @@
 
 The top under proof has a stand-in for the engine (:class:`FetchTop`), so
 the solver sees the fetcher, the AXI master and the register file: the
-stand-in takes any command, then asks at most one read (of at most
+stand-in takes a command at once while it has none (as every engine
+does when idle; it may stall one that comes while it runs), then asks at most one read (of at most
 one beat) and one write, takes its read data, and completes
 only once its data is all in, with or without an error (rejected), whatever
 it asked before (a rejected command's reads and writes are drained like any
@@ -19,6 +20,10 @@ opcodes, ``OP_END``, good ones. Properties:
 - ``fetch_never_hangs``: while a program runs, the program counter moves or
   the program ends within :data:`RECORD_BOUND` cycles (bmc): no record, good,
   bad or answered with an error, holds the fetcher longer;
+- ``fetch_waits_for_nothing``: the fetcher's read request is taken at
+  once (the master is idle), and when its last beat is in, two cycles
+  later (``DECODE``), the master is idle, so the top neither waits for it
+  nor misses its error;
 - ``ends_answered``: when a program ends, every AR has had all its beats,
   every AW its B, and the engine every read beat it asked for: nothing is
   left in flight for the next program;
@@ -98,7 +103,7 @@ class FetchTop(AxiGemmTop):
 
 
 class FetchSpec(Spec):
-    PROPERTIES = ("fetch_never_hangs", "ends_answered", "reaches_two_records",
+    PROPERTIES = ("fetch_never_hangs", "fetch_waits_for_nothing", "ends_answered", "reaches_two_records",
                   "reaches_bad_opcode_end", "reaches_rejected_after_write")
 
     def __init__(self, make, *, only=None):
@@ -132,6 +137,7 @@ class FetchSpec(Spec):
         self.assume(m, ~eng.wr_req.valid | (pending & ~writes))
         can_finish = pending & (asked == given) & ~eng.rd_req.valid & ~eng.wr_req.valid
         self.assume(m, ~eng.done.valid | can_finish)
+        self.assume(m, pending | eng.cmd.ready)
         bounded_wait(self, m, "cmd_wait", eng.cmd.valid & ~eng.cmd.ready, STALL)
         bounded_wait(self, m, "rd_data_wait", eng.rd_data.valid & ~eng.rd_data.ready, STALL)
         bounded_wait(self, m, "done_wait", can_finish & ~eng.done.valid, STALL)
@@ -155,6 +161,14 @@ class FetchSpec(Spec):
             m.d.sync += stuck.eq(stuck + 1)
         self.check(m, "fetch_never_hangs", stuck < RECORD_BOUND)
 
+        # The fetcher's handshakes: its request taken at once, the master
+        # idle when the record is in (``fetching`` falls into DECODE).
+        master = dut._master
+        fetched = self.past(m, dut.fetching, "fetching") & ~dut.fetching
+        self.check(m, "fetch_waits_for_nothing",
+                   (~(dut.fetching & master.rd_req.valid) | master.rd_req.ready)
+                   & (~fetched | master.idle))
+
         # Every request answered when a program ends.
         ended = self.past(m, dut.busy, "busy") & ~dut.busy
         self.check(m, "ends_answered", ~ended | ((open_n == 0) & (writes_open == 0)
@@ -177,7 +191,8 @@ def fetch_proofs(*, make=None, label=None):
     """The fetcher's proofs (block ``gemm``), bmc from reset."""
     make = make or FetchTop
     label = label or "axi fetcher 2x2 256-bit records"
-    depths = {"fetch_never_hangs": RECORD_BOUND + 16, "ends_answered": 30}
+    depths = {"fetch_never_hangs": RECORD_BOUND + 16, "fetch_waits_for_nothing": 30,
+              "ends_answered": 30}
     return [Proof(block="gemm", name=name, config=label,
                   spec=lambda only: FetchSpec(make, only=only),
                   method="cover" if name.startswith("reaches") else "bmc",
