@@ -172,7 +172,9 @@ class TB:
         address, and writes to read-only registers (which must not change);
         under ``prot``, a read of ID and a write of IRQ_ENABLE with AxPROT 7,
         then 0 (``[read resp, data, write resp]``); under ``w_after_aw``,
-        IRQ_ENABLE read back after a write of 3 whose W came after its AW."""
+        IRQ_ENABLE read back after a write of 3 whose W came after its AW;
+        under ``r_held`` and ``b_held``, a read and two writes whose R and B
+        wait for their ready."""
         lite, names = self.lite, {v: k for k, v in AxiResp.__members__.items()}
         out = {}
         for name, addr in (("read_id", REG["ID"]), ("read_unmapped", 0x30),
@@ -194,6 +196,17 @@ class TB:
         self.lite.write_if.w_channel.clear_pause_generator()
         out["w_after_aw"] = await lite.read_dword(REG["IRQ_ENABLE"])
         await lite.write_dword(REG["IRQ_ENABLE"], 0)
+        # R and B held: the lite master's R, then B channel paused 6 cycles,
+        # so RVALID and BVALID wait for their ready, data and response held
+        # (ID's word; then two writes at once, IRQ_ENABLE and an unmapped
+        # word: the second is taken only once the first's B is)
+        self.lite.read_if.r_channel.set_pause_generator(iter([True] * 6 + [False] * 1000))
+        out["r_held"] = await lite.read_dword(REG["ID"])
+        self.lite.read_if.r_channel.clear_pause_generator()
+        self.lite.write_if.b_channel.set_pause_generator(iter([True] * 6 + [False] * 1000))
+        writes = [cocotb.start_soon(lite.write(addr, bytes(4))) for addr in (REG["IRQ_ENABLE"], 0x30)]
+        out["b_held"] = [names[(await write).resp] for write in writes]
+        self.lite.write_if.b_channel.clear_pause_generator()
         # AxPROT is ignored: a read and a write with every bit set, then clear
         out["prot"] = []
         for prot in (7, 0):

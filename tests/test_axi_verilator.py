@@ -149,7 +149,8 @@ def test_axi_gemm_programs():
         "read_id_byte3": ["OKAY", 0x42], "write_irq_enable": "OKAY", "write_unmapped": "SLVERR",
         "write_unmapped_top": "SLVERR", "write_id": "SLVERR", "write_status": "SLVERR",
         "write_cycles": "SLVERR", "id_after_write": 0x42464731,
-        "prot": [["OKAY", 0x42464731, "OKAY"]] * 2, "w_after_aw": 3}
+        "prot": [["OKAY", 0x42464731, "OKAY"]] * 2, "w_after_aw": 3,
+        "r_held": 0x42464731, "b_held": ["OKAY", "SLVERR"]}
 
 
 def top_bit_commands(config):
@@ -192,7 +193,8 @@ def test_axi_fields_at_top_bits_and_bus_errors():
     and on a write (code 4); each program ends with its irq. Then the
     engine's saturations (C += A @ B past the int32 limits, acc + bias past
     them), per-channel scales of four columns without a bias (int8) and
-    with one (int16), a C of 40-word rows, and a refused N = 0 after them;
+    with one (int16), a C of 40-word rows, a K of 136, and a refused N = 0
+    after them;
     last a program of 130 records (the program counter through bit 7),
     its performance counters set near 2**32 just after its start (cocotb
     deposits into the counters' registers): they wrap."""
@@ -208,6 +210,7 @@ def test_axi_fields_at_top_bits_and_bus_errors():
         dict(m=3, k=9, n=4, scale=np.linspace(2e-3, 9e-3, 4)),
         dict(m=3, k=9, n=4, int16=1, bias=True, scale=np.linspace(2e-2, 9e-2, 4)),
         dict(m=4, k=3, n=40),               # rows of 40 words: the W queue fills
+        dict(m=2, k=136, n=2),              # K past 127: its record's bit 31 set
         dict(raw=dict(m=3, k=3, n=0))], 0x2000, np.random.default_rng(22))
     runs = [program_run(config, [ok[0], refused], base=0x4000, expect_code=ERR_REJECTED,
                         expect_pc=1),
@@ -220,13 +223,13 @@ def test_axi_fields_at_top_bits_and_bus_errors():
                         fail_read=[0x10, 0x11], decerr=True),
             program_run(config, ok[3:], base=0x4C80, expect_code=4, expect_pc=0,
                         fail_write=[0x30, 0x34], decerr=True),
-            program_run(config, limits, base=0x4D00, expect_code=ERR_REJECTED, expect_pc=5),
+            program_run(config, limits, base=0x4D00, expect_code=ERR_REJECTED, expect_pc=6),
             program_run(config, [ok[3]] * 130, base=0x6000, deposit=DEPOSIT)]
     result = simulate_axi(config, image, runs, pause={"w": 0.9}, seed=3)
     assert result["passed"], result.get("log")
     got = result["runs"]
     assert [(r["code"], r["pc"]) for r in got] == [(6, 1), (6, 2), (0, 4), (1, 0), (2, 0), (4, 0),
-                                                   (6, 5), (0, 130)]
+                                                   (6, 6), (0, 130)]
     assert [got[i]["mismatches"] for i in (0, 1, 2, 6, 7)] == [0] * 5
     assert [r["irq_status"] for r in got] == [2, 2, 1, 2, 2, 2, 2, 1]
     # C at the limits stays there (saturated, not wrapped)
