@@ -551,16 +551,24 @@ class GemmEngine(StagedEngine):
         At most this many multipliers use DSP blocks: the requantizer's
         (:func:`requantizer_dsps`) first, then the PEs; the other PEs build
         the product from logic (see :class:`SystolicConfig`).
+    done_always_ready : bool
+        The consumer of ``done`` holds its ``ready`` at 1 (the encoder
+        top): the writer has no completion queue, and a completion comes in
+        the cycle its command's last write beat is taken,
+        :data:`~bertforge.sim.gemm_cycles.DONE_QUEUE` cycles sooner
+        (``gemm_cycles(..., done_always_ready=True)``). Default False: the
+        consumer may stall ``done``.
     """
 
-    def __init__(self, config, *, max_dsp=None):
+    def __init__(self, config, *, max_dsp=None, done_always_ready=False):
         check_instance("config", config, GemmConfig)
         if config.serial:
             raise ParameterError("GemmEngine needs serial=False (serial=True is the "
                                  "SerialGemmEngine; gemm_engine() picks the right one)")
         pe_dsp = None if max_dsp is None else max(0, max_dsp - requantizer_dsps(config))
         self.systolic = replace(config.systolic, max_dsp=pe_dsp)
-        super().__init__(config, command_layout(config), completion_layout(config))
+        super().__init__(config, command_layout(config), completion_layout(config),
+                         done_always_ready=done_always_ready)
 
     def schedule(self, m):
         return schedule(m, self.config, self.cmd)

@@ -9,6 +9,7 @@ from amaranth.lib.memory import Memory
 from .accumulator import CODE_SLOTS, Accumulator, accumulator_fields
 from .engine import engine_members, fan_out, project, vector_buffer
 from .loader import Job, Loader
+from .params import check_bool
 from .stream import Queue, clamp, delay
 from .writer import Writer, writer_fields
 
@@ -28,11 +29,14 @@ class StagedEngine(wiring.Component):
     Ports: ``cmd``, ``done`` (one completion per command, in order),
     ``rd_req`` / ``rd_data`` (memory reads: data in request order, each beat
     the next ``mem_width // 8`` bytes), ``wr_req`` (memory writes). Memory may
-    take any time and may stall any stream.
+    take any time and may stall any stream; ``done`` too, unless
+    ``done_always_ready`` (its consumer holds ``ready`` at 1: the
+    :class:`Writer` then has no completion queue).
     """
 
-    def __init__(self, config, command_layout, completion_layout):
+    def __init__(self, config, command_layout, completion_layout, *, done_always_ready=False):
         self.config = config
+        self.done_always_ready = check_bool("done_always_ready", done_always_ready)
         super().__init__(engine_members(config, command_layout, completion_layout))
 
     def block_jobs(self):
@@ -77,7 +81,8 @@ class StagedEngine(wiring.Component):
         accumulator = m.submodules.accumulator = Accumulator(
             cfg, project(layout, accumulator_fields(cfg)), array.signature.members["c"].signature)
         writer = m.submodules.writer = Writer(cfg, project(layout, writer_fields(cfg)),
-                                              self.done.payload.shape())
+                                              self.done.payload.shape(),
+                                              done_always_ready=self.done_always_ready)
         heads = {}
         targets = []
         for name, fields, needed in (

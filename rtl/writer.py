@@ -62,10 +62,17 @@ class Writer(wiring.Component):
         Descriptor layout (:func:`writer_fields`).
     completion : data.StructLayout
         ``done``'s layout (``tag``, ``error``).
+    done_always_ready : bool
+        The consumer of ``done`` never stalls it (holds ``ready`` at 1): no
+        completion queue; ``done`` is valid in the cycle the command's last
+        beat is taken. Otherwise the completion waits in a queue of
+        ``config.stage_queue`` (2 cycles when empty), and a command's last
+        beat waits while that queue is full.
     """
 
-    def __init__(self, config, layout, completion):
+    def __init__(self, config, layout, completion, *, done_always_ready=False):
         self.config = config
+        self.done_always_ready = done_always_ready
         P, Mt, aw = config.panel, config.block_rows, config.acc_width
         slots = (2 * Mt - 1).bit_length()
         depth, width = vector_buffer(config)
@@ -374,24 +381,36 @@ class Writer(wiring.Component):
         else:
             head = out.o.payload
             head_data, beat_valid = head.data, out.o.valid
-        done = m.submodules.done_queue = Queue(shape=self.done.payload.shape(),
-                                               depth=self.config.stage_queue)
-        hold = head.cmd_end & ~done.i.ready
+        # ``unheld(x)``: ``x`` while no completion is held (built anew at
+        # each use, so the queued writer's netlist is the one it always was).
+        if self.done_always_ready:      # nothing holds a completion: no queue
+            done = self.done
+
+            def unheld(value):
+                return value
+        else:   # a command's last beat waits for room in the completion queue
+            queue = m.submodules.done_queue = Queue(shape=self.done.payload.shape(),
+                                                    depth=self.config.stage_queue)
+            done, hold = queue.i, head.cmd_end & ~queue.i.ready
+
+            def unheld(value):
+                return value & ~hold
         wr = self.wr_req
         m.d.comb += [
             wr.payload.addr.eq(head.addr), wr.payload.data.eq(head_data),
             wr.payload.bytes.eq(head.bytes),
-            wr.valid.eq(beat_valid & ~head.error & ~hold),
-            done.i.payload.tag.eq(head.tag), done.i.payload.error.eq(head.error),
+            wr.valid.eq(unheld(beat_valid & ~head.error)),
+            done.payload.tag.eq(head.tag), done.payload.error.eq(head.error),
         ]
         written = wr.ready
         if self.config.transpose_c:     # the beat's last element written
-            written = wr.ready & self._write_elements(m, head, head_data, beat_valid & ~hold)
-        consumed = beat_valid & ~hold & (head.error | written)
-        m.d.comb += [out.o.ready.eq(consumed), done.i.valid.eq(consumed & head.cmd_end)]
+            written = wr.ready & self._write_elements(m, head, head_data, unheld(beat_valid))
+        consumed = unheld(beat_valid) & (head.error | written)
+        m.d.comb += [out.o.ready.eq(consumed), done.valid.eq(consumed & head.cmd_end)]
         if entries is not None:
             m.d.comb += entries.o.ready.eq(consumed)
-        wiring.connect(m, done.o, wiring.flipped(self.done))
+        if not self.done_always_ready:
+            wiring.connect(m, queue.o, wiring.flipped(self.done))
 
     def _write_elements(self, m, head, head_data, going):
         """Transposed beats: one element a write, ``stride`` bytes apart

@@ -7,7 +7,9 @@ previous one's last completion); the commands of one operation (GEMMs of
 several heads or independent projections) run back to back. A unit's busy
 time is its own cycle model, from its first input to its last output
 handshake: :func:`~bertforge.sim.gemm_cycles.gemm_cycles` for the commands of a
-GEMM operation, :func:`~bertforge.sim.softmax_cycles.softmax_cycles`,
+GEMM operation (with ``done_always_ready``: the top's engine completes with
+its last write beat, as nothing holds its completions),
+:func:`~bertforge.sim.softmax_cycles.softmax_cycles`,
 :func:`~bertforge.sim.layernorm_cycles.layernorm_cycles`,
 :func:`~bertforge.sim.gelu_cycles.gelu_cycles` for the elementwise units,
 whose last output beat is written in the same cycle. Before that busy time
@@ -80,11 +82,15 @@ def lowbit_layernorm_cycles(config, rows, length):
     return beats - 1 + LN_STATS_LATENCY + LN_OUT_LATENCY + 2 * rows * beats
 
 
-#: Cycles of a GEMM with GELU on its writer beyond the engine's own and the
-#: scale words' reads: the engine's command after the last scale word, and
-#: its last write beat through the adapter's word queue, the unpacker, the
-#: GELU unit (:data:`~bertforge.rtl.gelu.GELU_LATENCY`) and the write.
-FUSED_GELU_TAIL = 7
+#: Cycles of a GEMM with GELU on its writer beyond the engine's own (which
+#: end with its last write beat: the top's engine has no completion queue,
+#: ``gemm_cycles(..., done_always_ready=True)``) and the scale words' reads:
+#: the engine's command after the last scale word, and its last write beat
+#: through the adapter's word queue, the unpacker, the GELU unit
+#: (:data:`~bertforge.rtl.gelu.GELU_LATENCY`) and the write. (7 while the
+#: engine's completion still passed its queue, its 2 cycles counted in the
+#: engine's own.)
+FUSED_GELU_TAIL = 9
 
 
 def fused_gelu_cycles(lat, length, mem_bytes):

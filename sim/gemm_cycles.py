@@ -62,7 +62,7 @@ from bertforge.sim.systolic_cycles import systolic_cycles, systolic_tile_period
 
 __all__ = ["gemm_cycles", "serial_cycles", "scheduler_offsets", "SERIAL_SUM_WAIT", "ideal_cycles", "chunks",
            "load_beats", "load_requests", "b_rows", "write_cycles", "timeline", "START", "END",
-           "RELEASE", "ISSUE_GAP", "SLOT_FREE", "SLOT_FREE_CALLBACK",
+           "DONE_QUEUE", "RELEASE", "ISSUE_GAP", "SLOT_FREE", "SLOT_FREE_CALLBACK",
            "EXACT_MAX_LATENCY", "start_cycles"]
 
 #: Cycles from the first command handshake to the first read request, plus
@@ -72,6 +72,12 @@ START = 18
 #: Cycles from the array's last result row to the block's first write beat,
 #: plus from the last write beat to the completion.
 END = 17
+#: Of :data:`END`, the cycles a completion spends in the writer's
+#: completion queue (2: a payload into an empty
+#: :class:`~bertforge.rtl.stream.Queue`); an engine built with
+#: ``done_always_ready`` (the encoder top's) has no such queue and completes
+#: with its last write beat, these cycles sooner.
+DONE_QUEUE = 2
 #: Cycles from a block's last write beat leaving the writer, less the read
 #: latency, until the first beat of a later block's old C, bias or scales
 #: (which reuse its block buffer) can arrive.
@@ -183,11 +189,14 @@ def _streams(config, chunk):
     return [k] * (chunk["tiles"] * chunk["kblocks"])
 
 
-def gemm_cycles(config, commands, *, lat=1, bw=0, memory=None, writes=None):
+def gemm_cycles(config, commands, *, lat=1, bw=0, memory=None, writes=None,
+                done_always_ready=False):
     """Predicted cycles for ``commands`` (dicts with ``m, k, n`` and the
     flags) run back to back, read latency ``lat`` and read bandwidth ``bw``
     bytes per cycle (0: one beat per cycle); ``memory``, ``writes``: another
-    memory (see :func:`timeline`; the staged engine only).
+    memory (see :func:`timeline`; the staged engine only);
+    ``done_always_ready``: the staged engine built so (no completion queue:
+    :data:`DONE_QUEUE` cycles fewer).
 
     Returns a dict: ``cycles`` (int), ``exact`` (the compute-bound formula
     applies, and the RTL must match it) and ``bound`` ("compute" or "memory").
@@ -204,11 +213,15 @@ def gemm_cycles(config, commands, *, lat=1, bw=0, memory=None, writes=None):
     busy = [sum(systolic_tile_period(sysconfig, k) for k in _streams(config, ch))
             for ch in all_chunks]
     ks = [k for ch in all_chunks for k in _streams(config, ch)]
-    return timeline(config, all_chunks, busy, [load_beats(config, ch, b_rows(config, ch)) for ch in all_chunks],
-                    systolic_cycles(sysconfig, ks) - sum(busy), start=start_cycles(config),
-                    lat=lat, bw=bw, exact=len(valid) == len(commands), emitted=emitted, memory=memory,
-                    writes=writes,
-                    requests=[load_requests(config, ch, b_rows(config, ch)) for ch in all_chunks])
+    result = timeline(config, all_chunks, busy,
+                      [load_beats(config, ch, b_rows(config, ch)) for ch in all_chunks],
+                      systolic_cycles(sysconfig, ks) - sum(busy), start=start_cycles(config),
+                      lat=lat, bw=bw, exact=len(valid) == len(commands), emitted=emitted,
+                      memory=memory, writes=writes,
+                      requests=[load_requests(config, ch, b_rows(config, ch)) for ch in all_chunks])
+    if done_always_ready:
+        result["cycles"] -= DONE_QUEUE
+    return result
 
 
 def _block_jobs(chunk):

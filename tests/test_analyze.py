@@ -97,9 +97,10 @@ def test_linear_layers_read_their_bias_and_per_channel_scales():
     real = {r["operation"]: r["cycles"] for r in analyze("bert-base", 128, hw)["operations"]}
     bare = {r["operation"]: r["cycles"] for r in analyze("bert-base", 128, hw, bias=False)["operations"]}
     assert real["ffn 1"] == gemm_cycles(hw.gemm, [dict(m=128, k=768, n=3072, int8=1, bias=1,
-                                                       per_channel=1)], lat=8, bw=64)["cycles"]
+                                                       per_channel=1)], lat=8, bw=64,
+                                        done_always_ready=True)["cycles"]
     assert bare["ffn 1"] == gemm_cycles(hw.gemm, [dict(m=128, k=768, n=3072, int8=1)],
-                                        lat=8, bw=64)["cycles"]
+                                        lat=8, bw=64, done_always_ready=True)["cycles"]
     # the first block's bias and scale rows (64-column panel); later blocks'
     # (and a second command's) load while the array computes
     beats = 2 * 64 * 4 // hw.gemm.mem_bytes
@@ -150,7 +151,8 @@ def test_bf16_training_breakdown_by_class_and_phase():
     ops = {r["operation"]: r for r in result["operations"]}
     engine = dataclasses.replace(hw.gemm, width=16)
     assert ops["ffn 1"]["cycles"] == gemm_cycles(
-        engine, [dict(m=128, k=768, n=3072, int8=0, bias=1, per_channel=0)], lat=8, bw=64)["cycles"]
+        engine, [dict(m=128, k=768, n=3072, int8=0, bias=1, per_channel=0)], lat=8, bw=64,
+        done_always_ready=True)["cycles"]
     assert ops["ffn 1 weight grad"]["class"] == "gemm backward"
     assert ops["ffn 1 weight grad"]["phase"] == "backward"
     memory = sum(c["share"] for name, c in classes.items() if name not in ("gemm", "gemm backward"))

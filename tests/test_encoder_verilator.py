@@ -30,7 +30,7 @@ def test_layer_in_verilator_matches_golden_and_prediction(hw, target):
     result = run_encoder(hw, seq=32, seed=0)
     assert result["passed"] and result["match"], result["mismatches"]
     assert all(count == 0 for count in result["mismatches"].values())
-    # every operation takes the predicted cycles exactly (tiny.toml: 111,387)
+    # every operation takes the predicted cycles exactly (tiny.toml: 111,373)
     for op in result["operations"]:
         assert op["cycles"] == op["predicted"], op
     assert "input transpose" not in {op["operation"] for op in result["operations"]}

@@ -16,11 +16,12 @@ from bertforge.generators.gemm_sim import layout_problems, read_matrix
 from bertforge.rtl.engine import fan_out
 from bertforge.rtl.requantizer import Requantizer
 from bertforge.rtl.errors import ParameterError, ParameterTypeError
-from bertforge.rtl.gemm import GemmConfig
+from bertforge.rtl.gemm import GemmConfig, GemmEngine
 from bertforge.rtl.payload import pack
 from bertforge.rtl.serial_engine import SerialRequantizer, gemm_engine
 from bertforge.rtl.tile_scheduler import command_layout
 from bertforge.sim.fixed_golden import requantize
+from bertforge.sim.gemm_cycles import DONE_QUEUE
 from bertforge.sim.gemm_golden import run_commands
 from bertforge.sim.stream_sim import run_streams
 
@@ -117,30 +118,36 @@ def test_requantizer_rejects_bad_parameters(lanes, compact, cell, error, message
         Requantizer(lanes, compact=compact, cell=cell)
 
 
-def run_engine(config, image, commands, limit=4000):
+def run_engine(config, image, commands, limit=4000, *, dut=None, write_stall=None, events=None):
     """Run ``commands`` on a byte ``image`` (updated in place) with a memory
     that answers every read one beat a cycle; returns the completions and
-    the cycles to the last one."""
-    dut = gemm_engine(config)
+    the cycles to the last one. ``dut``: the engine (default
+    ``gemm_engine(config)``); ``write_stall(cycle)``: true holds the write
+    stream off that cycle; ``events``: a list that gets ``(cycle, "write")``
+    and ``(cycle, "done")`` of every write and completion handshake."""
+    dut = dut or gemm_engine(config)
     MB = config.mem_bytes
     done = []
     cycles = [0]
 
     async def bench(ctx):
         ctx.set(dut.rd_req.ready, 1)
-        ctx.set(dut.wr_req.ready, 1)
         ctx.set(dut.done.ready, 1)
         todo = deque(pack(command_layout(config), c) for c in commands)
         beats = deque()
         for cycle in range(limit):
+            ctx.set(dut.wr_req.ready, not (write_stall and write_stall(cycle)))
             ctx.set(dut.cmd.valid, bool(todo))
             ctx.set(dut.cmd.payload.as_value(), todo[0] if todo else 0)
             ctx.set(dut.rd_data.valid, bool(beats))
             ctx.set(dut.rd_data.payload, beats[0] if beats else 0)
             took_cmd = todo and ctx.get(dut.cmd.ready)
             took_data = beats and ctx.get(dut.rd_data.ready)
-            req, wr, fin = (ctx.get(port.payload) if ctx.get(port.valid) else None
-                            for port in (dut.rd_req, dut.wr_req, dut.done))
+            req, wr, fin = (ctx.get(port.payload) if ctx.get(port.valid) and ctx.get(port.ready)
+                            else None for port in (dut.rd_req, dut.wr_req, dut.done))
+            if events is not None:
+                events.extend((cycle, name) for name, port in (("write", wr), ("done", fin))
+                              if port is not None)
             await ctx.tick()
             if took_cmd:
                 todo.popleft()
@@ -241,6 +248,47 @@ def test_bf16_engine_with_the_small_engine_knobs():
     done, _ = run_engine(config, image, commands)
     assert [error for _, error in done] == [0] * 4
     assert np.array_equal(image, expected)
+
+
+def test_engine_whose_done_is_always_ready_completes_with_its_last_write_beat():
+    # done_always_ready (the encoder top's engine): no completion queue, so
+    # each completion comes on the cycle its command's last write beat (an
+    # error command: its descriptor) is taken, DONE_QUEUE cycles before the
+    # queued engine's, with the same tags and errors; the writes and the
+    # memory are the same, under write stalls too.
+    config = GemmConfig(rows=2, cols=2, mem_width=32, addr_width=12, k_chunk=8, m_tile=4)
+    problems = [dict(m=3, k=11, n=5, bias=True), dict(raw=dict(m=2, k=2, n=2, per_channel=1)),
+                dict(m=2, k=4, n=3, int8=1, multiplier=3, shift=2), dict(m=1, k=3, n=2),
+                dict(raw=dict(m=1, k=1, n=1, per_channel=1))]
+    image, commands = layout_problems(config, problems, np.random.default_rng(7))
+    expected = image.copy()
+    errors = run_commands(config, expected, commands)
+    assert errors == [False, True, False, False, True]
+    stalls = np.random.default_rng(8).random(4000) < 0.3
+    runs = {}
+    for always in (False, True):
+        memory, events = image.copy(), []
+        engine = GemmEngine(config, done_always_ready=always)
+        done, _ = run_engine(config, memory, commands, dut=engine,
+                             write_stall=lambda cycle: stalls[cycle], events=events)
+        assert done == [(c["tag"], int(e)) for c, e in zip(commands, errors)]
+        assert np.array_equal(memory, expected)
+        runs[always] = events
+    queued, direct = runs[False], runs[True]
+    writes = [cycle for cycle, name in queued if name == "write"]
+    assert writes == [cycle for cycle, name in direct if name == "write"]
+    completions = {always: [cycle for cycle, name in runs[always] if name == "done"]
+                   for always in runs}
+    assert completions[True] == [cycle - DONE_QUEUE for cycle in completions[False]]
+    # a good command's completion is its last write beat's cycle; a bad one writes nothing
+    last_writes = [cycle for cycle, bad in zip(completions[True], errors) if not bad]
+    assert all(cycle in writes for cycle in last_writes) and len(last_writes) == 3
+
+
+def test_engine_done_always_ready_is_a_bool():
+    config = GemmConfig(rows=2, cols=2, mem_width=32, addr_width=12, k_chunk=8, m_tile=4)
+    with pytest.raises(ParameterTypeError, match=r"^done_always_ready must be a bool, not 1$"):
+        GemmEngine(config, done_always_ready=1)
 
 
 class Fork(wiring.Component):
