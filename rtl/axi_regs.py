@@ -204,8 +204,8 @@ class AxiLiteRegisters(wiring.Component):
         between), a register whose fields are all constant one ``Const``.
         No constant bit is emitted above a register's live ones, nor as an
         intermediate (an OR of each field shifted to its place left about
-        2,860 constant toggle points in the AXI top's register file, 32-bit
-        words in the read multiplexer about 560 more)."""
+        2,860 constant toggle points in the AXI top's register file, and
+        32-bit words in its read multiplexer a few hundred more)."""
         parts, at = [], 0
         for f in sorted(reg["fields"], key=lambda f: f["lsb"]):
             name = field_port(reg, f)
