@@ -61,6 +61,7 @@ from bertforge.rtl.gemm import GemmConfig
 from bertforge.rtl.layernorm import LayerNormConfig
 from bertforge.rtl.softmax import SoftmaxConfig
 from bertforge.rtl.sparse_engine import SparseEngineConfig
+from bertforge.sim.funcov_tb import RUN_BINS, Coverage, run_bin
 from bertforge.sim.gemm_golden import run_commands
 from bertforge.sim.sparse_engine_golden import run_sparse_commands
 
@@ -93,6 +94,21 @@ class CocotbBackend:
 STEPS = ("cycles", "busy_gemm", "busy_softmax", "busy_layernorm", "busy_gelu", "bytes_read",
          "bytes_written", "mem_wait")
 
+#: The channels :meth:`TB.cover_bus` samples: (point, port prefix, the top
+#: drives valid, run bins of a held handshake). A held beat the top drives
+#: is ``stalled`` (the other side not ready), one it takes ``refused``. The
+#: master's R and B are never refused (it takes every read beat it asked
+#: for, and BREADY is 1), so they have no such point; the register file's
+#: holds are counted once each (``True``: its slave takes AW and W
+#: together, and the lite master's pauses are runs of 3 and 6 cycles).
+BUS_CHANNELS = (("axi.ar", "m_axi_ar", True, RUN_BINS), ("axi.aw", "m_axi_aw", True, RUN_BINS),
+                ("axi.w", "m_axi_w", True, RUN_BINS), ("axi.r", "m_axi_r", False, None),
+                ("axi.b", "m_axi_b", False, None), ("axi_regs.aw", "s_axi_aw", False, [True]),
+                ("axi_regs.w", "s_axi_w", False, [True]), ("axi_regs.ar", "s_axi_ar", False, [True]),
+                ("axi_regs.r", "s_axi_r", True, [True]), ("axi_regs.b", "s_axi_b", True, [True]))
+#: The responses the bus's R and B may carry (EXOKAY needs exclusive access).
+RESPONSES = ["OKAY", "SLVERR", "DECERR"]
+
 #: The bytes written one lane at a time by :meth:`TB.registers`.
 LANE_BYTES = (0x3D, 0xC6, 0x5B, 0xA7)
 
@@ -115,6 +131,9 @@ class TB:
             self.config = (SparseEngineConfig if engine == "sparse" else GemmConfig)(**c)
             self.golden = run_sparse_commands if engine == "sparse" else run_commands
         self.size = spec["mem_size"]
+        self.max_burst = spec["max_burst"]
+        #: The bus's functional coverage (:meth:`cover_bus`).
+        self.cover = Coverage("axi")
         self.ram = AxiRam(AxiBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, size=self.size)
         self.lite = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi"), dut.clk, dut.rst)
         self.driver = AsyncDriver(CocotbBackend(self.lite, self.ram),
@@ -173,8 +192,8 @@ class TB:
         under ``prot``, a read of ID and a write of IRQ_ENABLE with AxPROT 7,
         then 0 (``[read resp, data, write resp]``); under ``w_after_aw``,
         IRQ_ENABLE read back after a write of 3 whose W came after its AW;
-        under ``r_held`` and ``b_held``, a read and two writes whose R and B
-        wait for their ready."""
+        under ``r_held`` and ``b_held``, two reads and two writes at once whose
+        R and B wait for their ready."""
         lite, names = self.lite, {v: k for k, v in AxiResp.__members__.items()}
         out = {}
         for name, addr in (("read_id", REG["ID"]), ("read_unmapped", 0x30),
@@ -198,10 +217,12 @@ class TB:
         await lite.write_dword(REG["IRQ_ENABLE"], 0)
         # R and B held: the lite master's R, then B channel paused 6 cycles,
         # so RVALID and BVALID wait for their ready, data and response held
-        # (ID's word; then two writes at once, IRQ_ENABLE and an unmapped
-        # word: the second is taken only once the first's B is)
+        # (two reads at once, ID and VERSION, then two writes at once,
+        # IRQ_ENABLE and an unmapped word: each second access is taken only
+        # once the first's R or B is)
         self.lite.read_if.r_channel.set_pause_generator(iter([True] * 6 + [False] * 1000))
-        out["r_held"] = await lite.read_dword(REG["ID"])
+        reads = [cocotb.start_soon(lite.read_dword(addr)) for addr in (REG["ID"], REG["VERSION"])]
+        out["r_held"] = [await read for read in reads]
         self.lite.read_if.r_channel.clear_pause_generator()
         self.lite.write_if.b_channel.set_pause_generator(iter([True] * 6 + [False] * 1000))
         writes = [cocotb.start_soon(lite.write(addr, bytes(4))) for addr in (REG["IRQ_ENABLE"], 0x30)]
@@ -215,6 +236,74 @@ class TB:
             out["prot"].append([names[answer.resp], int.from_bytes(answer.data, "little"),
                                 names[written.resp]])
         return out
+
+    async def cover_bus(self):
+        """Functional coverage of the bus, sampled every cycle into
+        ``self.cover`` (:class:`~bertforge.sim.funcov_tb.Coverage`): each
+        channel of :data:`BUS_CHANNELS` held for a run of cycles; the
+        master's burst lengths (one beat, more, the longest write burst),
+        bursts that end a 4 KB page, WSTRB full and partial, WLAST and
+        RLAST set and clear, the responses on R and B; the register file's
+        reads and writes of each register, an unmapped word and (writes) a
+        read-only one."""
+        from bertforge.rtl.axi import MAX_WRITE_BURST
+        from bertforge.rtl.axi_regmap import REGISTERS
+        from bertforge.rtl.axi_regs import is_writable
+        from bertforge.rtl.axi_top import gemm_config
+        dut, cover = self.dut, self.cover
+        mb = gemm_config(self.config).mem_bytes
+        longest = min(self.max_burst, MAX_WRITE_BURST)
+        held = {}
+        for point, prefix, drives, bins in BUS_CHANNELS:
+            sample = (cover.point(f"{point}.{'stalled' if drives else 'refused'}", bins)
+                      if bins else None)
+            held[point] = [getattr(dut, f"{prefix}valid"), getattr(dut, f"{prefix}ready"), sample, 0,
+                           bins == RUN_BINS]
+        ar_len = cover.point("axi.ar.len", ["1", "2+"])
+        aw_len = cover.point("axi.aw.len", ["1", f"2-{longest - 1}", f"{longest}"])
+        page_end = {ch: cover.point(f"axi.{ch}.page_end", [True]) for ch in ("ar", "aw")}
+        strb = cover.point("axi.w.strb", ["full", "partial"])
+        last = {ch: cover.point(f"axi.{ch}.last", [True, False]) for ch in ("w", "r")}
+        resp = {ch: cover.point(f"axi.{ch}.resp", RESPONSES) for ch in ("r", "b")}
+        names = {r["offset"] >> 2: r["name"] for r in REGISTERS}
+        writable = {r["name"] for r in REGISTERS if is_writable(r)}
+        reads = cover.point("axi_regs.read", [r["name"] for r in REGISTERS] + ["unmapped"])
+        writes = cover.point("axi_regs.write", sorted(writable) + ["read-only", "unmapped"])
+        full = (1 << mb) - 1
+        while True:
+            await RisingEdge(dut.clk)
+            for state in held.values():
+                valid, ready, sample, run, runs = state
+                if int(valid.value) and not int(ready.value):
+                    state[3] += 1
+                elif run:
+                    if sample:
+                        sample(run_bin(run) if runs else True)
+                    state[3] = 0
+            for ch, length in (("ar", ar_len), ("aw", aw_len)):
+                if int(getattr(dut, f"m_axi_{ch}valid").value) and int(getattr(dut, f"m_axi_{ch}ready").value):
+                    beats = int(getattr(dut, f"m_axi_{ch}len").value) + 1
+                    addr = int(getattr(dut, f"m_axi_{ch}addr").value)
+                    if ch == "ar":
+                        length("1" if beats == 1 else "2+")
+                    else:
+                        length("1" if beats == 1 else str(longest) if beats == longest
+                               else f"2-{longest - 1}")
+                    if (addr + beats * mb) % 4096 == 0:
+                        page_end[ch](True)
+            if int(dut.m_axi_wvalid.value) and int(dut.m_axi_wready.value):
+                strb("full" if int(dut.m_axi_wstrb.value) == full else "partial")
+                last["w"](bool(int(dut.m_axi_wlast.value)))
+            if int(dut.m_axi_rvalid.value) and int(dut.m_axi_rready.value):
+                last["r"](bool(int(dut.m_axi_rlast.value)))
+                resp["r"](AxiResp(int(dut.m_axi_rresp.value)).name)
+            if int(dut.m_axi_bvalid.value) and int(dut.m_axi_bready.value):
+                resp["b"](AxiResp(int(dut.m_axi_bresp.value)).name)
+            if int(dut.s_axi_arvalid.value) and int(dut.s_axi_arready.value):
+                reads(names.get(int(dut.s_axi_araddr.value) >> 2, "unmapped"))
+            if int(dut.s_axi_awvalid.value) and int(dut.s_axi_awready.value):
+                name = names.get(int(dut.s_axi_awaddr.value) >> 2)
+                writes(name if name in writable else "unmapped" if name is None else "read-only")
 
     async def count_steps(self):
         """The performance counters' steps summed cycle by cycle (the top's
@@ -351,6 +440,7 @@ async def axi_programs(dut):
     tb.ram.write(0, image.tobytes())
     await tb.reset()
     cocotb.start_soon(tb.count_steps())
+    cocotb.start_soon(tb.cover_bus())
     # Watchdogs: a mutant that never answers a register access, or never
     # ends a program, fails in about the cycles of its run's polls
     # (``polls``; a poll takes at most 8 cycles) instead of hanging.
@@ -363,6 +453,7 @@ async def axi_programs(dut):
         with open(spec["result_path"], "w") as f:
             json.dump(results, f)
     results["image"] = spec["result_path"] + ".npy"
+    results["functional_coverage"] = tb.cover.report()
     np.save(results["image"], tb.memory())
     with open(spec["result_path"], "w") as f:
         json.dump(results, f)

@@ -106,7 +106,8 @@ def simulate_axi(config, image, runs, *, bus=None, seed=0, pause=0.0, workdir=No
               "sparse" if isinstance(config, SparseEngineConfig) else "gemm")
     spec = {"config": config.to_dict(), "engine": engine, "image": str(work / "image.npy"),
             "mem_size": int(np.asarray(image).size), "runs": runs,
-            "seed": seed, "pause": pause, "record_bytes": record_bytes(config)}
+            "seed": seed, "pause": pause, "record_bytes": record_bytes(config),
+            "max_burst": check_bus(config, bus or {})["max_burst"]}
     mark = time.perf_counter()
     result = runner.run(verilog, axi_name(config), "bertforge.boards.axi_board_tb", spec, workdir=work,
                         quiet=quiet, rerun_with_waves=False, public=public)

@@ -50,7 +50,7 @@ the results of a block's runs and assert every bin hit
 import numpy as np
 from cocotb_coverage.coverage import CoverPoint, coverage_db
 
-__all__ = ["Coverage", "StreamCoverage", "flag_of", "RUN_BINS", "EXTREME_BINS"]
+__all__ = ["Coverage", "StreamCoverage", "flag_of", "run_bin", "RUN_BINS", "EXTREME_BINS"]
 
 RUN_BINS = ["1", "2-3", "4+"]
 EXTREME_BINS = ["min", "max", "zero", "-1", "+1"]
@@ -63,7 +63,8 @@ def flag_of(layout, name="last"):
     return lambda payload: payload >> offset & 1
 
 
-def _run_bin(cycles):
+def run_bin(cycles):
+    """The bin of ``RUN_BINS`` of a run of ``cycles`` held cycles."""
     return "1" if cycles == 1 else "2-3" if cycles <= 3 else "4+"
 
 
@@ -90,7 +91,7 @@ class _Stream:
         if held:
             self.run += 1
         elif self.run:
-            self.held(_run_bin(self.run))
+            self.held(run_bin(self.run))
             self.run = 0
         if ready and not valid:
             self.empty(True)
@@ -104,7 +105,7 @@ class _Stream:
 
     def close(self):
         if self.run:
-            self.held(_run_bin(self.run))
+            self.held(run_bin(self.run))
             self.run = 0
 
 

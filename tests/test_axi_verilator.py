@@ -18,6 +18,7 @@ from bertforge.boards.axi_board_tb import LANE_BYTES
 from bertforge.rtl.axi_regmap import REGISTERS
 from bertforge.rtl.axi_top import ERR_ABORTED, ERR_BAD_OPCODE, ERR_REJECTED, record_bytes
 from bertforge.rtl.gemm import GemmConfig
+from bertforge.sim.coverage import uncovered
 from helpers import GEMM_ADDR_FIELDS, gemm_refused_at_top_bits
 
 #: STATUS polls before a run fails (about 4 cycles each): the default
@@ -150,7 +151,16 @@ def test_axi_gemm_programs():
         "write_unmapped_top": "SLVERR", "write_id": "SLVERR", "write_status": "SLVERR",
         "write_cycles": "SLVERR", "id_after_write": 0x42464731,
         "prot": [["OKAY", 0x42464731, "OKAY"]] * 2, "w_after_aw": 3,
-        "r_held": 0x42464731, "b_held": ["OKAY", "SLVERR"]}
+        "r_held": [0x42464731, 0x100], "b_held": ["OKAY", "SLVERR"]}
+    # functional coverage of the bus: every bin but ERRORS_TEST_POINTS
+    assert set(uncovered([result])) <= ERRORS_TEST_POINTS
+
+
+#: Bus cover points (``boards/axi_board_tb.py`` ``TB.cover_bus``) that
+#: test_axi_fields_at_top_bits_and_bus_errors hits (DECERR, and AW held 4
+#: cycles or more: it pauses AW 60% of the cycles); test_axi_gemm_programs
+#: hits every other bin.
+ERRORS_TEST_POINTS = {"axi.r.resp:DECERR", "axi.b.resp:DECERR", "axi.aw.stalled:4+"}
 
 
 def top_bit_commands(config):
@@ -184,7 +194,7 @@ DEPOSIT = {"cycles": 2**32 - 300, "busy_gemm": 2**32 - 200, "bytes_read": 2**32 
 def test_axi_fields_at_top_bits_and_bus_errors():
     """Through the AXI top, W paused 90% of the cycles (so the master's W
     queue fills and a burst's last beat waits for room after its AW,
-    ``sealed``), the other channels never: the engine's commands with
+    ``sealed``) and AW 60%, the other channels never: the engine's commands with
     every field at its top bits (refused ones end their program with code
     6 after the commands before them ran; accepted ones bit-exact over
     random memory, from a program at an unaligned base, which the driver
@@ -225,13 +235,14 @@ def test_axi_fields_at_top_bits_and_bus_errors():
                         fail_write=[0x30, 0x34], decerr=True),
             program_run(config, limits, base=0x4D00, expect_code=ERR_REJECTED, expect_pc=6),
             program_run(config, [ok[3]] * 130, base=0x6000, deposit=DEPOSIT)]
-    result = simulate_axi(config, image, runs, pause={"w": 0.9}, seed=3)
+    result = simulate_axi(config, image, runs, pause={"w": 0.9, "aw": 0.6}, seed=3)
     assert result["passed"], result.get("log")
     got = result["runs"]
     assert [(r["code"], r["pc"]) for r in got] == [(6, 1), (6, 2), (0, 4), (1, 0), (2, 0), (4, 0),
                                                    (6, 6), (0, 130)]
     assert [got[i]["mismatches"] for i in (0, 1, 2, 6, 7)] == [0] * 5
     assert [r["irq_status"] for r in got] == [2, 2, 1, 2, 2, 2, 2, 1]
+    assert not set(uncovered([result])) & ERRORS_TEST_POINTS
     # C at the limits stays there (saturated, not wrapped)
     assert read_matrix(config, result["image"], limits[0]).tolist() == [[hi, hi], [lo, lo]]
     # the counters moved to near 2**32 wrap: each reads its steps plus the
