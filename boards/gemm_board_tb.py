@@ -92,7 +92,10 @@ async def board_gemms(dut):
         report["works_after_errors"] = one(problems[0])["match"]
 
     await bridge(session)()
+    # LEDs: 0 busy (idle now), 1 a run done, 2 a bad frame seen (the link's bad_frames)
+    report["leds"] = int(dut.leds.value)
     save_report(spec, report, link, config, "problems", len(problems))
+    assert report["leds"] == 2 | 4 * bool(spec.get("corrupt")), report
     assert report["bad_rejected"] == [True] * len(spec["bad"]), report
     assert report["works_after_errors"], report
     assert all(report.get("edges", {}).values()), report

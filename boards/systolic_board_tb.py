@@ -44,6 +44,9 @@ async def board_tiles(dut):
         report["k0_rejected"] = bad_argument_rejected(link, (0).to_bytes(2, "little"))
 
     await bridge(session)()
+    # LEDs: 0 busy (idle now), 1 a run done, 2 a bad frame seen (the link's bad_frames)
+    report["leds"] = int(dut.leds.value)
     save_report(spec, report, link, config, "tiles", len(tiles))
+    assert report["leds"] == 2 | 4 * bool(spec.get("corrupt")), report
     assert report.get("k0_rejected"), report
     assert all(report.get("edges", {}).values()), report
