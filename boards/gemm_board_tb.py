@@ -11,7 +11,8 @@ sparse engine ``pattern`` ``[n, m]``), ``corrupt`` (a frame with a bad CRC
 before each problem), ``bad`` (changes to the first problem's command:
 each changed command must be rejected, ``BAD_ARGUMENT``, and the link go
 on), ``cycles`` (each reply's cycles must equal :func:`board_cycles`
-where that model is exact: compute bound).
+where that model is exact: compute bound), ``edges`` (after the bad
+commands, the host link's :data:`~bertforge.boards.uart_model.LINK_EDGES`).
 
 Each result must equal the golden model bit for bit:
 :func:`~bertforge.sim.gemm_golden.gemm_golden`, on the sparse engine its
@@ -30,8 +31,8 @@ from bertforge.sim.gemm_cycles import gemm_cycles
 from bertforge.sim.gemm_golden import gemm_golden
 from bertforge.sim.sparse_engine_cycles import sparse_engine_cycles
 from bertforge.sim.sparse_engine_golden import run_sparse_commands
-from bertforge.boards.uart_model import (bad_argument_rejected, bridge, open_board, run_each,
-                                         save_report)
+from bertforge.boards.uart_model import (bad_argument_rejected, bridge, link_edges, open_board,
+                                         run_each, save_report)
 
 
 def board_cycles(config, command):
@@ -86,12 +87,18 @@ async def board_gemms(dut):
         _, command = gemm_board_layout(config, a, b, **flags)
         for change in spec["bad"]:
             report["bad_rejected"].append(rejected(dict(command, **change)))
+        if spec.get("edges"):
+            report["edges"] = link_edges(link)
         report["works_after_errors"] = one(problems[0])["match"]
 
     await bridge(session)()
+    # LEDs: 0 busy (idle now), 1 a run done, 2 a bad frame seen (the link's bad_frames)
+    report["leds"] = int(dut.leds.value)
     save_report(spec, report, link, config, "problems", len(problems))
+    assert report["leds"] == 2 | 4 * bool(spec.get("corrupt")), report
     assert report["bad_rejected"] == [True] * len(spec["bad"]), report
     assert report["works_after_errors"], report
+    assert all(report.get("edges", {}).values()), report
     if spec.get("cycles"):
         assert all(p["cycles"] == p["model_cycles"] for p in report["problems"]
                    if p["model_exact"]), report

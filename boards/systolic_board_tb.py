@@ -4,7 +4,8 @@ Verilator, driven bit by bit through its UART pins by the same
 
 Spec: ``config`` (a SystolicTopConfig as a dict), ``data`` (an ``.npz`` with
 ``a_0, b_0, ...`` tiles as :func:`bertforge.sim.systolic_golden.systolic_golden`
-takes them), ``corrupt`` (send a frame with a bad CRC before each tile).
+takes them), ``corrupt`` (send a frame with a bad CRC before each tile),
+``edges`` (first the host link's :data:`~bertforge.boards.uart_model.LINK_EDGES`).
 """
 
 import cocotb
@@ -14,8 +15,8 @@ from bertforge.boards.systolic_host import systolic_tile_bytes, systolic_result_
 from bertforge.boards.systolic_top import SystolicTopConfig
 from bertforge.sim.systolic_golden import systolic_golden
 from bertforge.sim.systolic_tb import load_tiles
-from bertforge.boards.uart_model import (bad_argument_rejected, bridge, open_board, run_each,
-                                         save_report)
+from bertforge.boards.uart_model import (bad_argument_rejected, bridge, link_edges, open_board,
+                                         run_each, save_report)
 
 
 @cocotb.test()
@@ -37,9 +38,15 @@ async def board_tiles(dut):
                 "match": bool(np.array_equal(result, systolic_golden(config.array, a, b)))}
 
     def session():
+        if spec.get("edges"):
+            report["edges"] = link_edges(link)
         run_each(link, spec, report, "tiles", tiles, one_tile)
         report["k0_rejected"] = bad_argument_rejected(link, (0).to_bytes(2, "little"))
 
     await bridge(session)()
+    # LEDs: 0 busy (idle now), 1 a run done, 2 a bad frame seen (the link's bad_frames)
+    report["leds"] = int(dut.leds.value)
     save_report(spec, report, link, config, "tiles", len(tiles))
+    assert report["leds"] == 2 | 4 * bool(spec.get("corrupt")), report
     assert report.get("k0_rejected"), report
+    assert all(report.get("edges", {}).values()), report

@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - older 2.x layouts
     from cocotb._bridge import bridge, resume
 
 __all__ = ["UartModel", "SimTransport", "board_link", "corrupt_frame_rejected",
-           "bad_argument_rejected", "open_board", "run_each", "save_report", "bridge", "resume"]
+           "bad_argument_rejected", "LINK_EDGES", "link_edges", "open_board", "run_each", "save_report", "bridge", "resume"]
 
 
 class UartModel:
@@ -148,6 +148,40 @@ def bad_argument_rejected(link, args=b""):
     except protocol.LinkError as error:
         return "bad argument" in str(error)
     return False
+
+
+#: The host link's frames no block run sends (issue 40): ``(name, command,
+#: payload, answer)``, the answer the board's error or the reply's length.
+#: The unknown command sets every bit of the command byte, of the five
+#: argument bytes and of the memory address; a READ of 4 argument bytes,
+#: a WRITE of 2 and one of 2,047 bytes (longer than the link's buffer: it
+#: counts past it) are bad arguments; a READ of 0 bytes is an empty reply,
+#: one of 511 bytes sets the reply length's low 9 bits.
+LINK_EDGES = [
+    ("unknown_command", 0xFF, b"\xff" * 5, "the board answered: bad command"),
+    ("short_read", protocol.READ, bytes(4), "the board answered: bad argument"),
+    ("short_write", protocol.WRITE, bytes(2), "the board answered: bad argument"),
+    ("long_write", protocol.WRITE, bytes(3) + bytes(range(256)) * 7 + bytes(252),
+     "the board answered: bad argument"),
+    ("empty_read", protocol.READ, bytes(5), 0),
+    ("long_read", protocol.READ, bytes(3) + (511).to_bytes(2, "little"), 511),
+]
+
+
+def link_edges(link):
+    """From a bridged session: each of :data:`LINK_EDGES` (True when the
+    board answers as listed), then a PING (``"ping_after"``, True when it
+    answers with the design id and version it gave before)."""
+    before = link.ping()
+    report = {}
+    for name, command, payload, answer in LINK_EDGES:
+        link.transport.write(protocol.encode_frame(protocol.SYNC_HOST, command, payload))
+        try:
+            report[name] = len(link.reply()) == answer
+        except protocol.LinkError as error:
+            report[name] = str(error) == answer
+    report["ping_after"] = link.ping() == before
+    return report
 
 
 def run_each(link, spec, report, key, items, one):

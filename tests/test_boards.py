@@ -20,6 +20,7 @@ from bertforge.boards.gemm_host import gemm_board_layout, gemm_result_from_bytes
 from bertforge.boards.sparse_top import SparseBoardTop, SparseTopConfig
 from bertforge.boards.systolic_top import SystolicBoardTop, SystolicTopConfig
 from bertforge.boards.targets import BOARDS, board
+from bertforge.boards.uart_model import LINK_EDGES
 from bertforge.generators.gemm_board import GEMM
 from bertforge.generators.sparse_board import SPARSE
 from bertforge.generators.systolic_board import SYSTOLIC
@@ -32,6 +33,8 @@ from bertforge.rtl.systolic import SystolicConfig
 from bertforge.rtl.uart import Uart, UartConfig
 
 from board_helpers import run_board_top, top_config_test
+
+EDGE_NAMES = [name for name, *_ in LINK_EDGES] + ["ping_after"]
 
 
 def test_crc8_check_value_and_frames():
@@ -140,8 +143,9 @@ def test_board_top_over_uart_in_verilator(dataflow, stages, cell, tmp_path):
     tiles["a_0"][:] = -128
     tiles["b_0"][:] = -128
     result = run_board_top(tmp_path, SystolicBoardTop(config), config, "systolic_board_tb", tiles,
-                           corrupt=True)
+                           corrupt=True, edges=True)
     assert result["match"] and result["corrupt_rejected"] == 3 and result["k0_rejected"]
+    assert result["edges"] == dict.fromkeys(EDGE_NAMES, True)
     assert result["design_id"] == SYSTOLIC.design_id
     assert [t["match"] for t in result["tiles"]] == [True] * 3
 
@@ -357,7 +361,8 @@ def test_gemm_board_top_over_uart_in_verilator(dataflow, rows, cols, ice40, tmp_
     arrays["b_2"][:, 0] = 127   # C[0, 0] saturates the int8 output
     result = run_board_top(tmp_path, GemmBoardTop(config), config, "gemm_board_tb", arrays,
                            flags=flags, corrupt=True,
-                           bad=[{"m": 0}, {"c_addr": (1 << engine.addr_width) - 4}], cycles=True)
+                           bad=[{"m": 0}, {"c_addr": (1 << engine.addr_width) - 4}], cycles=True,
+                           edges=True)
     assert result["design_id"] == GEMM.design_id
     assert [p["match"] for p in result["problems"]] == [True] * 3
     # the 1x1x1 problem is compute bound: its reply's cycles are the engine's model
@@ -365,6 +370,7 @@ def test_gemm_board_top_over_uart_in_verilator(dataflow, rows, cols, ice40, tmp_
     assert result["problems"][1]["cycles"] == result["problems"][1]["model_cycles"]
     assert result["corrupt_rejected"] == 3 and result["bad_rejected"] == [True, True]
     assert result["works_after_errors"]
+    assert result["edges"] == dict.fromkeys(EDGE_NAMES, True)
 
 
 def test_bench_boards_gemm_sweep_stops_at_the_first_size_that_does_not_fit(
