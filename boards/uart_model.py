@@ -18,7 +18,8 @@ except ImportError:  # pragma: no cover - older 2.x layouts
     from cocotb._bridge import bridge, resume
 
 __all__ = ["UartModel", "SimTransport", "board_link", "corrupt_frame_rejected",
-           "bad_argument_rejected", "LINK_EDGES", "link_edges", "open_board", "run_each", "save_report", "bridge", "resume"]
+           "bad_argument_rejected", "LINK_EDGES", "link_edges", "open_board", "run_each",
+           "save_report", "bridge", "resume"]
 
 
 class UartModel:
