@@ -394,13 +394,15 @@ def test_accumulate_saturates_and_per_channel_scales_without_bias(tmp_path):
     """C += A @ B from old C at the int32 limits, pushed past them (the
     accumulator's saturating add, both columns of the array, both ways),
     and per-channel scales with no bias (the scale vector is then the
-    loader's first job), int8 and int16."""
+    loader's first job), int8 and int16; then an M of 130 (bit 7 of the
+    command set: the queue sample's mutant 22 XORs it into B's top
+    address bit)."""
     config = TINY
-    problems = gemm_saturating_problems()
+    problems = gemm_saturating_problems() + [dict(m=130, k=2, n=2)]
     image, commands = layout_problems(config, problems, np.random.default_rng(14))
     result = simulate_gemm(config, image, commands, seed=14, workdir=tmp_path / "limits")
     check(result, commands, config)
-    assert result["errors"] == [False] * 3 and held_outputs(result) == []
+    assert result["errors"] == [False] * 4 and held_outputs(result) == []
     assert read_matrix(config, result["image"], commands[0]).tolist() == GEMM_INT32_LIMITS
 
 
