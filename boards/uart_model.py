@@ -10,6 +10,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge, Timer
 
 from bertforge.boards import protocol
+from bertforge.sim.funcov_tb import Coverage
 from bertforge.sim.stream_tb import read_spec
 
 try:  # cocotb 2.x exports these when a simulation runs
@@ -18,8 +19,8 @@ except ImportError:  # pragma: no cover - older 2.x layouts
     from cocotb._bridge import bridge, resume
 
 __all__ = ["UartModel", "SimTransport", "board_link", "corrupt_frame_rejected",
-           "bad_argument_rejected", "LINK_EDGES", "link_edges", "open_board", "run_each",
-           "save_report", "bridge", "resume"]
+           "bad_argument_rejected", "FRAME_KINDS", "LINK_EDGES", "link_edges", "open_board",
+           "run_each", "save_report", "bridge", "resume"]
 
 
 class UartModel:
@@ -85,20 +86,45 @@ class UartModel:
         return data
 
 
+#: The host link's frame kinds, by command code (``unknown`` for any
+#: other code, ``bad_crc`` for a frame whose CRC is wrong).
+FRAME_KINDS = {protocol.PING: "PING", protocol.WRITE: "WRITE", protocol.READ: "READ",
+               protocol.RUN: "RUN"}
+
+
 class SimTransport:
-    """``write``/``read`` for :class:`HostLink`, run from a bridged thread."""
+    """``write``/``read`` for :class:`HostLink`, run from a bridged thread.
+    It parses what goes each way: :meth:`coverage` gives the host link's
+    functional coverage of a session."""
 
     def __init__(self, uart, timeout_cycles):
         self.uart = uart
         self.timeout_cycles = timeout_cycles
         self.sent = 0
+        self.frames = protocol.FrameParser(protocol.SYNC_HOST)
+        self.replies = protocol.FrameParser(protocol.SYNC_BOARD)
+        self.kinds, self.statuses = [], []
 
     def write(self, data):
         resume(self.uart.send)(data)
         self.sent += len(data)
+        for code, _, crc_ok in self.frames.feed(data):
+            self.kinds.append(FRAME_KINDS.get(code, "unknown") if crc_ok else "bad_crc")
 
     def read(self, count):
-        return resume(self.uart.read)(count, self.timeout_cycles)
+        data = resume(self.uart.read)(count, self.timeout_cycles)
+        self.statuses += [protocol.STATUS_NAMES.get(code, hex(code))
+                          for code, _, _ in self.replies.feed(data)]
+        return data
+
+    def coverage(self):
+        """Cover points ``host_link.frame`` (every frame kind sent: each
+        command, an unknown one, a bad CRC) and ``host_link.status`` (every
+        status the board answered), as ``{point: {bin: hits}}``."""
+        cover = Coverage("host_link")
+        cover.kinds("frame", self.kinds, [*FRAME_KINDS.values(), "unknown", "bad_crc"])
+        cover.kinds("status", self.statuses, list(protocol.STATUS_NAMES.values()))
+        return cover.report()
 
 
 async def board_link(dut, divisor, timeout_bytes=200):
@@ -202,13 +228,15 @@ def run_each(link, spec, report, key, items, one):
 def save_report(spec, report, link, config, key, runs):
     """Set ``report["match"]`` (``runs`` results under ``key``, as
     :func:`run_each` lists them, all matching the golden model), add the
-    bytes the host sent over ``link``, write ``report`` to the spec's
+    bytes the host sent over ``link`` and its functional coverage
+    (:meth:`SimTransport.coverage`), write ``report`` to the spec's
     ``result_path``, then assert what every board top must do: answer PING
     with ``config.design_id``, match the golden model on every run and, when
     the spec corrupts frames, reject one per run."""
     results = report[key]
     report["match"] = len(results) == runs and all(r["match"] for r in results)
     report["bytes_sent"] = link.transport.sent
+    report["functional_coverage"] = link.transport.coverage()
     with open(spec["result_path"], "w") as f:
         json.dump(report, f)
     assert report["design_id"] == config.design_id, report

@@ -21,6 +21,7 @@ from bertforge.boards.sparse_top import SparseBoardTop, SparseTopConfig
 from bertforge.boards.systolic_top import SystolicBoardTop, SystolicTopConfig
 from bertforge.boards.targets import BOARDS, board
 from bertforge.boards.uart_model import LINK_EDGES
+from bertforge.sim.coverage import uncovered
 from bertforge.generators.gemm_board import GEMM
 from bertforge.generators.sparse_board import SPARSE
 from bertforge.generators.systolic_board import SYSTOLIC
@@ -146,6 +147,8 @@ def test_board_top_over_uart_in_verilator(dataflow, stages, cell, tmp_path):
                            corrupt=True, edges=True)
     assert result["match"] and result["corrupt_rejected"] == 3 and result["k0_rejected"]
     assert result["edges"] == dict.fromkeys(EDGE_NAMES, True)
+    # the host link's functional coverage: every frame kind, every status
+    assert uncovered([result]) == []
     assert result["design_id"] == SYSTOLIC.design_id
     assert [t["match"] for t in result["tiles"]] == [True] * 3
 
@@ -371,6 +374,7 @@ def test_gemm_board_top_over_uart_in_verilator(dataflow, rows, cols, ice40, tmp_
     assert result["corrupt_rejected"] == 3 and result["bad_rejected"] == [True, True]
     assert result["works_after_errors"]
     assert result["edges"] == dict.fromkeys(EDGE_NAMES, True)
+    assert uncovered([result]) == []
 
 
 def test_bench_boards_gemm_sweep_stops_at_the_first_size_that_does_not_fit(
