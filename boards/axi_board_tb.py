@@ -61,7 +61,7 @@ from bertforge.rtl.gemm import GemmConfig
 from bertforge.rtl.layernorm import LayerNormConfig
 from bertforge.rtl.softmax import SoftmaxConfig
 from bertforge.rtl.sparse_engine import SparseEngineConfig
-from bertforge.sim.funcov_tb import RUN_BINS, Coverage, run_bin
+from bertforge.sim.funcov_tb import RUN_BINS, Coverage, HeldRuns
 from bertforge.sim.gemm_golden import run_commands
 from bertforge.sim.sparse_engine_golden import run_sparse_commands
 
@@ -98,13 +98,13 @@ STEPS = ("cycles", "busy_gemm", "busy_softmax", "busy_layernorm", "busy_gelu", "
 #: drives valid, run bins of a held handshake). A held beat the top drives
 #: is ``stalled`` (the other side not ready), one it takes ``refused``. The
 #: master's R and B are never refused (it takes every read beat it asked
-#: for, and BREADY is 1), so they have no such point; the register file's
+#: for, and BREADY is 1), so they are not listed; the register file's
 #: holds are counted once each (``True``: its slave takes AW and W
 #: together, and the lite master's pauses are runs of 3 and 6 cycles).
 BUS_CHANNELS = (("axi.ar", "m_axi_ar", True, RUN_BINS), ("axi.aw", "m_axi_aw", True, RUN_BINS),
-                ("axi.w", "m_axi_w", True, RUN_BINS), ("axi.r", "m_axi_r", False, None),
-                ("axi.b", "m_axi_b", False, None), ("axi_regs.aw", "s_axi_aw", False, [True]),
-                ("axi_regs.w", "s_axi_w", False, [True]), ("axi_regs.ar", "s_axi_ar", False, [True]),
+                ("axi.w", "m_axi_w", True, RUN_BINS), ("axi_regs.aw", "s_axi_aw", False, [True]),
+                ("axi_regs.w", "s_axi_w", False, [True]),
+                ("axi_regs.ar", "s_axi_ar", False, [True]),
                 ("axi_regs.r", "s_axi_r", True, [True]), ("axi_regs.b", "s_axi_b", True, [True]))
 #: The responses the bus's R and B may carry (EXOKAY needs exclusive access).
 RESPONSES = ["OKAY", "SLVERR", "DECERR"]
@@ -225,7 +225,8 @@ class TB:
         out["r_held"] = [await read for read in reads]
         self.lite.read_if.r_channel.clear_pause_generator()
         self.lite.write_if.b_channel.set_pause_generator(iter([True] * 6 + [False] * 1000))
-        writes = [cocotb.start_soon(lite.write(addr, bytes(4))) for addr in (REG["IRQ_ENABLE"], 0x30)]
+        writes = [cocotb.start_soon(lite.write(addr, bytes(4)))
+                  for addr in (REG["IRQ_ENABLE"], 0x30)]
         out["b_held"] = [names[(await write).resp] for write in writes]
         self.lite.write_if.b_channel.clear_pause_generator()
         # AxPROT is ignored: a read and a write with every bit set, then clear
@@ -253,12 +254,10 @@ class TB:
         dut, cover = self.dut, self.cover
         mb = gemm_config(self.config).mem_bytes
         longest = min(self.max_burst, MAX_WRITE_BURST)
-        held = {}
-        for point, prefix, drives, bins in BUS_CHANNELS:
-            sample = (cover.point(f"{point}.{'stalled' if drives else 'refused'}", bins)
-                      if bins else None)
-            held[point] = [getattr(dut, f"{prefix}valid"), getattr(dut, f"{prefix}ready"), sample, 0,
-                           bins == RUN_BINS]
+        held = [(getattr(dut, f"{prefix}valid"), getattr(dut, f"{prefix}ready"),
+                 HeldRuns(cover.point(f"{point}.{'stalled' if drives else 'refused'}", bins),
+                          lengths=bins == RUN_BINS))
+                for point, prefix, drives, bins in BUS_CHANNELS]
         ar_len = cover.point("axi.ar.len", ["1", "2+"])
         aw_len = cover.point("axi.aw.len", ["1", f"2-{longest - 1}", f"{longest}"])
         page_end = {ch: cover.point(f"axi.{ch}.page_end", [True]) for ch in ("ar", "aw")}
@@ -272,18 +271,13 @@ class TB:
         full = (1 << mb) - 1
         while True:
             await RisingEdge(dut.clk)
-            for state in held.values():
-                valid, ready, sample, run, runs = state
-                if int(valid.value) and not int(ready.value):
-                    state[3] += 1
-                elif run:
-                    if sample:
-                        sample(run_bin(run) if runs else True)
-                    state[3] = 0
+            for valid, ready, runs in held:
+                runs.sample(bool(int(valid.value)) and not int(ready.value))
             for ch, length in (("ar", ar_len), ("aw", aw_len)):
-                if int(getattr(dut, f"m_axi_{ch}valid").value) and int(getattr(dut, f"m_axi_{ch}ready").value):
-                    beats = int(getattr(dut, f"m_axi_{ch}len").value) + 1
-                    addr = int(getattr(dut, f"m_axi_{ch}addr").value)
+                port = f"m_axi_{ch}"
+                if int(getattr(dut, port + "valid").value) and int(getattr(dut, port + "ready").value):
+                    beats = int(getattr(dut, port + "len").value) + 1
+                    addr = int(getattr(dut, port + "addr").value)
                     if ch == "ar":
                         length("1" if beats == 1 else "2+")
                     else:

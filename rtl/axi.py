@@ -310,7 +310,8 @@ class AxiMaster(wiring.Component):
         w_word = Signal(wa)
         m.d.comb += [rotated.eq((Cat(wr.data, wr.data) << (w_off * 8))[W:]),
                      w_end.eq(w_off + wr.bytes),
-                     strobes.eq(Cat((w_off <= lane) & (w_end > lane) for lane in range(2 * MB - 1))),
+                     strobes.eq(Cat((w_off <= lane) & (w_end > lane)
+                                    for lane in range(2 * MB - 1))),
                      w_word.eq(wr.addr[mbb:])]
         two = w_end > MB     # the bytes run into the next word
         hold_word = Signal(wa)      # the burst builder's held beat's word (below)

@@ -5,8 +5,9 @@
 The top under proof has a stand-in for the engine (:class:`FetchTop`), so
 the solver sees the fetcher, the AXI master and the register file: the
 stand-in takes a command at once while it has none (as every engine
-does when idle; it may stall one that comes while it runs), then asks at most one read (of at most
-one beat) and one write, takes its read data, and completes
+does when idle; it may stall one that comes while it runs), then asks at
+most one read (of at most one beat) and one write, takes its read data,
+and completes
 only once its data is all in, with or without an error (rejected), whatever
 it asked before (a rejected command's reads and writes are drained like any
 other's, so no assumption spares it memory); it stalls ``cmd.ready``,
@@ -103,8 +104,8 @@ class FetchTop(AxiGemmTop):
 
 
 class FetchSpec(Spec):
-    PROPERTIES = ("fetch_never_hangs", "fetch_waits_for_nothing", "ends_answered", "reaches_two_records",
-                  "reaches_bad_opcode_end", "reaches_rejected_after_write")
+    PROPERTIES = ("fetch_never_hangs", "fetch_waits_for_nothing", "ends_answered",
+                  "reaches_two_records", "reaches_bad_opcode_end", "reaches_rejected_after_write")
 
     def __init__(self, make, *, only=None):
         super().__init__(only=only)

@@ -50,7 +50,8 @@ the results of a block's runs and assert every bin hit
 import numpy as np
 from cocotb_coverage.coverage import CoverPoint, coverage_db
 
-__all__ = ["Coverage", "StreamCoverage", "flag_of", "run_bin", "RUN_BINS", "EXTREME_BINS"]
+__all__ = ["Coverage", "StreamCoverage", "HeldRuns", "flag_of", "run_bin", "RUN_BINS",
+           "EXTREME_BINS"]
 
 RUN_BINS = ["1", "2-3", "4+"]
 EXTREME_BINS = ["min", "max", "zero", "-1", "+1"]
@@ -68,13 +69,35 @@ def run_bin(cycles):
     return "1" if cycles == 1 else "2-3" if cycles <= 3 else "4+"
 
 
+class HeldRuns:
+    """Runs of cycles a handshake is held (valid, not ready), into
+    ``point`` (a sampling function of :meth:`Coverage.point`): its bin of
+    :data:`RUN_BINS` when a run ends, or ``True`` with ``lengths=False``
+    (a point of one bin)."""
+
+    def __init__(self, point, lengths=True):
+        self.point, self.lengths, self.run = point, lengths, 0
+
+    def sample(self, held):
+        """Once a cycle: the handshake is held this cycle."""
+        if held:
+            self.run += 1
+        else:
+            self.close()
+
+    def close(self):
+        """End the run in progress, if any."""
+        if self.run:
+            self.point(run_bin(self.run) if self.lengths else True)
+            self.run = 0
+
+
 class _Stream:
     def __init__(self, cover, name, port, last_of, is_input, one_beat_rows=True):
         self.port, self.last_of, self.is_input = port, last_of, is_input
-        self.run = 0
         self.beat_in_row = 0
         kind = "refused" if is_input else "stalled"
-        self.held = cover.point(f"{name}.{kind}", RUN_BINS)
+        self.held = HeldRuns(cover.point(f"{name}.{kind}", RUN_BINS))
         self.empty = cover.point(f"{name}.{'idle' if is_input else 'waiting'}", [True])
         self.last = cover.point(f"{name}.last", [True, False]) if last_of else None
         self.first_last = (cover.point(f"{name}.first_beat_last", [True])
@@ -88,11 +111,7 @@ class _Stream:
         valid = bool(int(self.port.valid.value))
         ready = self.ready_now()
         held = valid and not ready
-        if held:
-            self.run += 1
-        elif self.run:
-            self.held(run_bin(self.run))
-            self.run = 0
+        self.held.sample(held)
         if ready and not valid:
             self.empty(True)
         if valid and ready and self.last is not None:
@@ -104,9 +123,7 @@ class _Stream:
         return held
 
     def close(self):
-        if self.run:
-            self.held(run_bin(self.run))
-            self.run = 0
+        self.held.close()
 
 
 class Coverage:
